@@ -1,0 +1,33 @@
+# Landfall: `make demo` runs the whole flow locally, `make test` runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: venv test lint demo bench clean
+
+# Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
+venv: $(STAMP)
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -U pip
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[cpu,local,dev]'
+	# tf-keras's metadata asks for `tensorflow`; here we run tensorflow-cpu of the same minor.
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.20,<2.21'
+	touch $(STAMP)
+
+lint: venv
+	$(BIN)/ruff check .
+
+test: venv lint
+	$(BIN)/pytest
+
+demo: venv
+	$(BIN)/landfall demo
+
+bench: venv
+	$(BIN)/landfall bench convert
+	$(BIN)/landfall bench train
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache landfall-demo

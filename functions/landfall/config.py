@@ -1,0 +1,87 @@
+"""Typed configuration, one object per component, read once: defaults, then environment, then flags.
+
+Environment variables are ``LANDFALL_<FIELD>`` in upper case (for example ``LANDFALL_SHARD_TARGET_BYTES``);
+flags are passed as keyword overrides by the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+from collections.abc import Mapping
+from typing import Any, Self, get_args, get_origin, get_type_hints
+
+ENV_PREFIX = "LANDFALL_"
+
+
+def _coerce(value: str, hint: Any) -> Any:
+    origin = get_origin(hint)
+    if origin in (types.UnionType,) or str(origin) == "typing.Union":
+        args = [a for a in get_args(hint) if a is not type(None)]
+        if value == "":
+            return None
+        return _coerce(value, args[0])
+    if hint is bool:
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"not a boolean: {value!r}")
+    if hint is int:
+        return int(value)
+    if hint is float:
+        return float(value)
+    if origin is tuple:
+        inner = get_args(hint)[0]
+        return tuple(_coerce(v.strip(), inner) for v in value.split(",") if v.strip())
+    return value
+
+
+class Settings:
+    """Mixin for frozen dataclasses: ``load(env, **flags)`` applies the three layers in order."""
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **flags: Any) -> Self:
+        env = os.environ if env is None else env
+        hints = get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+            key = ENV_PREFIX + field.name.upper()
+            if key in env:
+                try:
+                    values[field.name] = _coerce(env[key], hints[field.name])
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+        values.update({k: v for k, v in flags.items() if v is not None})
+        return cls(**values)  # type: ignore[call-arg]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout(Settings):
+    """Where things live in the bucket. Defaults are documented in the README."""
+
+    incoming_prefix: str = "incoming/"
+    tfrecords_prefix: str = "tfrecords/"
+    rejected_prefix: str = "rejected/"
+    runs_prefix: str = "runs/"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConverterConfig(Settings):
+    """The data-arrival function and ``landfall convert``."""
+
+    timesteps: int = 36
+    features: int = 10
+    shard_target_bytes: int = 128 * 1024 * 1024
+    npz_array: str | None = None  # the array to take from an .npz holding several
+    drop_nonfinite: bool = False  # drop rows with NaN/Inf (counted in the manifest) instead of rejecting
+    max_instances: int = 1_000_000_000  # an .npy header declaring more is rejected before any read
+    max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb
+    chunk_instances: int = 8192  # instances converted per step: bounds memory
+    request_topic: str = "landfall-training-requests"
+    project: str = dataclasses.field(default_factory=lambda: os.environ.get("GOOGLE_CLOUD_PROJECT", "landfall-local"))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.timesteps, self.features)

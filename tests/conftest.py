@@ -1,0 +1,93 @@
+"""Shared, session-scoped emulators: Google's Pub/Sub emulator and fake-gcs-server.
+
+Started once per test session on free loopback ports; a failure to start is an error, never a skip.
+fake-gcs-server announces every finalized ``incoming/`` object on ``GCS_TOPIC`` (JSON_API_V1
+notifications), as ``gcloud storage buckets notifications create`` does in production.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from landfall import emulators
+from landfall.pubsub import PubSub
+from landfall.storage import Storage
+
+PROJECT = "landfall-test"
+GCS_TOPIC = "gcs-notifications"
+
+
+@dataclasses.dataclass
+class Emulators:
+    project: str
+    pubsub_host: str
+    storage_url: str
+    gcs_topic: str
+    storage: Storage
+    pubsub: PubSub
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PUBSUB_EMULATOR_HOST": self.pubsub_host,
+            "STORAGE_EMULATOR_HOST": self.storage_url,
+            "GOOGLE_CLOUD_PROJECT": self.project,
+        }
+
+
+@pytest.fixture(scope="session")
+def emulator_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
+    state = tmp_path_factory.mktemp("emulators")
+    pubsub_proc, pubsub_host = emulators.start_pubsub(state, PROJECT)
+    saved = {k: os.environ.get(k) for k in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
+    os.environ["PUBSUB_EMULATOR_HOST"] = pubsub_host
+    os.environ["GOOGLE_CLOUD_PROJECT"] = PROJECT
+    gcs_proc = None
+    try:
+        pubsub = PubSub(PROJECT)
+        pubsub.ensure_topic(GCS_TOPIC)
+        gcs_proc, storage_url = emulators.start_gcs(
+            state, pubsub_host=pubsub_host, project=PROJECT, topic=GCS_TOPIC, object_prefix="incoming/"
+        )
+        os.environ["STORAGE_EMULATOR_HOST"] = storage_url
+        yield Emulators(PROJECT, pubsub_host, storage_url, GCS_TOPIC, Storage(PROJECT), pubsub)
+    finally:
+        if gcs_proc:
+            gcs_proc.stop()
+        pubsub_proc.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def bucket(emulator_stack: Emulators) -> str:
+    """A fresh bucket per test, so tests sharing the emulators never see each other's objects."""
+    name = unique("bkt")
+    emulator_stack.storage.ensure_bucket(name)
+    return name
+
+
+@pytest.fixture
+def topic(emulator_stack: Emulators) -> str:
+    """A fresh request topic with a pull subscription of the same name."""
+    name = unique("requests")
+    emulator_stack.pubsub.ensure_topic(name)
+    emulator_stack.pubsub.ensure_subscription(name, name, ordering=True)
+    return name
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("data")
