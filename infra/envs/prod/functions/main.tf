@@ -1,0 +1,36 @@
+# The part of the environment Cloud Build applies on every build: the two
+# functions and the push subscription that triggers the submitter.
+
+data "terraform_remote_state" "platform" {
+  backend = "gcs"
+  config = {
+    bucket = var.state_bucket
+    prefix = "landfall/prod/platform"
+  }
+}
+
+locals {
+  platform = data.terraform_remote_state.platform.outputs
+  labels   = { app = "landfall", env = "prod", managed-by = "terraform" }
+}
+
+module "functions" {
+  source               = "../../../modules/functions"
+  project_id           = var.project_id
+  region               = var.region
+  source_dir           = var.functions_source_dir
+  sources_bucket_name  = local.platform.sources_bucket_name
+  bucket_name          = local.platform.bucket_name
+  request_topic_id     = local.platform.request_topic_id
+  dead_letter_topic_id = local.platform.dead_letter_topic_id
+  gke_endpoint         = local.platform.gke_endpoint
+  gke_ca_certificate   = local.platform.gke_ca_certificate
+  trainer_image        = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
+  service_accounts = {
+    converter = local.platform.service_accounts["converter"]
+    submitter = local.platform.service_accounts["submitter"]
+    invoker   = local.platform.service_accounts["invoker"]
+    fn-build  = local.platform.service_accounts["fn-build"]
+  }
+  labels = local.labels
+}

@@ -1,0 +1,34 @@
+variable "project_id" {
+  description = "Google Cloud project ID (the platform's)."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a valid Google Cloud project ID."
+  }
+}
+
+variable "region" {
+  description = "Region of the functions (the platform's region)."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "state_bucket" {
+  description = "Bucket of the Terraform state; the platform outputs are read from it."
+  type        = string
+}
+
+variable "trainer_image_tag" {
+  description = "Tag of the trainer image the TFJobs run; Cloud Build passes $SHORT_SHA."
+  type        = string
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.trainer_image_tag))
+    error_message = "trainer_image_tag must be a valid Docker tag."
+  }
+}
+
+variable "functions_source_dir" {
+  description = "The functions/ folder, relative to this root."
+  type        = string
+  default     = "../../../../functions"
+}

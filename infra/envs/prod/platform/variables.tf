@@ -1,0 +1,123 @@
+variable "project_id" {
+  description = "Google Cloud project ID to deploy Landfall into."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.project_id))
+    error_message = "project_id must be a valid Google Cloud project ID."
+  }
+}
+
+variable "region" {
+  description = "Region of the cluster, functions, bucket, topic and registry."
+  type        = string
+  default     = "us-central1"
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]$", var.region))
+    error_message = "region must be a Google Cloud region such as us-central1."
+  }
+}
+
+variable "zones" {
+  description = "Zones of the region for nodes; they must offer the GPU type."
+  type        = list(string)
+  default     = ["us-central1-a", "us-central1-b"]
+  validation {
+    condition     = length(var.zones) > 0
+    error_message = "zones needs at least one zone."
+  }
+}
+
+variable "bucket_name" {
+  description = "Data bucket (incoming/, tfrecords/, runs/, rejected/); globally unique."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name must be a valid bucket name."
+  }
+}
+
+variable "state_bucket" {
+  description = "Existing bucket of the Terraform state (the same one given to -backend-config)."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$", var.state_bucket))
+    error_message = "state_bucket must be a valid bucket name."
+  }
+}
+
+variable "gpu_accelerator_type" {
+  description = "GPU of the training pool."
+  type        = string
+  default     = "nvidia-l4"
+  validation {
+    condition     = can(regex("^nvidia-[a-z0-9-]+$", var.gpu_accelerator_type))
+    error_message = "gpu_accelerator_type must be an NVIDIA accelerator type such as nvidia-l4."
+  }
+}
+
+variable "gpu_accelerator_count" {
+  description = "GPUs per training node."
+  type        = number
+  default     = 1
+  validation {
+    condition     = contains([1, 2, 4, 8], var.gpu_accelerator_count)
+    error_message = "gpu_accelerator_count must be 1, 2, 4 or 8."
+  }
+}
+
+variable "gpu_machine_type" {
+  description = "Machine type of the training pool (g2-standard-* carries L4 GPUs)."
+  type        = string
+  default     = "g2-standard-8"
+}
+
+variable "gpu_max_nodes" {
+  description = "Maximum GPU nodes; the pool scales from 0."
+  type        = number
+  default     = 8
+  validation {
+    condition     = var.gpu_max_nodes >= 1
+    error_message = "gpu_max_nodes must be at least 1."
+  }
+}
+
+variable "gpu_spot" {
+  description = "Use Spot VMs for the GPU pool."
+  type        = bool
+  default     = false
+}
+
+variable "master_cidr" {
+  description = "Control plane /28 of the private cluster (source of the 443/6443 webhook firewall rule)."
+  type        = string
+  default     = "172.16.0.16/28"
+  validation {
+    condition     = can(cidrhost(var.master_cidr, 0)) && endswith(var.master_cidr, "/28")
+    error_message = "master_cidr must be a /28."
+  }
+}
+
+variable "master_authorized_cidrs" {
+  description = "Extra networks (office/VPN) allowed to the control plane."
+  type = list(object({
+    cidr_block   = string
+    display_name = string
+  }))
+  default = []
+}
+
+variable "release_channel" {
+  description = "GKE release channel."
+  type        = string
+  default     = "STABLE"
+  validation {
+    condition     = contains(["RAPID", "REGULAR", "STABLE"], var.release_channel)
+    error_message = "release_channel must be RAPID, REGULAR or STABLE."
+  }
+}
+
+variable "deletion_protection" {
+  description = "Protect the cluster against destroy."
+  type        = bool
+  default     = true
+}

@@ -1,0 +1,149 @@
+# The two gen2 Cloud Functions. Their source is the functions/ folder zipped; the
+# object name carries the archive's hash, so a code change is a new object and a
+# redeploy, and an unchanged tree is a no-op.
+
+data "archive_file" "functions" {
+  type        = "zip"
+  source_dir  = var.source_dir
+  output_path = "${path.root}/.terraform/functions-source.zip"
+  excludes    = ["**/__pycache__/**", "**/*.pyc", ".pytest_cache/**"]
+}
+
+resource "google_storage_bucket_object" "source" {
+  name   = "functions/functions-${data.archive_file.functions.output_sha256}.zip"
+  bucket = var.sources_bucket_name
+  source = data.archive_file.functions.output_path
+}
+
+locals {
+  common_env = {
+    GOOGLE_CLOUD_PROJECT             = var.project_id
+    LANDFALL_BUCKET                  = var.bucket_name
+    LANDFALL_REQUEST_TOPIC           = var.request_topic_id
+    LANDFALL_BACKEND                 = "kubernetes"
+    LANDFALL_GKE_ENDPOINT            = var.gke_endpoint
+    LANDFALL_GKE_CA_CERT             = var.gke_ca_certificate
+    LANDFALL_NAMESPACE               = var.namespace
+    LANDFALL_TRAINER_IMAGE           = var.trainer_image
+    LANDFALL_TRAINER_SERVICE_ACCOUNT = var.trainer_service_account
+  }
+}
+
+resource "google_cloudfunctions2_function" "on_data_arrival" {
+  project     = var.project_id
+  name        = "on-data-arrival"
+  location    = var.region
+  description = "Converts uploads under incoming/ to TFRecord shards and publishes a training request."
+  labels      = var.labels
+
+  build_config {
+    runtime         = "python311"
+    entry_point     = "on_data_arrival"
+    service_account = "projects/${var.project_id}/serviceAccounts/${var.service_accounts.fn-build}"
+    source {
+      storage_source {
+        bucket = var.sources_bucket_name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory                 = var.converter.memory
+    available_cpu                    = var.converter.cpu
+    timeout_seconds                  = var.converter.timeout_seconds
+    max_instance_count               = var.converter.max_instances
+    min_instance_count               = 0
+    max_instance_request_concurrency = var.converter.concurrency
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY"
+    all_traffic_on_latest_revision   = true
+    service_account_email            = var.service_accounts.converter
+    environment_variables            = local.common_env
+  }
+
+  # Eventarc cannot filter on a prefix: every finalized object in the bucket fires,
+  # and on_data_arrival ignores names outside incoming/ (its own tfrecords/ writes too).
+  event_trigger {
+    trigger_region        = var.region
+    event_type            = "google.cloud.storage.object.v1.finalized"
+    retry_policy          = "RETRY_POLICY_RETRY"
+    service_account_email = var.service_accounts.invoker
+    event_filters {
+      attribute = "bucket"
+      value     = var.bucket_name
+    }
+  }
+}
+
+resource "google_cloudfunctions2_function" "on_training_request" {
+  project     = var.project_id
+  name        = "on-training-request"
+  location    = var.region
+  description = "Reads a TFRecord manifest from a training request and creates the TFJob."
+  labels      = var.labels
+
+  build_config {
+    runtime         = "python311"
+    entry_point     = "on_training_request"
+    service_account = "projects/${var.project_id}/serviceAccounts/${var.service_accounts.fn-build}"
+    source {
+      storage_source {
+        bucket = var.sources_bucket_name
+        object = google_storage_bucket_object.source.name
+      }
+    }
+  }
+
+  service_config {
+    available_memory                 = var.submitter.memory
+    available_cpu                    = var.submitter.cpu
+    timeout_seconds                  = var.submitter.timeout_seconds
+    max_instance_count               = var.submitter.max_instances
+    min_instance_count               = 0
+    max_instance_request_concurrency = var.submitter.concurrency
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY"
+    all_traffic_on_latest_revision   = true
+    service_account_email            = var.service_accounts.submitter
+    environment_variables            = local.common_env
+  }
+}
+
+# The submit function's trigger is this push subscription rather than an
+# Eventarc-managed one, because only a subscription we own can carry the
+# dead-letter topic, the retry backoff and the retention. Pub/Sub pushes with an
+# OIDC token of the invoker account (roles/run.invoker on this service only), and
+# the Functions Framework turns the push body into the same CloudEvent
+# (google.cloud.pubsub.topic.v1.messagePublished) an Eventarc trigger would send.
+resource "google_pubsub_subscription" "training_requests" {
+  project = var.project_id
+  name    = "landfall-training-requests-submit"
+  topic   = var.request_topic_id
+  labels  = var.labels
+
+  # A non-2xx answer or a timeout is a nack: the request is retried with backoff.
+  ack_deadline_seconds       = var.submitter.timeout_seconds
+  message_retention_duration = "604800s"
+  retain_acked_messages      = false
+
+  retry_policy {
+    minimum_backoff = "10s"
+    maximum_backoff = "600s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = var.dead_letter_topic_id
+    max_delivery_attempts = var.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  push_config {
+    push_endpoint = google_cloudfunctions2_function.on_training_request.service_config[0].uri
+    oidc_token {
+      service_account_email = var.service_accounts.invoker
+      audience              = google_cloudfunctions2_function.on_training_request.service_config[0].uri
+    }
+  }
+}

@@ -1,0 +1,30 @@
+output "source_object" {
+  description = "Content-hashed object name of the deployed source archive."
+  value       = google_storage_bucket_object.source.name
+}
+
+output "on_data_arrival_uri" {
+  description = "URI of the on-data-arrival service (internal ingress)."
+  value       = google_cloudfunctions2_function.on_data_arrival.service_config[0].uri
+}
+
+output "on_training_request_uri" {
+  description = "URI of the on-training-request service (internal ingress; Pub/Sub pushes to it)."
+  value       = google_cloudfunctions2_function.on_training_request.service_config[0].uri
+}
+
+output "training_subscription" {
+  description = "The push subscription that triggers on-training-request."
+  value       = google_pubsub_subscription.training_requests.id
+}
+
+output "trainer_image" {
+  description = "Trainer image the submitter puts in TFJobs (LANDFALL_TRAINER_IMAGE)."
+  value       = var.trainer_image
+}
+
+output "environment" {
+  description = "Environment variables both functions receive (holds the cluster CA)."
+  value       = local.common_env
+  sensitive   = true
+}

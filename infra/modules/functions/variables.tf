@@ -1,0 +1,139 @@
+variable "project_id" {
+  description = "Google Cloud project ID."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions (and of the data bucket for the Eventarc trigger)."
+  type        = string
+}
+
+variable "source_dir" {
+  description = "Folder zipped as the functions' source: the repository's functions/ (main.py, requirements.txt, landfall/)."
+  type        = string
+}
+
+variable "sources_bucket_name" {
+  description = "Bucket receiving the content-hashed source archive."
+  type        = string
+}
+
+variable "bucket_name" {
+  description = "Data bucket: the Eventarc storage trigger watches it; LANDFALL_BUCKET."
+  type        = string
+}
+
+variable "request_topic_id" {
+  description = "Full ID (projects/P/topics/T) of the training-request topic."
+  type        = string
+  validation {
+    condition     = can(regex("^projects/[^/]+/topics/[^/]+$", var.request_topic_id))
+    error_message = "request_topic_id must look like projects/P/topics/T."
+  }
+}
+
+variable "dead_letter_topic_id" {
+  description = "Full ID of the dead-letter topic."
+  type        = string
+}
+
+variable "max_delivery_attempts" {
+  description = "Deliveries of a training request before it is dead-lettered."
+  type        = number
+  default     = 5
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts 5 to 100 delivery attempts."
+  }
+}
+
+variable "gke_endpoint" {
+  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
+  type        = string
+}
+
+variable "gke_ca_certificate" {
+  description = "Base64 PEM CA certificate of the cluster (LANDFALL_GKE_CA_CERT)."
+  type        = string
+}
+
+variable "namespace" {
+  description = "Kubernetes namespace of the TFJobs (LANDFALL_NAMESPACE)."
+  type        = string
+  default     = "landfall-training"
+}
+
+variable "trainer_image" {
+  description = "Full trainer image reference the TFJobs run (LANDFALL_TRAINER_IMAGE)."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9.-]+(:[0-9]+)?/.+[:@].+$", var.trainer_image))
+    error_message = "trainer_image must be a registry path with a tag or digest."
+  }
+}
+
+variable "trainer_service_account" {
+  description = "Kubernetes ServiceAccount of the TFJob pods (LANDFALL_TRAINER_SERVICE_ACCOUNT)."
+  type        = string
+  default     = "landfall-trainer"
+}
+
+variable "service_accounts" {
+  description = "Emails of the converter, submitter, invoker and fn-build accounts (infra/modules/iam output)."
+  type = object({
+    converter = string
+    submitter = string
+    invoker   = string
+    fn-build  = string
+  })
+}
+
+variable "converter" {
+  description = "Sizing of on-data-arrival (decodes uploads and writes TFRecord shards: memory-bound)."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "2Gi"
+    cpu             = "1"
+    timeout_seconds = 540
+    max_instances   = 10
+    concurrency     = 1
+  }
+  validation {
+    condition     = var.converter.timeout_seconds <= 540 && var.converter.max_instances >= 1
+    error_message = "Event-driven functions time out at 540 s at most; max_instances must be >= 1."
+  }
+}
+
+variable "submitter" {
+  description = "Sizing of on-training-request (reads a manifest, creates one TFJob: small and short)."
+  type = object({
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    max_instances   = number
+    concurrency     = number
+  })
+  default = {
+    memory          = "512Mi"
+    cpu             = "1"
+    timeout_seconds = 120
+    max_instances   = 5
+    concurrency     = 1
+  }
+  validation {
+    condition     = var.submitter.timeout_seconds <= 540 && var.submitter.max_instances >= 1
+    error_message = "Functions time out at 540 s at most; max_instances must be >= 1."
+  }
+}
+
+variable "labels" {
+  description = "Resource labels."
+  type        = map(string)
+  default     = {}
+}

@@ -1,0 +1,9 @@
+output "emails" {
+  description = "Service account emails by workload (converter, submitter, trainer, invoker, gke-nodes, build, fn-build)."
+  value       = { for k, sa in google_service_account.sa : k => sa.email }
+}
+
+output "project_number" {
+  description = "Project number."
+  value       = data.google_project.this.number
+}

@@ -1,0 +1,62 @@
+variable "project_id" {
+  description = "Google Cloud project ID."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions (Cloud Run services) the invoker may call."
+  type        = string
+}
+
+variable "bucket_name" {
+  description = "Data bucket; grants are limited to its prefixes with IAM Conditions."
+  type        = string
+}
+
+variable "sources_bucket_name" {
+  description = "Bucket of the function source archives."
+  type        = string
+}
+
+variable "state_bucket" {
+  description = "Bucket of the Terraform state (the gcs backend); the build account applies the functions root with it."
+  type        = string
+}
+
+variable "topic_name" {
+  description = "Training-request topic the converter publishes to."
+  type        = string
+}
+
+variable "repository_name" {
+  description = "Artifact Registry repository resource name (projects/P/locations/L/repositories/R)."
+  type        = string
+}
+
+variable "repository_location" {
+  description = "Location of the Artifact Registry repository."
+  type        = string
+}
+
+variable "workload_pool" {
+  description = "Workload Identity pool of the cluster (PROJECT.svc.id.goog)."
+  type        = string
+}
+
+variable "training_namespace" {
+  description = "Kubernetes namespace of the TFJobs."
+  type        = string
+  default     = "landfall-training"
+}
+
+variable "trainer_ksa" {
+  description = "Kubernetes ServiceAccount of the TFJob worker pods."
+  type        = string
+  default     = "landfall-trainer"
+}
+
+variable "function_names" {
+  description = "Cloud Run functions the invoker account may call."
+  type        = list(string)
+  default     = ["on-data-arrival", "on-training-request"]
+}

@@ -1,0 +1,14 @@
+output "topic_id" {
+  description = "Full ID (projects/P/topics/T) of the training-request topic."
+  value       = google_pubsub_topic.requests.id
+}
+
+output "topic_name" {
+  description = "Short name of the training-request topic."
+  value       = google_pubsub_topic.requests.name
+}
+
+output "dead_letter_topic_id" {
+  description = "Full ID of the dead-letter topic."
+  value       = google_pubsub_topic.dead_letter.id
+}

@@ -1,0 +1,41 @@
+variable "project_id" {
+  description = "Google Cloud project ID that owns the topics."
+  type        = string
+}
+
+variable "project_number" {
+  description = "Project number (names the Pub/Sub service agent)."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9]+$", var.project_number))
+    error_message = "project_number must be digits."
+  }
+}
+
+variable "topic_name" {
+  description = "Topic the converter publishes training requests to."
+  type        = string
+  default     = "landfall-training-requests"
+}
+
+variable "dead_letter_topic_name" {
+  description = "Topic that receives requests the submitter failed on max_delivery_attempts times."
+  type        = string
+  default     = "landfall-training-requests-dead-letter"
+}
+
+variable "message_retention" {
+  description = "How long topics keep messages (lets a fixed subscriber seek back), e.g. 604800s."
+  type        = string
+  default     = "604800s"
+  validation {
+    condition     = can(regex("^[0-9]+s$", var.message_retention))
+    error_message = "message_retention must be a duration in seconds such as 604800s."
+  }
+}
+
+variable "labels" {
+  description = "Resource labels."
+  type        = map(string)
+  default     = {}
+}

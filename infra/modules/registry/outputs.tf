@@ -1,0 +1,14 @@
+output "repository_id" {
+  description = "Repository ID."
+  value       = google_artifact_registry_repository.trainer.repository_id
+}
+
+output "repository_name" {
+  description = "Repository resource name."
+  value       = google_artifact_registry_repository.trainer.name
+}
+
+output "image_base" {
+  description = "Image path without tag: LOCATION-docker.pkg.dev/PROJECT/REPO/trainer."
+  value       = "${var.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.trainer.repository_id}/trainer"
+}

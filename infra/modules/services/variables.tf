@@ -1,0 +1,24 @@
+variable "project_id" {
+  description = "Google Cloud project ID whose APIs are enabled."
+  type        = string
+}
+
+variable "services" {
+  description = "APIs Landfall uses."
+  type        = list(string)
+  default = [
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "eventarc.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "storage.googleapis.com",
+  ]
+}

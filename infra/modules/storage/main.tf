@@ -1,0 +1,99 @@
+resource "google_storage_bucket" "data" {
+  # checkov:skip=CKV_GCP_62:Object access is recorded by Cloud Audit Logs (Data Access logs); legacy usage-log buckets add nothing.
+  project       = var.project_id
+  name          = var.bucket_name
+  location      = var.location
+  storage_class = "STANDARD"
+  labels        = var.labels
+  force_destroy = var.force_destroy
+
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+
+  versioning {
+    enabled = true
+  }
+
+  soft_delete_policy {
+    retention_duration_seconds = 604800
+  }
+
+  lifecycle_rule {
+    condition {
+      age            = var.tfrecords_retention_days
+      matches_prefix = ["tfrecords/"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      age            = var.runs_coldline_days
+      matches_prefix = ["runs/"]
+    }
+    action {
+      type          = "SetStorageClass"
+      storage_class = "COLDLINE"
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      age            = var.rejected_retention_days
+      matches_prefix = ["rejected/"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  # Versioning keeps overwritten objects; bound how many linger.
+  lifecycle_rule {
+    condition {
+      num_newer_versions = var.noncurrent_versions_kept
+      with_state         = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = 30
+      with_state                 = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+}
+
+resource "google_storage_bucket" "sources" {
+  # checkov:skip=CKV_GCP_62:Holds only build inputs (function source archives); audit logs record access.
+  project       = var.project_id
+  name          = var.sources_bucket_name
+  location      = var.location
+  storage_class = "STANDARD"
+  labels        = var.labels
+  force_destroy = var.force_destroy
+
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+
+  versioning {
+    enabled = true
+  }
+
+  # Archive names are content hashes: old ones are garbage after a while.
+  lifecycle_rule {
+    condition {
+      age = 90
+    }
+    action {
+      type = "Delete"
+    }
+  }
+}
