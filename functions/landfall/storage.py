@@ -195,6 +195,12 @@ class Storage:
             if not missing_ok:
                 raise
 
+    def remove_empty_dir(self, uri: str) -> None:
+        """Removes a local folder left empty (Cloud Storage has no folders to remove)."""
+        if not is_gs(uri):
+            with contextlib.suppress(OSError):
+                os.rmdir(uri)
+
     def move(self, src: str, dst: str) -> None:
         """Server-side copy then delete on Cloud Storage; a rename on disk."""
         if not is_gs(src):

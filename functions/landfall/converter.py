@@ -1,0 +1,197 @@
+"""Converts one input file into TFRecord shards and a manifest (pure pipeline over ``Storage``).
+
+Shards are streamed to attempt-private temporary names, then moved to their final
+``part-0000i-of-0000N.tfrecord`` names once N is known, and the manifest is written last with a
+create-only precondition. A crash anywhere before the manifest leaves nothing a reader can see;
+the retry redoes the work (the output is deterministic, so final shard names are simply rewritten).
+Temporary objects of a crashed attempt are swept by the bucket's lifecycle rule on ``tmp/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import uuid
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from landfall import __version__, formats, records
+from landfall.config import ConverterConfig
+from landfall.errors import AlreadyExists, BadInput
+from landfall.layout import shard_name
+from landfall.messages import FeatureStats, Manifest, Shard, Source
+from landfall.storage import Storage, join
+
+Progress = Callable[[int, int], None]  # (instances so far, shards so far)
+
+
+@dataclasses.dataclass
+class RunningStats:
+    """Per-feature count/mean/M2 (Chan et al. merge), min and max, in float64."""
+
+    features: int
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        self.mean = np.zeros(self.features)
+        self.m2 = np.zeros(self.features)
+        self.min = np.full(self.features, np.inf)
+        self.max = np.full(self.features, -np.inf)
+
+    def update(self, batch: np.ndarray) -> None:
+        x = batch.reshape(-1, self.features).astype(np.float64)
+        nb = x.shape[0]
+        if not nb:
+            return
+        mb = x.mean(axis=0)
+        m2b = ((x - mb) ** 2).sum(axis=0)
+        delta = mb - self.mean
+        total = self.n + nb
+        self.mean = self.mean + delta * nb / total
+        self.m2 = self.m2 + m2b + delta**2 * self.n * nb / total
+        self.n = total
+        self.min = np.minimum(self.min, x.min(axis=0))
+        self.max = np.maximum(self.max, x.max(axis=0))
+
+    def result(self) -> FeatureStats:
+        std = np.sqrt(self.m2 / max(self.n, 1))
+        return FeatureStats(self.mean.tolist(), std.tolist(), self.min.tolist(), self.max.tolist())
+
+
+def finite_rows(chunk: np.ndarray, cfg: ConverterConfig, seen: int) -> tuple[np.ndarray, int]:
+    """Returns the chunk (without non-finite rows if configured) and how many rows were dropped."""
+    ok = np.isfinite(chunk).all(axis=(1, 2))
+    if ok.all():
+        return chunk, 0
+    if not cfg.drop_nonfinite:
+        row = seen + int(np.argmin(ok))
+        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or an empty cell "
+                       "(set LANDFALL_DROP_NONFINITE=true to drop such instances)")
+    return chunk[ok], int((~ok).sum())
+
+
+class ShardWriter:
+    """Writes framed records into temporary shards of about ``target_bytes`` each."""
+
+    def __init__(self, storage: Storage, tmp_prefix: str, cfg: ConverterConfig):
+        self.storage = storage
+        self.tmp_prefix = tmp_prefix
+        self.framer = records.RecordFramer(cfg.shape)
+        self.per_shard = max(1, cfg.shard_target_bytes // self.framer.record_bytes)
+        self.done: list[tuple[str, int, int, str]] = []  # (tmp uri, count, bytes, crc32c)
+        self._stack = contextlib.ExitStack()
+        self._writer = None
+        self._count = 0
+
+    def write(self, batch: np.ndarray) -> None:
+        start = 0
+        while start < len(batch):
+            if self._writer is None:
+                uri = join(self.tmp_prefix, f"part-{len(self.done):05d}{records.SHARD_SUFFIX}")
+                self._writer = self._stack.enter_context(self.storage.open_write(uri))
+                self._uri, self._count = uri, 0
+            take = min(len(batch) - start, self.per_shard - self._count)
+            self._writer.write(self.framer.frame(batch[start : start + take]))
+            self._count += take
+            start += take
+            if self._count == self.per_shard:
+                self._close_current()
+
+    def _close_current(self) -> None:
+        writer = self._writer
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self._writer = None
+        assert writer is not None
+        self.done.append((self._uri, self._count, writer.size, writer.crc32c))
+
+    def close(self) -> list[tuple[str, int, int, str]]:
+        if self._writer is not None:
+            self._close_current()
+        return self.done
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        for uri, *_ in self.done:
+            with contextlib.suppress(Exception):
+                self.storage.delete(uri)
+        self.storage.remove_empty_dir(self.tmp_prefix)
+
+
+def convert(
+    source_uri: str,
+    out_prefix: str,
+    dataset: str,
+    cfg: ConverterConfig,
+    storage: Storage,
+    *,
+    arrival_id: str | None = None,
+    generation: int | None = None,
+    tmp_prefix: str | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Converts ``source_uri`` (gs:// or local) into shards + ``manifest.json`` under ``out_prefix``.
+
+    Raises ``BadInput`` for data that cannot be converted (nothing is left visible), and
+    ``TemporaryError`` when storage is unavailable.
+    """
+    fmt = formats.format_of(source_uri)
+    info = storage.stat(source_uri, generation)
+    manifest_uri = join(out_prefix, "manifest.json")
+    tmp_prefix = tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}")
+    writer = ShardWriter(storage, tmp_prefix, cfg)
+    stats = RunningStats(cfg.features)
+    seen = dropped = 0
+    try:
+        with storage.open_read(source_uri, generation) as fh:
+            for chunk in _checked(formats.read_chunks(fmt, fh, info.size, cfg)):
+                kept, lost = finite_rows(chunk, cfg, seen)
+                seen += len(chunk)
+                dropped += lost
+                stats.update(kept)
+                writer.write(kept)
+                if progress:
+                    progress(seen - dropped, len(writer.done))
+        parts = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    count = seen - dropped
+    if count == 0:
+        writer.abort()
+        raise BadInput("no_instances", "no instances left to convert" if dropped else "the file holds no instances")
+    shards = []
+    for i, (tmp_uri, n, size, crc) in enumerate(parts):
+        final = join(out_prefix, shard_name(i, len(parts)))
+        storage.move(tmp_uri, final)
+        shards.append(Shard(uri=final, count=n, bytes=size, crc32c=crc))
+    storage.remove_empty_dir(tmp_prefix)
+    bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
+    manifest = Manifest(
+        dataset=dataset,
+        arrival_id=arrival_id or out_prefix.rstrip("/").rsplit("/", 1)[-1],
+        source=Source(bucket=bucket, name=name, generation=info.generation, size=info.size, crc32c=info.crc32c),
+        shape=list(cfg.shape),
+        count=count,
+        shards=shards,
+        stats=stats.result(),
+        dropped_nonfinite=dropped,
+        converter_version=__version__,
+    )
+    try:
+        storage.write_bytes(manifest_uri, manifest.to_json().encode(), if_absent=True,
+                            content_type="application/json")
+    except AlreadyExists:
+        # A concurrent delivery finished first; its manifest describes the same bytes.
+        return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)
+    return manifest
+
+
+def _checked(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """Turns decoding errors that escape a reader into ``BadInput`` (storage errors pass through)."""
+    try:
+        yield from chunks
+    except (ValueError, EOFError, MemoryError) as exc:
+        raise BadInput("corrupt_data", str(exc)) from None
