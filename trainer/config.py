@@ -1,0 +1,64 @@
+"""The trainer's typed configuration: defaults, then ``LANDFALL_<FIELD>`` environment variables, then flags.
+
+Read once in ``trainer.task`` and passed explicitly; nothing else reads the environment (except
+``TF_CONFIG``, which belongs to the cluster, see ``trainer.cluster``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from landfall.config import Settings
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig(Settings):
+    manifests: tuple[str, ...] = ()
+    job_dir: str = ""
+    job_name: str = ""  # default: the last path segment of job_dir
+    epochs: int = 10
+    batch_size_per_worker: int = 1024  # as in the seed
+    learning_rate: float = 1e-3
+    validation_fraction: float = 0.1
+    seed: int = 42
+    # The model (the seed's: encoder GRU 128 -> 32, decoder 32 -> 128, dense back to F features).
+    timesteps: int = 36
+    features: int = 10
+    units: tuple[int, ...] = (128, 32)
+    dropout: float = 0.2
+    normalize: bool = True  # per-feature (x - mean) / std from the manifests' stats
+    # Input pipeline.
+    shuffle_buffer: int = 16384
+    download_workers: int = 8
+    verify_crc32c: bool = True  # check every staged shard against the manifest's crc32c
+    work_dir: str = ""  # local scratch (staged shards, checkpoints before upload); default under $TMPDIR
+    # Distribution.
+    collective: str = "auto"  # auto | ring | nccl
+    collective_timeout_s: float = 0.0  # 0: no per-collective timeout
+    health_check_interval_s: float = 30.0  # how often MultiWorkerMirroredStrategy pings its peers
+    verbose: int = 2  # Keras fit verbosity on stderr: 0 silent, 2 one line per epoch
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.epochs < 1:
+            problems.append(f"epochs must be >= 1, got {self.epochs}")
+        if self.batch_size_per_worker < 1:
+            problems.append(f"batch size per worker must be >= 1, got {self.batch_size_per_worker}")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            problems.append(f"validation fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.learning_rate <= 0:
+            problems.append(f"learning rate must be > 0, got {self.learning_rate}")
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
+        if len(self.units) < 1 or any(u < 1 for u in self.units):
+            problems.append(f"units must be positive integers, got {self.units}")
+        if self.timesteps < 1 or self.features < 1:
+            problems.append(f"timesteps and features must be >= 1, got {self.timesteps}, {self.features}")
+        if self.collective.lower() not in ("auto", "ring", "nccl"):
+            problems.append(f"collective must be auto, ring or nccl, got {self.collective!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.timesteps, self.features)

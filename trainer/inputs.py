@@ -1,0 +1,283 @@
+"""What the trainer reads, decided before TensorFlow is imported: manifests, the per-worker plan, staging.
+
+- ``load_manifests`` resolves ``--manifest`` arguments (a ``manifest.json`` URI, or a dataset prefix
+  listing them), validates every manifest against the model's shape and dtype, and lists the shards.
+- ``plan_inputs`` decides which records each worker trains and validates on. Shards go to workers by
+  file when there are at least as many shards as workers, else every worker reads every shard and
+  keeps every n-th record ("by data"). The validation hold-out is a deterministic function of
+  (seed, shard URI, record index): a golden-ratio hash of the index, so it is spread evenly over
+  the data and a record stays on the same side when more arrivals are added. Counts are computed
+  exactly for every worker, so all workers run the same number of steps (MultiWorkerMirroredStrategy
+  needs that, or the last collective of an epoch waits forever).
+- ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.storage``
+  (TensorFlow's own gs:// filesystem ignores ``STORAGE_EMULATOR_HOST``), checking size and crc32c.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+from landfall import logs
+from landfall.errors import Invalid, NotFound
+from landfall.messages import Manifest
+from landfall.records import DTYPE
+from landfall.storage import Storage, crc32c_b64, is_gs, join
+
+log = logs.get("trainer.inputs")
+
+MANIFEST_NAME = "manifest.json"
+HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
+HASH_MODULUS = 2**32
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRef:
+    uri: str
+    count: int
+    bytes: int
+    crc32c: str
+    manifest: str  # the manifest that lists it (for error messages)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    manifest_uris: tuple[str, ...]
+    manifests: tuple[Manifest, ...]
+    shards: tuple[ShardRef, ...]
+    shape: tuple[int, int]
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.shards)
+
+    @property
+    def datasets(self) -> list[str]:
+        return sorted({m.dataset for m in self.manifests})
+
+    def feature_stats(self) -> tuple[list[float], list[float]]:
+        """Count-weighted mean and standard deviation per feature over all manifests."""
+        counts = np.array([m.count for m in self.manifests], dtype=np.float64)
+        means = np.array([m.stats.mean for m in self.manifests], dtype=np.float64)
+        stds = np.array([m.stats.std for m in self.manifests], dtype=np.float64)
+        total = counts.sum()
+        mean = (counts[:, None] * means).sum(0) / total
+        second = (counts[:, None] * (stds**2 + means**2)).sum(0) / total
+        std = np.sqrt(np.maximum(second - mean**2, 0.0))
+        std = np.where(std > 1e-12, std, 1.0)  # a constant feature is left unscaled
+        return mean.tolist(), std.tolist()
+
+
+def _shard_uri(manifest_uri: str, uri: str) -> str:
+    if is_gs(uri) or os.path.isabs(uri):
+        return uri
+    base = manifest_uri.rsplit("/", 1)[0]
+    return join(base, uri) if is_gs(base) else posixpath.normpath(os.path.join(base, uri))
+
+
+def resolve_manifest_uris(storage: Storage, args: list[str] | tuple[str, ...]) -> list[str]:
+    """A ``.json`` argument is a manifest; anything else is a prefix whose manifests are all used."""
+    uris: list[str] = []
+    for arg in args:
+        if arg.endswith(".json"):
+            uris.append(arg)
+            continue
+        prefix = arg if arg.endswith("/") else arg + "/"
+        found = storage.list(prefix, suffix="/" + MANIFEST_NAME)
+        if not found:
+            raise NotFound(f"no {MANIFEST_NAME} under {prefix}")
+        uris.extend(found)
+    out = list(dict.fromkeys(uris))  # keep order, drop repeats
+    if not out:
+        raise Invalid("no manifest given: pass --manifest URI (a manifest.json or a dataset prefix)")
+    return out
+
+
+def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: tuple[int, int]) -> Inputs:
+    """Reads and validates the manifests; raises ``Invalid`` or ``NotFound`` (permanent)."""
+    uris = resolve_manifest_uris(storage, args)
+    manifests: list[Manifest] = []
+    shards: dict[str, ShardRef] = {}
+    for uri in uris:
+        try:
+            text = storage.read_bytes(uri)
+        except NotFound:
+            raise NotFound(f"manifest {uri} does not exist") from None
+        manifest = Manifest.from_json(text, where=f"manifest {uri}")
+        if manifest.dtype != DTYPE:
+            raise Invalid(f"manifest {uri}: dtype is {manifest.dtype!r}, the trainer reads {DTYPE!r} records")
+        if tuple(manifest.shape) != tuple(shape):
+            raise Invalid(
+                f"manifest {uri}: instance shape is {list(manifest.shape)}, the model expects "
+                f"{list(shape)} [timesteps, features] (set --timesteps/--features to train on other shapes)"
+            )
+        if not manifest.shards:
+            raise Invalid(f"manifest {uri} lists no shards")
+        manifests.append(manifest)
+        for s in manifest.shards:
+            ref = ShardRef(_shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri)
+            if ref.count <= 0:
+                raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
+            shards.setdefault(ref.uri, ref)
+    return Inputs(tuple(uris), tuple(manifests), tuple(shards.values()), tuple(shape))  # type: ignore[arg-type]
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+
+def shard_salt(seed: int, uri: str) -> int:
+    return zlib.crc32(f"{seed}/{uri}".encode())
+
+
+def holdout_threshold(fraction: float) -> int:
+    return round(fraction * HASH_MODULUS)
+
+
+def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
+    """Same integer arithmetic as ``trainer.data`` does in TensorFlow (int64, exact)."""
+    return (index.astype(np.int64) * HASH_MULTIPLIER + salt) % HASH_MODULUS < threshold
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    shards: tuple[ShardRef, ...]  # every shard, in the global order
+    mine: tuple[int, ...]  # indices into ``shards`` this worker reads
+    by_file: bool
+    num_workers: int
+    worker_index: int
+    salts: tuple[int, ...]
+    threshold: int
+    train_counts: tuple[int, ...]  # per worker
+    val_counts: tuple[int, ...]
+    batch_size: int  # per worker
+    steps_per_epoch: int
+    val_batch_size: int
+    val_steps: int
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_size * self.num_workers
+
+
+def _worker_shards(n_shards: int, num_workers: int, worker: int, by_file: bool) -> list[int]:
+    return list(range(worker, n_shards, num_workers)) if by_file else list(range(n_shards))
+
+
+def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size: int,
+                validation_fraction: float, seed: int) -> Plan:
+    shards = inputs.shards
+    by_file = len(shards) >= num_workers
+    salts = [shard_salt(seed, s.uri) for s in shards]
+    threshold = holdout_threshold(validation_fraction)
+    train_counts, val_counts = [], []
+    for w in range(num_workers):
+        n_train = n_val = 0
+        for i in _worker_shards(len(shards), num_workers, w, by_file):
+            index = np.arange(shards[i].count, dtype=np.int64)
+            val = is_validation(index, salts[i], threshold)
+            if not by_file:
+                keep = index % num_workers == w
+                val = val[keep]
+            n_val += int(val.sum())
+            n_train += int(val.size - val.sum())
+        train_counts.append(n_train)
+        val_counts.append(n_val)
+    steps = min(train_counts) // batch_size
+    if steps < 1:
+        raise Invalid(
+            f"too little data: {inputs.count} instances give worker(s) as few as {min(train_counts)} "
+            f"training instances, less than one batch of {batch_size} per worker "
+            f"({num_workers} workers); lower --batch-size-per-worker or add data"
+        )
+    min_val = min(val_counts)
+    val_batch = min(batch_size, min_val) if min_val > 0 else 0
+    val_steps = min_val // val_batch if val_batch else 0
+    return Plan(
+        shards=shards,
+        mine=tuple(_worker_shards(len(shards), num_workers, worker_index, by_file)),
+        by_file=by_file,
+        num_workers=num_workers,
+        worker_index=worker_index,
+        salts=tuple(salts),
+        threshold=threshold,
+        train_counts=tuple(train_counts),
+        val_counts=tuple(val_counts),
+        batch_size=batch_size,
+        steps_per_epoch=steps,
+        val_batch_size=val_batch,
+        val_steps=val_steps,
+    )
+
+
+# -- staging --------------------------------------------------------------------------------------
+
+
+def file_crc32c(path: Path) -> str:
+    checksum = google_crc32c.Checksum()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(8 * 1024 * 1024):
+            checksum.update(chunk)
+    return crc32c_b64(checksum)
+
+
+def _check_staged(path: Path, shard: ShardRef, verify: bool) -> str | None:
+    """None when the local copy matches the manifest, else what is wrong."""
+    size = path.stat().st_size
+    if size != shard.bytes:
+        return f"is {size} bytes, its manifest says {shard.bytes}"
+    if verify and shard.crc32c and file_crc32c(path) != shard.crc32c:
+        return f"has crc32c {file_crc32c(path)}, its manifest says {shard.crc32c} (corrupt records)"
+    return None
+
+
+def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verify: bool = True) -> list[Path]:
+    """Downloads this worker's shards (parallel), reusing valid copies from an earlier attempt.
+
+    Returns local paths in the order of ``plan.mine``. A missing shard raises ``NotFound``; a shard
+    whose size or crc32c disagrees with its manifest raises ``Invalid`` (both permanent).
+    """
+    local_dir.mkdir(parents=True, exist_ok=True)
+
+    def one(i: int) -> Path:
+        shard = plan.shards[i]
+        path = local_dir / f"{i:05d}-{shard.uri.rsplit('/', 1)[-1]}"
+        if path.exists() and _check_staged(path, shard, verify) is None:
+            return path
+        tmp = path.with_name(path.name + f".part-{os.getpid()}")
+        try:
+            storage.download(shard.uri, tmp)
+        except NotFound:
+            raise NotFound(f"shard {shard.uri} listed in manifest {shard.manifest} does not exist") from None
+        problem = _check_staged(tmp, shard, verify)
+        if problem:
+            tmp.unlink(missing_ok=True)
+            raise Invalid(f"shard {shard.uri} (manifest {shard.manifest}) {problem}")
+        os.replace(tmp, path)
+        return path
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(plan.mine) or 1))) as pool:
+        paths = list(pool.map(one, plan.mine))
+    total = sum(p.stat().st_size for p in paths)
+    log.info("staged shards", extra={"fields": {"shards": len(paths), "bytes": total, "dir": str(local_dir)}})
+    return paths
+
+
+def steps_summary(plan: Plan) -> dict:
+    return {
+        "sharding": "file" if plan.by_file else "data",
+        "shards_total": len(plan.shards),
+        "shards_mine": len(plan.mine),
+        "train_instances": plan.train_counts[plan.worker_index],
+        "val_instances": plan.val_counts[plan.worker_index],
+        "steps_per_epoch": plan.steps_per_epoch,
+        "val_steps": plan.val_steps,
+        "epoch_fraction_used": round(
+            plan.steps_per_epoch * plan.batch_size / max(1, plan.train_counts[plan.worker_index]), 4
+        ),
+    }

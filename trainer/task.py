@@ -1,0 +1,278 @@
+"""Train the seed's recurrent autoencoder from Landfall manifests, data-parallel across TFJob workers.
+
+Runs as ``python -m trainer.task ...`` in each worker of a TFJob and as ``landfall train ...`` on a
+workstation. Every flag also reads ``LANDFALL_<FLAG>`` from the environment (flags win).
+
+Flags
+    --manifest URI            a manifest.json, or a dataset prefix whose manifests are all used;
+                              repeatable (LANDFALL_MANIFESTS: comma separated)
+    --job-dir URI             gs://bucket/runs/<job> or a local folder (required)
+    --job-name NAME           default: LANDFALL_JOB_NAME, else the last path segment of --job-dir
+    --epochs N                epochs to reach (a restarted job continues to the same total)
+    --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
+    --learning-rate, --validation-fraction, --seed
+    --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
+    --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
+    --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
+    --collective auto|ring|nccl, --collective-timeout-s, --health-check-interval-s   distribution
+    --verbose 0|1|2           Keras progress on stderr (default 2: one line per epoch)
+
+Cluster
+    ``TF_CONFIG`` as the Kubeflow training operator sets it ({"cluster": {"worker": [host:port, ...]},
+    "task": {"type": "worker", "index": i}}) selects MultiWorkerMirroredStrategy across the workers;
+    without it the trainer is one process. Worker 0 is the chief: it alone writes metrics, the
+    model and the checkpoint mirror; the others save to temporary folders, as the strategy requires
+    every worker to take part in saving.
+
+Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
+    0    trained (or the job dir already holds a finished run of the same length)
+    1    unexpected error (a bug: not retried)
+    2    bad arguments
+    3    invalid input: a manifest whose shape or dtype disagrees with the model, a corrupt record,
+         a shard that disagrees with its manifest, too little data for one batch
+    4    not found: a manifest or a shard it lists does not exist
+    128  storage temporarily unavailable (retry)
+    129  the cluster failed: a peer worker died or a collective timed out (restart all workers)
+    A worker killed by a signal is retried by the operator as well.
+
+Job dir (see ``trainer.jobdir``)
+    metrics.json (landfall.metrics/v1, rewritten atomically after every epoch), attempts.json,
+    backup/ (BackupAndRestore: a restarted job resumes after its last finished epoch),
+    tensorboard/, model/ (SavedModel + normalization.json).
+
+Why staging goes through the storage wrapper
+    TensorFlow's own gs:// filesystem ignores STORAGE_EMULATOR_HOST, so it cannot read the local
+    emulator, and it would be a second code path to Cloud Storage. Each worker therefore downloads
+    only its own shards to local disk with parallel downloads through ``landfall.storage`` (checking
+    size and crc32c against the manifest), trains from local files, and mirrors its checkpoint,
+    TensorBoard events, metrics and model to the job dir with the same wrapper: one code path for
+    Cloud Storage, the emulator and local disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from landfall import logs
+from landfall.errors import Invalid, LandfallError, NotFound, PermanentError, TemporaryError
+from landfall.messages import METRICS_SCHEMA, utc_now
+from landfall.storage import Storage
+
+from trainer import inputs as inputs_mod
+from trainer.cluster import Cluster
+from trainer.config import TrainerConfig
+from trainer.jobdir import METRICS, JobDir
+
+log = logs.get("trainer.task")
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_INVALID = 3
+EXIT_NOT_FOUND = 4
+EXIT_TEMPORARY = 128
+EXIT_CLUSTER = 129
+
+
+class ClusterFailure(LandfallError):
+    """A peer worker is gone or a collective failed: every worker must be restarted (retryable)."""
+
+
+def exit_code(exc: BaseException) -> int:
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, PermanentError):
+        return EXIT_INVALID
+    if isinstance(exc, TemporaryError):
+        return EXIT_TEMPORARY
+    if isinstance(exc, ClusterFailure):
+        return EXIT_CLUSTER
+    return EXIT_BUG
+
+
+# -- arguments ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="landfall train", description=__doc__.split("\n", 1)[0])
+    a = p.add_argument
+    a("--manifest", dest="manifests", action="append", metavar="URI",
+      help="manifest.json URI or dataset prefix (repeatable)")
+    a("--job-dir", help="gs:// prefix or local folder for metrics, checkpoints and the model")
+    a("--job-name")
+    a("--epochs", type=int)
+    a("--batch-size-per-worker", type=int)
+    a("--learning-rate", type=float)
+    a("--validation-fraction", type=float)
+    a("--seed", type=int)
+    a("--units", type=lambda s: tuple(int(u) for u in s.split(",") if u.strip()), metavar="U1,U2")
+    a("--dropout", type=float)
+    a("--timesteps", type=int)
+    a("--features", type=int)
+    a("--normalize", action=argparse.BooleanOptionalAction, default=None)
+    a("--shuffle-buffer", type=int)
+    a("--download-workers", type=int)
+    a("--verify-crc32c", action=argparse.BooleanOptionalAction, default=None)
+    a("--work-dir", help="local scratch folder (default under $TMPDIR)")
+    a("--collective", choices=["auto", "ring", "nccl"])
+    a("--collective-timeout-s", type=float)
+    a("--health-check-interval-s", type=float)
+    a("--verbose", type=int, choices=[0, 1, 2])
+    return p
+
+
+def parse_config(argv: list[str], env: dict[str, str] | None = None) -> TrainerConfig:
+    """Raises ``SystemExit(2)`` (argparse) or ``ValueError`` for bad arguments."""
+    ns = build_parser().parse_args(argv)
+    flags = {k: v for k, v in vars(ns).items() if v is not None}
+    if "manifests" in flags:
+        flags["manifests"] = tuple(flags["manifests"])
+    cfg = TrainerConfig.load(env, **flags)
+    if not cfg.manifests:
+        raise ValueError("--manifest is required (a manifest.json URI or a dataset prefix)")
+    if not cfg.job_dir:
+        raise ValueError("--job-dir is required (a gs:// prefix or a local folder)")
+    return cfg
+
+
+def job_name_of(cfg: TrainerConfig) -> str:
+    return cfg.job_name or cfg.job_dir.rstrip("/").rsplit("/", 1)[-1] or "job"
+
+
+def work_dir_of(cfg: TrainerConfig, cluster: Cluster) -> Path:
+    if cfg.work_dir:
+        base = Path(cfg.work_dir)
+    else:
+        digest = hashlib.sha256(cfg.job_dir.encode()).hexdigest()[:8]
+        base = Path(tempfile.gettempdir()) / "landfall-trainer" / f"{job_name_of(cfg)}-{digest}"
+    return base / f"worker-{cluster.worker_index}"
+
+
+# -- metrics --------------------------------------------------------------------------------------
+
+
+class Metrics:
+    """``<job-dir>/metrics.json``: written by the chief only, atomically, after every change."""
+
+    def __init__(self, job: JobDir, doc: dict[str, Any], enabled: bool):
+        self.job = job
+        self.doc = doc
+        self.enabled = enabled
+
+    def save(self) -> None:
+        if self.enabled:
+            self.job.write_json(METRICS, self.doc)
+
+    def update(self, **fields: Any) -> None:
+        self.doc.update(fields)
+        self.save()
+
+
+def base_metrics(cfg: TrainerConfig, cluster: Cluster, manifests: list[str], datasets: list[str]) -> dict:
+    return {
+        "schema": METRICS_SCHEMA,
+        "job": job_name_of(cfg),
+        "job_dir": cfg.job_dir,
+        "dataset": ",".join(datasets),
+        "manifests": manifests,
+        "num_workers": cluster.num_workers,
+        "batch_size_per_worker": cfg.batch_size_per_worker,
+        "global_batch_size": cfg.batch_size_per_worker * cluster.num_workers,
+        "learning_rate": cfg.learning_rate,
+        "units": list(cfg.units),
+        "epochs": [],
+        "epochs_requested": cfg.epochs,
+        "restarts": 0,
+        "started_at": utc_now(),
+        "ended_at": None,
+        "status": "running",
+    }
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def already_done(job: JobDir, cfg: TrainerConfig) -> bool:
+    doc = job.read_json(METRICS) or {}
+    return (doc.get("status") == "succeeded" and doc.get("epochs_requested") == cfg.epochs
+            and len(doc.get("epochs") or []) >= cfg.epochs)
+
+
+def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, metrics: Metrics) -> int:
+    fields = {"worker": cluster.worker_index, "num_workers": cluster.num_workers}
+    inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
+    metrics.doc.update(dataset=",".join(inputs.datasets), manifests=list(inputs.manifest_uris))
+    plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
+                                  cfg.validation_fraction, cfg.seed)
+    log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
+    if already_done(job, cfg):
+        log.info("job dir already holds a finished run of this length; nothing to do", extra={"fields": fields})
+        metrics.enabled = False
+        return EXIT_OK
+    work = work_dir_of(cfg, cluster)
+    paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
+    mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
+
+    from trainer import train  # TensorFlow from here on
+
+    return train.fit(cfg, cluster, job, metrics, plan, [str(p) for p in paths], work, mean, std, inputs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logs.setup()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse_config(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
+    except ValueError as exc:
+        log.error(f"bad arguments: {exc}")
+        return EXIT_USAGE
+    try:
+        cluster = Cluster.from_env()
+    except Invalid as exc:
+        log.error(str(exc))
+        return EXIT_USAGE
+    storage = Storage()
+    job = JobDir(storage, cfg.job_dir)
+    metrics = Metrics(job, base_metrics(cfg, cluster, list(cfg.manifests), []), enabled=cluster.is_chief)
+    started = time.monotonic()
+    try:
+        code = run(cfg, cluster, storage, job, metrics)
+    except Exception as exc:  # classified below: every failure leaves with a code the TFJob can act on
+        code = exit_code(exc)
+        retryable = code >= 128
+        if code == EXIT_BUG:
+            log.exception(f"training failed: {exc}", extra={"fields": {"worker": cluster.worker_index}})
+        else:
+            log.error(f"training failed: {exc}", extra={"fields": {
+                "worker": cluster.worker_index, "exit_code": code, "retryable": retryable}})
+        try:
+            metrics.update(status="failed", ended_at=utc_now(), error=str(exc), retryable=retryable,
+                           exit_code=code)
+        except Exception as write_exc:
+            log.warning(f"could not record the failure in {METRICS}: {write_exc}")
+    log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,
+                                                 "wall_s": round(time.monotonic() - started, 3)}})
+    return code
+
+
+def _hard_exit(code: int) -> None:
+    """After MultiWorkerMirroredStrategy, gRPC threads can keep the interpreter from exiting."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _hard_exit(main())
+

@@ -1,0 +1,213 @@
+"""The TensorFlow half of the trainer: strategy, datasets, callbacks, ``fit``, saving.
+
+Imported by ``trainer.task`` only after the manifests are validated and the shards staged, so bad
+input fails fast without paying for TensorFlow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+import shutil
+import time
+from pathlib import Path
+
+import tensorflow as tf
+import tf_keras as keras
+from landfall import logs
+from landfall.errors import Invalid
+from landfall.messages import utc_now
+
+from trainer import data
+from trainer import model as model_mod
+from trainer.cluster import Cluster
+from trainer.config import TrainerConfig
+from trainer.inputs import Inputs, Plan
+from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
+
+log = logs.get("trainer.train")
+
+# Errors a lost peer or an aborted collective surfaces as: restart every worker.
+CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
+                  tf.errors.CancelledError)
+
+
+def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
+    """MultiWorkerMirroredStrategy from ``TF_CONFIG`` (one process when it is absent)."""
+    try:  # how often the strategy pings its peers; a dead peer aborts collectives (UnavailableError)
+        from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+
+        cars.CollectiveAllReduceExtended._check_health_interval = max(1.0, cfg.health_check_interval_s)
+    except (ImportError, AttributeError):  # private API: keep TensorFlow's default when it moves
+        pass
+    implementation = {
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[cfg.collective.lower()]
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=implementation, timeout_seconds=cfg.collective_timeout_s or None
+    )
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+class EpochReporter(keras.callbacks.Callback):
+    """One JSON log line per epoch per worker; on the chief, mirrors the job dir and rewrites metrics."""
+
+    def __init__(self, cluster: Cluster, job: JobDir, metrics, plan: Plan, work: Path, attempt: int):
+        super().__init__()
+        self.cluster = cluster
+        self.job = job
+        self.metrics = metrics
+        self.plan = plan
+        self.work = work
+        self.attempt = attempt
+        self.first_epoch: int | None = None
+        self.t0 = self.t_train = 0.0
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        if self.first_epoch is None:
+            self.first_epoch = epoch
+            done = [e for e in self.metrics.doc.get("epochs", []) if e.get("epoch", 0) <= epoch]
+            self.metrics.doc["epochs"] = done
+            if epoch > 0:
+                log.info(f"resuming at epoch {epoch + 1} from the backup checkpoint",
+                         extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1,
+                                           "attempt": self.attempt}})
+            self.metrics.save()
+        self.t0 = time.monotonic()
+        self.t_train = 0.0
+
+    def on_test_begin(self, logs=None) -> None:
+        if not self.t_train:
+            self.t_train = time.monotonic()
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        logs = logs or {}
+        now = time.monotonic()
+        train_s = (self.t_train or now) - self.t0
+        examples = self.plan.steps_per_epoch * self.plan.global_batch_size
+        entry = {
+            "epoch": epoch + 1,
+            "loss": _num(logs.get("loss")),
+            "val_loss": _num(logs.get("val_loss")),
+            "wall_s": round(now - self.t0, 3),
+            "train_s": round(train_s, 3),
+            "examples": examples,
+            "examples_per_s": round(examples / train_s, 1) if train_s > 0 else None,
+            "attempt": self.attempt,
+            "finished_at": utc_now(),
+        }
+        log.info("epoch", extra={"fields": {"worker": self.cluster.worker_index, **entry}})
+        if self.cluster.is_chief:
+            # Checkpoint first, then metrics: metrics never claim an epoch the backup does not hold.
+            self.job.mirror_up(self.work / "backup", BACKUP)
+            self.job.mirror_up(self.work / "tensorboard", TENSORBOARD, last=())
+            self.metrics.doc["epochs"].append(entry)
+            self.metrics.save()
+
+
+def _num(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, paths: list[str], work: Path,
+        mean, std, inputs: Inputs) -> int:
+    fields = {"worker": cluster.worker_index}
+    strategy = make_strategy(cfg)  # a barrier: returns once every worker is up
+    if strategy.num_replicas_in_sync % cluster.num_workers:
+        raise Invalid(f"{strategy.num_replicas_in_sync} replicas do not split over {cluster.num_workers} workers")
+    per_worker = strategy.num_replicas_in_sync // cluster.num_workers
+    if cfg.batch_size_per_worker % per_worker:
+        raise Invalid(f"--batch-size-per-worker {cfg.batch_size_per_worker} does not split over "
+                      f"{per_worker} local replicas")
+    batch = cfg.batch_size_per_worker // per_worker  # per replica
+    val_batch = plan.val_batch_size // per_worker
+    val_steps = min(plan.val_counts) // (val_batch * per_worker) if val_batch else 0
+
+    attempt = 1
+    if cluster.is_chief:
+        attempt = job.next_attempt()
+        if attempt > 1:
+            previous = job.read_json(METRICS) or {}
+            metrics.doc["epochs"] = list(previous.get("epochs") or [])
+            metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
+        metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None,
+                           replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
+                           validation_steps=val_steps, attempt=attempt,
+                           instances={"total": inputs.count, "train": sum(plan.train_counts),
+                                      "validation": sum(plan.val_counts)})
+        metrics.save()
+
+    # Restore the checkpoint mirror (every worker reads the chief's checkpoint to resume).
+    backup = work / "backup"
+    shutil.rmtree(backup, ignore_errors=True)
+    shutil.rmtree(work / "tensorboard", ignore_errors=True)
+    restored = job.mirror_down(BACKUP, backup)
+    if cluster.is_chief:
+        job.mirror_down(TENSORBOARD, work / "tensorboard")
+    log.info("training", extra={"fields": {**fields, "replicas": strategy.num_replicas_in_sync,
+                                           "global_batch_size": plan.global_batch_size, "attempt": attempt,
+                                           "backup_files": restored}})
+
+    def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.train_dataset(plan, paths, inputs.shape, batch_size=batch, shuffle_buffer=cfg.shuffle_buffer,
+                                  seed=cfg.seed, mean=mean, std=std)
+
+    def val_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.validation_dataset(plan, paths, inputs.shape, batch_size=val_batch,
+                                       num_batches=val_steps * per_worker, mean=mean, std=std)
+
+    keras.utils.set_random_seed(cfg.seed)
+    with strategy.scope():
+        model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
+    train_ds = strategy.distribute_datasets_from_function(train_fn)
+    val_ds = strategy.distribute_datasets_from_function(val_fn) if val_steps else None
+    callbacks = [
+        keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
+        keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
+        EpochReporter(cluster, job, metrics, plan, work, attempt),
+    ]
+    try:
+        model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
+                  validation_steps=val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
+        save_model(model, cluster, job, work, mean, std, inputs)
+    except CLUSTER_ERRORS as exc:
+        from trainer.task import ClusterFailure
+
+        raise ClusterFailure(f"the cluster failed (a peer worker died or a collective timed out): "
+                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    except tf.errors.DataLossError as exc:
+        raise Invalid(f"corrupt record in a shard: {_first_line(exc)}") from exc
+    except tf.errors.InvalidArgumentError as exc:
+        raise Invalid(f"a record does not decode as {list(inputs.shape)} float32: {_first_line(exc)}") from exc
+    if cluster.is_chief:
+        job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
+        metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
+                       tensorboard=job.path(TENSORBOARD))
+    log.info("training finished", extra={"fields": {**fields, "epochs": cfg.epochs}})
+    return 0
+
+
+def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs) -> None:
+    """Every worker saves (the strategy requires it); only the chief's copy goes to the job dir."""
+    local = work / ("model" if cluster.is_chief else f"model-tmp-{cluster.worker_index}")
+    shutil.rmtree(local, ignore_errors=True)
+    model.save(str(local), include_optimizer=False)
+    if not cluster.is_chief:
+        shutil.rmtree(local, ignore_errors=True)
+        return
+    (local / "normalization.json").write_text(json.dumps({
+        "shape": list(inputs.shape), "dtype": "float32", "normalized": mean is not None,
+        "mean": mean, "std": std,
+    }, indent=2))
+    job.mirror_up(local, MODEL, last=("saved_model.pb",))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc)
+    return text.strip().splitlines()[0][:500] if text.strip() else type(exc).__name__
