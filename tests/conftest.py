@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from landfall import emulators
 from landfall.pubsub import PubSub
 from landfall.storage import Storage
@@ -91,3 +90,33 @@ def topic(emulator_stack: Emulators) -> str:
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture
+def arrival_runtime(emulator_stack: Emulators, topic: str):
+    """Builds the data-arrival runtime against the emulators, publishing to this test's topic."""
+    from landfall.arrival import Runtime
+    from landfall.config import ConverterConfig, Layout
+
+    def make(**overrides) -> Runtime:
+        cfg = ConverterConfig.load({}, project=emulator_stack.project, request_topic=topic, **overrides)
+        return Runtime(cfg, Layout(), emulator_stack.storage, emulator_stack.pubsub)
+
+    return make
+
+
+def pull_all(pubsub: PubSub, subscription: str, expect: int | None = None, timeout_s: float = 10.0) -> list:
+    """Pulls and acks until ``expect`` messages arrived (or, with ``expect=None``, until a pull comes back empty)."""
+    import time
+
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        batch = pubsub.pull(subscription, timeout_s=2.0)
+        pubsub.ack(subscription, [m.ack_id for m in batch])
+        got += batch
+        if expect is not None and len(got) >= expect:
+            break
+        if expect is None and not batch:
+            break
+    return got

@@ -21,6 +21,8 @@ class BadInput(PermanentError):
     """The arriving data cannot be converted. ``reason`` is a short machine-readable code."""
 
     def __init__(self, reason: str, detail: str):
+        detail = detail if len(detail) <= 300 else detail[:297] + "..."  # one readable line
+        detail = " ".join(detail.split())
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail

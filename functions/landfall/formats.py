@@ -158,14 +158,21 @@ def _guard_zip(chunks: Chunks) -> Chunks:
 
 # -- CSV ------------------------------------------------------------------------------------------
 
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
 def read_csv_gz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
-    return _guard_gzip(read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), size, cfg))
+    try:
+        chunks = read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), size, cfg)
+    except _GZIP_ERRORS as exc:
+        raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
+    return _guard_gzip(chunks)
 
 
 def _guard_gzip(chunks: Chunks) -> Chunks:
     try:
         yield from chunks
-    except (gzip.BadGzipFile, EOFError, OSError, zlib.error) as exc:
+    except _GZIP_ERRORS as exc:
         raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
 
 
@@ -202,10 +209,7 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 def read_csv(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
-    try:
-        head = fh.readline(MAX_LINE_BYTES)
-    except (OSError, EOFError) as exc:
-        raise BadInput("corrupt_gzip", f"cannot read the stream: {exc}") from None
+    head = fh.readline(MAX_LINE_BYTES)
     first_line = head.rstrip(b"\r\n")
     if not first_line.strip():
         raise BadInput("empty_file", "the CSV has no rows")
