@@ -1,0 +1,167 @@
+"""k8s/: every overlay renders with `kubectl kustomize`, validates strictly against Kubernetes 1.32, and
+holds the conventions the rest of Landfall relies on."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .tools import (
+    APP_LABELS,
+    K8S,
+    NAMESPACE,
+    OVERLAYS,
+    SUBMITTER_SA,
+    TRAINER_SA,
+    find,
+    render_dir,
+    render_overlay,
+    run,
+    tool,
+)
+
+KUBERNETES_VERSION = "1.32.0"
+CUSTOM_GROUPS = ("kubeflow.org/",)  # custom resources have no schema in kubernetes-validate
+
+
+def test_overlays_exist() -> None:
+    assert set(OVERLAYS) >= {"dev", "prod"}
+    assert (K8S / "README.md").is_file()
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_overlay_validates_strictly(env: str, tmp_path: Path) -> None:
+    objs = [o for o in render_overlay(env) if not o["apiVersion"].startswith(CUSTOM_GROUPS)]
+    assert objs
+    rendered = tmp_path / f"{env}.yaml"
+    rendered.write_text(yaml.safe_dump_all(objs))
+    proc = run([tool("kubernetes-validate"), "--strict", "--quiet", "-k", KUBERNETES_VERSION, str(rendered)])
+    assert proc.returncode == 0, f"kubernetes-validate failed for {env}:\n{proc.stdout}{proc.stderr}"
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_every_object_carries_the_common_labels(env: str) -> None:
+    for obj in render_overlay(env):
+        labels = obj["metadata"].get("labels", {})
+        assert APP_LABELS.items() <= labels.items(), f"{obj['kind']}/{obj['metadata']['name']}"
+        template = obj.get("spec", {}).get("template")
+        if template:
+            assert APP_LABELS.items() <= template["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_namespace_and_namespaced_objects(env: str) -> None:
+    objs = render_overlay(env)
+    find(objs, "Namespace", NAMESPACE)
+    cluster_scoped = {"Namespace", "StorageClass", "ClusterRole", "ClusterRoleBinding"}
+    for obj in objs:
+        if obj["kind"] not in cluster_scoped:
+            assert obj["metadata"].get("namespace") == NAMESPACE, f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_default_storage_class_provisions_dynamically(env: str) -> None:
+    classes = [o for o in render_overlay(env) if o["kind"] == "StorageClass"]
+    defaults = [
+        c for c in classes
+        if c["metadata"].get("annotations", {}).get("storageclass.kubernetes.io/is-default-class") == "true"
+    ]
+    assert len(defaults) == 1
+    assert defaults[0]["provisioner"] == "pd.csi.storage.gke.io"
+    assert defaults[0]["volumeBindingMode"] == "WaitForFirstConsumer"
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_service_accounts_use_workload_identity(env: str) -> None:
+    objs = render_overlay(env)
+    for name in (TRAINER_SA, SUBMITTER_SA):
+        sa = find(objs, "ServiceAccount", name)
+        gsa = sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+        assert gsa.startswith(f"{name}@") and gsa.endswith(".iam.gserviceaccount.com"), gsa
+        assert sa.get("automountServiceAccountToken") is False
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
+    objs = render_overlay(env)
+    role = find(objs, "Role", SUBMITTER_SA)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get", "list", "watch", "delete"]}
+    ]
+    binding = find(objs, "RoleBinding", SUBMITTER_SA)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SUBMITTER_SA}
+    subjects = {(s["kind"], s["name"].split("@")[0]) for s in binding["subjects"]}
+    assert subjects == {("ServiceAccount", SUBMITTER_SA), ("User", SUBMITTER_SA)}
+    # Nothing cluster-wide names the submitter, and nothing grants tfjobs cluster-wide.
+    for obj in objs:
+        if obj["kind"] == "ClusterRoleBinding":
+            assert all(SUBMITTER_SA not in s["name"] for s in obj["subjects"])
+        if obj["kind"] == "ClusterRole":
+            assert all("tfjobs" not in r.get("resources", []) for r in obj["rules"])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_no_role_can_escalate(env: str) -> None:
+    for obj in render_overlay(env):
+        if obj["kind"] in ("Role", "ClusterRole"):
+            for rule in obj["rules"]:
+                assert not {"bind", "escalate", "impersonate", "*"} & set(rule.get("verbs", [])), obj["metadata"]
+                assert "*" not in rule.get("resources", [])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_quota_caps_gpus_and_limit_range_exists(env: str) -> None:
+    objs = render_overlay(env)
+    quota = find(objs, "ResourceQuota", NAMESPACE)
+    assert int(quota["spec"]["hard"]["requests.nvidia.com/gpu"]) >= 1
+    limits = find(objs, "LimitRange", NAMESPACE)
+    assert any(lim["type"] == "Container" for lim in limits["spec"]["limits"])
+
+
+def test_prod_differs_from_dev_only_in_the_image() -> None:
+    def strip(objs: list[dict]) -> list[dict]:
+        for obj in objs:
+            for spec in (obj.get("spec", {}).get("template", {}).get("spec", {}),):
+                for c in spec.get("containers", []) + spec.get("initContainers", []):
+                    c["image"] = "IMAGE"
+        return objs
+
+    assert strip(render_overlay("dev")) == strip(render_overlay("prod"))
+
+
+def test_cloud_build_image_override_and_project_domain(tmp_path: Path) -> None:
+    """What cloudbuild.yaml does before `kubectl apply`: write project.env, override the image by digest."""
+    k8s = tmp_path / "k8s"
+    shutil.copytree(K8S, k8s)
+    (k8s / "base" / "project.env").write_text("GSA_DOMAIN=acme-ml.iam.gserviceaccount.com\n")
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    digest = "sha256:" + "a" * 64
+    (deploy / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources:\n  - ../k8s/overlays/prod\n"
+        "images:\n  - name: landfall-trainer\n"
+        "    newName: europe-west4-docker.pkg.dev/acme-ml/landfall/trainer\n"
+        f"    digest: {digest}\n"
+    )
+    objs = render_dir(deploy)
+    ds = find(objs, "DaemonSet", "landfall-trainer-prepull")
+    spec = ds["spec"]["template"]["spec"]
+    for c in spec["containers"] + spec["initContainers"]:
+        assert c["image"] == f"europe-west4-docker.pkg.dev/acme-ml/landfall/trainer@{digest}"
+    sa = find(objs, "ServiceAccount", TRAINER_SA)
+    assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == (
+        "landfall-trainer@acme-ml.iam.gserviceaccount.com"
+    )
+    users = [s["name"] for o in objs if o["kind"].endswith("RoleBinding") for s in o["subjects"] if s["kind"] == "User"]
+    assert users and all(u.endswith("@acme-ml.iam.gserviceaccount.com") for u in users)
+
+
+def test_placeholders_are_only_in_known_places() -> None:
+    text = "".join(yaml.safe_dump(o) for o in render_overlay("dev"))
+    assert "PROJECT_ID" in text  # replaced by Cloud Build, see the test above
+    assert ":latest" not in text

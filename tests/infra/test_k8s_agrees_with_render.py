@@ -1,0 +1,78 @@
+"""The TFJob the submitter creates (landfall.tfjob, the code behind `landfall render-tfjob`) fits the cluster
+that k8s/ sets up: same namespace, an existing Workload Identity ServiceAccount, the common labels, and
+RBAC that lets the submitter create exactly that kind of object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .test_terraform import load_module
+from .tools import APP_LABELS, INFRA, NAMESPACE, OVERLAYS, SUBMITTER_SA, TRAINER_SA, find, render_overlay, unquote
+
+
+@pytest.fixture(scope="module")
+def job() -> dict[str, Any]:
+    from landfall.tfjob import JobConfig, render
+
+    cfg = JobConfig(bucket="landfall-data", backend="kubernetes", trainer_image="trainer:test")
+    return render(cfg, name="ds-0123456789", dataset="ds", request_id="req-1",
+                  manifests=["gs://landfall-data/tfrecords/ds/manifest.json"])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_namespace_agrees(env: str, job: dict[str, Any]) -> None:
+    assert job["metadata"]["namespace"] == NAMESPACE
+    find(render_overlay(env), "Namespace", job["metadata"]["namespace"])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_service_account_agrees(env: str, job: dict[str, Any]) -> None:
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["serviceAccountName"] == TRAINER_SA
+    sa = find(render_overlay(env), "ServiceAccount", pod["serviceAccountName"])
+    assert sa["metadata"]["namespace"] == job["metadata"]["namespace"]
+    assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].startswith(f"{TRAINER_SA}@")
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_labels_agree(env: str, job: dict[str, Any]) -> None:
+    template_labels = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+    for labels in (job["metadata"]["labels"], template_labels):
+        assert APP_LABELS.items() <= labels.items()
+    for obj in render_overlay(env):
+        common = {k: v for k, v in obj["metadata"]["labels"].items() if k.startswith("app.kubernetes.io/")}
+        assert {k: v for k, v in common.items() if k in APP_LABELS} == APP_LABELS
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_submitter_role_covers_the_job(env: str, job: dict[str, Any]) -> None:
+    group = job["apiVersion"].split("/")[0]
+    role = find(render_overlay(env), "Role", SUBMITTER_SA)
+    assert role["metadata"]["namespace"] == job["metadata"]["namespace"]
+    (rule,) = role["rules"]
+    assert rule["apiGroups"] == [group] and rule["resources"] == ["tfjobs"] and job["kind"] == "TFJob"
+    assert "create" in rule["verbs"]
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_gpu_job_fits_quota_and_nodes(env: str, job: dict[str, Any]) -> None:
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+    pod = worker["template"]["spec"]
+    gpus = sum(int(c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0)) for c in pod["containers"])
+    quota = find(render_overlay(env), "ResourceQuota", NAMESPACE)
+    assert worker["replicas"] * gpus <= int(quota["spec"]["hard"]["requests.nvidia.com/gpu"])
+    # The GPU pool is nvidia-l4 by default and GKE taints it nvidia.com/gpu: the job selects and tolerates it.
+    gke = load_module(INFRA / "modules" / "gke")
+    assert pod["nodeSelector"]["cloud.google.com/gke-accelerator"] == unquote(
+        gke.variables["gpu_accelerator_type"]["default"]
+    )
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+
+
+def test_function_environment_defaults_agree(job: dict[str, Any]) -> None:
+    variables = load_module(INFRA / "modules" / "functions").variables
+    assert unquote(variables["namespace"]["default"]) == job["metadata"]["namespace"]
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert unquote(variables["trainer_service_account"]["default"]) == pod["serviceAccountName"]

@@ -1,0 +1,277 @@
+"""Terraform under infra/, checked without a provider registry: `terraform fmt`, and references
+(variables, resources, data sources, locals, module inputs and outputs) resolved with python-hcl2."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .tools import INFRA, blocks, first, labelled, load_hcl, run, tool, unquote
+
+MODULE_DIRS = sorted({p.parent for p in INFRA.rglob("*.tf") if ".terraform" not in p.parts})
+ROOTS = sorted(p for p in MODULE_DIRS if "envs" in p.relative_to(INFRA).parts)
+MODULES = sorted(p for p in MODULE_DIRS if "modules" in p.relative_to(INFRA).parts)
+META_ARGS = {"source", "version", "providers", "depends_on", "count", "for_each"}
+SKIP_KEYS = {"description", "error_message", "__start_line__", "__end_line__"}
+
+VAR_RE = re.compile(r"(?<![\w.])var\.([A-Za-z_][\w-]*)")
+LOCAL_RE = re.compile(r"(?<![\w.])local\.([A-Za-z_][\w-]*)")
+MODULE_RE = re.compile(r"(?<![\w.])module\.([A-Za-z_][\w-]*)(?:\.([A-Za-z_][\w-]*))?")
+DATA_RE = re.compile(r"(?<![\w.])data\.([a-z][a-z0-9_]*)\.([A-Za-z_][\w-]*)")
+RESOURCE_RE = re.compile(r"(?<![\w.])((?:google|google-beta|archive|random|null)_[a-z0-9_]+)\.([A-Za-z_][\w-]*)")
+
+
+@dataclass
+class Module:
+    path: Path
+    variables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    locals: set[str] = field(default_factory=set)
+    resources: set[tuple[str, str]] = field(default_factory=set)
+    data: set[tuple[str, str]] = field(default_factory=set)
+    modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    terraform: list[dict[str, Any]] = field(default_factory=list)
+    expressions: list[tuple[str, str]] = field(default_factory=list)  # (file, expression text)
+
+
+def _strings(node: Any, out: list[str]) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key not in SKIP_KEYS:
+                _strings(value, out)
+    elif isinstance(node, list):
+        for value in node:
+            _strings(value, out)
+    elif isinstance(node, str) and "${" in node:
+        out.append(node)
+
+
+def load_module(path: Path) -> Module:
+    mod = Module(path)
+    for tf in sorted(path.glob("*.tf")):
+        doc = load_hcl(tf)
+        mod.variables |= labelled(doc, "variable")
+        mod.outputs |= labelled(doc, "output")
+        mod.modules |= labelled(doc, "module")
+        mod.terraform += blocks(doc, "terraform")
+        for block in blocks(doc, "locals"):
+            mod.locals |= set(block)
+        for kind, target in (("resource", mod.resources), ("data", mod.data)):
+            for block in blocks(doc, kind):
+                for rtype, named in block.items():
+                    target |= {(rtype.strip('"'), name.strip('"')) for name in named}
+        found: list[str] = []
+        _strings(doc, found)
+        mod.expressions += [(tf.name, e) for e in found]
+    return mod
+
+
+def module_source(mod: Module, name: str) -> Path:
+    source = unquote(mod.modules[name]["source"])
+    assert isinstance(source, str) and source.startswith("../"), f"{mod.path}: module {name} is not local"
+    return (mod.path / source).resolve()
+
+
+def _id(p: Path) -> str:
+    return str(p.relative_to(INFRA))
+
+
+def test_layout() -> None:
+    assert {p.name for p in (INFRA / "envs").iterdir()} >= {"dev", "prod"}
+    assert ROOTS and MODULES
+    for root in ROOTS:
+        assert (root / "variables.tf").is_file() and (root / "outputs.tf").is_file(), root
+    assert (INFRA / "README.md").is_file()
+
+
+def test_terraform_fmt() -> None:
+    proc = run([tool("terraform"), "fmt", "-check", "-recursive", "-diff", str(INFRA)])
+    assert proc.returncode == 0, f"terraform fmt -check failed:\n{proc.stdout}{proc.stderr}"
+
+
+def reference_problems(mod: Module) -> list[str]:
+    problems: list[str] = []
+    for fname, expr in mod.expressions:
+        for name in VAR_RE.findall(expr):
+            if name not in mod.variables:
+                problems.append(f"{fname}: var.{name} is not declared")
+        for name in LOCAL_RE.findall(expr):
+            if name not in mod.locals:
+                problems.append(f"{fname}: local.{name} is not declared")
+        for rtype, name in DATA_RE.findall(expr):
+            if (rtype, name) not in mod.data:
+                problems.append(f"{fname}: data.{rtype}.{name} is not declared")
+        for rtype, name in RESOURCE_RE.findall(re.sub(DATA_RE, "", expr)):
+            if (rtype, name) not in mod.resources:
+                problems.append(f"{fname}: {rtype}.{name} is not a declared resource")
+        for name, output in MODULE_RE.findall(expr):
+            if name not in mod.modules:
+                problems.append(f"{fname}: module.{name} is not declared")
+            elif output and output not in load_module(module_source(mod, name)).outputs:
+                problems.append(f"{fname}: module.{name} has no output {output}")
+    return problems
+
+
+@pytest.mark.parametrize("path", MODULE_DIRS, ids=_id)
+def test_references_resolve(path: Path) -> None:
+    problems = reference_problems(load_module(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_reference_check_catches_mistakes(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(
+        '''variable "known" {
+  description = "d"
+  type        = string
+}
+
+locals {
+  l = var.known
+}
+
+resource "google_pubsub_topic" "t" {
+  name   = "${var.known}-${var.unknown}"
+  labels = { a = local.l, b = local.missing }
+}
+
+resource "google_pubsub_subscription" "s" {
+  name  = "s"
+  topic = google_pubsub_topic.other.id
+  x     = data.google_project.nope.number
+  y     = google_pubsub_topic.t.id
+  z     = module.absent.value
+}
+'''
+    )
+    problems = reference_problems(load_module(tmp_path))
+    assert sorted(p.split(": ", 1)[1] for p in problems) == [
+        "data.google_project.nope is not declared",
+        "google_pubsub_topic.other is not a declared resource",
+        "local.missing is not declared",
+        "module.absent is not declared",
+        "var.unknown is not declared",
+    ]
+
+
+@pytest.mark.parametrize("path", ROOTS, ids=_id)
+def test_module_inputs_exist(path: Path) -> None:
+    mod = load_module(path)
+    assert mod.modules, f"{path} calls no modules"
+    problems = []
+    for name, body in mod.modules.items():
+        target = module_source(mod, name)
+        assert target.is_dir(), f"module {name}: {target} does not exist"
+        declared = load_module(target).variables
+        given = set(body) - META_ARGS - {"__start_line__", "__end_line__"}
+        problems += [f"module {name}: input {k} is not a variable of {_id(target)}" for k in given - set(declared)]
+        required = {k for k, v in declared.items() if "default" not in v}
+        problems += [f"module {name}: required input {k} is missing" for k in required - given]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", MODULE_DIRS, ids=_id)
+def test_variables_and_outputs_documented(path: Path) -> None:
+    mod = load_module(path)
+    for name, body in mod.variables.items():
+        assert unquote(body.get("description")), f"{_id(path)}: variable {name} has no description"
+        assert "type" in body, f"{_id(path)}: variable {name} has no type"
+    for name, body in mod.outputs.items():
+        assert unquote(body.get("description")), f"{_id(path)}: output {name} has no description"
+
+
+def test_inputs_are_validated() -> None:
+    for root in ROOTS:
+        variables = load_module(root).variables
+        for name in ("project_id", "bucket_name", "trainer_image_tag"):
+            if name in variables:
+                assert "validation" in variables[name], f"{_id(root)}: {name} has no validation"
+
+
+@pytest.mark.parametrize("path", MODULE_DIRS, ids=_id)
+def test_google_provider_pinned(path: Path) -> None:
+    mod = load_module(path)
+    providers: dict[str, Any] = {}
+    for block in mod.terraform:
+        for req in block.get("required_providers", []):
+            providers |= req
+    google = first(providers.get("google"))
+    assert isinstance(google, dict), f"{_id(path)}: google provider not in required_providers"
+    assert unquote(google.get("source")) == "hashicorp/google"
+    version = unquote(google.get("version"))
+    assert isinstance(version, str) and re.fullmatch(r"(~>|=)\s*\d+\.\d+(\.\d+)?", version), version
+
+
+@pytest.mark.parametrize("path", ROOTS, ids=_id)
+def test_roots_use_gcs_backend(path: Path) -> None:
+    backends: dict[str, Any] = {}
+    for block in load_module(path).terraform:
+        for backend in block.get("backend", []):
+            backends |= backend
+    assert set(backends) == {"gcs"}, f"{_id(path)}: backend must be gcs, configured at init"
+
+
+def test_functions_roots_read_existing_platform_outputs() -> None:
+    for env in (INFRA / "envs").iterdir():
+        platform = load_module(env / "platform").outputs
+        functions_root = load_module(env / "functions")
+        used = {m for _, e in functions_root.expressions for m in re.findall(r"local\.platform\.(\w+)", e)}
+        assert used, env
+        assert used <= set(platform), f"{env.name}: platform lacks outputs {sorted(used - set(platform))}"
+        assert f'prefix = "landfall/{env.name}/platform"' in (env / "functions" / "main.tf").read_text()
+
+
+def _tf_text() -> str:
+    return "\n".join(p.read_text() for p in sorted(INFRA.rglob("*.tf")))
+
+
+def test_no_service_account_keys() -> None:
+    assert "google_service_account_key" not in _tf_text()
+
+
+def test_webhook_firewall_from_control_plane() -> None:
+    net = load_module(INFRA / "modules" / "network")
+    assert ("google_compute_firewall", "master_to_webhooks") in net.resources
+    ports = [unquote(p) for p in net.variables["webhook_ports"]["default"]]
+    ports = first(ports) if len(ports) == 1 and isinstance(ports[0], list) else ports
+    assert {"443", "6443"} <= {str(p) for p in ports}
+    text = (INFRA / "modules" / "network" / "main.tf").read_text()
+    assert "source_ranges = [var.master_cidr]" in text
+
+
+def test_functions_conventions() -> None:
+    text = (INFRA / "modules" / "functions" / "main.tf").read_text()
+    for needle in (
+        'name        = "on-data-arrival"',
+        'entry_point     = "on_data_arrival"',
+        'name        = "on-training-request"',
+        'entry_point     = "on_training_request"',
+        'runtime         = "python311"',
+        'event_type            = "google.cloud.storage.object.v1.finalized"',
+        'retry_policy          = "RETRY_POLICY_RETRY"',
+        "max_delivery_attempts = var.max_delivery_attempts",
+        "output_sha256",
+    ):
+        assert needle in text, needle
+    for env in ("LANDFALL_BUCKET", "LANDFALL_REQUEST_TOPIC", "LANDFALL_BACKEND", "LANDFALL_GKE_ENDPOINT",
+                "LANDFALL_GKE_CA_CERT", "LANDFALL_NAMESPACE", "LANDFALL_TRAINER_IMAGE",
+                "LANDFALL_TRAINER_SERVICE_ACCOUNT", "GOOGLE_CLOUD_PROJECT"):
+        assert re.search(rf"^\s+{env}\s+=", text, re.M), env
+    variables = load_module(INFRA / "modules" / "functions").variables
+    assert unquote(variables["max_delivery_attempts"]["default"]) == 5
+    assert unquote(variables["namespace"]["default"]) == "landfall-training"
+    assert unquote(variables["trainer_service_account"]["default"]) == "landfall-trainer"
+    pubsub = load_module(INFRA / "modules" / "pubsub").variables
+    assert unquote(pubsub["topic_name"]["default"]) == "landfall-training-requests"
+    assert unquote(pubsub["dead_letter_topic_name"]["default"]) == "landfall-training-requests-dead-letter"
+
+
+def test_bucket_settings() -> None:
+    text = (INFRA / "modules" / "storage" / "main.tf").read_text()
+    assert text.count("uniform_bucket_level_access = true") == 2
+    assert text.count('public_access_prevention    = "enforced"') == 2
+    for prefix in ("tfrecords/", "runs/", "rejected/"):
+        assert f'matches_prefix = ["{prefix}"]' in text, prefix
