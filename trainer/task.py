@@ -62,41 +62,17 @@ from pathlib import Path
 from typing import Any
 
 from landfall import logs
-from landfall.errors import Invalid, LandfallError, NotFound, PermanentError, TemporaryError
+from landfall.errors import Invalid
 from landfall.messages import METRICS_SCHEMA, utc_now
 from landfall.storage import Storage
 
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
+from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code
 from trainer.jobdir import METRICS, JobDir
 
 log = logs.get("trainer.task")
-
-EXIT_OK = 0
-EXIT_BUG = 1
-EXIT_USAGE = 2
-EXIT_INVALID = 3
-EXIT_NOT_FOUND = 4
-EXIT_TEMPORARY = 128
-EXIT_CLUSTER = 129
-
-
-class ClusterFailure(LandfallError):
-    """A peer worker is gone or a collective failed: every worker must be restarted (retryable)."""
-
-
-def exit_code(exc: BaseException) -> int:
-    if isinstance(exc, NotFound):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, PermanentError):
-        return EXIT_INVALID
-    if isinstance(exc, TemporaryError):
-        return EXIT_TEMPORARY
-    if isinstance(exc, ClusterFailure):
-        return EXIT_CLUSTER
-    return EXIT_BUG
-
 
 # -- arguments ------------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from trainer import data
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
+from trainer.errors import ClusterFailure
 from trainer.inputs import Inputs, Plan
 from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
 
@@ -177,8 +178,6 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
                   validation_steps=val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
         save_model(model, cluster, job, work, mean, std, inputs)
     except CLUSTER_ERRORS as exc:
-        from trainer.task import ClusterFailure
-
         raise ClusterFailure(f"the cluster failed (a peer worker died or a collective timed out): "
                              f"{type(exc).__name__}: {_first_line(exc)}") from exc
     except tf.errors.DataLossError as exc:
@@ -197,7 +196,11 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
     """Every worker saves (the strategy requires it); only the chief's copy goes to the job dir."""
     local = work / ("model" if cluster.is_chief else f"model-tmp-{cluster.worker_index}")
     shutil.rmtree(local, ignore_errors=True)
-    model.save(str(local), include_optimizer=False)
+    spec = tf.TensorSpec([None, *inputs.shape], tf.float32, name="x")
+    serve = tf.function(lambda x: {"reconstruction": model(x, training=False)}, input_signature=[spec])
+    # save_traces=False: the layers are all built-in, so Keras reloads them from their config, and
+    # saving skips re-tracing every layer (seconds per worker); serving gets one explicit signature.
+    model.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
     if not cluster.is_chief:
         shutil.rmtree(local, ignore_errors=True)
         return
