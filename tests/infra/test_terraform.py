@@ -197,7 +197,7 @@ def test_google_provider_pinned(path: Path) -> None:
     providers: dict[str, Any] = {}
     for block in mod.terraform:
         for req in block.get("required_providers", []):
-            providers |= req
+            providers |= {k.strip('"'): v for k, v in req.items()}
     google = first(providers.get("google"))
     assert isinstance(google, dict), f"{_id(path)}: google provider not in required_providers"
     assert unquote(google.get("source")) == "hashicorp/google"
@@ -210,7 +210,7 @@ def test_roots_use_gcs_backend(path: Path) -> None:
     backends: dict[str, Any] = {}
     for block in load_module(path).terraform:
         for backend in block.get("backend", []):
-            backends |= backend
+            backends |= {k.strip('"'): v for k, v in backend.items()}
     assert set(backends) == {"gcs"}, f"{_id(path)}: backend must be gcs, configured at init"
 
 
