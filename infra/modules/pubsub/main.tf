@@ -19,10 +19,11 @@ resource "google_pubsub_topic" "dead_letter" {
 }
 
 # A topic without a subscription drops what it receives: this one keeps dead
-# letters for inspection and replay (`gcloud pubsub subscriptions pull`).
+# letters for inspection and replay. It has the topic's name, which is what
+# landfall's JobConfig.dead_letter_subscription expects by default.
 resource "google_pubsub_subscription" "dead_letter" {
   project                    = var.project_id
-  name                       = "${var.dead_letter_topic_name}-hold"
+  name                       = var.dead_letter_topic_name
   topic                      = google_pubsub_topic.dead_letter.id
   labels                     = var.labels
   message_retention_duration = "604800s"
