@@ -252,7 +252,7 @@ def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verif
         tmp = path.with_name(path.name + f".part-{os.getpid()}")
         try:
             storage.download(shard.uri, tmp)
-        except NotFound:
+        except (NotFound, FileNotFoundError):  # a local path raises the latter
             raise NotFound(f"shard {shard.uri} listed in manifest {shard.manifest} does not exist") from None
         problem = _check_staged(tmp, shard, verify)
         if problem:

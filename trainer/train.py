@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -212,5 +213,15 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
 
 
 def _first_line(exc: BaseException) -> str:
+    """The informative part of a TensorFlow error: no "Graph execution error", frames or node names."""
     text = getattr(exc, "message", None) or str(exc)
-    return text.strip().splitlines()[0][:500] if text.strip() else type(exc).__name__
+    keep = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith((" ", "\t")) or line.startswith(
+                ("Graph execution error", "Detected at node", "Detected unsupported operations")):
+            continue
+        line = line.replace("<stack traces unavailable>", "")
+        line = re.sub(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]|\{\{function_node [^}]*\}\}", "", line).strip()
+        if line:
+            keep.append(line)
+    return " ".join(keep)[:500] or type(exc).__name__

@@ -1,0 +1,150 @@
+"""Manifests, the per-worker plan and the tf.data pipeline, against the storage emulator.
+
+The cross-stage test uses the real converter: the trainer must read back exactly what it wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from landfall.config import ConverterConfig
+from landfall.converter import convert
+from landfall.errors import Invalid, NotFound
+from landfall.storage import Storage
+
+from tests.trainer.helpers import SHAPE, make_array, write_dataset
+from trainer.cluster import Cluster
+from trainer.inputs import load_manifests, plan_inputs, stage
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def _row_bytes(x: np.ndarray) -> list[bytes]:
+    flat = np.ascontiguousarray(x, dtype="<f4").reshape(len(x), -1)
+    return sorted(row.tobytes() for row in flat)
+
+
+def _read(plan, paths, split: str) -> np.ndarray:
+    from trainer import data
+
+    ds = data.read_records([str(p) for p in paths], [plan.salts[i] for i in plan.mine], plan.threshold, split,
+                           num_workers=plan.num_workers, worker_index=plan.worker_index, by_file=plan.by_file)
+    ds = ds.batch(257).map(data.parser(SHAPE, targets=False))
+    parts = [b.numpy() for b in ds]
+    return np.concatenate(parts) if parts else np.zeros((0, *SHAPE), np.float32)
+
+
+def test_the_trainer_reads_exactly_what_the_converter_wrote(emulator_stack, bucket, tmp_path):
+    storage: Storage = emulator_stack.storage
+    array = make_array(3001, seed=7)
+    array[5, 3, 2] = np.float32(-0.0)  # bit patterns survive, not just values
+    array[6, 0, 0] = np.float32(1e-45)  # a subnormal
+    source = tmp_path / "arrival.npy"
+    np.save(source, array)
+    cfg = ConverterConfig.load({}, shard_target_bytes=1_000_000)
+    prefix = f"gs://{bucket}/tfrecords/demo/arrival-1/"
+    manifest = convert(str(source), prefix, "demo", cfg, storage)
+    assert len(manifest.shards) >= 3
+
+    inputs = load_manifests(storage, [f"gs://{bucket}/tfrecords/demo"], SHAPE)  # a dataset prefix
+    assert inputs.count == 3001
+    plan = plan_inputs(inputs, 1, 0, batch_size=64, validation_fraction=0.0, seed=1)
+    paths = stage(storage, plan, tmp_path / "stage")
+    back = _read(plan, paths, "all")
+    assert back.shape == array.shape
+    assert _row_bytes(back) == _row_bytes(array)  # bit-identical, same count
+
+    # The training split with a hold-out, as two workers see it, still covers every instance once.
+    seen = []
+    for worker in range(2):
+        plan = plan_inputs(inputs, 2, worker, batch_size=64, validation_fraction=0.2, seed=1)
+        paths = stage(storage, plan, tmp_path / f"stage-{worker}")
+        train, val = _read(plan, paths, "train"), _read(plan, paths, "validation")
+        assert (len(train), len(val)) == (plan.train_counts[worker], plan.val_counts[worker])
+        seen += [train, val]
+    assert _row_bytes(np.concatenate(seen)) == _row_bytes(array)
+
+
+@pytest.mark.parametrize(("shards", "workers"), [(4, 2), (1, 2), (2, 3)])
+def test_plan_partitions_the_data_over_workers_and_splits(tmp_path, shards, workers):
+    storage = Storage()
+    array = make_array(1000, seed=shards)
+    uri = write_dataset(storage, str(tmp_path / "data"), array, shards=shards)
+    inputs = load_manifests(storage, [uri], SHAPE)
+    plans = [plan_inputs(inputs, workers, w, batch_size=32, validation_fraction=0.25, seed=3)
+             for w in range(workers)]
+    assert all(p.by_file == (shards >= workers) for p in plans)
+    assert len({p.steps_per_epoch for p in plans}) == 1  # every worker runs the same steps
+    assert plans[0].steps_per_epoch == min(plans[0].train_counts) // 32
+    assert sum(plans[0].train_counts) + sum(plans[0].val_counts) == 1000
+    assert 0.15 < sum(plans[0].val_counts) / 1000 < 0.35
+    seen = []
+    for plan in plans:
+        paths = stage(storage, plan, tmp_path / f"stage-{plan.worker_index}")
+        train, val = _read(plan, paths, "train"), _read(plan, paths, "validation")
+        assert len(train) == plan.train_counts[plan.worker_index]
+        assert len(val) == plan.val_counts[plan.worker_index]
+        seen += [train, val]
+    assert _row_bytes(np.concatenate(seen)) == _row_bytes(array)
+    # Deterministic: the same seed gives the same hold-out.
+    again = plan_inputs(inputs, workers, 0, batch_size=32, validation_fraction=0.25, seed=3)
+    assert again.val_counts == plans[0].val_counts
+
+
+def test_training_batches_are_parsed_whole_and_normalised(tmp_path):
+    from trainer import data
+
+    storage = Storage()
+    array = make_array(600, seed=11)
+    uri = write_dataset(storage, str(tmp_path / "data"), array, shards=2)
+    inputs = load_manifests(storage, [uri], SHAPE)
+    plan = plan_inputs(inputs, 1, 0, batch_size=50, validation_fraction=0.1, seed=0)
+    paths = [str(p) for p in stage(storage, plan, tmp_path / "stage")]
+    mean, std = inputs.feature_stats()
+    ds = data.train_dataset(plan, paths, SHAPE, batch_size=50, shuffle_buffer=256, seed=0, mean=mean, std=std)
+    x, y = next(iter(ds))
+    assert x.shape == (50, *SHAPE) and x.dtype.name == "float32"
+    np.testing.assert_array_equal(x.numpy(), y.numpy())
+    flat = np.concatenate([b[0].numpy() for b in ds.take(10)]).reshape(-1, SHAPE[1])
+    assert np.all(np.abs(flat.mean(0)) < 0.2) and np.all(np.abs(flat.std(0) - 1) < 0.2)
+    val = data.validation_dataset(plan, paths, SHAPE, batch_size=plan.val_batch_size,
+                                  num_batches=plan.val_steps, mean=mean, std=std)
+    first = np.concatenate([b[0].numpy() for b in val])
+    assert len(first) == plan.val_steps * plan.val_batch_size
+    np.testing.assert_array_equal(first, np.concatenate([b[0].numpy() for b in val]))  # same every epoch
+
+
+def test_manifest_checks(tmp_path):
+    storage = Storage()
+    array = make_array(100)
+    good = write_dataset(storage, str(tmp_path / "good"), array)
+    with pytest.raises(Invalid, match=r"instance shape is \[36, 10\], the model expects \[36, 12\]"):
+        load_manifests(storage, [good], (36, 12))
+    bad_dtype = write_dataset(storage, str(tmp_path / "f64"), array, dtype="float64")
+    with pytest.raises(Invalid, match="dtype is 'float64'"):
+        load_manifests(storage, [bad_dtype], SHAPE)
+    with pytest.raises(NotFound, match=r"no manifest\.json under"):
+        load_manifests(storage, [str(tmp_path / "nothing")], SHAPE)
+    with pytest.raises(NotFound, match="does not exist"):
+        load_manifests(storage, [str(tmp_path / "missing" / "manifest.json")], SHAPE)
+    inputs = load_manifests(storage, [good], SHAPE)
+    with pytest.raises(Invalid, match="less than one batch of 1024"):
+        plan_inputs(inputs, 1, 0, batch_size=1024, validation_fraction=0.1, seed=0)
+    Path(inputs.shards[0].uri).unlink()
+    plan = plan_inputs(inputs, 1, 0, batch_size=8, validation_fraction=0.1, seed=0)
+    with pytest.raises(NotFound, match=r"shard .*part-00000-of-00002.tfrecord listed in manifest .* does not exist"):
+        stage(storage, plan, tmp_path / "stage")
+
+
+def test_tf_config_as_the_kubeflow_operator_sets_it():
+    spec = '{"cluster": {"worker": ["a:2222", "b:2222", "c:2222"]}, "task": {"type": "worker", "index": 2}}'
+    cluster = Cluster.from_env({"TF_CONFIG": spec})
+    assert (cluster.num_workers, cluster.worker_index, cluster.is_chief) == (3, 2, False)
+    assert Cluster.from_env({}) == Cluster()
+    with_chief = '{"cluster": {"chief": ["a:1"], "worker": ["b:1"]}, "task": {"type": "worker", "index": 0}}'
+    assert Cluster.from_env({"TF_CONFIG": with_chief}).worker_index == 1
+    with pytest.raises(Invalid):
+        Cluster.from_env({"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 3}}'})
