@@ -1,0 +1,171 @@
+"""Real multi-worker training on the CPU: two processes with TF_CONFIG on loopback ports, data that
+the converter wrote into the storage emulator, the job dir in the emulator too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from landfall.config import ConverterConfig
+from landfall.converter import convert
+from landfall.errors import NotFound
+from landfall.storage import Storage
+
+from tests.conftest import unique
+from tests.trainer.helpers import REPO, make_array, trainer_env
+from trainer.errors import EXIT_CLUSTER
+
+ARGS = ["--batch-size-per-worker", "64", "--units", "16,8", "--learning-rate", "0.005",
+        "--health-check-interval-s", "2", "--verbose", "0"]
+
+
+@pytest.fixture(scope="module")
+def converted(emulator_stack, tmp_path_factory) -> tuple[Storage, str, str]:
+    """4096 seed-shaped instances, converted into three shards by the real converter."""
+    storage: Storage = emulator_stack.storage
+    bucket = unique("bkt")
+    storage.ensure_bucket(bucket)
+    source = tmp_path_factory.mktemp("arrival") / "arrival.npy"
+    np.save(source, make_array(4096, seed=3))
+    cfg = ConverterConfig.load({}, shard_target_bytes=2_200_000)
+    manifest = convert(str(source), f"gs://{bucket}/tfrecords/demo/arrival-1/", "demo", cfg, storage)
+    assert len(manifest.shards) >= 2
+    return storage, bucket, f"gs://{bucket}/tfrecords/demo/arrival-1/manifest.json"
+
+
+def free_ports(n: int) -> list[int]:
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+class Cluster:
+    """``n`` trainer processes, TF_CONFIG exactly as the Kubeflow training operator sets it."""
+
+    def __init__(self, args: list[str], logs: Path, n: int = 2):
+        ports = free_ports(n)
+        workers = [f"127.0.0.1:{p}" for p in ports]
+        self.logs = [logs / f"worker-{i}.log" for i in range(n)]
+        self.procs = []
+        for i in range(n):
+            tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
+            with open(self.logs[i], "w") as out:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "trainer.task", *args], cwd=REPO, stdout=out,
+                    stderr=subprocess.STDOUT, env=trainer_env(TF_CONFIG=tf_config)))
+
+    def wait(self, timeout: float = 240) -> list[int]:
+        deadline = time.monotonic() + timeout
+        try:
+            return [p.wait(timeout=max(1, deadline - time.monotonic())) for p in self.procs]
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail("workers did not finish:\n" + "\n".join(self.tail(i) for i in range(len(self.procs))))
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def tail(self, i: int, n: int = 4000) -> str:
+        return f"--- worker {i} ---\n" + self.logs[i].read_text()[-n:]
+
+    def log_lines(self, i: int, message: str) -> list[dict]:
+        out = []
+        for line in self.logs[i].read_text().splitlines():
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    entry = json.loads(line)
+                    if entry.get("message") == message:
+                        out.append(entry)
+        return out
+
+
+def read_metrics(storage: Storage, job_dir: str) -> dict | None:
+    try:
+        return json.loads(storage.read_bytes(f"{job_dir}/metrics.json"))
+    except (NotFound, ValueError):
+        return None
+
+
+def check_complete(metrics: dict, job: str, manifest: str, epochs: int, restarts: int) -> None:
+    assert metrics["schema"] == "landfall.metrics/v1"
+    assert metrics["job"] == job and metrics["dataset"] == "demo" and metrics["manifests"] == [manifest]
+    assert (metrics["num_workers"], metrics["batch_size_per_worker"], metrics["global_batch_size"]) == (2, 64, 128)
+    assert metrics["status"] == "succeeded" and metrics["restarts"] == restarts
+    assert metrics["started_at"] and metrics["ended_at"] and metrics["epochs_requested"] == epochs
+    assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, epochs + 1))
+    for e in metrics["epochs"]:
+        assert {"epoch", "loss", "val_loss", "wall_s", "examples_per_s"} <= set(e)
+        assert math.isfinite(e["loss"]) and math.isfinite(e["val_loss"]) and e["examples_per_s"] > 0
+
+
+def test_two_workers_train_in_step_and_report_metrics(converted, tmp_path):
+    storage, bucket, manifest = converted
+    job_dir = f"gs://{bucket}/runs/two-workers"
+    cluster = Cluster(["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS], tmp_path)
+    codes = cluster.wait()
+    assert codes == [0, 0], cluster.tail(0) + cluster.tail(1)
+
+    per_worker = [cluster.log_lines(i, "epoch") for i in range(2)]
+    assert [[e["epoch"] for e in w] for w in per_worker] == [[1, 2, 3], [1, 2, 3]]
+    assert [e["worker"] for e in per_worker[1]] == [1, 1, 1]
+    # Synchronous data parallelism: both workers see the same (all-reduced) loss every epoch.
+    assert [e["loss"] for e in per_worker[0]] == pytest.approx([e["loss"] for e in per_worker[1]], rel=1e-6)
+
+    metrics = read_metrics(storage, job_dir)
+    check_complete(metrics, "two-workers", manifest, epochs=3, restarts=0)
+    losses = [e["loss"] for e in metrics["epochs"]]
+    assert losses[-1] < losses[0], losses
+    assert losses == pytest.approx([e["loss"] for e in per_worker[0]])
+    assert storage.exists(f"{job_dir}/model/saved_model.pb")
+    assert storage.list(f"{job_dir}/tensorboard/", suffix=".v2")
+    assert not storage.list(f"{job_dir}/backup/")  # removed once the run succeeded
+
+
+def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_path):
+    storage, bucket, manifest = converted
+    job_dir = f"gs://{bucket}/runs/kill-and-resume"
+    args = ["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS]
+    (tmp_path / "first").mkdir()
+    first = Cluster(args, tmp_path / "first", n=2)
+    try:
+        deadline = time.monotonic() + 180
+        while not ((m := read_metrics(storage, job_dir)) and len(m.get("epochs", [])) >= 1):
+            assert time.monotonic() < deadline, first.tail(0) + first.tail(1)
+            assert first.procs[0].poll() is None, first.tail(0)
+            time.sleep(0.1)
+        first.procs[1].send_signal(signal.SIGKILL)  # worker 1 dies after epoch 1
+        killed_at = time.monotonic()
+        # The chief must notice (peer health check) and exit with a retryable code, not hang.
+        code = first.procs[0].wait(timeout=90)
+        assert code == EXIT_CLUSTER and code >= 128, first.tail(0)
+        assert time.monotonic() - killed_at < 60
+    finally:
+        first.kill()
+    metrics = read_metrics(storage, job_dir)
+    assert metrics["status"] == "failed" and metrics["retryable"] is True
+    assert [e["epoch"] for e in metrics["epochs"]] == [1]
+
+    (tmp_path / "second").mkdir()
+    second = Cluster(args, tmp_path / "second", n=2)  # the operator restarts every replica, identically
+    assert second.wait() == [0, 0], second.tail(0) + second.tail(1)
+    for i in range(2):
+        assert [e["epoch"] for e in second.log_lines(i, "epoch")] == [2, 3], second.tail(i)
+        assert second.log_lines(i, "resuming at epoch 2 from the backup checkpoint")
+    metrics = read_metrics(storage, job_dir)
+    check_complete(metrics, "kill-and-resume", manifest, epochs=3, restarts=1)
+    assert [e["attempt"] for e in metrics["epochs"]] == [1, 2, 2]
