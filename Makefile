@@ -3,11 +3,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+TOOLS  := .venv-tools
+TOOLS_STAMP := $(TOOLS)/.installed-stamp
 
 .PHONY: venv test lint demo bench clean
 
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
-venv: $(STAMP)
+venv: $(STAMP) $(TOOLS_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -U pip
@@ -15,6 +17,12 @@ $(STAMP): pyproject.toml
 	# tf-keras's metadata asks for `tensorflow`; here we run tensorflow-cpu of the same minor.
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.20,<2.21'
 	touch $(STAMP)
+
+# Offline IaC checker in a venv of its own, so its pins never fight the project's.
+$(TOOLS_STAMP): pyproject.toml
+	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install -q --disable-pip-version-check 'checkov>=3.2,<4'
+	touch $(TOOLS_STAMP)
 
 lint: venv
 	$(BIN)/ruff check .
@@ -30,4 +38,4 @@ bench: venv
 	$(BIN)/landfall bench train
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache landfall-demo
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache landfall-demo

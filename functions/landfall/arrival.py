@@ -35,7 +35,8 @@ class Runtime:
     @classmethod
     def from_env(cls) -> Runtime:
         config = ConverterConfig.load()
-        return cls(config, Layout.load(), Storage(config.project), PubSub(config.project))
+        return cls(config, Layout.load(), Storage(config.project, retry_deadline_s=config.storage_retry_s),
+                   PubSub(config.project))
 
 
 def handle(obj: ObjectEvent, rt: Runtime) -> Outcome:

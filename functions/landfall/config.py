@@ -80,6 +80,7 @@ class ConverterConfig(Settings):
     max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb
     chunk_instances: int = 8192  # instances converted per step: bounds memory
     request_topic: str = "landfall-training-requests"
+    storage_retry_s: float = 30.0  # then the platform retries the whole event
     project: str = dataclasses.field(default_factory=lambda: os.environ.get("GOOGLE_CLOUD_PROJECT", "landfall-local"))
 
     @property

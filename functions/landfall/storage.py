@@ -23,8 +23,10 @@ from typing import BinaryIO
 import google_crc32c
 import requests
 from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
+from google.cloud.storage.retry import DEFAULT_RETRY
 
 from landfall.errors import AlreadyExists, NotFound, TemporaryError
 from landfall.layout import split_gs
@@ -89,9 +91,15 @@ class _ChecksumWriter:
 
 
 class Storage:
-    def __init__(self, project: str | None = None, client: gcs.Client | None = None):
+    """``retry_deadline_s`` bounds the client's own retries of transient failures: past it the
+    error surfaces as ``TemporaryError`` and the platform's retry (with its backoff) takes over,
+    instead of a function instance spinning for the library's default two minutes."""
+
+    def __init__(self, project: str | None = None, client: gcs.Client | None = None,
+                 retry_deadline_s: float = 30.0):
         self._project = project
         self._client = client
+        self.retry: Retry = DEFAULT_RETRY.with_timeout(retry_deadline_s)
 
     @property
     def client(self) -> gcs.Client:
@@ -110,7 +118,7 @@ class Storage:
     # -- buckets ---------------------------------------------------------------------------------
     def ensure_bucket(self, bucket: str) -> None:
         with mapped_errors(f"gs://{bucket}"), contextlib.suppress(AlreadyExists, gexc.Conflict):
-            self.client.create_bucket(bucket)
+            self.client.create_bucket(bucket, retry=self.retry)
 
     # -- metadata --------------------------------------------------------------------------------
     def stat(self, uri: str, generation: int | None = None) -> ObjectInfo:
@@ -122,14 +130,14 @@ class Storage:
             return ObjectInfo(uri, st.st_size, int(st.st_mtime_ns), None)
         with mapped_errors(uri):
             blob = self._blob(uri, generation)
-            blob.reload()
+            blob.reload(retry=self.retry)
             return ObjectInfo(uri, int(blob.size or 0), int(blob.generation or 0), blob.crc32c)
 
     def exists(self, uri: str) -> bool:
         if not is_gs(uri):
             return os.path.exists(uri)
         with mapped_errors(uri):
-            return self._blob(uri).exists()
+            return self._blob(uri).exists(retry=self.retry)
 
     def list(self, prefix: str, suffix: str = "") -> list[str]:
         """URIs under ``prefix`` (a gs:// prefix or a local folder), sorted."""
@@ -142,7 +150,7 @@ class Storage:
         with mapped_errors(prefix):
             return sorted(
                 f"gs://{bucket}/{b.name}"
-                for b in self.client.list_blobs(bucket, prefix=name)
+                for b in self.client.list_blobs(bucket, prefix=name, retry=self.retry)
                 if b.name.endswith(suffix)
             )
 
@@ -154,7 +162,7 @@ class Storage:
             except FileNotFoundError:
                 raise NotFound(f"{uri}: not found") from None
         with mapped_errors(uri):
-            return self._blob(uri).download_as_bytes()
+            return self._blob(uri).download_as_bytes(retry=self.retry)
 
     def write_bytes(self, uri: str, data: bytes, *, if_absent: bool = False,
                     content_type: str = "application/octet-stream") -> None:
@@ -180,7 +188,7 @@ class Storage:
             return
         with mapped_errors(uri):
             self._blob(uri).upload_from_string(
-                data, content_type=content_type, if_generation_match=0 if if_absent else None,
+                data, content_type=content_type, if_generation_match=0 if if_absent else None, retry=self.retry,
             )
 
     def delete(self, uri: str, missing_ok: bool = True) -> None:
@@ -190,7 +198,7 @@ class Storage:
             return
         try:
             with mapped_errors(uri):
-                self._blob(uri).delete()
+                self._blob(uri).delete(retry=self.retry)
         except NotFound:
             if not missing_ok:
                 raise
@@ -211,8 +219,8 @@ class Storage:
         db, dn = split_gs(dst)
         with mapped_errors(src):
             source = self.client.bucket(sb).blob(sn)
-            self.client.bucket(sb).copy_blob(source, self.client.bucket(db), dn)
-            source.delete()
+            self.client.bucket(sb).copy_blob(source, self.client.bucket(db), dn, retry=self.retry)
+            source.delete(retry=self.retry)
 
     # -- streams ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -227,7 +235,7 @@ class Storage:
                 yield fh
             return
         with mapped_errors(uri):
-            reader = self._blob(uri, generation).open("rb", chunk_size=READ_CHUNK)
+            reader = self._blob(uri, generation).open("rb", chunk_size=READ_CHUNK, retry=self.retry)
         with reader, mapped_errors(uri):
             yield reader
 
@@ -241,7 +249,7 @@ class Storage:
                 yield _ChecksumWriter(fh)
             return
         with mapped_errors(uri):
-            writer = self._blob(uri).open("wb", chunk_size=WRITE_CHUNK, ignore_flush=True)
+            writer = self._blob(uri).open("wb", chunk_size=WRITE_CHUNK, ignore_flush=True, retry=self.retry)
             with writer:
                 yield _ChecksumWriter(writer)
 
@@ -253,7 +261,7 @@ class Storage:
             shutil.copyfile(uri, dest)
             return dest
         with mapped_errors(uri):
-            self._blob(uri).download_to_filename(str(dest))
+            self._blob(uri).download_to_filename(str(dest), retry=self.retry)
         return dest
 
     def upload(self, src: str | Path, uri: str) -> None:
@@ -262,7 +270,7 @@ class Storage:
             shutil.copyfile(src, uri)
             return
         with mapped_errors(uri):
-            self._blob(uri).upload_from_filename(str(src))
+            self._blob(uri).upload_from_filename(str(src), retry=self.retry)
 
     def download_many(self, pairs: list[tuple[str, Path]], workers: int = 8) -> list[Path]:
         """Parallel downloads (the trainer stages its shards this way)."""

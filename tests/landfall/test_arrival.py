@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from landfall import arrival, converter, layout, records
 from landfall.errors import TemporaryError
 from landfall.events import ObjectEvent
 from landfall.messages import REQUEST_SCHEMA, Manifest
 from landfall.synthetic import time_series
-
 from tests.conftest import pull_all
 
 N = 600

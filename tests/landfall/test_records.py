@@ -25,7 +25,7 @@ def test_framing_is_byte_identical_to_tensorflows_writer(tf, tmp_path):
             example = tf.train.Example(features=tf.train.Features(feature={
                 "x": tf.train.Feature(bytes_list=tf.train.BytesList(value=[inst.tobytes()]))}))
             w.write(example.SerializeToString())
-    assert open(path, "rb").read() == ours
+    assert (tmp_path / "tf.tfrecord").read_bytes() == ours
 
 
 def test_tensorflow_parses_and_decodes_exactly(tf, tmp_path):
