@@ -15,7 +15,8 @@ The object
   ``landfall.dev/request-id`` (the request that created the job; hashed if not a valid label value).
 - annotations: ``landfall.dev/manifests`` (JSON list of the manifest URIs the job trains on, resolved when
   the job is released, ``[]`` while a follow-up waits), ``landfall.dev/after`` (the job it follows),
-  ``landfall.dev/concurrency``, ``landfall.dev/released-at``, and one
+  ``landfall.dev/concurrency``, ``landfall.dev/window`` (the manifest window a follow-up resolves with),
+  ``landfall.dev/released-at``, and one
   ``requests.landfall.dev/<hash of request_id>`` per request the job covers (value: JSON with the id,
   reason and manifest), added with merge patches so concurrent consumers never overwrite each other.
 - ``spec.tfReplicaSpecs.Worker``: ``replicas`` workers, ``restartPolicy: ExitCode`` (the trainer exits
@@ -58,6 +59,7 @@ MANIFESTS_ANNOTATION = "landfall.dev/manifests"
 AFTER_ANNOTATION = "landfall.dev/after"
 POLICY_ANNOTATION = "landfall.dev/concurrency"
 RELEASED_ANNOTATION = "landfall.dev/released-at"
+WINDOW_ANNOTATION = "landfall.dev/window"
 REQUEST_ANNOTATION_PREFIX = "requests.landfall.dev/"
 
 CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
@@ -192,6 +194,7 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifest
     annotations = {
         MANIFESTS_ANNOTATION: json.dumps(list(manifests)),
         POLICY_ANNOTATION: cfg.concurrency,
+        WINDOW_ANNOTATION: str(cfg.window),
     }
     if after:
         annotations[AFTER_ANNOTATION] = after

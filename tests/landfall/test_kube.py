@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from landfall import tfjob
 from landfall.backend import Conflict
 from landfall.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.kube import KubeBackend
 from landfall.tfjob import JobConfig
-
 from tests.landfall.fake_kube_api import FakeKubeAPI
 
 

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+
 from landfall import tfjob
 from landfall.tfjob import JobConfig
 
