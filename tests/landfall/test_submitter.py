@@ -63,7 +63,7 @@ def copy_arrival(storage, base: TrainingRequest, k: int) -> TrainingRequest:
 
 
 def runtime(emulator_stack, bucket: str, backend, **cfg) -> Runtime:
-    config = JobConfig.load({}, bucket=bucket, project=emulator_stack.project, gpus_per_worker=0, **cfg)
+    config = JobConfig.load({}, **{"bucket": bucket, "project": emulator_stack.project, "gpus_per_worker": 0, **cfg})
     return Runtime(config, Layout(), emulator_stack.storage, backend)
 
 
