@@ -267,7 +267,7 @@ def operator(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "local_state", "backend", "namespace", "bucket")
     storage = Storage(cfg.project)
-    if cfg.backend == "kubernetes" and args.backend == "kubernetes":
+    if cfg.backend == "kubernetes":  # next to a cluster: only release follow-ups (coalesce.reconcile)
         return _reconcile_loop(cfg, storage, args.poll_s)
     from landfall.operator import Operator
 
