@@ -257,13 +257,10 @@ def _csv_body(reader: pacsv.CSVStreamingReader, cfg: ConverterConfig, width: int
 
 
 def _columns_to_instances(columns: list[pa.Array], cfg: ConverterConfig) -> np.ndarray:
-    n = len(columns[0])
-    out = np.empty((n, len(columns)), dtype="<f4")
-    for j, col in enumerate(columns):
-        if col.null_count:
-            col = col.fill_null(float("nan"))
-        out[:, j] = col.to_numpy(zero_copy_only=False)
-    return out.reshape(n, cfg.timesteps, cfg.features)
+    # Stack columns (contiguous copies), then one transposing copy into row-major instances.
+    stacked = np.vstack([(c.fill_null(float("nan")) if c.null_count else c).to_numpy(zero_copy_only=False)
+                         for c in columns])
+    return np.ascontiguousarray(stacked.T, dtype="<f4").reshape(-1, cfg.timesteps, cfg.features)
 
 
 # -- Parquet --------------------------------------------------------------------------------------

@@ -58,8 +58,8 @@ def _example_class() -> type:
 Example = _example_class()
 
 
-def masked_crc32c(data: bytes | memoryview) -> int:
-    crc = google_crc32c.value(data if isinstance(data, bytes) else data.tobytes())
+def masked_crc32c(data: bytes | np.ndarray) -> int:
+    crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -107,8 +107,10 @@ class RecordFramer:
         out[:, :h] = np.frombuffer(self.header, dtype=np.uint8)
         out[:, h : h + p] = np.frombuffer(self.prefix, dtype=np.uint8)
         out[:, h + p : h + self.data_bytes] = flat
+        out.flags.writeable = False  # google-crc32c reads read-only buffers without a copy
         data = out[:, h : h + self.data_bytes]
-        crcs = np.fromiter((masked_crc32c(row.tobytes()) for row in data), dtype="<u4", count=n)
+        crcs = np.fromiter((masked_crc32c(row) for row in data), dtype="<u4", count=n)
+        out.flags.writeable = True
         out[:, h + self.data_bytes :] = crcs.view(np.uint8).reshape(n, 4)
         return out.tobytes()
 

@@ -1,0 +1,16 @@
+"""``landfall bench convert|train [flags]``."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in BENCHES:
+        print(f"usage: landfall bench {{{','.join(BENCHES)}}} [flags]", file=sys.stderr)
+        return 2
+    return int(importlib.import_module(BENCHES[argv[0]]).main(argv[1:]) or 0)

@@ -1,0 +1,182 @@
+"""``landfall bench convert``: the converter against its floor and against the usual way.
+
+On a generated seed-shaped CSV (default 100,000 instances of 36 x 10) and the same data as ``.npy``,
+in one run, each timing the median of ``--repeat`` runs:
+
+- ours (CSV -> shards + manifest) vs pyarrow's CSV parse of the same file alone (the floor), both
+  the whole-file multi-threaded ``read_csv`` and the streaming ``open_csv`` that bounded memory needs;
+- ours vs pandas + a per-row ``tf.train.Example(FloatList)`` writer (the usual tutorial way);
+- ``.npy`` conversion vs a plain copy of the file, streamed through the same storage layer (read and
+  write in 8 MiB blocks, as any stream converter must), and vs the kernel's in-cache file copy;
+- peak RSS of a conversion (own process) at 1x and ``--scale``x the input: it must stay flat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from landfall import converter
+from landfall.config import ConverterConfig
+from landfall.storage import Storage
+from landfall.synthetic import time_series
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def write_inputs(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
+    csv_path, npy_path = folder / f"data-{n}.csv", folder / f"data-{n}.npy"
+    out = np.lib.format.open_memmap(npy_path, mode="w+", dtype="<f4", shape=(n, 36, 10))
+    with pacsv.CSVWriter(csv_path, pa.schema([(f"c{i}", pa.float32()) for i in range(360)]),
+                         write_options=pacsv.WriteOptions(include_header=False)) as writer:
+        for start in range(0, n, 50_000):
+            block = time_series(min(50_000, n - start), seed=seed + start)
+            out[start : start + len(block)] = block
+            flat = block.reshape(len(block), -1)
+            writer.write_table(pa.table({f"c{i}": flat[:, i] for i in range(360)}))
+    out.flush()
+    del out
+    return csv_path, npy_path
+
+
+def ours(src: Path, dest: Path) -> None:
+    shutil.rmtree(dest, ignore_errors=True)
+    converter.convert(str(src), str(dest), "bench", ConverterConfig.load({}), Storage())
+
+
+def pyarrow_read_csv(src: Path) -> None:
+    pacsv.read_csv(src, read_options=pacsv.ReadOptions(autogenerate_column_names=True))
+
+
+def pyarrow_stream_csv(src: Path) -> None:
+    names = [f"c{i}" for i in range(360)]
+    reader = pacsv.open_csv(src, read_options=pacsv.ReadOptions(column_names=names, block_size=4 << 20),
+                            convert_options=pacsv.ConvertOptions(column_types={n: pa.float32() for n in names}))
+    for _ in reader:
+        pass
+
+
+def pandas_per_row_examples(src: Path, dest: Path) -> None:
+    """What most tutorials show: pandas, then one tf.train.Example(FloatList) per row."""
+    import pandas as pd
+    import tensorflow as tf
+
+    frame = pd.read_csv(src, header=None)
+    with tf.io.TFRecordWriter(str(dest)) as writer:
+        for row in frame.itertuples(index=False):
+            feature = tf.train.Feature(float_list=tf.train.FloatList(value=list(row)))
+            writer.write(tf.train.Example(features=tf.train.Features(feature={"x": feature})).SerializeToString())
+
+
+_CHILD = """
+import sys
+from landfall.cli import main
+rc = main(["convert", sys.argv[1], "--out", sys.argv[2]])
+hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0].split()[1]
+print(hwm, file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+def peak_rss_mib(src: Path, dest: Path) -> float:
+    """Runs ``landfall convert`` in its own process; its VmHWM is the peak RSS of that process alone
+    (``ru_maxrss`` of a child would include the parent's memory at fork time)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(dest)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"convert of {src} failed: {proc.stderr[-500:]}")
+    return int(proc.stderr.strip().splitlines()[-1]) / 1024  # kB
+
+
+def storage_copy(src: Path, dest: Path) -> None:
+    """A plain streamed copy through the same storage layer the converter uses (no conversion)."""
+    storage = Storage()
+    with storage.open_read(str(src)) as fh, storage.open_write(str(dest)) as out:
+        while block := fh.read(8 << 20):
+            out.write(block)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="landfall bench convert", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--instances", type=int, default=100_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--scale", type=int, default=4, help="peak RSS is measured at 1x and this many times the input")
+    p.add_argument("--skip-usual", action="store_true", help="skip the slow pandas + per-row Example baseline")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--workdir", help="where to put inputs and outputs (default: a temporary folder)")
+    args = p.parse_args(argv)
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="landfall-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    n = args.instances
+    print(f"generating {n} seed-shaped instances (36 x 10) as CSV and .npy in {work} ...", flush=True)
+    csv_path, npy_path = write_inputs(work, n)
+    r: dict[str, float] = {}
+    r["ours_csv_s"] = median_time(lambda: ours(csv_path, work / "out-csv"), args.repeat)
+    r["pyarrow_read_csv_s"] = median_time(lambda: pyarrow_read_csv(csv_path), args.repeat)
+    r["pyarrow_stream_csv_s"] = median_time(lambda: pyarrow_stream_csv(csv_path), args.repeat)
+    r["ours_npy_s"] = median_time(lambda: ours(npy_path, work / "out-npy"), args.repeat)
+    r["copy_npy_s"] = median_time(lambda: storage_copy(npy_path, work / "copy.npy"), args.repeat)
+    r["kernel_copy_npy_s"] = median_time(lambda: shutil.copyfile(npy_path, work / "copy.npy"), args.repeat)
+    if not args.skip_usual:
+        print("running the usual way (pandas + per-row tf.train.Example), once ...", flush=True)
+        r["usual_csv_s"] = median_time(lambda: pandas_per_row_examples(csv_path, work / "usual.tfrecord"), 1)
+    print(f"measuring peak RSS at 1x and {args.scale}x ...", flush=True)
+    big_csv, big_npy = write_inputs(work, n * args.scale, seed=1)
+    r["rss_csv_1x_mib"] = peak_rss_mib(csv_path, work / "rss")
+    r["rss_csv_nx_mib"] = peak_rss_mib(big_csv, work / "rss")
+    r["rss_npy_1x_mib"] = peak_rss_mib(npy_path, work / "rss")
+    r["rss_npy_nx_mib"] = peak_rss_mib(big_npy, work / "rss")
+    sizes = {"csv_mib": csv_path.stat().st_size / 2**20, "npy_mib": npy_path.stat().st_size / 2**20,
+             "csv_nx_mib": big_csv.stat().st_size / 2**20, "npy_nx_mib": big_npy.stat().st_size / 2**20}
+
+    rows = [
+        ("CSV: ours / pyarrow read_csv (floor)", r["ours_csv_s"] / r["pyarrow_read_csv_s"], "<= 1.3"),
+        ("CSV: ours / pyarrow streaming parse", r["ours_csv_s"] / r["pyarrow_stream_csv_s"], ""),
+        (".npy: ours / plain streamed copy", r["ours_npy_s"] / r["copy_npy_s"], "<= 2.0"),
+        (".npy: ours / kernel copy_file_range", r["ours_npy_s"] / r["kernel_copy_npy_s"], ""),
+        (f"peak RSS CSV {args.scale}x / 1x", r["rss_csv_nx_mib"] / r["rss_csv_1x_mib"], "flat"),
+        (f"peak RSS .npy {args.scale}x / 1x", r["rss_npy_nx_mib"] / r["rss_npy_1x_mib"], "flat"),
+    ]
+    if "usual_csv_s" in r:
+        rows.insert(2, ("CSV: pandas+per-row Example / ours", r["usual_csv_s"] / r["ours_csv_s"], "report"))
+    print(f"\nlandfall bench convert: {n} instances, CSV {sizes['csv_mib']:.0f} MiB, .npy {sizes['npy_mib']:.0f} MiB,"
+          f" median of {args.repeat}")
+    for key, value in r.items():
+        print(f"  {key:24s} {value:10.3f}")
+    print()
+    for label, ratio, goal in rows:
+        print(f"  {label:40s} {ratio:6.2f}x   {('goal ' + goal) if goal else ''}")
+    print(f"  peak RSS MiB: CSV {r['rss_csv_1x_mib']:.0f} -> {r['rss_csv_nx_mib']:.0f} "
+          f"({sizes['csv_nx_mib']:.0f} MiB input), .npy {r['rss_npy_1x_mib']:.0f} -> {r['rss_npy_nx_mib']:.0f} "
+          f"({sizes['npy_nx_mib']:.0f} MiB input)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"instances": n, **r, **sizes}, indent=2))
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
