@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from landfall import layout
 from landfall.config import ConverterConfig, Layout
 from landfall.errors import BadInput

@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+
 from landfall import records
 
 
