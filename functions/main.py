@@ -10,6 +10,7 @@ import functools
 import logging
 
 import functions_framework
+
 from landfall import arrival, events, logs
 from landfall.errors import PermanentError
 

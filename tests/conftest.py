@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from landfall import emulators
 from landfall.pubsub import PubSub
 from landfall.storage import Storage
