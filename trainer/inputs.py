@@ -24,6 +24,7 @@ from pathlib import Path
 
 import google_crc32c
 import numpy as np
+
 from landfall import logs
 from landfall.errors import Invalid, NotFound
 from landfall.messages import Manifest

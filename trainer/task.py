@@ -65,7 +65,6 @@ from landfall import logs
 from landfall.errors import Invalid
 from landfall.messages import METRICS_SCHEMA, utc_now
 from landfall.storage import Storage
-
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig

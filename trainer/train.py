@@ -19,10 +19,10 @@ from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
+
 from landfall import logs
 from landfall.errors import Invalid
 from landfall.messages import utc_now
-
 from trainer import data
 from trainer import model as model_mod
 from trainer.cluster import Cluster
@@ -57,11 +57,37 @@ def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
+class EpochTimer(keras.callbacks.Callback):
+    """First in the callback list: training time per epoch, without validation or checkpointing."""
+
+    def __init__(self):
+        super().__init__()
+        self.t0 = self.t_train = 0.0
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self.t0 = time.monotonic()
+        self.t_train = 0.0
+
+    def on_test_begin(self, logs=None) -> None:
+        if not self.t_train:
+            self.t_train = time.monotonic()
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if not self.t_train:
+            self.t_train = time.monotonic()
+
+    @property
+    def train_s(self) -> float:
+        return self.t_train - self.t0
+
+
 class EpochReporter(keras.callbacks.Callback):
     """One JSON log line per epoch per worker; on the chief, mirrors the job dir and rewrites metrics."""
 
-    def __init__(self, cluster: Cluster, job: JobDir, metrics, plan: Plan, work: Path, attempt: int):
+    def __init__(self, cluster: Cluster, job: JobDir, metrics, plan: Plan, work: Path, attempt: int,
+                 timer: EpochTimer):
         super().__init__()
+        self.timer = timer
         self.cluster = cluster
         self.job = job
         self.metrics = metrics
@@ -69,7 +95,6 @@ class EpochReporter(keras.callbacks.Callback):
         self.work = work
         self.attempt = attempt
         self.first_epoch: int | None = None
-        self.t0 = self.t_train = 0.0
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self.first_epoch is None:
@@ -81,23 +106,17 @@ class EpochReporter(keras.callbacks.Callback):
                          extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1,
                                            "attempt": self.attempt}})
             self.metrics.save()
-        self.t0 = time.monotonic()
-        self.t_train = 0.0
-
-    def on_test_begin(self, logs=None) -> None:
-        if not self.t_train:
-            self.t_train = time.monotonic()
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         logs = logs or {}
         now = time.monotonic()
-        train_s = (self.t_train or now) - self.t0
+        train_s = self.timer.train_s
         examples = self.plan.steps_per_epoch * self.plan.global_batch_size
         entry = {
             "epoch": epoch + 1,
             "loss": _num(logs.get("loss")),
             "val_loss": _num(logs.get("val_loss")),
-            "wall_s": round(now - self.t0, 3),
+            "wall_s": round(now - self.timer.t0, 3),
             "train_s": round(train_s, 3),
             "examples": examples,
             "examples_per_s": round(examples / train_s, 1) if train_s > 0 else None,
@@ -169,10 +188,12 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
     train_ds = strategy.distribute_datasets_from_function(train_fn)
     val_ds = strategy.distribute_datasets_from_function(val_fn) if val_steps else None
+    timer = EpochTimer()
     callbacks = [
+        timer,
         keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
         keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
-        EpochReporter(cluster, job, metrics, plan, work, attempt),
+        EpochReporter(cluster, job, metrics, plan, work, attempt, timer),
     ]
     try:
         model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from landfall.layout import shard_name
 from landfall.messages import FeatureStats, Manifest, Shard, Source
 from landfall.records import RecordFramer

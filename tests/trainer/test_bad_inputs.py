@@ -12,9 +12,9 @@ import json
 
 import google_crc32c
 import pytest
+
 from landfall.messages import Manifest
 from landfall.storage import Storage
-
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer.errors import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from landfall.config import ConverterConfig
 from landfall.converter import convert
 from landfall.errors import NotFound
 from landfall.storage import Storage
-
 from tests.conftest import unique
 from tests.trainer.helpers import REPO, make_array, trainer_env
 from trainer.errors import EXIT_CLUSTER

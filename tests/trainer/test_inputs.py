@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from landfall.config import ConverterConfig
 from landfall.converter import convert
 from landfall.errors import Invalid, NotFound
 from landfall.storage import Storage
-
 from tests.trainer.helpers import SHAPE, make_array, write_dataset
 from trainer.cluster import Cluster
 from trainer.inputs import load_manifests, plan_inputs, stage
@@ -30,10 +30,7 @@ def _row_bytes(x: np.ndarray) -> list[bytes]:
 def _read(plan, paths, split: str) -> np.ndarray:
     from trainer import data
 
-    ds = data.read_records([str(p) for p in paths], [plan.salts[i] for i in plan.mine], plan.threshold, split,
-                           num_workers=plan.num_workers, worker_index=plan.worker_index, by_file=plan.by_file)
-    ds = ds.batch(257).map(data.parser(SHAPE, targets=False))
-    parts = [b.numpy() for b in ds]
+    parts = [b.numpy() for b in data.read_instances(plan, [str(p) for p in paths], SHAPE, split)]
     return np.concatenate(parts) if parts else np.zeros((0, *SHAPE), np.float32)
 
 

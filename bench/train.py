@@ -1,0 +1,223 @@
+"""``landfall bench train``: input pipeline and training throughput on seed-shaped data.
+
+One run prints (and optionally writes as JSON):
+
+1. Input pipeline, examples/s over the same instances, each pipeline shuffling, batching and
+   normalising the same way:
+   - ``landfall``: the trainer's own pipeline (``trainer.data.train_dataset``) over TFRecord shards
+     written by the real converter: interleaved reads, batch first, one ``parse_example`` +
+     ``decode_raw`` per batch;
+   - ``in_memory``: the same array fed with ``from_tensor_slices`` (goal: landfall >= 0.8x this);
+   - ``per_record``: the tutorial way, ``parse_single_example`` on every record (ratio reported).
+2. Training, examples/s of ``landfall train`` with one worker (a real ``python -m trainer.task``
+   process on the shards, read from its ``metrics.json``) vs a plain ``tf_keras`` ``fit`` of the same
+   model on the in-memory array (goal: >= 0.9x). Median over the epochs after the first (which
+   traces the graph).
+
+Runs unchanged on a GPU machine (the GRUs then use cuDNN); nothing here pins a device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from landfall.config import ConverterConfig
+from landfall.converter import convert
+from landfall.records import FEATURE_KEY
+from landfall.storage import Storage
+
+SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
+
+
+def make_data(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(SHAPE[0], dtype=np.float32)[None, :, None]
+    freq = rng.uniform(0.1, 0.5, size=(n, 1, SHAPE[1])).astype(np.float32)
+    phase = rng.uniform(0, 2 * np.pi, size=(n, 1, SHAPE[1])).astype(np.float32)
+    noise = rng.standard_normal((n, *SHAPE), dtype=np.float32)
+    return (3.0 * np.sin(freq * t + phase) + 1.5 + 0.05 * noise).astype("<f4")
+
+
+def _rates(datasets: dict, batches: int, warmup: int, rounds: int, batch_size: int) -> dict[str, float]:
+    """Examples/s per pipeline, median of ``rounds``; rounds alternate between the pipelines, so a
+    busy machine slows them alike. Every measurement uses a fresh iterator that is never left idle
+    (an idle pipeline keeps prefetching, which would inflate its next reading), warmed up by
+    ``warmup`` untimed batches."""
+    samples: dict[str, list[float]] = {name: [] for name in datasets}
+    for _ in range(rounds):
+        for name, ds in datasets.items():
+            it = iter(ds)
+            for _ in range(warmup):
+                next(it)
+            start = time.perf_counter()
+            for _ in range(batches):
+                next(it)
+            samples[name].append(batches * batch_size / (time.perf_counter() - start))
+            del it
+    return {name: round(statistics.median(v), 1) for name, v in samples.items()}
+
+
+def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
+    import tensorflow as tf
+
+    from trainer import data
+    from trainer.inputs import load_manifests, plan_inputs, stage
+
+    storage = Storage()
+    inputs = load_manifests(storage, [manifest_uri], SHAPE)
+    plan = plan_inputs(inputs, 1, 0, args.batch_size, 0.0, seed=0)
+    paths = [str(p) for p in stage(storage, plan, Path(args.work_dir) / "stage")]
+    mean, std = inputs.feature_stats()
+    b, shuffle = args.batch_size, args.shuffle_buffer
+
+    ours = data.train_dataset(plan, paths, SHAPE, batch_size=b, shuffle_buffer=shuffle, seed=0, mean=mean, std=std)
+
+    offset, scale = tf.constant(mean, tf.float32), tf.constant([1 / s for s in std], tf.float32)
+
+    def norm(x):
+        x = (x - offset) * scale
+        return x, x
+
+    memory = (tf.data.Dataset.from_tensor_slices(array).shuffle(shuffle, seed=0).repeat()
+              .batch(b, drop_remainder=True).map(norm, num_parallel_calls=tf.data.AUTOTUNE)
+              .prefetch(tf.data.AUTOTUNE))
+
+    spec = {FEATURE_KEY: tf.io.FixedLenFeature([], tf.string)}
+
+    def parse_one(record):
+        raw = tf.io.parse_single_example(record, spec)[FEATURE_KEY]
+        return tf.reshape(tf.io.decode_raw(raw, tf.float32), SHAPE)
+
+    per_record = (tf.data.TFRecordDataset(paths, num_parallel_reads=tf.data.AUTOTUNE)
+                  .map(parse_one, num_parallel_calls=tf.data.AUTOTUNE).shuffle(shuffle, seed=0).repeat()
+                  .batch(b, drop_remainder=True).map(norm, num_parallel_calls=tf.data.AUTOTUNE)
+                  .prefetch(tf.data.AUTOTUNE))
+    out: dict = _rates({"landfall": ours, "in_memory": memory, "per_record": per_record},
+                       args.pipeline_batches, args.warmup_batches, args.rounds, b)
+    out["landfall_vs_in_memory"] = round(out["landfall"] / out["in_memory"], 3)
+    out["landfall_vs_per_record"] = round(out["landfall"] / out["per_record"], 3)
+    return out
+
+
+def bench_landfall_train(args, manifest_uri: str) -> dict:
+    job_dir = Path(args.work_dir) / "job"
+    env = dict(os.environ)
+    env.pop("TF_CONFIG", None)  # one worker
+    cmd = [sys.executable, "-m", "trainer.task", "--manifest", manifest_uri, "--job-dir", str(job_dir),
+           "--epochs", str(args.epochs), "--batch-size-per-worker", str(args.batch_size),
+           "--units", ",".join(map(str, args.units)), "--validation-fraction", "0",
+           "--work-dir", str(Path(args.work_dir) / "trainer-work"), "--verbose", "0"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"landfall train failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    metrics = json.loads((job_dir / "metrics.json").read_text())
+    rates = [e["examples_per_s"] for e in metrics["epochs"]]
+    return {"examples_per_s": _steady(rates), "per_epoch": rates, "steps_per_epoch": metrics["steps_per_epoch"]}
+
+
+def bench_plain_fit(args, array: np.ndarray, steps: int) -> dict:
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from trainer.model import build_model
+
+    mean, std = array.reshape(-1, SHAPE[1]).mean(0), array.reshape(-1, SHAPE[1]).std(0)
+    x = ((array - mean) / std).astype(np.float32)
+    ds = (tf.data.Dataset.from_tensor_slices(x).shuffle(args.shuffle_buffer, seed=0).repeat()
+          .batch(args.batch_size, drop_remainder=True).map(lambda v: (v, v)).prefetch(tf.data.AUTOTUNE))
+    keras.utils.set_random_seed(0)
+    model = build_model(*SHAPE, units=args.units)
+    times: list[float] = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t0 = time.monotonic()
+
+        def on_epoch_end(self, epoch, logs=None):
+            times.append(time.monotonic() - self.t0)
+
+    model.fit(ds, epochs=args.epochs, steps_per_epoch=steps, callbacks=[Timer()], verbose=0)
+    rates = [round(steps * args.batch_size / t, 1) for t in times]
+    return {"examples_per_s": _steady(rates), "per_epoch": rates}
+
+
+def _steady(rates: list[float]) -> float:
+    return round(statistics.median(rates[1:] if len(rates) > 1 else rates), 1)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="landfall bench train", description=__doc__.split("\n", 1)[0])
+    p.add_argument("--instances", type=int, default=131072, help="seed-shaped (36, 10) instances")
+    p.add_argument("--batch-size", type=int, default=1024, help="per worker, as in the seed")
+    p.add_argument("--units", type=lambda s: [int(u) for u in s.split(",")], default=[128, 32])
+    p.add_argument("--epochs", type=int, default=3, help="training epochs per contender (first is warm-up)")
+    p.add_argument("--shuffle-buffer", type=int, default=16384)
+    p.add_argument("--pipeline-batches", type=int, default=100, help="timed batches per pipeline per round")
+    p.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds")
+    p.add_argument("--warmup-batches", type=int, default=20, help="untimed batches before each round")
+    p.add_argument("--shard-bytes", type=int, default=32 * 1024 * 1024, help="converter shard target")
+    p.add_argument("--skip-train", action="store_true", help="input pipeline only")
+    p.add_argument("--work-dir", help="scratch folder (default: a temporary one)")
+    p.add_argument("--json", help="also write the results to this file")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="landfall-bench-train-") as tmp:
+        args.work_dir = args.work_dir or tmp
+        work = Path(args.work_dir)
+        work.mkdir(parents=True, exist_ok=True)
+        array = make_data(args.instances)
+        np.save(work / "arrival.npy", array)
+        cfg = ConverterConfig.load({}, shard_target_bytes=args.shard_bytes)
+        t0 = time.perf_counter()
+        manifest = convert(str(work / "arrival.npy"), str(work / "tfrecords"), "bench", cfg, Storage())
+        manifest_uri = str(work / "tfrecords" / "manifest.json")
+        import tensorflow as tf
+
+        devices = [d.device_type for d in tf.config.list_physical_devices()]
+        result: dict = {
+            "instances": args.instances, "shape": list(SHAPE), "batch_size": args.batch_size,
+            "units": args.units, "shards": len(manifest.shards), "convert_s": round(time.perf_counter() - t0, 2),
+            "devices": devices, "gpus": devices.count("GPU"), "tensorflow": tf.__version__,
+            "cpu_count": os.cpu_count(),
+        }
+        print(f"data: {args.instances} x {SHAPE} float32 in {len(manifest.shards)} shards; devices {devices}",
+              flush=True)
+        pipe = bench_pipeline(args, manifest_uri, array)
+        result["pipeline_examples_per_s"] = pipe
+        print(f"input pipeline, examples/s: landfall {pipe['landfall']:.0f}, in-memory {pipe['in_memory']:.0f} "
+              f"({pipe['landfall_vs_in_memory']:.2f}x, goal >= 0.8x), per-record parse_single_example "
+              f"{pipe['per_record']:.0f} (landfall is {pipe['landfall_vs_per_record']:.2f}x)", flush=True)
+        if not args.skip_train:
+            ours = bench_landfall_train(args, manifest_uri)
+            plain = bench_plain_fit(args, array, ours["steps_per_epoch"])
+            ratio = round(ours["examples_per_s"] / plain["examples_per_s"], 3)
+            result["training_examples_per_s"] = {"landfall_train_1_worker": ours, "plain_fit_in_memory": plain,
+                                                 "ratio": ratio}
+            where = f"{result['gpus']} GPU" if result["gpus"] else f"CPU ({os.cpu_count()} cores)"
+            print(f"training on {where}, examples/s: landfall train (1 worker) {ours['examples_per_s']:.0f}, "
+                  f"plain fit in memory {plain['examples_per_s']:.0f} ({ratio:.2f}x, goal >= 0.9x)", flush=True)
+        print(json.dumps(result, indent=2))
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
