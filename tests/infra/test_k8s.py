@@ -90,8 +90,12 @@ def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
     role = find(objs, "Role", SUBMITTER_SA)
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [
-        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get", "list", "watch", "delete"]}
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"],
+         "verbs": ["create", "get", "list", "watch", "patch", "delete"]}
     ]
+    # patch (merge patches: record a request on a job, unsuspend a follow-up), never update or a subresource.
+    assert not {"update", "deletecollection"} & set(role["rules"][0]["verbs"])
+    assert all("/" not in r for rule in role["rules"] for r in rule["resources"])
     binding = find(objs, "RoleBinding", SUBMITTER_SA)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SUBMITTER_SA}
     subjects = {(s["kind"], s["name"].split("@")[0]) for s in binding["subjects"]}

@@ -54,6 +54,9 @@ def test_submitter_role_covers_the_job(env: str, job: dict[str, Any]) -> None:
     (rule,) = role["rules"]
     assert rule["apiGroups"] == [group] and rule["resources"] == ["tfjobs"] and job["kind"] == "TFJob"
     assert "create" in rule["verbs"]
+    # Coalescing: a follow-up is created suspended and released with a merge patch (tfjob.release_patch).
+    assert job["spec"]["runPolicy"]["suspend"] is False
+    assert {"create", "get", "list", "patch"} <= set(rule["verbs"])
 
 
 @pytest.mark.parametrize("env", OVERLAYS)

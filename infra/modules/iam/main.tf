@@ -83,7 +83,7 @@ resource "google_storage_bucket_iam_member" "submitter_read_manifests" {
 
 # Reaching the cluster's API needs container.clusters.get to authenticate; that is
 # all IAM grants (clusterViewer: read cluster metadata, no Kubernetes objects). The
-# Role/RoleBinding in k8s/base (create/get/list/watch/delete tfjobs in
+# Role/RoleBinding in k8s/base (create/get/list/watch/patch/delete tfjobs in
 # landfall-training, bound to this account's email) does the rest. Project-wide
 # container.developer would let it write any object in any namespace, so it is not used.
 resource "google_project_iam_member" "submitter_cluster_access" {
