@@ -1,12 +1,14 @@
 """Typed configuration, one object per component, read once: defaults, then environment, then flags.
 
 Environment variables are ``LANDFALL_<FIELD>`` in upper case (for example ``LANDFALL_SHARD_TARGET_BYTES``);
-flags are passed as keyword overrides by the command line.
+flags are passed as keyword overrides by the command line. A tuple field reads a comma-separated list,
+or a JSON list when its items contain commas (``LANDFALL_TRAINER_ARGS='["--units", "16,8"]'``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import types
 from collections.abc import Mapping
@@ -34,6 +36,11 @@ def _coerce(value: str, hint: Any) -> Any:
         return float(value)
     if origin is tuple:
         inner = get_args(hint)[0]
+        if value.lstrip().startswith("["):  # a JSON list, for items that contain commas
+            items = json.loads(value)
+            if not isinstance(items, list):
+                raise ValueError(f"not a JSON list: {value!r}")
+            return tuple(_coerce(str(v), inner) for v in items)
         return tuple(_coerce(v.strip(), inner) for v in value.split(",") if v.strip())
     return value
 

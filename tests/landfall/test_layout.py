@@ -46,3 +46,10 @@ def test_config_layers_defaults_env_flags():
     assert cfg.shape == (12, 3) and cfg.drop_nonfinite is True
     with pytest.raises(ValueError, match="LANDFALL_DROP_NONFINITE"):
         ConverterConfig.load({"LANDFALL_DROP_NONFINITE": "maybe"})
+
+
+def test_tuple_settings_read_json_lists_for_items_with_commas():
+    from landfall.tfjob import JobConfig
+
+    assert JobConfig.load({"LANDFALL_TRAINER_ARGS": '["--units", "8,4"]'}).trainer_args == ("--units", "8,4")
+    assert JobConfig.load({"LANDFALL_TRAINER_ARGS": "--verbose,0"}).trainer_args == ("--verbose", "0")
