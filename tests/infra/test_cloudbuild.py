@@ -85,3 +85,19 @@ def test_pipeline_does_what_the_readme_says() -> None:
     assert "../k8s/overlays/${_ENV}" in steps["deploy-manifests"]
     assert "kubectl apply" in steps["deploy-manifests"]
     assert "sed " not in CLOUDBUILD.read_text()
+    # k8s/base/project.env: every key the base's replacements read (the reconciler's project and bucket).
+    for key in ("GSA_DOMAIN=", "PROJECT_ID=", "BUCKET="):
+        assert key in steps["deploy-manifests"], key
+    assert "terraform output -raw bucket_name > /workspace/bucket_name" in steps["deploy-functions"]
+    assert "/workspace/bucket_name" in steps["deploy-manifests"]
+
+
+def test_project_env_keys_match_the_kustomization() -> None:
+    base = REPO / "k8s" / "base"
+    keys = {line.split("=", 1)[0] for line in (base / "project.env").read_text().splitlines() if line.strip()}
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text())
+    used = {r["source"]["fieldPath"].removeprefix("data.") for r in kustomization["replacements"]
+            if r["source"]["name"] == "landfall-project"}
+    assert used == keys
+    written = re.search(r"printf '([^']*)'", CLOUDBUILD.read_text()).group(1)
+    assert {k.split("=", 1)[0] for k in written.split("\\n") if k} == keys

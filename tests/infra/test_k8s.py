@@ -25,6 +25,7 @@ from .tools import (
 
 KUBERNETES_VERSION = "1.32.0"
 CUSTOM_GROUPS = ("kubeflow.org/",)  # custom resources have no schema in kubernetes-validate
+RECONCILER = "landfall-reconciler"
 
 
 def test_overlays_exist() -> None:
@@ -126,6 +127,53 @@ def test_quota_caps_gpus_and_limit_range_exists(env: str) -> None:
     assert any(lim["type"] == "Container" for lim in limits["spec"]["limits"])
 
 
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_deployment(env: str) -> None:
+    """`landfall operator` against the cluster: one replica, the trainer image, the submitter's identity, no GPU,
+    hardened (restricted Pod Security), in-cluster API access (no GKE endpoint), small resources."""
+    objs = render_overlay(env)
+    dep = find(objs, "Deployment", RECONCILER)
+    assert dep["metadata"]["namespace"] == NAMESPACE
+    assert dep["spec"]["replicas"] == 1
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SUBMITTER_SA
+    find(objs, "ServiceAccount", SUBMITTER_SA)
+    # landfall.kube loads the in-cluster config from the mounted token; the ServiceAccount does not automount it.
+    assert pod["automountServiceAccountToken"] is True
+    (c,) = pod["containers"]
+    prepull = find(objs, "DaemonSet", "landfall-trainer-prepull")["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == prepull["image"] == f"landfall-trainer:{env}"  # the overlay's (and Cloud Build's) image
+    assert c["command"] == ["python", "-m", "landfall.cli", "operator"]
+    env_vars = {e["name"]: e["value"] for e in c["env"]}
+    assert env_vars["LANDFALL_BACKEND"] == "kubernetes"
+    assert env_vars["LANDFALL_NAMESPACE"] == NAMESPACE
+    assert env_vars["LANDFALL_TRAINER_SERVICE_ACCOUNT"] == TRAINER_SA
+    assert env_vars["LANDFALL_BUCKET"] and env_vars["GOOGLE_CLOUD_PROJECT"]
+    assert "LANDFALL_GKE_ENDPOINT" not in env_vars  # it would win over the in-cluster configuration
+    # Hardened: non-root UID of trainer/Dockerfile, read-only root with /tmp on an emptyDir, no capabilities.
+    psc, sc = pod["securityContext"], c["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 10001 and psc["runAsGroup"] == 10001
+    assert psc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    (mount,) = c["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    assert next(v for v in pod["volumes"] if v["name"] == mount["name"])["emptyDir"]
+    # Small, no GPU, never on the tainted GPU nodes.
+    res = c["resources"]
+    assert set(res) == {"requests", "limits"} and not any("nvidia.com/gpu" in r for r in res.values())
+    assert "tolerations" not in pod and "nodeSelector" not in pod
+    assert res["limits"]["memory"].endswith("Mi") and int(res["limits"]["memory"][:-2]) <= 512
+
+
+def test_reconciler_image_is_the_trainer_image_in_the_dockerfile() -> None:
+    """`python -m landfall.cli` must exist in the trainer image, and run as the pod's UID."""
+    dockerfile = (K8S.parent / "trainer" / "Dockerfile").read_text()
+    assert "COPY functions/landfall ./functions/landfall" in dockerfile
+    assert "USER 10001:10001" in dockerfile
+    assert (K8S.parent / "functions" / "landfall" / "cli.py").is_file()
+
+
 def test_prod_differs_from_dev_only_in_the_image() -> None:
     def strip(objs: list[dict]) -> list[dict]:
         for obj in objs:
@@ -141,7 +189,9 @@ def test_cloud_build_image_override_and_project_domain(tmp_path: Path) -> None:
     """What cloudbuild.yaml does before `kubectl apply`: write project.env, override the image by digest."""
     k8s = tmp_path / "k8s"
     shutil.copytree(K8S, k8s)
-    (k8s / "base" / "project.env").write_text("GSA_DOMAIN=acme-ml.iam.gserviceaccount.com\n")
+    (k8s / "base" / "project.env").write_text(
+        "GSA_DOMAIN=acme-ml.iam.gserviceaccount.com\nPROJECT_ID=acme-ml\nBUCKET=acme-ml-landfall\n"
+    )
     deploy = tmp_path / "deploy"
     deploy.mkdir()
     digest = "sha256:" + "a" * 64
@@ -157,6 +207,11 @@ def test_cloud_build_image_override_and_project_domain(tmp_path: Path) -> None:
     spec = ds["spec"]["template"]["spec"]
     for c in spec["containers"] + spec["initContainers"]:
         assert c["image"] == f"europe-west4-docker.pkg.dev/acme-ml/landfall/trainer@{digest}"
+    reconciler = find(objs, "Deployment", RECONCILER)["spec"]["template"]["spec"]
+    (container,) = reconciler["containers"]
+    assert container["image"] == f"europe-west4-docker.pkg.dev/acme-ml/landfall/trainer@{digest}"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["GOOGLE_CLOUD_PROJECT"] == "acme-ml" and env["LANDFALL_BUCKET"] == "acme-ml-landfall"
     sa = find(objs, "ServiceAccount", TRAINER_SA)
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == (
         "landfall-trainer@acme-ml.iam.gserviceaccount.com"

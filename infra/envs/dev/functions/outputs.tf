@@ -12,3 +12,8 @@ output "training_subscription" {
   description = "Push subscription feeding on-training-request."
   value       = module.functions.training_subscription
 }
+
+output "bucket_name" {
+  description = "Data bucket (LANDFALL_BUCKET); Cloud Build writes it into k8s/base/project.env for the reconciler."
+  value       = local.platform.bucket_name
+}
