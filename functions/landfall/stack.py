@@ -21,7 +21,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -111,7 +110,7 @@ class Stack:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> Stack:
-        cfg, state = self.cfg, self.cfg.state
+        state = self.cfg.state
         running = read_running(state)
         if running:
             raise StackError(f"landfall up is already running on {state} (pid {running['pid']}): "

@@ -1,0 +1,138 @@
+"""``landfall up``, ``landfall demo``, ``landfall upload``, ``landfall scaling``: the system on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from landfall.errors import LandfallError
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "up":
+        p.add_argument("--state-dir", help="where everything lives (default .landfall, LANDFALL_STATE_DIR)")
+        for port in ("pubsub", "gcs", "arrival", "submit"):
+            p.add_argument(f"--{port}-port", type=int, help="default: a free port")
+        p.add_argument("--bucket")
+        p.add_argument("--workers", type=int, help="workers of each local TFJob (default 2)")
+        p.add_argument("--epochs", type=int)
+    elif name == "demo":
+        p.add_argument("--instances", type=int, default=4096)
+        p.add_argument("--workers", type=int, default=2)
+        p.add_argument("--epochs", type=int, default=3)
+        p.add_argument("--batch-size-per-worker", type=int, default=256)
+        p.add_argument("--units", default="128,32", help="GRU units of the encoder (the seed's 128,32)")
+        p.add_argument("--out", default="./landfall-demo")
+        p.add_argument("--stage-timeout", type=float, default=150.0,
+                       help="fail a stage that makes no progress for this many seconds")
+        p.add_argument("--no-follow-up", action="store_true", help="skip the second, coalesced arrival")
+        p.add_argument("--keep-running", action="store_true", help="leave the stack up afterwards")
+    elif name == "upload":
+        p.add_argument("file")
+        p.add_argument("--dataset", required=True)
+        p.add_argument("--state-dir", default=os.environ.get("LANDFALL_STATE_DIR", ".landfall"))
+        p.add_argument("--name", help="object name under incoming/<dataset>/ (default: the file's name)")
+    elif name == "scaling":
+        p.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
+        p.add_argument("--instances", type=int, default=8192)
+        p.add_argument("--epochs", type=int, default=3)
+        p.add_argument("--batch-size-per-worker", type=int, default=256)
+        p.add_argument("--units", default="128,32")
+        p.add_argument("--from-runs", help="read finished runs' metrics.json under this gs:// prefix instead")
+        p.add_argument("--out", default="./landfall-scaling")
+
+
+def run(args: argparse.Namespace) -> int:
+    return {"up": up, "demo": demo, "upload": upload, "scaling": scaling}[args.command](args)
+
+
+def up(args: argparse.Namespace) -> int:
+    from landfall import logs
+    from landfall.stack import Stack, StackConfig, wait_for_signal
+
+    logs.setup()
+    cfg = StackConfig.load(state_dir=args.state_dir, pubsub_port=args.pubsub_port, gcs_port=args.gcs_port,
+                           arrival_port=args.arrival_port, submit_port=args.submit_port, bucket=args.bucket,
+                           workers=args.workers, epochs=args.epochs)
+    stack = Stack(cfg)
+    try:
+        stack.start()
+    except LandfallError as exc:
+        print(f"landfall up: {exc}", file=sys.stderr)
+        return 1
+    try:
+        i = stack.info
+        print(f"""Landfall is up (state: {i['state_dir']}).
+  Pub/Sub emulator     {i['pubsub_emulator_host']}
+  fake-gcs-server      {i['storage_emulator_host']}   bucket gs://{i['bucket']}
+  on_data_arrival      {i['functions']['on_data_arrival']}
+  on_training_request  {i['functions']['on_training_request']}
+  local operator       pid {i['processes']['operator']}, jobs under {i['local_state']}
+
+Use it from another shell:
+{stack.exports()}
+
+Drop a file in:   landfall upload FILE --dataset NAME   (or any client writing gs://{i['bucket']}/incoming/NAME/...)
+Watch:            landfall status
+Ctrl-C or SIGTERM stops everything.""", flush=True)
+        return wait_for_signal(stack)
+    finally:
+        stack.stop()
+
+
+def demo(args: argparse.Namespace) -> int:
+    from landfall import logs
+    from landfall.demo import DemoOptions
+    from landfall.demo import run as run_demo
+
+    logs.setup(level="WARNING")
+    return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs,
+                                batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
+                                stage_timeout=args.stage_timeout, keep_running=args.keep_running,
+                                follow_up=not args.no_follow_up))
+
+
+def upload(args: argparse.Namespace) -> int:
+    from landfall.stack import read_running
+    from landfall.storage import Storage
+
+    info = read_running(args.state_dir)
+    if info:
+        os.environ.setdefault("STORAGE_EMULATOR_HOST", info["storage_emulator_host"])
+        os.environ.setdefault("GOOGLE_CLOUD_PROJECT", info["project"])
+        bucket = info["bucket"]
+    elif os.environ.get("LANDFALL_BUCKET"):
+        bucket = os.environ["LANDFALL_BUCKET"]
+    else:
+        print(f"landfall upload: no stack running on {args.state_dir} and LANDFALL_BUCKET is not set",
+              file=sys.stderr)
+        return 1
+    uri = f"gs://{bucket}/incoming/{args.dataset}/{args.name or Path(args.file).name}"
+    try:
+        Storage().upload(args.file, uri)
+    except (LandfallError, OSError) as exc:
+        print(f"landfall upload: {args.file}: {exc}", file=sys.stderr)
+        return 1
+    print(uri)
+    return 0
+
+
+def scaling(args: argparse.Namespace) -> int:
+    from landfall import logs
+    from landfall.scaling import ScalingOptions
+    from landfall.scaling import run as run_scaling
+
+    logs.setup(level="WARNING")
+    try:
+        workers = [int(w) for w in args.workers.split(",") if w.strip()]
+    except ValueError:
+        print(f"landfall scaling: --workers {args.workers!r} must be comma-separated integers", file=sys.stderr)
+        return 2
+    table = run_scaling(ScalingOptions(workers=workers, instances=args.instances, epochs=args.epochs,
+                                       batch_size_per_worker=args.batch_size_per_worker, units=args.units,
+                                       from_runs=args.from_runs, out=args.out))
+    print(json.dumps(table, indent=2))
+    return 0

@@ -1,0 +1,70 @@
+"""Pictures people would rather look at than read: loss curves, epoch times, scaling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def training_curves(metrics: list[dict[str, Any]], path: Path) -> Path:
+    """Train and validation loss per epoch, and each epoch's wall time, for every job."""
+    plt = _pyplot()
+    fig, (ax_loss, ax_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for m in metrics:
+        epochs = m.get("epochs") or []
+        xs = [e["epoch"] for e in epochs]
+        label = f"{m.get('job', '?')} ({m.get('num_workers', '?')} workers)"
+        line = ax_loss.plot(xs, [e.get("loss") for e in epochs], marker="o", label=f"{label} train")[0]
+        ax_loss.plot(xs, [e.get("val_loss") for e in epochs], marker="x", linestyle="--", color=line.get_color(),
+                     label=f"{label} validation")
+        ax_time.plot(xs, [e.get("wall_s") for e in epochs], marker="o", color=line.get_color(), label=label)
+    ax_loss.set(title="Reconstruction loss (MSE)", xlabel="epoch", ylabel="loss")
+    ax_time.set(title="Epoch time", xlabel="epoch", ylabel="seconds")
+    ax_time.set_ylim(bottom=0)
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in (ax_loss, ax_time):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def scaling(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """Epoch time and examples/s against the number of workers, as the seed article draws it."""
+    plt = _pyplot()
+    workers = [r["workers"] for r in rows]
+    fig, (ax_time, ax_rate) = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax_time.plot(workers, [r["epoch_s"] for r in rows], marker="o")
+    ax_time.set(title="Epoch time", xlabel="workers", ylabel="seconds (median epoch)")
+    ax_time.set_ylim(bottom=0)
+    rates = [r["examples_per_s"] for r in rows]
+    ax_rate.plot(workers, rates, marker="o", label="measured")
+    if rows:
+        base = rates[0] / workers[0]
+        ax_rate.plot(workers, [base * w for w in workers], linestyle="--", color="gray", label="linear")
+    for r in rows:
+        ax_rate.annotate(f"eff {r['efficiency']:.0%}", (r["workers"], r["examples_per_s"]),
+                         textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax_rate.set(title="Throughput", xlabel="workers", ylabel="examples / s")
+    ax_rate.legend()
+    for ax in (ax_time, ax_rate):
+        ax.set_xticks(workers)
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
