@@ -103,8 +103,7 @@ class EpochReporter(keras.callbacks.Callback):
             self.metrics.doc["epochs"] = done
             if epoch > 0:
                 log.info(f"resuming at epoch {epoch + 1} from the backup checkpoint",
-                         extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1,
-                                           "attempt": self.attempt}})
+                         extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1}})
             self.metrics.save()
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
@@ -123,7 +122,8 @@ class EpochReporter(keras.callbacks.Callback):
             "attempt": self.attempt,
             "finished_at": utc_now(),
         }
-        log.info("epoch", extra={"fields": {"worker": self.cluster.worker_index, **entry}})
+        shown = entry if self.cluster.is_chief else {k: v for k, v in entry.items() if k != "attempt"}
+        log.info("epoch", extra={"fields": {"worker": self.cluster.worker_index, **shown}})
         if self.cluster.is_chief:
             # Checkpoint first, then metrics: metrics never claim an epoch the backup does not hold.
             self.job.mirror_up(self.work / "backup", BACKUP)
