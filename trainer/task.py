@@ -5,7 +5,7 @@ workstation. Every flag also reads ``LANDFALL_<FLAG>`` from the environment (fla
 
 Flags
     --manifest URI            a manifest.json, or a dataset prefix whose manifests are all used;
-                              repeatable (LANDFALL_MANIFESTS: comma separated)
+                              repeatable (LANDFALL_MANIFESTS: comma separated or a JSON list)
     --job-dir URI             gs://bucket/runs/<job> or a local folder (required)
     --job-name NAME           default: LANDFALL_JOB_NAME, else the last path segment of --job-dir
     --epochs N                epochs to reach (a restarted job continues to the same total)
