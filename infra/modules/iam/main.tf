@@ -92,6 +92,16 @@ resource "google_project_iam_member" "submitter_cluster_access" {
   member  = google_service_account.sa["submitter"].member
 }
 
+# The landfall-reconciler Deployment (k8s/base/reconciler.yaml) runs in the cluster
+# as the landfall-submitter KSA and releases follow-up TFJobs; releasing lists the
+# dataset's manifests, so it acts as this account (tfrecords/ read above; RBAC for
+# the tfjobs). The binding names that one KSA, nothing else in the namespace.
+resource "google_service_account_iam_member" "submitter_workload_identity" {
+  service_account_id = google_service_account.sa["submitter"].name
+  role               = "roles/iam.workloadIdentityUser"
+  member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.submitter_ksa}]"
+}
+
 # --- trainer ----------------------------------------------------------------
 
 resource "google_storage_bucket_iam_member" "trainer_read_tfrecords" {

@@ -55,6 +55,12 @@ variable "trainer_ksa" {
   default     = "landfall-trainer"
 }
 
+variable "submitter_ksa" {
+  description = "Kubernetes ServiceAccount of the landfall-reconciler Deployment (acts as the submitter account)."
+  type        = string
+  default     = "landfall-submitter"
+}
+
 variable "function_names" {
   description = "Cloud Run functions the invoker account may call."
   type        = list(string)
