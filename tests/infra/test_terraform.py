@@ -258,7 +258,7 @@ def test_functions_conventions() -> None:
         assert needle in text, needle
     for env in ("LANDFALL_BUCKET", "LANDFALL_REQUEST_TOPIC", "LANDFALL_BACKEND", "LANDFALL_GKE_ENDPOINT",
                 "LANDFALL_GKE_CA_CERT", "LANDFALL_NAMESPACE", "LANDFALL_TRAINER_IMAGE",
-                "LANDFALL_TRAINER_SERVICE_ACCOUNT", "GOOGLE_CLOUD_PROJECT"):
+                "LANDFALL_TRAINER_SERVICE_ACCOUNT", "LANDFALL_DEAD_LETTER_SUBSCRIPTION", "GOOGLE_CLOUD_PROJECT"):
         assert re.search(rf"^\s+{env}\s+=", text, re.M), env
     variables = load_module(INFRA / "modules" / "functions").variables
     assert unquote(variables["max_delivery_attempts"]["default"]) == 5

@@ -15,17 +15,27 @@ resource "google_storage_bucket_object" "source" {
   source = data.archive_file.functions.output_path
 }
 
+# Each function gets only the settings its configuration class reads
+# (Settings.load reads LANDFALL_<FIELD>; tests/infra checks the names against the
+# classes): on-data-arrival reads landfall.config.ConverterConfig and Layout (the
+# bucket comes from the event), on-training-request landfall.tfjob.JobConfig and
+# Layout. Only the submitter holds the cluster endpoint and CA.
 locals {
-  common_env = {
-    GOOGLE_CLOUD_PROJECT             = var.project_id
-    LANDFALL_BUCKET                  = var.bucket_name
-    LANDFALL_REQUEST_TOPIC           = var.request_topic_id
-    LANDFALL_BACKEND                 = "kubernetes"
-    LANDFALL_GKE_ENDPOINT            = var.gke_endpoint
-    LANDFALL_GKE_CA_CERT             = var.gke_ca_certificate
-    LANDFALL_NAMESPACE               = var.namespace
-    LANDFALL_TRAINER_IMAGE           = var.trainer_image
-    LANDFALL_TRAINER_SERVICE_ACCOUNT = var.trainer_service_account
+  converter_env = {
+    GOOGLE_CLOUD_PROJECT   = var.project_id
+    LANDFALL_REQUEST_TOPIC = var.request_topic_id
+  }
+  submitter_env = {
+    GOOGLE_CLOUD_PROJECT              = var.project_id
+    LANDFALL_BUCKET                   = var.bucket_name
+    LANDFALL_BACKEND                  = "kubernetes"
+    LANDFALL_GKE_ENDPOINT             = var.gke_endpoint
+    LANDFALL_GKE_CA_CERT              = var.gke_ca_certificate
+    LANDFALL_NAMESPACE                = var.namespace
+    LANDFALL_TRAINER_IMAGE            = var.trainer_image
+    LANDFALL_TRAINER_SERVICE_ACCOUNT  = var.trainer_service_account
+    LANDFALL_REQUEST_TOPIC            = var.request_topic_id
+    LANDFALL_DEAD_LETTER_SUBSCRIPTION = var.dead_letter_subscription
   }
 }
 
@@ -58,7 +68,7 @@ resource "google_cloudfunctions2_function" "on_data_arrival" {
     ingress_settings                 = "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision   = true
     service_account_email            = var.service_accounts.converter
-    environment_variables            = local.common_env
+    environment_variables            = local.converter_env
   }
 
   # Eventarc cannot filter on a prefix: every finalized object in the bucket fires,
@@ -104,7 +114,7 @@ resource "google_cloudfunctions2_function" "on_training_request" {
     ingress_settings                 = "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision   = true
     service_account_email            = var.service_accounts.submitter
-    environment_variables            = local.common_env
+    environment_variables            = local.submitter_env
   }
 }
 

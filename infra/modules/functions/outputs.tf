@@ -24,7 +24,10 @@ output "trainer_image" {
 }
 
 output "environment" {
-  description = "Environment variables both functions receive (holds the cluster CA)."
-  value       = local.common_env
-  sensitive   = true
+  description = "Environment variables of each function, by function name (the submitter's holds the cluster CA)."
+  value = {
+    on-data-arrival     = local.converter_env
+    on-training-request = local.submitter_env
+  }
+  sensitive = true
 }

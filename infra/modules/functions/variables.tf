@@ -37,6 +37,12 @@ variable "dead_letter_topic_id" {
   type        = string
 }
 
+variable "dead_letter_subscription" {
+  description = "Subscription on the dead-letter topic that `landfall status` peeks (LANDFALL_DEAD_LETTER_SUBSCRIPTION)."
+  type        = string
+  default     = "landfall-training-requests-dead-letter"
+}
+
 variable "max_delivery_attempts" {
   description = "Deliveries of a training request before it is dead-lettered."
   type        = number

@@ -12,3 +12,8 @@ output "dead_letter_topic_id" {
   description = "Full ID of the dead-letter topic."
   value       = google_pubsub_topic.dead_letter.id
 }
+
+output "dead_letter_subscription_name" {
+  description = "Short name of the subscription that keeps dead letters (LANDFALL_DEAD_LETTER_SUBSCRIPTION)."
+  value       = google_pubsub_subscription.dead_letter.name
+}

@@ -23,9 +23,11 @@ module "functions" {
   bucket_name          = local.platform.bucket_name
   request_topic_id     = local.platform.request_topic_id
   dead_letter_topic_id = local.platform.dead_letter_topic_id
-  gke_endpoint         = local.platform.gke_endpoint
-  gke_ca_certificate   = local.platform.gke_ca_certificate
-  trainer_image        = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
+  # Added to the platform outputs with the reconciler: apply the platform first.
+  dead_letter_subscription = local.platform.dead_letter_subscription
+  gke_endpoint             = local.platform.gke_endpoint
+  gke_ca_certificate       = local.platform.gke_ca_certificate
+  trainer_image            = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
   service_accounts = {
     converter = local.platform.service_accounts["converter"]
     submitter = local.platform.service_accounts["submitter"]

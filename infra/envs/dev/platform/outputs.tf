@@ -30,6 +30,11 @@ output "dead_letter_topic_id" {
   value       = module.pubsub.dead_letter_topic_id
 }
 
+output "dead_letter_subscription" {
+  description = "Subscription keeping dead-lettered training requests (LANDFALL_DEAD_LETTER_SUBSCRIPTION)."
+  value       = module.pubsub.dead_letter_subscription_name
+}
+
 output "trainer_image_base" {
   description = "Trainer image path without tag; Cloud Build pushes :$SHORT_SHA here."
   value       = module.registry.image_base

@@ -1,0 +1,150 @@
+"""The environment infra/ gives each function is what the function's configuration reads: every ``LANDFALL_*``
+variable is a field of the function's config class (``Settings.load`` reads ``LANDFALL_<FIELD>``), and the
+submitter gets everything ``landfall.tfjob.JobConfig`` needs to reach the cluster and render TFJobs."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+import pytest
+
+from .test_terraform import load_module
+from .tools import (
+    INFRA,
+    K8S,
+    NAMESPACE,
+    OVERLAYS,
+    SUBMITTER_SA,
+    TRAINER_SA,
+    blocks,
+    find,
+    load_hcl,
+    render_overlay,
+    unquote,
+)
+
+FUNCTIONS = INFRA / "modules" / "functions"
+RECONCILER = "landfall-reconciler"
+
+
+def _config_classes() -> dict[str, tuple[type, ...]]:
+    """Function resource -> the Settings classes its runtime loads from the environment."""
+    from landfall import arrival, submitter
+    from landfall.config import ConverterConfig, Layout
+    from landfall.tfjob import JobConfig
+
+    # The runtimes load exactly these (checked here, so a new config class cannot slip past this test).
+    arrival_src = inspect.getsource(arrival.Runtime.from_env)
+    assert "ConverterConfig.load()" in arrival_src and "Layout.load()" in arrival_src
+    submitter_src = inspect.getsource(submitter)
+    assert "JobConfig.load()" in submitter_src and "Layout.load()" in submitter_src
+    return {"on_data_arrival": (ConverterConfig, Layout), "on_training_request": (JobConfig, Layout)}
+
+
+def _env_var(field: str) -> str:
+    from landfall.config import ENV_PREFIX
+
+    return ENV_PREFIX + field.upper()
+
+
+def _fields(classes: tuple[type, ...]) -> set[str]:
+    return {_env_var(f.name) for cls in classes for f in dataclasses.fields(cls)}
+
+
+def _locals() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for block in blocks(load_hcl(FUNCTIONS / "main.tf"), "locals"):
+        out |= block
+    return out
+
+
+def function_environments() -> dict[str, dict[str, str]]:
+    """``{"on_data_arrival": {"LANDFALL_X": "<expr>", ...}, ...}`` from infra/modules/functions/main.tf."""
+    text = (FUNCTIONS / "main.tf").read_text()
+    env_locals = _locals()
+    out: dict[str, dict[str, str]] = {}
+    for m in re.finditer(r'resource "google_cloudfunctions2_function" "(\w+)" \{(.*?)\n\}', text, re.S):
+        ref = re.search(r"environment_variables\s+=\s+local\.(\w+)", m.group(2))
+        assert ref, f"{m.group(1)}: environment_variables must be a local map"
+        env = env_locals[ref.group(1)]
+        env = env[0] if isinstance(env, list) else env
+        out[m.group(1)] = {k: str(unquote(v)) for k, v in env.items()}
+    return out
+
+
+def test_every_function_is_covered() -> None:
+    assert set(function_environments()) == set(_config_classes())
+
+
+@pytest.mark.parametrize("function", ["on_data_arrival", "on_training_request"])
+def test_landfall_env_vars_are_config_fields(function: str) -> None:
+    env = function_environments()[function]
+    fields = _fields(_config_classes()[function])
+    unread = sorted(k for k in env if k.startswith("LANDFALL_") and k not in fields)
+    assert not unread, f"{function} sets {unread}, which its config classes do not read"
+    # Everything else is the project (JobConfig.project / ConverterConfig.project default to it).
+    assert {k for k in env if not k.startswith("LANDFALL_")} == {"GOOGLE_CLOUD_PROJECT"}
+
+
+def test_submitter_environment_is_complete() -> None:
+    env = function_environments()["on_training_request"]
+    for key in ("LANDFALL_BUCKET", "LANDFALL_BACKEND", "LANDFALL_GKE_ENDPOINT", "LANDFALL_GKE_CA_CERT",
+                "LANDFALL_NAMESPACE", "LANDFALL_TRAINER_IMAGE", "LANDFALL_TRAINER_SERVICE_ACCOUNT",
+                "LANDFALL_DEAD_LETTER_SUBSCRIPTION", "GOOGLE_CLOUD_PROJECT"):
+        assert key in env, key
+    assert env["LANDFALL_BACKEND"] == "kubernetes"
+    assert env["LANDFALL_GKE_ENDPOINT"] == "${var.gke_endpoint}"
+    # Terraform's cluster_ca_certificate is base64 PEM; landfall.kube decodes base64, PEM or a path.
+    assert env["LANDFALL_GKE_CA_CERT"] == "${var.gke_ca_certificate}"
+    gke = (INFRA / "modules" / "gke" / "outputs.tf").read_text()
+    assert "master_auth[0].cluster_ca_certificate" in gke
+
+
+def test_converter_gets_no_cluster_access() -> None:
+    env = function_environments()["on_data_arrival"]
+    assert not {k for k in env if k.startswith(("LANDFALL_GKE_", "LANDFALL_BACKEND"))}
+
+
+def test_defaults_agree_with_the_config() -> None:
+    from landfall.tfjob import JobConfig
+
+    cfg = JobConfig(backend="kubernetes")
+    variables = load_module(FUNCTIONS).variables
+
+    def default(name: str) -> Any:
+        return unquote(variables[name]["default"])
+
+    assert default("namespace") == cfg.namespace == NAMESPACE
+    assert default("trainer_service_account") == cfg.trainer_service_account == TRAINER_SA
+    assert default("dead_letter_subscription") == cfg.dead_letter_subscription
+    pubsub = load_module(INFRA / "modules" / "pubsub").variables
+    assert unquote(pubsub["dead_letter_topic_name"]["default"]) == cfg.dead_letter_subscription
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_env_vars_are_config_fields(env: str) -> None:
+    from landfall.tfjob import JobConfig
+
+    dep = find(render_overlay(env), "Deployment", RECONCILER)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    values = {e["name"]: e["value"] for e in c["env"]}
+    landfall = {k: v for k, v in values.items() if k.startswith("LANDFALL_")}
+    assert set(landfall) <= _fields((JobConfig,))
+    cfg = JobConfig.load(landfall)
+    assert cfg.backend == "kubernetes" and not cfg.gke_endpoint  # in-cluster configuration
+    assert cfg.bucket and "GOOGLE_CLOUD_PROJECT" in values
+
+
+def test_reconciler_identity_has_workload_identity_in_infra() -> None:
+    iam = (INFRA / "modules" / "iam" / "main.tf").read_text()
+    assert "[${var.training_namespace}/${var.submitter_ksa}]" in iam
+    variables = load_module(INFRA / "modules" / "iam").variables
+    assert unquote(variables["submitter_ksa"]["default"]) == SUBMITTER_SA
+    assert unquote(variables["training_namespace"]["default"]) == NAMESPACE
+    assert 'resource "google_service_account_iam_member" "submitter_workload_identity"' in iam
+    # The reconciler reads manifests under tfrecords/: the submitter's only bucket grant.
+    assert re.search(r'"submitter_read_manifests".*?prefix_condition\["tfrecords"\]', iam, re.S)
+    assert (K8S / "base" / "reconciler.yaml").is_file()
