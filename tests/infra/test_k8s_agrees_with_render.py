@@ -79,3 +79,27 @@ def test_function_environment_defaults_agree(job: dict[str, Any]) -> None:
     assert unquote(variables["namespace"]["default"]) == job["metadata"]["namespace"]
     pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     assert unquote(variables["trainer_service_account"]["default"]) == pod["serviceAccountName"]
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any]) -> None:
+    """The follow-up release loop works on the jobs the function renders: same namespace (JobConfig default),
+    same trainer ServiceAccount setting, and an identity the RBAC lets read and release (patch) them."""
+    from landfall.tfjob import JobConfig
+
+    defaults = JobConfig()
+    objs = render_overlay(env)
+    dep = find(objs, "Deployment", "landfall-reconciler")
+    assert dep["metadata"]["namespace"] == defaults.namespace == job["metadata"]["namespace"]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    cfg = JobConfig.load({e["name"]: e["value"] for e in c["env"] if e["name"].startswith("LANDFALL_")})
+    assert cfg.namespace == defaults.namespace
+    assert cfg.trainer_service_account == defaults.trainer_service_account == TRAINER_SA
+    assert cfg.backend == "kubernetes"
+    # It runs as the submitter ServiceAccount, which the RoleBinding grants what coalesce.reconcile uses.
+    assert pod["serviceAccountName"] == SUBMITTER_SA
+    binding = find(objs, "RoleBinding", SUBMITTER_SA)
+    assert {"kind": "ServiceAccount", "name": SUBMITTER_SA, "namespace": cfg.namespace} in binding["subjects"]
+    (rule,) = find(objs, "Role", binding["roleRef"]["name"])["rules"]
+    assert {"get", "list", "patch"} <= set(rule["verbs"]) and rule["resources"] == [job["kind"].lower() + "s"]
