@@ -258,7 +258,10 @@ class Storage:
         dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         if not is_gs(uri):
-            shutil.copyfile(uri, dest)
+            try:
+                shutil.copyfile(uri, dest)
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
             return dest
         with mapped_errors(uri):
             self._blob(uri).download_to_filename(str(dest), retry=self.retry)
