@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -51,7 +51,8 @@ resource "google_storage_bucket_iam_member" "converter_read_incoming" {
 }
 
 resource "google_storage_bucket_iam_member" "converter_write" {
-  for_each = toset(["tfrecords", "rejected"])
+  # tmp/: attempt-private shards, moved to tfrecords/ once their count is known.
+  for_each = toset(["tfrecords", "rejected", "tmp"])
   bucket   = var.bucket_name
   # objectUser, not objectCreator: retried events rewrite the same object names.
   role   = "roles/storage.objectUser"
@@ -78,6 +79,17 @@ resource "google_storage_bucket_iam_member" "submitter_read_manifests" {
   condition {
     title      = "tfrecords-only"
     expression = "${local.prefix_condition["tfrecords"]} || ${local.list_condition}"
+  }
+}
+
+# Rejected requests are recorded under rejected/ (rewritten on redelivery: objectUser).
+resource "google_storage_bucket_iam_member" "submitter_write_rejections" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["submitter"].member
+  condition {
+    title      = "rejected-only"
+    expression = local.prefix_condition["rejected"]
   }
 }
 

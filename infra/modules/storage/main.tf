@@ -49,6 +49,17 @@ resource "google_storage_bucket" "data" {
     }
   }
 
+  # tmp/ holds the shards of conversion attempts; a crashed attempt's leftovers go after a day.
+  lifecycle_rule {
+    condition {
+      age            = 1
+      matches_prefix = ["tmp/"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
   # Versioning keeps overwritten objects; bound how many linger.
   lifecycle_rule {
     condition {
