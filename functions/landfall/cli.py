@@ -33,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in PASSTHROUGH:
         module = importlib.import_module(PASSTHROUGH[argv[0]][0])
-        return int(module.main(argv[1:]) or 0)
+        code = int(module.main(argv[1:]) or 0)
+        if argv[0] == "train":
+            module._hard_exit(code)  # as `python -m trainer.task`: gRPC threads must not hold the exit
+        return code
     parser = argparse.ArgumentParser(prog="landfall", description="Event-driven TensorFlow training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in PASSTHROUGH.items():
