@@ -1,7 +1,8 @@
 """``landfall bench convert``: the converter against its floor and against the usual way.
 
 On a generated seed-shaped CSV (default 100,000 instances of 36 x 10) and the same data as ``.npy``,
-in one run, each timing the median of ``--repeat`` runs:
+in one run, each timing the median of ``--repeat`` rounds (the contenders alternate within a round,
+so they share the machine's noise):
 
 - ours (CSV -> shards + manifest) vs pyarrow's CSV parse of the same file alone (the floor), both
   the whole-file multi-threaded ``read_csv`` and the streaming ``open_csv`` that bounded memory needs;
@@ -35,12 +36,18 @@ from landfall.synthetic import time_series
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
+    return interleaved({"x": fn}, repeat)["x"]
+
+
+def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median seconds of each function, run in alternating rounds so they share the machine's noise."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def write_inputs(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="landfall bench convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", type=int, default=100_000)
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--scale", type=int, default=4, help="peak RSS is measured at 1x and this many times the input")
     p.add_argument("--skip-usual", action="store_true", help="skip the slow pandas + per-row Example baseline")
     p.add_argument("--json", help="also write the results to this file")
@@ -133,12 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"generating {n} seed-shaped instances (36 x 10) as CSV and .npy in {work} ...", flush=True)
     csv_path, npy_path = write_inputs(work, n)
     r: dict[str, float] = {}
-    r["ours_csv_s"] = median_time(lambda: ours(csv_path, work / "out-csv"), args.repeat)
-    r["pyarrow_read_csv_s"] = median_time(lambda: pyarrow_read_csv(csv_path), args.repeat)
-    r["pyarrow_stream_csv_s"] = median_time(lambda: pyarrow_stream_csv(csv_path), args.repeat)
-    r["ours_npy_s"] = median_time(lambda: ours(npy_path, work / "out-npy"), args.repeat)
-    r["copy_npy_s"] = median_time(lambda: storage_copy(npy_path, work / "copy.npy"), args.repeat)
-    r["kernel_copy_npy_s"] = median_time(lambda: shutil.copyfile(npy_path, work / "copy.npy"), args.repeat)
+    r.update(interleaved({
+        "ours_csv_s": lambda: ours(csv_path, work / "out-csv"),
+        "pyarrow_read_csv_s": lambda: pyarrow_read_csv(csv_path),
+        "pyarrow_stream_csv_s": lambda: pyarrow_stream_csv(csv_path),
+    }, args.repeat))
+    r.update(interleaved({
+        "ours_npy_s": lambda: ours(npy_path, work / "out-npy"),
+        "copy_npy_s": lambda: storage_copy(npy_path, work / "copy.npy"),
+        "kernel_copy_npy_s": lambda: shutil.copyfile(npy_path, work / "copy.npy"),
+    }, args.repeat))
     if not args.skip_usual:
         print("running the usual way (pandas + per-row tf.train.Example), once ...", flush=True)
         r["usual_csv_s"] = median_time(lambda: pandas_per_row_examples(csv_path, work / "usual.tfrecord"), 1)

@@ -42,15 +42,24 @@ class RunningStats:
         self.min = np.full(self.features, np.inf)
         self.max = np.full(self.features, -np.inf)
 
-    def update(self, batch: np.ndarray) -> None:
+    def update(self, batch: np.ndarray) -> bool:
+        """Adds a batch; returns False, adding nothing, when it holds a NaN or Inf.
+
+        A column sum (and sum of squares, in float64) is finite exactly when every value in it is,
+        so the finiteness check costs no extra pass over clean data.
+        """
         if not len(batch):
-            return
+            return True
         # Reduce over instances with whole rows (T*F wide) as the inner loop, then fold timesteps:
         # far faster than reducing an (n*T, F) array column by column.
         rows = batch.reshape(len(batch), -1)
+        s1 = rows.sum(axis=0, dtype=np.float64)
+        s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64)
+        if not (np.isfinite(s1).all() and np.isfinite(s2).all()):
+            return False
+        s1 = s1.reshape(-1, self.features).sum(axis=0)
+        s2 = s2.reshape(-1, self.features).sum(axis=0)
         nb = rows.shape[0] * (rows.shape[1] // self.features)
-        s1 = rows.sum(axis=0, dtype=np.float64).reshape(-1, self.features).sum(axis=0)
-        s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64).reshape(-1, self.features).sum(axis=0)
         mb = s1 / nb
         m2b = np.maximum(s2 - s1 * mb, 0.0)
         delta = mb - self.mean
@@ -60,6 +69,7 @@ class RunningStats:
         self.n = total
         self.min = np.minimum(self.min, rows.min(axis=0).reshape(-1, self.features).min(axis=0))
         self.max = np.maximum(self.max, rows.max(axis=0).reshape(-1, self.features).max(axis=0))
+        return True
 
     def result(self) -> FeatureStats:
         std = np.sqrt(self.m2 / max(self.n, 1))
@@ -158,10 +168,12 @@ def convert(
         # Runs in the prefetch thread: decoding, the finiteness check and the statistics overlap
         # with framing and writing in the caller's thread (numpy releases the GIL).
         for chunk in _checked(formats.read_chunks(fmt, fh, info.size, cfg)):
-            kept, lost = finite_rows(chunk, cfg, totals["seen"])
+            kept, lost = chunk, 0
+            if not stats.update(chunk):
+                kept, lost = finite_rows(chunk, cfg, totals["seen"])
+                stats.update(kept)
             totals["seen"] += len(chunk)
             totals["dropped"] += lost
-            stats.update(kept)
             yield kept
 
     try:
