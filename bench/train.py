@@ -39,17 +39,9 @@ from landfall.config import ConverterConfig
 from landfall.converter import convert
 from landfall.records import FEATURE_KEY
 from landfall.storage import Storage
+from landfall.synthetic import time_series
 
 SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
-
-
-def make_data(n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    t = np.arange(SHAPE[0], dtype=np.float32)[None, :, None]
-    freq = rng.uniform(0.1, 0.5, size=(n, 1, SHAPE[1])).astype(np.float32)
-    phase = rng.uniform(0, 2 * np.pi, size=(n, 1, SHAPE[1])).astype(np.float32)
-    noise = rng.standard_normal((n, *SHAPE), dtype=np.float32)
-    return (3.0 * np.sin(freq * t + phase) + 1.5 + 0.05 * noise).astype("<f4")
 
 
 def _rates(datasets: dict, batches: int, warmup: int, rounds: int, batch_size: int) -> dict[str, float]:
@@ -182,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         args.work_dir = args.work_dir or tmp
         work = Path(args.work_dir)
         work.mkdir(parents=True, exist_ok=True)
-        array = make_data(args.instances)
+        array = time_series(args.instances, *SHAPE)
         np.save(work / "arrival.npy", array)
         cfg = ConverterConfig.load({}, shard_target_bytes=args.shard_bytes)
         t0 = time.perf_counter()
