@@ -42,10 +42,10 @@ class StageFailed(LandfallError):
 
 @dataclasses.dataclass
 class DemoOptions:
-    instances: int = 4096
+    instances: int = 8192
     workers: int = 2
-    epochs: int = 3
-    batch_size_per_worker: int = 256
+    epochs: int = 5
+    batch_size_per_worker: int = 128
     units: str = "128,32"
     dataset: str = "demo"
     out: str = "./landfall-demo"
