@@ -38,7 +38,11 @@ def free_port() -> int:
 
 def pubsub_emulator_path() -> Path:
     configured = os.environ.get("LANDFALL_PUBSUB_EMULATOR")
-    candidates = [Path(configured)] if configured else []
+    if configured:  # an explicit choice is never silently replaced by another emulator
+        if not Path(configured).is_file():
+            raise EmulatorError(f"LANDFALL_PUBSUB_EMULATOR={configured} is not a file")
+        return Path(configured)
+    candidates: list[Path] = []
     gcloud = shutil.which("gcloud")
     roots = [Path("/usr/lib/google-cloud-sdk"), Path("/usr/share/google-cloud-sdk")]
     if gcloud:
