@@ -6,10 +6,11 @@ STAMP  := $(VENV)/.installed-stamp
 TOOLS  := .venv-tools
 TOOLS_STAMP := $(TOOLS)/.installed-stamp
 
-.PHONY: venv test lint demo bench clean
+.PHONY: venv tools test lint demo bench clean
 
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
-venv: $(STAMP) $(TOOLS_STAMP)
+venv: $(STAMP)
+tools: $(TOOLS_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -U pip
@@ -19,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # Offline IaC checker in a venv of its own, so its pins never fight the project's.
-$(TOOLS_STAMP): pyproject.toml
+$(TOOLS_STAMP): Makefile
 	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install -q --disable-pip-version-check 'checkov>=3.2,<4'
 	touch $(TOOLS_STAMP)
@@ -27,7 +28,7 @@ $(TOOLS_STAMP): pyproject.toml
 lint: venv
 	$(BIN)/ruff check .
 
-test: venv lint
+test: venv tools lint
 	$(BIN)/pytest
 
 demo: venv

@@ -77,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
     from landfall import logs
 
     logs.setup()
+    if args.command in ("republish", "status"):
+        from landfall.stack import use_running_stack
+
+        use_running_stack()  # next to `landfall up`, no exports needed
     try:
         return {"render-tfjob": render_tfjob, "republish": republish, "status": status,
                 "operator": operator}[args.command](args)

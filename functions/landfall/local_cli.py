@@ -98,17 +98,12 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def upload(args: argparse.Namespace) -> int:
-    from landfall.stack import read_running
+    from landfall.stack import use_running_stack
     from landfall.storage import Storage
 
-    info = read_running(args.state_dir)
-    if info:
-        os.environ.setdefault("STORAGE_EMULATOR_HOST", info["storage_emulator_host"])
-        os.environ.setdefault("GOOGLE_CLOUD_PROJECT", info["project"])
-        bucket = info["bucket"]
-    elif os.environ.get("LANDFALL_BUCKET"):
-        bucket = os.environ["LANDFALL_BUCKET"]
-    else:
+    use_running_stack(args.state_dir)
+    bucket = os.environ.get("LANDFALL_BUCKET")
+    if not bucket:
         print(f"landfall upload: no stack running on {args.state_dir} and LANDFALL_BUCKET is not set",
               file=sys.stderr)
         return 1

@@ -86,6 +86,21 @@ def read_running(state_dir: str | Path) -> dict[str, Any] | None:
     return info if _alive(int(info.get("pid", 0))) else None
 
 
+def use_running_stack(state_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """Points this process at a stack that ``landfall up`` runs (``LANDFALL_STATE_DIR``, default
+    ``.landfall``), for the variables the user has not set; returns its description, or ``None``."""
+    info = read_running(state_dir or os.environ.get("LANDFALL_STATE_DIR", ".landfall"))
+    if info and "processes" in info:
+        for key, value in (("STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
+                           ("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
+                           ("GOOGLE_CLOUD_PROJECT", info["project"]),
+                           ("LANDFALL_BUCKET", info["bucket"]),
+                           ("LANDFALL_BACKEND", "local"),
+                           ("LANDFALL_LOCAL_STATE", info["local_state"])):
+            os.environ.setdefault(key, value)
+    return info
+
+
 def _wait_port(proc: emulators.Process, url: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

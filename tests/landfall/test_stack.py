@@ -106,6 +106,14 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     assert metrics["status"] == "succeeded" and [e["epoch"] for e in metrics["epochs"]] == [1, 2]
     assert all(np.isfinite(e["loss"]) for e in metrics["epochs"]) and metrics["num_workers"] == 2
 
+    # Next to a running stack, `landfall status` needs no exports.
+    shown = subprocess.run([sys.executable, "-m", "landfall.cli", "status", "--json"], capture_output=True,
+                           text=True, env={**env, "LANDFALL_STATE_DIR": str(state)}, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert [(j["name"], j["state"]) for j in report["jobs"]] == [(tfjob.name_of(job), "Succeeded")]
+    assert report["datasets"]["plant"]["arrivals"] == 1 and report["jobs"][0]["metrics"]["epochs"] == 2
+
     # SIGTERM stops every process it started, and theirs, leaving none behind.
     groups = set(info["processes"].values()) | {proc.pid}
     for j in backend.list():
