@@ -8,9 +8,9 @@ import pytest
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-keras = pytest.importorskip("tf_keras")
+import tf_keras as keras
 
-from trainer.model import build_model, gru_layers  # noqa: E402
+from trainer.model import build_model, gru_layers
 
 
 @pytest.fixture(scope="module")
