@@ -56,8 +56,12 @@ def stack(tmp_path):
                             start_new_session=True)
     info = _wait(lambda: _ready(state), 90, "landfall up")
     yield proc, state, info, env
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:  # the test failed before its own SIGTERM: stop the stack the same way
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _ready(state: Path):
