@@ -54,14 +54,15 @@ def stack(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
-    info = _wait(lambda: _ready(state), 90, "landfall up")
-    yield proc, state, info, env
-    if proc.poll() is None:  # the test failed before its own SIGTERM: stop the stack the same way
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        yield proc, state, _wait(lambda: _ready(state), 90, "landfall up"), env
+    finally:
+        if proc.poll() is None:  # the test failed before its own SIGTERM: stop the stack the same way
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _ready(state: Path):
