@@ -13,6 +13,7 @@ A failure to start raises ``EmulatorError``: tests fail, they never skip.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -20,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -30,10 +32,17 @@ class EmulatorError(LandfallError):
     """An emulator could not be found or did not become ready."""
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports (all bound at once, so none is handed out twice)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def pubsub_emulator_path() -> Path:
@@ -108,6 +117,9 @@ def wait_http(proc: Process, url: str, timeout: float) -> None:
             with urllib.request.urlopen(url, timeout=1) as resp:
                 if resp.status < 500:
                     return
+        except urllib.error.HTTPError as exc:  # it answered: a 404/405 still means it is up
+            if exc.code < 500:
+                return
         except OSError:
             pass
         time.sleep(0.2)

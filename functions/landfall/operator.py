@@ -36,7 +36,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall import coalesce, tfjob
+from landfall.emulators import free_ports
 from landfall.errors import LandfallError, NotFound
 from landfall.local_backend import LocalBackend, k8s_time
 from landfall.storage import Storage
@@ -54,20 +54,6 @@ log = logging.getLogger("landfall.operator")
 
 SUCCESS_GRACE_S = 15.0
 STOP_GRACE_S = 5.0
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports (all bound at once, so none is handed out twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def command_of(container: dict[str, Any]) -> list[str]:

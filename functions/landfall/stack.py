@@ -23,7 +23,6 @@ import os
 import signal
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -101,21 +100,6 @@ def use_running_stack(state_dir: str | Path | None = None) -> dict[str, Any] | N
     return info
 
 
-def _wait_port(proc: emulators.Process, url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.popen.poll() is not None:
-            raise StackError(f"{proc.name} exited: {proc.log.read_text(errors='replace')[-1500:]}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except urllib.error.HTTPError:
-            return  # it answered
-        except OSError:
-            time.sleep(0.2)
-    raise StackError(f"{proc.name} did not answer at {url} within {timeout:.0f}s (log: {proc.log})")
-
-
 class Stack:
     def __init__(self, cfg: StackConfig):
         self.cfg = cfg
@@ -181,7 +165,7 @@ class Stack:
                                             "--source", str(MAIN), "--signature-type", "cloudevent",
                                             "--host", "127.0.0.1", "--port", str(port)], state / "logs", self.env)
             self.procs.append(proc)
-            _wait_port(proc, f"http://127.0.0.1:{port}/")
+            emulators.wait_http(proc, f"http://127.0.0.1:{port}/", timeout=60)
             ports[target] = port
         pubsub.ensure_subscription("on-data-arrival", cfg.notification_topic, ack_deadline_s=600,
                                    push_endpoint=f"http://127.0.0.1:{ports['on_data_arrival']}/")

@@ -8,7 +8,6 @@ import contextlib
 import json
 import math
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from landfall.config import ConverterConfig
 from landfall.converter import convert
+from landfall.emulators import free_ports
 from landfall.errors import NotFound
 from landfall.storage import Storage
 from tests.conftest import unique
@@ -41,14 +41,6 @@ def converted(emulator_stack, tmp_path_factory) -> tuple[Storage, str, str]:
     manifest = convert(str(source), f"gs://{bucket}/tfrecords/demo/arrival-1/", "demo", cfg, storage)
     assert len(manifest.shards) >= 2
     return storage, bucket, f"gs://{bucket}/tfrecords/demo/arrival-1/manifest.json"
-
-
-def free_ports(n: int) -> list[int]:
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
 
 
 class Cluster:
