@@ -232,8 +232,10 @@ def _check_staged(path: Path, shard: ShardRef, verify: bool) -> str | None:
     size = path.stat().st_size
     if size != shard.bytes:
         return f"is {size} bytes, its manifest says {shard.bytes}"
-    if verify and shard.crc32c and file_crc32c(path) != shard.crc32c:
-        return f"has crc32c {file_crc32c(path)}, its manifest says {shard.crc32c} (corrupt records)"
+    if verify and shard.crc32c:
+        crc = file_crc32c(path)
+        if crc != shard.crc32c:
+            return f"has crc32c {crc}, its manifest says {shard.crc32c} (corrupt records)"
     return None
 
 
@@ -253,7 +255,7 @@ def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verif
         tmp = path.with_name(path.name + f".part-{os.getpid()}")
         try:
             storage.download(shard.uri, tmp)
-        except (NotFound, FileNotFoundError):  # a local path raises the latter
+        except NotFound:
             raise NotFound(f"shard {shard.uri} listed in manifest {shard.manifest} does not exist") from None
         problem = _check_staged(tmp, shard, verify)
         if problem:

@@ -280,14 +280,6 @@ class Storage:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             return list(pool.map(lambda p: self.download(*p), pairs))
 
-    def sync_up(self, local_dir: str | Path, uri_prefix: str) -> int:
-        """Uploads every file under ``local_dir`` to ``uri_prefix``; returns the count."""
-        root = Path(local_dir)
-        files = [p for p in root.rglob("*") if p.is_file()]
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda p: self.upload(p, join(uri_prefix, str(p.relative_to(root)))), files))
-        return len(files)
-
     def sync_down(self, uri_prefix: str, local_dir: str | Path) -> int:
         prefix = uri_prefix.rstrip("/") + "/"
         uris = self.list(prefix)
