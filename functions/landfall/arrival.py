@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import uuid
 from typing import Literal
 
 from landfall import converter, layout
@@ -65,7 +66,7 @@ def handle(obj: ObjectEvent, rt: Runtime) -> Outcome:
                 rt.storage,
                 arrival_id=aid,
                 generation=obj.generation,
-                tmp_prefix=layout.gs(obj.bucket, f"tmp/{arrival.dataset}/{aid}/{_attempt()}"),
+                tmp_prefix=layout.gs(obj.bucket, f"tmp/{arrival.dataset}/{aid}/{uuid.uuid4().hex[:12]}"),
             )
         except NotFound:
             # This generation was overwritten or deleted before we read it; its successor has its own event.
@@ -79,12 +80,6 @@ def handle(obj: ObjectEvent, rt: Runtime) -> Outcome:
              extra={**ctx, "fields": {"manifest": manifest_uri, "count": manifest.count,
                                       "shards": len(manifest.shards), "dropped": manifest.dropped_nonfinite}})
     return "converted"
-
-
-def _attempt() -> str:
-    import uuid
-
-    return uuid.uuid4().hex[:12]
 
 
 def request_for(arrival: layout.Arrival, manifest_uri: str) -> TrainingRequest:

@@ -14,6 +14,7 @@ import pytest
 from landfall.cli import main
 from landfall.messages import Manifest
 from landfall.synthetic import time_series
+from landfall_bench.convert import peak_rss_mib
 
 PEAK_RSS_LIMIT_MIB = 512
 
@@ -53,21 +54,6 @@ def test_bad_input_is_one_line_naming_file_and_reason(tmp_path):
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
 
-_CHILD = """
-import sys
-from landfall.cli import main
-rc = main(["convert", sys.argv[1], "--out", sys.argv[2]])
-print([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1], file=sys.stderr)
-sys.exit(rc)
-"""
-
-
-def _peak_rss_mib(src, out) -> float:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(out)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return int(proc.stderr.strip().splitlines()[-1]) / 1024
-
-
 @pytest.mark.parametrize("fmt", ["npy", "csv"])
 def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
     n = 160_000 if fmt == "csv" else 480_000  # ~620 MB of CSV text, ~690 MB of .npy
@@ -85,6 +71,6 @@ def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
                 flat = time_series(40_000, seed=start).reshape(40_000, -1)
                 w.write_table(pa.table({f"c{i}": flat[:, i] for i in range(360)}, schema=schema))
     assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
-    peak = _peak_rss_mib(src, tmp_path / "out")
+    peak = peak_rss_mib(src, tmp_path / "out")
     assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for a {src.stat().st_size >> 20} MiB input"
     assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n
