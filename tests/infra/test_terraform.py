@@ -15,6 +15,8 @@ from .tools import INFRA, blocks, first, labelled, load_hcl, run, tool, unquote
 MODULE_DIRS = sorted({p.parent for p in INFRA.rglob("*.tf") if ".terraform" not in p.parts})
 ROOTS = sorted(p for p in MODULE_DIRS if "envs" in p.relative_to(INFRA).parts)
 MODULES = sorted(p for p in MODULE_DIRS if "modules" in p.relative_to(INFRA).parts)
+# Composition modules (modules/platform) call other modules, as the roots do.
+CALLERS = sorted(set(ROOTS) | {p for p in MODULES if any('module "' in f.read_text() for f in p.glob("*.tf"))})
 META_ARGS = {"source", "version", "providers", "depends_on", "count", "for_each"}
 SKIP_KEYS = {"description", "error_message", "__start_line__", "__end_line__"}
 
@@ -36,6 +38,7 @@ class Module:
     modules: dict[str, dict[str, Any]] = field(default_factory=dict)
     terraform: list[dict[str, Any]] = field(default_factory=list)
     expressions: list[tuple[str, str]] = field(default_factory=list)  # (file, expression text)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # (file, from address, to address)
 
 
 def _strings(node: Any, out: list[str]) -> None:
@@ -48,6 +51,12 @@ def _strings(node: Any, out: list[str]) -> None:
             _strings(value, out)
     elif isinstance(node, str) and "${" in node:
         out.append(node)
+
+
+def _address(value: Any) -> str:
+    text = unquote(value)
+    assert isinstance(text, str), value
+    return text.removeprefix("${").removesuffix("}")
 
 
 def load_module(path: Path) -> Module:
@@ -64,8 +73,11 @@ def load_module(path: Path) -> Module:
             for block in blocks(doc, kind):
                 for rtype, named in block.items():
                     target |= {(rtype.strip('"'), name.strip('"')) for name in named}
+        # moved blocks hold addresses, not expressions (`from` no longer exists): checked on their own.
+        for block in blocks(doc, "moved"):
+            mod.moved.append((tf.name, _address(block.get("from")), _address(block.get("to"))))
         found: list[str] = []
-        _strings(doc, found)
+        _strings({k: v for k, v in doc.items() if k != "moved"}, found)
         mod.expressions += [(tf.name, e) for e in found]
     return mod
 
@@ -77,7 +89,7 @@ def module_source(mod: Module, name: str) -> Path:
 
 
 def _id(p: Path) -> str:
-    return str(p.relative_to(INFRA))
+    return str(p.relative_to(INFRA)) if p.is_relative_to(INFRA) else str(p)
 
 
 def test_layout() -> None:
@@ -122,6 +134,60 @@ def test_references_resolve(path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+def moved_problems(mod: Module) -> list[str]:
+    """`to` is a module call (chain) declared now, `from` one that is no longer declared."""
+    problems: list[str] = []
+    for fname, old, new in mod.moved:
+        if not re.fullmatch(r"module\.[A-Za-z_][\w-]*", old):
+            problems.append(f"{fname}: moved from {old}: expected a module address")
+        elif old.split(".")[1] in mod.modules:
+            problems.append(f"{fname}: moved from {old}, which is still declared")
+        current, parts = mod, new.split(".")
+        if len(parts) < 2 or len(parts) % 2 or any(kind != "module" for kind in parts[::2]):
+            problems.append(f"{fname}: moved to {new}: expected a module address")
+            continue
+        for name in parts[1::2]:
+            if name not in current.modules:
+                problems.append(f"{fname}: moved to {new}: module {name} is not declared in {_id(current.path)}")
+                break
+            current = load_module(module_source(current, name))
+    return problems
+
+
+@pytest.mark.parametrize("path", MODULE_DIRS, ids=_id)
+def test_moved_blocks_resolve(path: Path) -> None:
+    problems = moved_problems(load_module(path))
+    assert not problems, "\n".join(problems)
+
+
+def test_moved_check_catches_mistakes(tmp_path: Path) -> None:
+    root, platform = tmp_path / "root", tmp_path / "modules" / "platform"
+    root.mkdir()
+    platform.mkdir(parents=True)
+    (root / "main.tf").write_text(
+        '''module "platform" {
+  source = "../modules/platform"
+}
+
+moved {
+  from = module.gke
+  to   = module.platform.module.gke
+}
+
+moved {
+  from = module.platform
+  to   = module.platform.module.nope
+}
+'''
+    )
+    (platform / "main.tf").write_text('module "gke" {\n  source = "../gke"\n}\n')
+    problems = moved_problems(load_module(root))
+    assert sorted(p.split(": ", 1)[1] for p in problems) == [
+        "moved from module.platform, which is still declared",
+        f"moved to module.platform.module.nope: module nope is not declared in {platform}",
+    ]
+
+
 def test_reference_check_catches_mistakes(tmp_path: Path) -> None:
     (tmp_path / "main.tf").write_text(
         '''variable "known" {
@@ -157,7 +223,7 @@ resource "google_pubsub_subscription" "s" {
     ]
 
 
-@pytest.mark.parametrize("path", ROOTS, ids=_id)
+@pytest.mark.parametrize("path", CALLERS, ids=_id)
 def test_module_inputs_exist(path: Path) -> None:
     mod = load_module(path)
     assert mod.modules, f"{path} calls no modules"

@@ -1,96 +1,24 @@
-# Platform of one environment: APIs, network, cluster, bucket, topics, registry and
-# the workload service accounts. Applied by an administrator (see infra/README.md);
-# Cloud Build only applies ../functions.
+# Platform of the dev environment: the shared wiring is modules/platform; this root gives
+# it the dev values. Applied by an administrator (see infra/README.md); Cloud Build only
+# applies ../functions.
 
-locals {
-  env    = "dev"
-  labels = { app = "landfall", env = local.env, managed-by = "terraform" }
-}
+module "platform" {
+  source        = "../../../modules/platform"
+  env           = "dev"
+  force_destroy = true
 
-data "google_project" "this" {
-  project_id = var.project_id
-}
-
-module "services" {
-  source     = "../../../modules/services"
-  project_id = var.project_id
-}
-
-module "network" {
-  source      = "../../../modules/network"
-  project_id  = var.project_id
-  region      = var.region
-  name        = "landfall-${local.env}"
-  master_cidr = var.master_cidr
-
-  depends_on = [module.services]
-}
-
-module "storage" {
-  source              = "../../../modules/storage"
-  project_id          = var.project_id
-  location            = var.region
-  bucket_name         = var.bucket_name
-  sources_bucket_name = "${var.bucket_name}-sources"
-  force_destroy       = true
-  labels              = local.labels
-
-  depends_on = [module.services]
-}
-
-module "pubsub" {
-  source         = "../../../modules/pubsub"
-  project_id     = var.project_id
-  project_number = data.google_project.this.number
-  labels         = local.labels
-
-  depends_on = [module.services]
-}
-
-module "registry" {
-  source     = "../../../modules/registry"
-  project_id = var.project_id
-  location   = var.region
-  labels     = local.labels
-
-  depends_on = [module.services]
-}
-
-module "gke" {
-  source                  = "../../../modules/gke"
   project_id              = var.project_id
   region                  = var.region
-  node_locations          = var.zones
-  cluster_name            = "landfall-${local.env}"
-  network_id              = module.network.network_id
-  subnetwork_id           = module.network.subnetwork_id
-  pods_range_name         = module.network.pods_range_name
-  services_range_name     = module.network.services_range_name
-  master_cidr             = module.network.master_cidr
-  master_authorized_cidrs = var.master_authorized_cidrs
-  node_tag                = module.network.node_tag
-  release_channel         = var.release_channel
-  node_service_account    = module.iam.emails["gke-nodes"]
-  gpu_machine_type        = var.gpu_machine_type
+  zones                   = var.zones
+  bucket_name             = var.bucket_name
+  state_bucket            = var.state_bucket
   gpu_accelerator_type    = var.gpu_accelerator_type
   gpu_accelerator_count   = var.gpu_accelerator_count
+  gpu_machine_type        = var.gpu_machine_type
   gpu_max_nodes           = var.gpu_max_nodes
   gpu_spot                = var.gpu_spot
+  master_cidr             = var.master_cidr
+  master_authorized_cidrs = var.master_authorized_cidrs
+  release_channel         = var.release_channel
   deletion_protection     = var.deletion_protection
-  labels                  = local.labels
-}
-
-module "iam" {
-  source              = "../../../modules/iam"
-  project_id          = var.project_id
-  region              = var.region
-  bucket_name         = module.storage.bucket_name
-  sources_bucket_name = module.storage.sources_bucket_name
-  state_bucket        = var.state_bucket
-  topic_name          = module.pubsub.topic_name
-  repository_name     = module.registry.repository_id
-  repository_location = var.region
-  workload_pool       = module.gke.workload_pool
-
-  depends_on = [module.services]
 }

@@ -1,72 +1,73 @@
-# Read by ../functions through terraform_remote_state, and by Cloud Build.
+# The outputs of modules/platform, under the names ../functions (terraform_remote_state)
+# and Cloud Build read.
 
 output "project_id" {
   description = "Project ID."
-  value       = var.project_id
+  value       = module.platform.project_id
 }
 
 output "region" {
   description = "Region of everything regional."
-  value       = var.region
+  value       = module.platform.region
 }
 
 output "bucket_name" {
   description = "Data bucket (LANDFALL_BUCKET)."
-  value       = module.storage.bucket_name
+  value       = module.platform.bucket_name
 }
 
 output "sources_bucket_name" {
   description = "Bucket of the function source archives."
-  value       = module.storage.sources_bucket_name
+  value       = module.platform.sources_bucket_name
 }
 
 output "request_topic_id" {
   description = "Training-request topic, projects/P/topics/T (LANDFALL_REQUEST_TOPIC)."
-  value       = module.pubsub.topic_id
+  value       = module.platform.request_topic_id
 }
 
 output "dead_letter_topic_id" {
   description = "Dead-letter topic of the training-request subscription."
-  value       = module.pubsub.dead_letter_topic_id
+  value       = module.platform.dead_letter_topic_id
 }
 
 output "dead_letter_subscription" {
   description = "Subscription keeping dead-lettered training requests (LANDFALL_DEAD_LETTER_SUBSCRIPTION)."
-  value       = module.pubsub.dead_letter_subscription_name
+  value       = module.platform.dead_letter_subscription
 }
 
 output "trainer_image_base" {
   description = "Trainer image path without tag; Cloud Build pushes :$SHORT_SHA here."
-  value       = module.registry.image_base
+  value       = module.platform.trainer_image_base
 }
 
 output "cluster_name" {
   description = "GKE cluster name (gcloud container clusters get-credentials)."
-  value       = module.gke.cluster_name
+  value       = module.platform.cluster_name
 }
 
 output "cluster_location" {
   description = "GKE cluster location."
-  value       = module.gke.cluster_location
+  value       = module.platform.cluster_location
 }
 
 output "gke_endpoint" {
   description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
-  value       = module.gke.endpoint
+  value       = module.platform.gke_endpoint
 }
 
 output "gke_ca_certificate" {
   description = "Cluster CA certificate, base64 PEM (LANDFALL_GKE_CA_CERT)."
-  value       = module.gke.ca_certificate
+  value       = module.platform.gke_ca_certificate
   sensitive   = true
 }
 
 output "service_accounts" {
   description = "Service account emails by workload."
-  value       = module.iam.emails
+  value       = module.platform.service_accounts
 }
 
 output "webhook_firewall_rule" {
   description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
-  value       = module.network.webhook_firewall_name
+  value       = module.platform.webhook_firewall_rule
 }

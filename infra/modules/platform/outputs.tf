@@ -1,0 +1,72 @@
+# Forwarded under the same names by infra/envs/<env>/platform (read by ../functions and Cloud Build).
+
+output "project_id" {
+  description = "Project ID."
+  value       = var.project_id
+}
+
+output "region" {
+  description = "Region of everything regional."
+  value       = var.region
+}
+
+output "bucket_name" {
+  description = "Data bucket (LANDFALL_BUCKET)."
+  value       = module.storage.bucket_name
+}
+
+output "sources_bucket_name" {
+  description = "Bucket of the function source archives."
+  value       = module.storage.sources_bucket_name
+}
+
+output "request_topic_id" {
+  description = "Training-request topic, projects/P/topics/T (LANDFALL_REQUEST_TOPIC)."
+  value       = module.pubsub.topic_id
+}
+
+output "dead_letter_topic_id" {
+  description = "Dead-letter topic of the training-request subscription."
+  value       = module.pubsub.dead_letter_topic_id
+}
+
+output "dead_letter_subscription" {
+  description = "Subscription keeping dead-lettered training requests (LANDFALL_DEAD_LETTER_SUBSCRIPTION)."
+  value       = module.pubsub.dead_letter_subscription_name
+}
+
+output "trainer_image_base" {
+  description = "Trainer image path without tag; Cloud Build pushes :$SHORT_SHA here."
+  value       = module.registry.image_base
+}
+
+output "cluster_name" {
+  description = "GKE cluster name (gcloud container clusters get-credentials)."
+  value       = module.gke.cluster_name
+}
+
+output "cluster_location" {
+  description = "GKE cluster location."
+  value       = module.gke.cluster_location
+}
+
+output "gke_endpoint" {
+  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
+  value       = module.gke.endpoint
+}
+
+output "gke_ca_certificate" {
+  description = "Cluster CA certificate, base64 PEM (LANDFALL_GKE_CA_CERT)."
+  value       = module.gke.ca_certificate
+  sensitive   = true
+}
+
+output "service_accounts" {
+  description = "Service account emails by workload."
+  value       = module.iam.emails
+}
+
+output "webhook_firewall_rule" {
+  description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
+  value       = module.network.webhook_firewall_name
+}

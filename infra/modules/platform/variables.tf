@@ -1,0 +1,85 @@
+# No defaults: each environment root (infra/envs/<env>/platform) declares the variables a
+# user sets, with that environment's defaults and the validation, and passes them all here.
+
+variable "env" {
+  description = "Environment name (dev, prod): names the network and cluster landfall-<env> and labels everything."
+  type        = string
+}
+
+variable "force_destroy" {
+  description = "Let terraform destroy the buckets with their objects (dev only)."
+  type        = bool
+}
+
+variable "project_id" {
+  description = "Google Cloud project ID to deploy Landfall into."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the cluster, functions, bucket, topic and registry."
+  type        = string
+}
+
+variable "zones" {
+  description = "Zones of the region for nodes; they must offer the GPU type."
+  type        = list(string)
+}
+
+variable "bucket_name" {
+  description = "Data bucket (incoming/, tfrecords/, runs/, rejected/); globally unique. The sources bucket is <bucket_name>-sources."
+  type        = string
+}
+
+variable "state_bucket" {
+  description = "Existing bucket of the Terraform state (the same one given to -backend-config)."
+  type        = string
+}
+
+variable "gpu_accelerator_type" {
+  description = "GPU of the training pool."
+  type        = string
+}
+
+variable "gpu_accelerator_count" {
+  description = "GPUs per training node."
+  type        = number
+}
+
+variable "gpu_machine_type" {
+  description = "Machine type of the training pool (g2-standard-* carries L4 GPUs)."
+  type        = string
+}
+
+variable "gpu_max_nodes" {
+  description = "Maximum GPU nodes; the pool scales from 0."
+  type        = number
+}
+
+variable "gpu_spot" {
+  description = "Use Spot VMs for the GPU pool."
+  type        = bool
+}
+
+variable "master_cidr" {
+  description = "Control plane /28 of the private cluster (source of the 443/6443 webhook firewall rule)."
+  type        = string
+}
+
+variable "master_authorized_cidrs" {
+  description = "Extra networks (office/VPN) allowed to the control plane."
+  type = list(object({
+    cidr_block   = string
+    display_name = string
+  }))
+}
+
+variable "release_channel" {
+  description = "GKE release channel."
+  type        = string
+}
+
+variable "deletion_protection" {
+  description = "Protect the cluster against destroy."
+  type        = bool
+}
