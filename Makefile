@@ -27,6 +27,7 @@ $(TOOLS_STAMP): Makefile
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: venv tools lint
 	$(BIN)/pytest

@@ -29,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from landfall import converter
-from landfall.config import ConverterConfig
-from landfall.storage import Storage
-from landfall.synthetic import time_series
+from landfall.arrival import converter
+from landfall.arrival.config import ConverterConfig
+from landfall.core.storage import Storage
+from landfall.local.synthetic import time_series
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
@@ -124,6 +124,19 @@ def storage_copy(src: Path, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="landfall-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    r, sizes = measure(args, work)
+    report(args, r, sizes)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"instances": args.instances, **r, **sizes}, indent=2))
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="landfall bench convert", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--instances", type=int, default=100_000)
@@ -132,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-usual", action="store_true", help="skip the slow pandas + per-row Example baseline")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--workdir", help="where to put inputs and outputs (default: a temporary folder)")
-    args = p.parse_args(argv)
+    return p
 
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="landfall-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+
+def measure(args: argparse.Namespace, work: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Ours, the floor and the usual way, interleaved round by round; then peak RSS at 1x and ``scale``x."""
     n = args.instances
     print(f"generating {n} seed-shaped instances (36 x 10) as CSV and .npy in {work} ...", flush=True)
     csv_path, npy_path = write_inputs(work, n)
@@ -161,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     r["rss_npy_nx_mib"] = peak_rss_mib(big_npy, work / "rss")
     sizes = {"csv_mib": csv_path.stat().st_size / 2**20, "npy_mib": npy_path.stat().st_size / 2**20,
              "csv_nx_mib": big_csv.stat().st_size / 2**20, "npy_nx_mib": big_npy.stat().st_size / 2**20}
+    return r, sizes
 
+
+def report(args: argparse.Namespace, r: dict[str, float], sizes: dict[str, float]) -> None:
     rows = [
         ("CSV: ours / pyarrow read_csv (floor)", r["ours_csv_s"] / r["pyarrow_read_csv_s"], "<= 1.3"),
         ("CSV: ours / pyarrow streaming parse", r["ours_csv_s"] / r["pyarrow_stream_csv_s"], ""),
@@ -172,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if "usual_csv_s" in r:
         rows.insert(2, ("CSV: pandas+per-row Example / ours", r["usual_csv_s"] / r["ours_csv_s"], "report"))
-    print(f"\nlandfall bench convert: {n} instances, CSV {sizes['csv_mib']:.0f} MiB, .npy {sizes['npy_mib']:.0f} MiB,"
-          f" median of {args.repeat}")
+    print(f"\nlandfall bench convert: {args.instances} instances, CSV {sizes['csv_mib']:.0f} MiB, "
+          f".npy {sizes['npy_mib']:.0f} MiB, median of {args.repeat}")
     for key, value in r.items():
         print(f"  {key:24s} {value:10.3f}")
     print()
@@ -182,11 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  peak RSS MiB: CSV {r['rss_csv_1x_mib']:.0f} -> {r['rss_csv_nx_mib']:.0f} "
           f"({sizes['csv_nx_mib']:.0f} MiB input), .npy {r['rss_npy_1x_mib']:.0f} -> {r['rss_npy_nx_mib']:.0f} "
           f"({sizes['npy_nx_mib']:.0f} MiB input)")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"instances": n, **r, **sizes}, indent=2))
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

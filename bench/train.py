@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.config import ConverterConfig
-from landfall.converter import convert
-from landfall.records import FEATURE_KEY
-from landfall.storage import Storage
-from landfall.synthetic import time_series
+from landfall.arrival.config import ConverterConfig
+from landfall.arrival.converter import convert
+from landfall.core.records import FEATURE_KEY
+from landfall.core.storage import Storage
+from landfall.local.synthetic import time_series
 
 SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from landfall import emulators
-from landfall.pubsub import PubSub
-from landfall.storage import Storage
+from landfall.core.pubsub import PubSub
+from landfall.core.storage import Storage
+from landfall.local import emulators
 
 PROJECT = "landfall-test"
 GCS_TOPIC = "gcs-notifications"
@@ -96,8 +96,9 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def arrival_runtime(emulator_stack: Emulators, topic: str):
     """Builds the data-arrival runtime against the emulators, publishing to this test's topic."""
-    from landfall.arrival import Runtime
-    from landfall.config import ConverterConfig, Layout
+    from landfall.arrival.config import ConverterConfig
+    from landfall.core.config import Layout
+    from landfall.core.runtime import Runtime
 
     def make(**overrides) -> Runtime:
         cfg = ConverterConfig.load({}, project=emulator_stack.project, request_topic=topic, **overrides)

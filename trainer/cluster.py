@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Mapping
 
-from landfall.errors import Invalid
+from landfall.core.errors import Invalid
 
 
 @dataclasses.dataclass(frozen=True)

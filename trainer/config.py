@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.config import Settings
+from landfall.core.config import Seed, Settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,15 +16,15 @@ class TrainerConfig(Settings):
     manifests: tuple[str, ...] = ()
     job_dir: str = ""
     job_name: str = ""  # default: the last path segment of job_dir
-    epochs: int = 10
-    batch_size_per_worker: int = 1024  # as in the seed
+    epochs: int = Seed.EPOCHS
+    batch_size_per_worker: int = Seed.BATCH_SIZE_PER_WORKER  # as in the seed
     learning_rate: float = 1e-3
     validation_fraction: float = 0.1
     seed: int = 42
     # The model (the seed's: encoder GRU 128 -> 32, decoder 32 -> 128, dense back to F features).
-    timesteps: int = 36
-    features: int = 10
-    units: tuple[int, ...] = (128, 32)
+    timesteps: int = Seed.TIMESTEPS
+    features: int = Seed.FEATURES
+    units: tuple[int, ...] = Seed.UNITS
     dropout: float = 0.2
     normalize: bool = True  # per-feature (x - mean) / std from the manifests' stats
     # Input pipeline.

@@ -1,4 +1,4 @@
-"""The tf.data input pipeline over staged TFRecord shards (``landfall.records`` format).
+"""The tf.data input pipeline over staged TFRecord shards (``landfall.core.records`` format).
 
 Per worker: the shard files of its plan, read in parallel (``interleave``) and batched first, in
 blocks of ``BLOCK`` serialized records; the deterministic hold-out (same integer hash of the record
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from landfall.records import FEATURE_KEY
+from landfall.core.records import FEATURE_KEY
 from trainer.inputs import HASH_MODULUS, HASH_MULTIPLIER, Plan
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"

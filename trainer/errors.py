@@ -1,4 +1,4 @@
-"""The trainer's exit codes and the one error class it adds to ``landfall.errors``.
+"""The trainer's exit codes and the one error class it adds to ``landfall.core.errors``.
 
 A TFJob restart policy ``ExitCode`` restarts the replicas on exit codes 128 and up and gives up on
 1-127, so every failure is mapped onto one of the two ranges here.
@@ -6,7 +6,7 @@ A TFJob restart policy ``ExitCode`` restarts the replicas on exit codes 128 and 
 
 from __future__ import annotations
 
-from landfall.errors import LandfallError, NotFound, PermanentError, TemporaryError
+from landfall.core.errors import LandfallError, NotFound, PermanentError, TemporaryError
 
 EXIT_OK = 0
 EXIT_BUG = 1  # unexpected: not retried

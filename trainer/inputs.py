@@ -9,7 +9,7 @@
   the data and a record stays on the same side when more arrivals are added. Counts are computed
   exactly for every worker, so all workers run the same number of steps (MultiWorkerMirroredStrategy
   needs that, or the last collective of an epoch waits forever).
-- ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.storage``
+- ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.core.storage``
   (TensorFlow's own gs:// filesystem ignores ``STORAGE_EMULATOR_HOST``), checking size and crc32c.
 """
 
@@ -25,11 +25,11 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from landfall import logs
-from landfall.errors import Invalid, NotFound
-from landfall.messages import Manifest
-from landfall.records import DTYPE
-from landfall.storage import Storage, crc32c_b64, is_gs, join
+from landfall.core import logs
+from landfall.core.errors import Invalid, NotFound
+from landfall.core.messages import Manifest
+from landfall.core.records import DTYPE
+from landfall.core.storage import Storage, crc32c_b64, is_gs, join
 
 log = logs.get("trainer.inputs")
 

@@ -6,7 +6,7 @@
     <job-dir>/tensorboard/     TensorBoard event files, mirrored after every epoch
     <job-dir>/model/           the trained SavedModel and normalization.json, written at the end
 
-Everything goes through ``landfall.storage.Storage`` (one code path for Cloud Storage, the emulator
+Everything goes through ``landfall.core.storage.Storage`` (one code path for Cloud Storage, the emulator
 and local disk); TensorFlow only ever sees local folders that are mirrored to and from the job dir.
 """
 
@@ -17,8 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from landfall.errors import NotFound
-from landfall.storage import Storage, is_gs, join
+from landfall.core.errors import NotFound
+from landfall.core.storage import Storage, is_gs, join
 
 METRICS = "metrics.json"
 ATTEMPTS = "attempts.json"

@@ -43,7 +43,7 @@ Job dir (see ``trainer.jobdir``)
 Why staging goes through the storage wrapper
     TensorFlow's own gs:// filesystem ignores STORAGE_EMULATOR_HOST, so it cannot read the local
     emulator, and it would be a second code path to Cloud Storage. Each worker therefore downloads
-    only its own shards to local disk with parallel downloads through ``landfall.storage`` (checking
+    only its own shards to local disk with parallel downloads through ``landfall.core.storage`` (checking
     size and crc32c against the manifest), trains from local files, and mirrors its checkpoint,
     TensorBoard events, metrics and model to the job dir with the same wrapper: one code path for
     Cloud Storage, the emulator and local disk.
@@ -61,10 +61,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from landfall import logs
-from landfall.errors import Invalid
-from landfall.messages import METRICS_SCHEMA, utc_now
-from landfall.storage import Storage
+from landfall.core import logs
+from landfall.core.errors import Invalid
+from landfall.core.messages import METRICS_SCHEMA, utc_now
+from landfall.core.storage import Storage
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig

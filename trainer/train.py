@@ -6,6 +6,8 @@ input fails fast without paying for TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -15,14 +17,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import tensorflow as tf
 import tf_keras as keras
 
-from landfall import logs
-from landfall.errors import Invalid
-from landfall.messages import utc_now
+from landfall.core import logs
+from landfall.core.errors import Invalid
+from landfall.core.messages import utc_now
 from trainer import data
 from trainer import model as model_mod
 from trainer.cluster import Cluster
@@ -138,56 +141,18 @@ def _num(value) -> float | None:
 
 def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, paths: list[str], work: Path,
         mean, std, inputs: Inputs) -> int:
-    fields = {"worker": cluster.worker_index}
+    """Trains to ``cfg.epochs`` (resuming from the job dir's backup), saves the model and records the run."""
     strategy = make_strategy(cfg)  # a barrier: returns once every worker is up
-    if strategy.num_replicas_in_sync % cluster.num_workers:
-        raise Invalid(f"{strategy.num_replicas_in_sync} replicas do not split over {cluster.num_workers} workers")
-    per_worker = strategy.num_replicas_in_sync // cluster.num_workers
-    if cfg.batch_size_per_worker % per_worker:
-        raise Invalid(f"--batch-size-per-worker {cfg.batch_size_per_worker} does not split over "
-                      f"{per_worker} local replicas")
-    batch = cfg.batch_size_per_worker // per_worker  # per replica
-    val_batch = plan.val_batch_size // per_worker
-    val_steps = min(plan.val_counts) // (val_batch * per_worker) if val_batch else 0
-
-    attempt = 1
-    if cluster.is_chief:
-        attempt = job.next_attempt()
-        if attempt > 1:
-            previous = job.read_json(METRICS) or {}
-            metrics.doc["epochs"] = list(previous.get("epochs") or [])
-            metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
-        metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None,
-                           replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
-                           validation_steps=val_steps, attempt=attempt,
-                           instances={"total": inputs.count, "train": sum(plan.train_counts),
-                                      "validation": sum(plan.val_counts)})
-        metrics.save()
-
-    # Restore the checkpoint mirror (every worker reads the chief's checkpoint to resume).
-    backup = work / "backup"
-    shutil.rmtree(backup, ignore_errors=True)
-    shutil.rmtree(work / "tensorboard", ignore_errors=True)
-    restored = job.mirror_down(BACKUP, backup)
-    if cluster.is_chief:
-        job.mirror_down(TENSORBOARD, work / "tensorboard")
-    log.info("training", extra={"fields": {**fields, "replicas": strategy.num_replicas_in_sync,
+    sizes = batch_sizes(cfg, cluster, strategy, plan)
+    attempt = _start_attempt(cluster, job, metrics, strategy, plan, sizes, inputs)
+    backup, restored = _restore_backup(cluster, job, work)
+    log.info("training", extra={"fields": {"worker": cluster.worker_index, "replicas": strategy.num_replicas_in_sync,
                                            "global_batch_size": plan.global_batch_size, "attempt": attempt,
                                            "backup_files": restored}})
-
-    def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.train_dataset(plan, paths, inputs.shape, batch_size=batch, shuffle_buffer=cfg.shuffle_buffer,
-                                  seed=cfg.seed, mean=mean, std=std)
-
-    def val_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.validation_dataset(plan, paths, inputs.shape, batch_size=val_batch,
-                                       num_batches=val_steps * per_worker, mean=mean, std=std)
-
     keras.utils.set_random_seed(cfg.seed)
     with strategy.scope():
         model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
-    train_ds = strategy.distribute_datasets_from_function(train_fn)
-    val_ds = strategy.distribute_datasets_from_function(val_fn) if val_steps else None
+    train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs)
     timer = EpochTimer()
     callbacks = [
         timer,
@@ -195,10 +160,88 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
         EpochReporter(cluster, job, metrics, plan, work, attempt, timer),
     ]
-    try:
+    with _classed_errors(inputs):
         model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
-                  validation_steps=val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
+                  validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
         save_model(model, cluster, job, work, mean, std, inputs)
+    if cluster.is_chief:
+        job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
+        metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
+                       tensorboard=job.path(TENSORBOARD))
+    log.info("training finished", extra={"fields": {"worker": cluster.worker_index, "epochs": cfg.epochs}})
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSizes:
+    per_worker: int  # local replicas per worker
+    batch: int  # per replica
+    val_batch: int  # per replica
+    val_steps: int
+
+
+def batch_sizes(cfg: TrainerConfig, cluster: Cluster, strategy: tf.distribute.Strategy, plan: Plan) -> BatchSizes:
+    if strategy.num_replicas_in_sync % cluster.num_workers:
+        raise Invalid(f"{strategy.num_replicas_in_sync} replicas do not split over {cluster.num_workers} workers")
+    per_worker = strategy.num_replicas_in_sync // cluster.num_workers
+    if cfg.batch_size_per_worker % per_worker:
+        raise Invalid(f"--batch-size-per-worker {cfg.batch_size_per_worker} does not split over "
+                      f"{per_worker} local replicas")
+    val_batch = plan.val_batch_size // per_worker
+    val_steps = min(plan.val_counts) // (val_batch * per_worker) if val_batch else 0
+    return BatchSizes(per_worker, cfg.batch_size_per_worker // per_worker, val_batch, val_steps)
+
+
+def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribute.Strategy, plan: Plan,
+                   sizes: BatchSizes, inputs: Inputs) -> int:
+    """The chief counts the attempt and carries a restarted run's epochs over; returns the attempt number."""
+    if not cluster.is_chief:
+        return 1
+    attempt = job.next_attempt()
+    if attempt > 1:
+        previous = job.read_json(METRICS) or {}
+        metrics.doc["epochs"] = list(previous.get("epochs") or [])
+        metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
+    metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None,
+                       replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
+                       validation_steps=sizes.val_steps, attempt=attempt,
+                       instances={"total": inputs.count, "train": sum(plan.train_counts),
+                                  "validation": sum(plan.val_counts)})
+    metrics.save()
+    return attempt
+
+
+def _restore_backup(cluster: Cluster, job: JobDir, work: Path) -> tuple[Path, int]:
+    """Every worker reads the chief's checkpoint mirror to resume; the chief also its TensorBoard events."""
+    backup = work / "backup"
+    shutil.rmtree(backup, ignore_errors=True)
+    shutil.rmtree(work / "tensorboard", ignore_errors=True)
+    restored = job.mirror_down(BACKUP, backup)
+    if cluster.is_chief:
+        job.mirror_down(TENSORBOARD, work / "tensorboard")
+    return backup, restored
+
+
+def _datasets(cfg: TrainerConfig, strategy: tf.distribute.Strategy, plan: Plan, paths: list[str], sizes: BatchSizes,
+              mean, std, inputs: Inputs) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
+    def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.train_dataset(plan, paths, inputs.shape, batch_size=sizes.batch,
+                                  shuffle_buffer=cfg.shuffle_buffer, seed=cfg.seed, mean=mean, std=std)
+
+    def val_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
+        return data.validation_dataset(plan, paths, inputs.shape, batch_size=sizes.val_batch,
+                                       num_batches=sizes.val_steps * sizes.per_worker, mean=mean, std=std)
+
+    train_ds = strategy.distribute_datasets_from_function(train_fn)
+    val_ds = strategy.distribute_datasets_from_function(val_fn) if sizes.val_steps else None
+    return train_ds, val_ds
+
+
+@contextlib.contextmanager
+def _classed_errors(inputs: Inputs) -> Iterator[None]:
+    """TensorFlow's errors during fit and save, as the trainer's exit classes."""
+    try:
+        yield
     except CLUSTER_ERRORS as exc:
         raise ClusterFailure(f"the cluster failed (a peer worker died or a collective timed out): "
                              f"{type(exc).__name__}: {_first_line(exc)}") from exc
@@ -206,12 +249,6 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         raise Invalid(f"corrupt record in a shard: {_first_line(exc)}") from exc
     except tf.errors.InvalidArgumentError as exc:
         raise Invalid(f"a record does not decode as {list(inputs.shape)} float32: {_first_line(exc)}") from exc
-    if cluster.is_chief:
-        job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
-        metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
-                       tensorboard=job.path(TENSORBOARD))
-    log.info("training finished", extra={"fields": {**fields, "epochs": cfg.epochs}})
-    return 0
 
 
 def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs) -> None:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from functions_framework import create_app
 
-from landfall import layout
-from landfall.messages import Manifest
-from landfall.synthetic import time_series
+from landfall.core import layout
+from landfall.core.messages import Manifest
+from landfall.local.synthetic import time_series
 from tests.conftest import pull_all, unique
 
 EVENTS = Path(__file__).parent / "events"
@@ -28,9 +28,9 @@ def client(emulator_stack, topic, monkeypatch):
     app = create_app("on_data_arrival", MAIN, "cloudevent")
     import main  # the module functions-framework loaded
 
-    main._arrival_runtime.cache_clear()
+    main.arrival.runtime.cache_clear()
     yield app.test_client()
-    main._arrival_runtime.cache_clear()
+    main.arrival.runtime.cache_clear()
 
 
 def golden(name: str, **subs: str) -> dict:
@@ -119,9 +119,9 @@ def test_storage_outage_is_retried(emulator_stack, topic, monkeypatch):
     app = create_app("on_data_arrival", MAIN, "cloudevent")
     import main
 
-    main._arrival_runtime.cache_clear()
+    main.arrival.runtime.cache_clear()
     try:
         event = golden("storage_finalized.json", BUCKET="b-down", GENERATION="1", SIZE="10")
         assert post(app.test_client(), event).status_code == 500
     finally:
-        main._arrival_runtime.cache_clear()
+        main.arrival.runtime.cache_clear()

@@ -1,6 +1,6 @@
 """The environment infra/ gives each function is what the function's configuration reads: every ``LANDFALL_*``
 variable is a field of the function's config class (``Settings.load`` reads ``LANDFALL_<FIELD>``), and the
-submitter gets everything ``landfall.tfjob.JobConfig`` needs to reach the cluster and render TFJobs."""
+submitter gets everything ``landfall.submit.tfjob.JobConfig`` needs to reach the cluster and render TFJobs."""
 
 from __future__ import annotations
 
@@ -32,20 +32,22 @@ RECONCILER = "landfall-reconciler"
 
 def _config_classes() -> dict[str, tuple[type, ...]]:
     """Function resource -> the Settings classes its runtime loads from the environment."""
-    from landfall import arrival, submitter
-    from landfall.config import ConverterConfig, Layout
-    from landfall.tfjob import JobConfig
+    from landfall.arrival import handler as arrival
+    from landfall.arrival.config import ConverterConfig
+    from landfall.core.config import Layout
+    from landfall.submit import handler as submitter
+    from landfall.submit.config import JobConfig
 
     # The runtimes load exactly these (checked here, so a new config class cannot slip past this test).
-    arrival_src = inspect.getsource(arrival.Runtime.from_env)
+    arrival_src = inspect.getsource(arrival.runtime_from_env)
     assert "ConverterConfig.load()" in arrival_src and "Layout.load()" in arrival_src
-    submitter_src = inspect.getsource(submitter)
+    submitter_src = inspect.getsource(submitter.runtime_from_env)
     assert "JobConfig.load()" in submitter_src and "Layout.load()" in submitter_src
     return {"on_data_arrival": (ConverterConfig, Layout), "on_training_request": (JobConfig, Layout)}
 
 
 def _env_var(field: str) -> str:
-    from landfall.config import ENV_PREFIX
+    from landfall.core.config import ENV_PREFIX
 
     return ENV_PREFIX + field.upper()
 
@@ -97,7 +99,7 @@ def test_submitter_environment_is_complete() -> None:
         assert key in env, key
     assert env["LANDFALL_BACKEND"] == "kubernetes"
     assert env["LANDFALL_GKE_ENDPOINT"] == "${var.gke_endpoint}"
-    # Terraform's cluster_ca_certificate is base64 PEM; landfall.kube decodes base64, PEM or a path.
+    # Terraform's cluster_ca_certificate is base64 PEM; landfall.core.kube decodes base64, PEM or a path.
     assert env["LANDFALL_GKE_CA_CERT"] == "${var.gke_ca_certificate}"
     gke = (INFRA / "modules" / "gke" / "outputs.tf").read_text()
     assert "master_auth[0].cluster_ca_certificate" in gke
@@ -109,7 +111,7 @@ def test_converter_gets_no_cluster_access() -> None:
 
 
 def test_defaults_agree_with_the_config() -> None:
-    from landfall.tfjob import JobConfig
+    from landfall.submit.config import JobConfig
 
     cfg = JobConfig(backend="kubernetes")
     variables = load_module(FUNCTIONS).variables
@@ -126,7 +128,7 @@ def test_defaults_agree_with_the_config() -> None:
 
 @pytest.mark.parametrize("env", OVERLAYS)
 def test_reconciler_env_vars_are_config_fields(env: str) -> None:
-    from landfall.tfjob import JobConfig
+    from landfall.submit.config import JobConfig
 
     dep = find(render_overlay(env), "Deployment", RECONCILER)
     (c,) = dep["spec"]["template"]["spec"]["containers"]

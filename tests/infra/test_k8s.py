@@ -138,12 +138,12 @@ def test_reconciler_deployment(env: str) -> None:
     pod = dep["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == SUBMITTER_SA
     find(objs, "ServiceAccount", SUBMITTER_SA)
-    # landfall.kube loads the in-cluster config from the mounted token; the ServiceAccount does not automount it.
+    # landfall.core.kube loads the in-cluster config from the mounted token; the ServiceAccount does not automount it.
     assert pod["automountServiceAccountToken"] is True
     (c,) = pod["containers"]
     prepull = find(objs, "DaemonSet", "landfall-trainer-prepull")["spec"]["template"]["spec"]["containers"][0]
     assert c["image"] == prepull["image"] == f"landfall-trainer:{env}"  # the overlay's (and Cloud Build's) image
-    assert c["command"] == ["python", "-m", "landfall.cli", "operator"]
+    assert c["command"] == ["python", "-m", "landfall.cli", "reconcile"]
     env_vars = {e["name"]: e["value"] for e in c["env"]}
     assert env_vars["LANDFALL_BACKEND"] == "kubernetes"
     assert env_vars["LANDFALL_NAMESPACE"] == NAMESPACE
@@ -171,7 +171,7 @@ def test_reconciler_image_is_the_trainer_image_in_the_dockerfile() -> None:
     dockerfile = (K8S.parent / "trainer" / "Dockerfile").read_text()
     assert "COPY functions/landfall ./functions/landfall" in dockerfile
     assert "USER 10001:10001" in dockerfile
-    assert (K8S.parent / "functions" / "landfall" / "cli.py").is_file()
+    assert (K8S.parent / "functions" / "landfall" / "cli" / "reconcile.py").is_file()
 
 
 def test_prod_differs_from_dev_only_in_the_image() -> None:

@@ -1,4 +1,4 @@
-"""The TFJob the submitter creates (landfall.tfjob, the code behind `landfall render-tfjob`) fits the cluster
+"""The TFJob the submitter creates (landfall.submit.tfjob, the code behind `landfall render-tfjob`) fits the cluster
 that k8s/ sets up: same namespace, an existing Workload Identity ServiceAccount, the common labels, and
 RBAC that lets the submitter create exactly that kind of object."""
 
@@ -14,7 +14,8 @@ from .tools import APP_LABELS, INFRA, NAMESPACE, OVERLAYS, SUBMITTER_SA, TRAINER
 
 @pytest.fixture(scope="module")
 def job() -> dict[str, Any]:
-    from landfall.tfjob import JobConfig, render
+    from landfall.submit.config import JobConfig
+    from landfall.submit.tfjob import render
 
     cfg = JobConfig(bucket="landfall-data", backend="kubernetes", trainer_image="trainer:test")
     return render(cfg, name="ds-0123456789", dataset="ds", request_id="req-1",
@@ -85,7 +86,7 @@ def test_function_environment_defaults_agree(job: dict[str, Any]) -> None:
 def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any]) -> None:
     """The follow-up release loop works on the jobs the function renders: same namespace (JobConfig default),
     same trainer ServiceAccount setting, and an identity the RBAC lets read and release (patch) them."""
-    from landfall.tfjob import JobConfig
+    from landfall.submit.config import JobConfig
 
     defaults = JobConfig()
     objs = render_overlay(env)

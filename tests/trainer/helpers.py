@@ -1,6 +1,6 @@
 """Test data for the trainer: shards and a manifest in the exact format the converter writes.
 
-``write_dataset`` stands in for ``landfall.converter.convert`` where a test needs to control what it
+``write_dataset`` stands in for ``landfall.arrival.converter.convert`` where a test needs to control what it
 writes (bad manifests, odd shard counts); the cross-stage test uses the real converter.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.layout import shard_name
-from landfall.messages import FeatureStats, Manifest, Shard, Source
-from landfall.records import RecordFramer
-from landfall.storage import Storage, join
+from landfall.core.layout import shard_name
+from landfall.core.messages import FeatureStats, Manifest, Shard, Source
+from landfall.core.records import RecordFramer
+from landfall.core.storage import Storage, join
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = (36, 10)

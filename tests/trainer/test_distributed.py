@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.config import ConverterConfig
-from landfall.converter import convert
-from landfall.emulators import free_ports
-from landfall.errors import NotFound
-from landfall.storage import Storage
+from landfall.arrival.config import ConverterConfig
+from landfall.arrival.converter import convert
+from landfall.core.errors import NotFound
+from landfall.core.storage import Storage
+from landfall.local.emulators import free_ports
 from tests.conftest import unique
 from tests.trainer.helpers import REPO, make_array, trainer_env
 from trainer.errors import EXIT_CLUSTER

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.config import ConverterConfig
-from landfall.converter import convert
-from landfall.errors import Invalid, NotFound
-from landfall.storage import Storage
+from landfall.arrival.config import ConverterConfig
+from landfall.arrival.converter import convert
+from landfall.core.errors import Invalid, NotFound
+from landfall.core.storage import Storage
 from tests.trainer.helpers import SHAPE, make_array, write_dataset
 from trainer.cluster import Cluster
 from trainer.inputs import load_manifests, plan_inputs, stage

@@ -2,11 +2,23 @@
 # object name carries the archive's hash, so a code change is a new object and a
 # redeploy, and an unchanged tree is a no-op.
 
+# Only main.py, requirements.txt and landfall/{core,arrival,submit} deploy. The laptop stack
+# (landfall/local), the command line (landfall/cli) and the reconciler (it runs in the trainer
+# image) stay out, with build metadata and caches. The excludes are doublestar globs on paths
+# relative to source_dir; tests/functions/test_archive.py builds this archive and imports it.
 data "archive_file" "functions" {
   type        = "zip"
   source_dir  = var.source_dir
   output_path = "${path.root}/.terraform/functions-source.zip"
-  excludes    = ["**/__pycache__/**", "**/*.pyc", ".pytest_cache/**"]
+  excludes = [
+    "landfall/local/**",
+    "landfall/cli/**",
+    "landfall/reconcile/**",
+    "**/*.egg-info/**",
+    "**/__pycache__/**",
+    "**/*.pyc",
+    ".pytest_cache/**",
+  ]
 }
 
 resource "google_storage_bucket_object" "source" {
@@ -17,8 +29,8 @@ resource "google_storage_bucket_object" "source" {
 
 # Each function gets only the settings its configuration class reads
 # (Settings.load reads LANDFALL_<FIELD>; tests/infra checks the names against the
-# classes): on-data-arrival reads landfall.config.ConverterConfig and Layout (the
-# bucket comes from the event), on-training-request landfall.tfjob.JobConfig and
+# classes): on-data-arrival reads landfall.core.config.ConverterConfig and Layout (the
+# bucket comes from the event), on-training-request landfall.submit.tfjob.JobConfig and
 # Layout. Only the submitter holds the cluster endpoint and CA.
 locals {
   converter_env = {

@@ -1,0 +1,289 @@
+"""Converts one input file into TFRecord shards and a manifest (pure pipeline over ``Storage``).
+
+Shards are streamed to attempt-private temporary names, then moved to their final
+``part-0000i-of-0000N.tfrecord`` names once N is known, and the manifest is written last with a
+create-only precondition. A crash anywhere before the manifest leaves nothing a reader can see;
+the retry redoes the work (the output is deterministic, so final shard names are simply rewritten).
+Temporary objects of a crashed attempt are swept by the bucket's lifecycle rule on ``tmp/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from landfall import __version__
+from landfall.arrival import formats
+from landfall.arrival.config import ConverterConfig
+from landfall.core import records
+from landfall.core.errors import AlreadyExists, BadInput
+from landfall.core.layout import shard_name
+from landfall.core.messages import FeatureStats, Manifest, Shard, Source
+from landfall.core.storage import Storage, join
+
+Progress = Callable[[int, int], None]  # (instances so far, shards so far)
+
+
+@dataclasses.dataclass
+class RunningStats:
+    """Per-feature count/mean/M2 (Chan et al. merge), min and max, in float64."""
+
+    features: int
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        self.mean = np.zeros(self.features)
+        self.m2 = np.zeros(self.features)
+        self.min = np.full(self.features, np.inf)
+        self.max = np.full(self.features, -np.inf)
+
+    def update(self, batch: np.ndarray) -> bool:
+        """Adds a batch; returns False, adding nothing, when it holds a NaN or Inf.
+
+        A column sum (and sum of squares, in float64) is finite exactly when every value in it is,
+        so the finiteness check costs no extra pass over clean data.
+        """
+        if not len(batch):
+            return True
+        # Reduce over instances with whole rows (T*F wide) as the inner loop, then fold timesteps:
+        # far faster than reducing an (n*T, F) array column by column.
+        rows = batch.reshape(len(batch), -1)
+        s1 = rows.sum(axis=0, dtype=np.float64)
+        s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64)
+        if not (np.isfinite(s1).all() and np.isfinite(s2).all()):
+            return False
+        s1 = s1.reshape(-1, self.features).sum(axis=0)
+        s2 = s2.reshape(-1, self.features).sum(axis=0)
+        nb = rows.shape[0] * (rows.shape[1] // self.features)
+        mb = s1 / nb
+        m2b = np.maximum(s2 - s1 * mb, 0.0)
+        delta = mb - self.mean
+        total = self.n + nb
+        self.mean = self.mean + delta * nb / total
+        self.m2 = self.m2 + m2b + delta**2 * self.n * nb / total
+        self.n = total
+        self.min = np.minimum(self.min, rows.min(axis=0).reshape(-1, self.features).min(axis=0))
+        self.max = np.maximum(self.max, rows.max(axis=0).reshape(-1, self.features).max(axis=0))
+        return True
+
+    def result(self) -> FeatureStats:
+        std = np.sqrt(self.m2 / max(self.n, 1))
+        return FeatureStats(self.mean.tolist(), std.tolist(), self.min.tolist(), self.max.tolist())
+
+
+def finite_rows(chunk: np.ndarray, cfg: ConverterConfig, seen: int) -> tuple[np.ndarray, int]:
+    """Returns the chunk (without non-finite rows if configured) and how many rows were dropped."""
+    ok = np.isfinite(chunk).all(axis=(1, 2))
+    if ok.all():
+        return chunk, 0
+    if not cfg.drop_nonfinite:
+        row = seen + int(np.argmin(ok))
+        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or an empty cell "
+                       "(set LANDFALL_DROP_NONFINITE=true to drop such instances)")
+    return chunk[ok], int((~ok).sum())
+
+
+class ShardWriter:
+    """Writes framed records into temporary shards of about ``target_bytes`` each."""
+
+    def __init__(self, storage: Storage, tmp_prefix: str, cfg: ConverterConfig):
+        self.storage = storage
+        self.tmp_prefix = tmp_prefix
+        self.framer = records.RecordFramer(cfg.shape)
+        self.per_shard = max(1, cfg.shard_target_bytes // self.framer.record_bytes)
+        self.done: list[tuple[str, int, int, str]] = []  # (tmp uri, count, bytes, crc32c)
+        self._stack = contextlib.ExitStack()
+        self._writer = None
+        self._count = 0
+        self.written = 0
+
+    def write(self, batch: np.ndarray) -> None:
+        start = 0
+        while start < len(batch):
+            if self._writer is None:
+                uri = join(self.tmp_prefix, f"part-{len(self.done):05d}{records.SHARD_SUFFIX}")
+                self._writer = self._stack.enter_context(self.storage.open_write(uri))
+                self._uri, self._count = uri, 0
+            take = min(len(batch) - start, self.per_shard - self._count)
+            self._writer.write(self.framer.frame(batch[start : start + take]))
+            self._count += take
+            self.written += take
+            start += take
+            if self._count == self.per_shard:
+                self._close_current()
+
+    def _close_current(self) -> None:
+        writer = self._writer
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self._writer = None
+        assert writer is not None
+        self.done.append((self._uri, self._count, writer.size, writer.crc32c))
+
+    def close(self) -> list[tuple[str, int, int, str]]:
+        if self._writer is not None:
+            self._close_current()
+        return self.done
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._stack.close()
+        for uri, *_ in self.done:
+            with contextlib.suppress(Exception):
+                self.storage.delete(uri)
+        self.storage.remove_empty_dir(self.tmp_prefix)
+
+
+def convert(
+    source_uri: str,
+    out_prefix: str,
+    dataset: str,
+    cfg: ConverterConfig,
+    storage: Storage,
+    *,
+    arrival_id: str | None = None,
+    generation: int | None = None,
+    tmp_prefix: str | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Converts ``source_uri`` (gs:// or local) into shards + ``manifest.json`` under ``out_prefix``.
+
+    Raises ``BadInput`` for data that cannot be converted (nothing is left visible), and
+    ``TemporaryError`` when storage is unavailable.
+    """
+    fmt = formats.format_of(source_uri)
+    info = storage.stat(source_uri, generation)
+    writer = ShardWriter(storage, tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}"), cfg)
+    decoder = Decoder(cfg)
+    try:
+        with storage.open_read(source_uri, generation) as fh:
+            for kept in prefetched(decoder.chunks(formats.read_chunks(fmt, fh, info.size, cfg))):
+                writer.write(kept)
+                if progress:
+                    progress(writer.written, len(writer.done))
+        parts = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    if decoder.kept == 0:
+        writer.abort()
+        raise BadInput("no_instances",
+                       "no instances left to convert" if decoder.dropped else "the file holds no instances")
+    shards = _publish_shards(storage, parts, out_prefix, writer.tmp_prefix)
+    bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
+    manifest = Manifest(
+        dataset=dataset,
+        arrival_id=arrival_id or out_prefix.rstrip("/").rsplit("/", 1)[-1],
+        source=Source(bucket=bucket, name=name, generation=info.generation, size=info.size, crc32c=info.crc32c),
+        shape=list(cfg.shape),
+        count=decoder.kept,
+        shards=shards,
+        stats=decoder.stats.result(),
+        dropped_nonfinite=decoder.dropped,
+        converter_version=__version__,
+    )
+    return _commit(storage, join(out_prefix, "manifest.json"), manifest)
+
+
+class Decoder:
+    """Checks finiteness and gathers the statistics of decoded chunks; counts what it kept and dropped.
+
+    ``chunks`` runs in the prefetch thread: decoding, the finiteness check and the statistics overlap with
+    framing and writing in the caller's thread (numpy releases the GIL).
+    """
+
+    def __init__(self, cfg: ConverterConfig):
+        self.cfg = cfg
+        self.stats = RunningStats(cfg.features)
+        self.seen = 0
+        self.dropped = 0
+
+    @property
+    def kept(self) -> int:
+        return self.seen - self.dropped
+
+    def chunks(self, decoded: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        for chunk in _checked(decoded):
+            kept, lost = chunk, 0
+            if not self.stats.update(chunk):
+                kept, lost = finite_rows(chunk, self.cfg, self.seen)
+                self.stats.update(kept)
+            self.seen += len(chunk)
+            self.dropped += lost
+            yield kept
+
+
+def _publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], out_prefix: str,
+                    tmp_prefix: str) -> list[Shard]:
+    """Moves the temporary shards to their final ``part-0000i-of-0000N`` names, now that N is known."""
+    shards = []
+    for i, (tmp_uri, n, size, crc) in enumerate(parts):
+        final = join(out_prefix, shard_name(i, len(parts)))
+        storage.move(tmp_uri, final)
+        shards.append(Shard(uri=final, count=n, bytes=size, crc32c=crc))
+    storage.remove_empty_dir(tmp_prefix)
+    return shards
+
+
+def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
+    """Writes the manifest last and create-only: the commit point readers wait for."""
+    try:
+        storage.write_bytes(manifest_uri, manifest.to_json().encode(), if_absent=True,
+                            content_type="application/json")
+    except AlreadyExists:
+        # A concurrent delivery finished first; its manifest describes the same bytes.
+        return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)
+    return manifest
+
+
+def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndarray]:
+    """Decodes the next chunks in a background thread while the caller frames and writes this one.
+
+    At most ``depth`` chunks wait in the queue, so memory stays bounded. Errors are re-raised here.
+    """
+    done = object()
+    slots: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        slots.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            slots.put(done)
+        except BaseException as exc:  # handed to the consumer
+            slots.put(exc)
+
+    worker = threading.Thread(target=produce, name="landfall-decode", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = slots.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join(timeout=5)
+
+
+def _checked(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """Turns decoding errors that escape a reader into ``BadInput`` (storage errors pass through)."""
+    try:
+        yield from chunks
+    except (ValueError, EOFError, MemoryError) as exc:
+        raise BadInput("corrupt_data", str(exc)) from None

@@ -1,0 +1,83 @@
+"""``landfall convert SRC --out DST``: the data-arrival conversion from the command line.
+
+Same code as the function: SRC and DST may be local paths or gs:// URIs. Bad input exits 2 with one
+line naming the file and the reason; a storage outage exits 75 (EX_TEMPFAIL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from landfall.arrival import converter
+from landfall.arrival.config import ConverterConfig
+from landfall.core.errors import BadInput, NotFound, TemporaryError
+from landfall.core.storage import Storage
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", help="input file: .npy, .npz, .csv, .csv.gz or .parquet (local path or gs:// URI)")
+    p.add_argument("--out", required=True, help="output folder or gs:// prefix for shards and manifest.json")
+    p.add_argument("--dataset", help="dataset name recorded in the manifest (default: the input's stem)")
+    p.add_argument("--shape", help="instance shape T,F (default 36,10)")
+    p.add_argument("--shard-target-bytes", type=int, help="about this many bytes per shard (default 128 MiB)")
+    p.add_argument("--drop-nonfinite", action="store_true", default=None, help="drop NaN/Inf instances")
+    p.add_argument("--npz-array", help="the array to take from an .npz holding several")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        shape = [int(v) for v in args.shape.split(",")] if args.shape else [None, None]
+        if len(shape) != 2:
+            raise ValueError
+    except ValueError:
+        print(f"landfall convert: --shape {args.shape!r} must be T,F", file=sys.stderr)
+        return 2
+    cfg = ConverterConfig.load(timesteps=shape[0], features=shape[1], shard_target_bytes=args.shard_target_bytes,
+                               drop_nonfinite=args.drop_nonfinite, npz_array=args.npz_array)
+    dataset = args.dataset or args.src.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0]
+    progress = _progress_bar()
+    try:
+        manifest = converter.convert(args.src, args.out, dataset, cfg, Storage(cfg.project),
+                                     progress=progress.update if progress else None)
+    except BadInput as exc:
+        print(f"landfall convert: {args.src}: {exc.reason}: {exc.detail}", file=sys.stderr)
+        return 2
+    except NotFound as exc:
+        print(f"landfall convert: {exc}", file=sys.stderr)
+        return 2
+    except TemporaryError as exc:
+        print(f"landfall convert: {args.src}: temporary failure, retry: {exc}", file=sys.stderr)
+        return 75
+    finally:
+        if progress:
+            progress.close()
+    print(f"{manifest.count} instances of shape {manifest.shape} in {len(manifest.shards)} shards"
+          f"{f', {manifest.dropped_nonfinite} non-finite dropped' if manifest.dropped_nonfinite else ''}")
+    for shard in manifest.shards:
+        print(f"  {shard.uri}  {shard.count} records  {shard.bytes} bytes")
+    print(f"  {args.out.rstrip('/')}/manifest.json")
+    return 0
+
+
+class _Bar:
+    def __init__(self) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(unit=" instances", file=sys.stderr, disable=not sys.stderr.isatty())
+        self.last = 0
+
+    def update(self, instances: int, shards: int) -> None:
+        self.bar.update(instances - self.last)
+        self.bar.set_postfix(shards=shards)
+        self.last = instances
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress_bar() -> _Bar | None:
+    try:
+        return _Bar()
+    except ImportError:  # tqdm ships with the `local` extra, not with the functions
+        return None

@@ -1,0 +1,37 @@
+"""``landfall operator [--state DIR]``: the local backend's controller (``landfall.local.operator``).
+
+It runs the TFJobs the submit function recorded in the state folder, as the training operator runs them
+on a cluster. ``--backend kubernetes`` is kept for existing deployments: it runs the production reconcile
+loop, which is ``landfall reconcile``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from landfall.core import logs
+from landfall.core.storage import Storage
+from landfall.submit.config import JobConfig
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", dest="local_state", help="state folder (LANDFALL_LOCAL_STATE)")
+    p.add_argument("--backend", choices=["local", "kubernetes"])
+    p.add_argument("--namespace")
+    p.add_argument("--poll-s", type=float, default=0.5)
+    p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup()
+    if (args.backend or JobConfig.load().backend) == "kubernetes":
+        from landfall.cli import reconcile
+
+        return reconcile.run(args)
+    from landfall.local.operator import Operator
+
+    cfg = JobConfig.load(local_state=args.local_state, backend=args.backend, namespace=args.namespace,
+                         bucket=args.bucket)
+    op = Operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
+    op.install_signal_handlers()
+    return op.run()

@@ -1,0 +1,141 @@
+"""``landfall status [--dataset NAME] [--json]``: what the system holds and does, read from the bucket and the jobs.
+
+Arrivals (manifests) and rejections per dataset, the jobs with their state, the requests each covers and
+the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
+(peeked, not consumed). It also releases waiting follow-ups whose predecessor ended
+(``landfall.submit.coalesce.reconcile``). Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from landfall.core import logs
+from landfall.core.config import Layout
+from landfall.core.errors import LandfallError
+from landfall.core.pubsub import PubSub
+from landfall.core.storage import Storage
+from landfall.submit import coalesce, tfjob
+from landfall.submit.backends import open_backend
+from landfall.submit.config import JobConfig
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
+    p.add_argument("--backend", choices=["local", "kubernetes"])
+    p.add_argument("--state", dest="local_state", help="local backend state folder (LANDFALL_LOCAL_STATE)")
+    p.add_argument("--namespace")
+    p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+    p.add_argument("--no-dead-letter", action="store_true", help="do not peek at the dead-letter subscription")
+
+
+def run(args: argparse.Namespace) -> int:
+    from landfall.local.stack import use_running_stack
+
+    logs.setup()
+    use_running_stack()  # next to `landfall up`, no exports needed
+    try:
+        return status(args)
+    except LandfallError as exc:
+        print(f"landfall {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+# -- status ---------------------------------------------------------------------------------------------
+def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(storage.read_bytes(tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"))
+    except (LandfallError, ValueError):
+        return None
+    epochs = raw.get("epochs") or []
+    last = epochs[-1] if epochs else {}
+    return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
+            **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last}}
+
+
+def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
+            lay: Layout | None = None) -> dict[str, Any]:
+    """The status report as a dict (``landfall status --json`` prints it; the demo may call it)."""
+    lay = lay or Layout()
+    out: dict[str, Any] = {"bucket": cfg.bucket, "backend": cfg.backend, "datasets": {}, "jobs": [],
+                           "dead_letter": None}
+    released = coalesce.reconcile(backend, storage, cfg, lay, dataset)
+    if released:
+        out["released"] = released
+    if cfg.bucket:
+        prefix = f"gs://{cfg.bucket}/{lay.tfrecords_prefix}" + (f"{dataset}/" if dataset else "")
+        for uri in storage.list(prefix, suffix="/manifest.json"):
+            ds = uri[len(f"gs://{cfg.bucket}/{lay.tfrecords_prefix}"):].split("/", 1)[0]
+            out["datasets"].setdefault(ds, {"arrivals": 0, "rejected": 0})["arrivals"] += 1
+        rprefix = f"gs://{cfg.bucket}/{lay.rejected_prefix}" + (f"{dataset}/" if dataset else "")
+        for uri in storage.list(rprefix, suffix=".json"):
+            ds = uri[len(f"gs://{cfg.bucket}/{lay.rejected_prefix}"):].split("/", 1)[0]
+            out["datasets"].setdefault(ds, {"arrivals": 0, "rejected": 0})["rejected"] += 1
+    for job in backend.list(dataset):
+        name = tfjob.name_of(job)
+        bucket = cfg.bucket or tfjob.bucket_of(job)
+        out["jobs"].append({
+            "name": name,
+            "dataset": job["metadata"]["labels"].get(tfjob.DATASET_LABEL),
+            "state": tfjob.state(job),
+            "created": tfjob.created_at(job),
+            "after": tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION),
+            "manifests": len(tfjob.manifests_of(job)),
+            "requests": [r.get("request_id") for r in tfjob.requests_of(job)],
+            "conditions": [c["type"] for c in tfjob.conditions(job) if c.get("status") == "True"],
+            "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
+        })
+    if pubsub is not None:
+        out["dead_letter"] = _peek_dead_letter(pubsub, cfg.dead_letter_subscription)
+    return out
+
+
+def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
+    """Requests in the dead-letter subscription, left there (their ack deadline is reset to 0)."""
+    try:
+        got = pubsub.peek(subscription, max_messages=100, timeout_s=3.0)
+    except LandfallError as exc:
+        return {"error": str(exc)}
+    items = []
+    for m in got:
+        try:
+            body = json.loads(m.data)
+        except ValueError:
+            body = {}
+        items.append({"request_id": body.get("request_id"), "dataset": body.get("dataset"),
+                      "manifest": body.get("manifest"), "message_id": m.message_id})
+    return {"count": len(items), "requests": items}
+
+
+def status(args: argparse.Namespace) -> int:
+    cfg = JobConfig.load(**{f: getattr(args, f, None) for f in ("bucket", "backend", "local_state", "namespace",
+                                                                 "project")})
+    storage = Storage(cfg.project)
+    pubsub = None if args.no_dead_letter else PubSub(cfg.project)
+    report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load())
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for ds, counts in sorted(report["datasets"].items()):
+        print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['rejected']} rejected")
+    print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
+    for j in report["jobs"]:
+        m = j["metrics"] or {}
+        metrics = (f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
+                   if m else "-")
+        print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {j['manifests']:>9} {len(j['requests']):>8}  "
+              f"{metrics}")
+    dl = report["dead_letter"]
+    if dl is not None:
+        if "error" in dl:
+            print(f"dead-letter: unavailable ({dl['error']})")
+        else:
+            print(f"dead-letter: {dl['count']} request(s)")
+            for r in dl["requests"]:
+                print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
+    return 0

@@ -1,0 +1,101 @@
+"""Parses the CloudEvents the functions receive into plain values (no I/O).
+
+- ``google.cloud.storage.object.v1.finalized`` (Eventarc): ``data`` is the object resource.
+- ``google.cloud.pubsub.topic.v1.messagePublished``: ``data.message`` is a Pub/Sub message; for
+  arrivals it carries a GCS notification (JSON_API_V1, ``eventType=OBJECT_FINALIZE``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+from typing import Any
+
+from landfall.core.errors import Invalid
+
+STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
+PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectEvent:
+    bucket: str
+    name: str
+    generation: int
+    size: int | None = None
+    crc32c: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Message:
+    data: bytes
+    attributes: dict[str, str]
+    message_id: str
+    delivery_attempt: int | None = None
+
+
+def _attr(event: Any, key: str) -> Any:
+    try:
+        return event[key]
+    except (KeyError, TypeError):
+        return getattr(event, key, None)
+
+
+def pubsub_message(event: Any) -> Message:
+    if _attr(event, "type") != PUBSUB_PUBLISHED:
+        raise Invalid(f"expected a {PUBSUB_PUBLISHED} event, got {_attr(event, 'type')!r}")
+    payload = event.data if hasattr(event, "data") else event["data"]
+    message = (payload or {}).get("message")
+    if not isinstance(message, dict):
+        raise Invalid("Pub/Sub event has no message")
+    try:
+        data = base64.b64decode(message.get("data") or "", validate=False)
+    except (binascii.Error, ValueError) as exc:
+        raise Invalid(f"Pub/Sub message data is not base64: {exc}") from None
+    attempt = (payload or {}).get("deliveryAttempt") or message.get("deliveryAttempt")
+    return Message(
+        data=data,
+        attributes={str(k): str(v) for k, v in (message.get("attributes") or {}).items()},
+        message_id=str(message.get("messageId") or message.get("message_id") or ""),
+        delivery_attempt=int(attempt) if attempt else None,
+    )
+
+
+def _object(resource: dict[str, Any], bucket: str | None = None, name: str | None = None,
+            generation: Any = None) -> ObjectEvent:
+    bucket = bucket or resource.get("bucket")
+    name = name or resource.get("name")
+    generation = generation or resource.get("generation")
+    if not bucket or not name or generation in (None, ""):
+        raise Invalid("storage event lacks bucket, name or generation")
+    try:
+        gen = int(generation)
+        size = int(resource["size"]) if resource.get("size") not in (None, "") else None
+    except (TypeError, ValueError):
+        raise Invalid(f"storage event has a non-numeric generation or size: {generation!r}") from None
+    return ObjectEvent(bucket=str(bucket), name=str(name), generation=gen, size=size, crc32c=resource.get("crc32c"))
+
+
+def object_finalized(event: Any) -> ObjectEvent | None:
+    """The finalized object, or ``None`` for an event that is not an object finalize (ignored)."""
+    kind = _attr(event, "type")
+    payload = event.data if hasattr(event, "data") else event["data"]
+    if kind == STORAGE_FINALIZED:
+        if not isinstance(payload, dict):
+            raise Invalid("storage event data is not an object resource")
+        return _object(payload)
+    if kind == PUBSUB_PUBLISHED:
+        message = pubsub_message(event)
+        attrs = message.attributes
+        if attrs.get("eventType", "OBJECT_FINALIZE") != "OBJECT_FINALIZE":
+            return None
+        resource: dict[str, Any] = {}
+        if message.data:
+            try:
+                resource = json.loads(message.data)
+            except ValueError:
+                raise Invalid("GCS notification payload is not JSON") from None
+        return _object(resource, attrs.get("bucketId"), attrs.get("objectId"), attrs.get("objectGeneration"))
+    raise Invalid(f"unsupported event type {kind!r}")

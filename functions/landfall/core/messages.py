@@ -1,0 +1,159 @@
+"""The manifest, the training request and the rejection record: defined once, used by every stage.
+
+``landfall.manifest/v1`` describes one converted arrival; shards are referenced only through it, and
+it is written last, once, so a reader never sees partial data. ``landfall.request/v1`` asks for a
+training run on a dataset; its ``request_id`` is deterministic for an arrival so consumers can drop
+duplicate deliveries. ``landfall.rejection/v1`` records why a stage refused an input, for good.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from landfall.core.errors import Invalid
+
+MANIFEST_SCHEMA = "landfall.manifest/v1"
+REQUEST_SCHEMA = "landfall.request/v1"
+METRICS_SCHEMA = "landfall.metrics/v1"
+REJECTION_SCHEMA = "landfall.rejection/v1"
+REASONS = ("arrival", "manual")
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    bucket: str
+    name: str
+    generation: int
+    size: int
+    crc32c: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    uri: str
+    count: int
+    bytes: int
+    crc32c: str  # base64 of the big-endian CRC32C, as Cloud Storage reports it
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureStats:
+    mean: list[float]
+    std: list[float]
+    min: list[float]
+    max: list[float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    dataset: str
+    arrival_id: str
+    source: Source
+    shape: list[int]  # per instance: [T, F]
+    count: int
+    shards: list[Shard]
+    stats: FeatureStats
+    dtype: str = "float32"
+    dropped_nonfinite: int = 0
+    created_at: str = dataclasses.field(default_factory=utc_now)
+    converter_version: str = ""
+    schema: str = MANIFEST_SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "manifest") -> Manifest:
+        try:
+            raw = json.loads(text)
+            if raw.get("schema") != MANIFEST_SCHEMA:
+                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
+            manifest = cls(
+                **{
+                    **raw,
+                    "source": Source(**raw["source"]),
+                    "shards": [Shard(**s) for s in raw["shards"]],
+                    "stats": FeatureStats(**raw["stats"]),
+                }
+            )
+        except Invalid:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise Invalid(f"{where}: not a valid {MANIFEST_SCHEMA}: {exc}") from None
+        manifest.check(where)
+        return manifest
+
+    def check(self, where: str = "manifest") -> None:
+        if len(self.shape) != 2 or any(not isinstance(d, int) or d <= 0 for d in self.shape):
+            raise Invalid(f"{where}: shape {self.shape} must be two positive integers [T, F]")
+        if sum(s.count for s in self.shards) != self.count or self.count <= 0:
+            raise Invalid(f"{where}: shard counts do not add up to count={self.count}")
+        if len(self.stats.mean) != self.shape[1]:
+            raise Invalid(f"{where}: stats have {len(self.stats.mean)} features, shape says {self.shape[1]}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRequest:
+    dataset: str
+    manifest: str  # gs:// URI of the newest manifest this request is about
+    request_id: str
+    reason: str = "arrival"
+    arrived_at: str = dataclasses.field(default_factory=utc_now)
+    schema: str = REQUEST_SCHEMA
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    def attributes(self) -> dict[str, str]:
+        return {k: str(v) for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_message(cls, data: bytes | str | None, attributes: dict[str, Any] | None = None) -> TrainingRequest:
+        """Parses the JSON body (attributes are a fallback for an empty body). Raises ``Invalid``."""
+        raw: Any
+        try:
+            raw = json.loads(data) if data else dict(attributes or {})
+        except ValueError as exc:
+            raise Invalid(f"training request is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise Invalid("training request must be a JSON object")
+        if raw.get("schema") != REQUEST_SCHEMA:
+            raise Invalid(f"training request schema is {raw.get('schema')!r}, expected {REQUEST_SCHEMA!r}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = [k for k in ("dataset", "manifest", "request_id") if not raw.get(k)]
+        if missing:
+            raise Invalid(f"training request lacks {', '.join(missing)}")
+        if raw.get("reason", "arrival") not in REASONS:
+            raise Invalid(f"training request reason {raw.get('reason')!r} is not one of {REASONS}")
+        if not str(raw["manifest"]).startswith("gs://"):
+            raise Invalid(f"training request manifest {raw['manifest']!r} is not a gs:// URI")
+        return cls(**{k: str(v) for k, v in raw.items() if k in fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """Why a stage refused an input for good. Written by ``landfall.core.rejections`` for both stages.
+
+    ``reason`` is a short code: the arrival stage's ``BadInput`` reasons (``corrupt_npy``, ...) or, for the
+    submit stage, the error class (``Invalid``, ``NotFound``). ``source`` is the arrived object (arrival
+    stage); ``request`` the training request as received (submit stage).
+    """
+
+    stage: str  # arrival | submit
+    reason: str
+    detail: str
+    dataset: str | None = None
+    source: dict[str, Any] | None = None
+    request: dict[str, Any] | str | None = None
+    rejected_at: str = dataclasses.field(default_factory=utc_now)
+    schema: str = REJECTION_SCHEMA
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()

@@ -1,0 +1,278 @@
+"""The one module that talks to Cloud Storage (``google-cloud-storage``); local paths work alike.
+
+Every other module passes URIs (``gs://bucket/name`` or a local path) to ``Storage``. Against the
+emulator, ``STORAGE_EMULATOR_HOST`` is honoured by the client itself; we only switch to anonymous
+credentials so no Application Default Credentials are looked up.
+
+Errors come out with their retry class (``landfall.core.google_api``): 404 -> ``NotFound``, 409/412 ->
+``AlreadyExists``, 429/5xx/connection errors -> ``TemporaryError``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import BinaryIO
+
+import google_crc32c
+from google.api_core.retry import Retry
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage as gcs
+from google.cloud.storage.retry import DEFAULT_RETRY
+
+from landfall.core import google_api
+from landfall.core.errors import AlreadyExists, NotFound
+from landfall.core.layout import split_gs
+
+WRITE_CHUNK = 8 * 1024 * 1024  # resumable upload chunk: bounds memory per open writer
+READ_CHUNK = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    uri: str
+    size: int
+    generation: int
+    crc32c: str | None
+
+
+def crc32c_b64(checksum: google_crc32c.Checksum) -> str:
+    """Base64 of the big-endian CRC32C: the form Cloud Storage reports in ``crc32c``."""
+    return base64.b64encode(checksum.digest()).decode()
+
+
+def mapped_errors(what: str) -> contextlib.AbstractContextManager[None]:
+    return google_api.mapped_errors(what, "Cloud Storage")
+
+
+def is_gs(uri: str) -> bool:
+    return uri.startswith("gs://")
+
+
+def join(base: str, *parts: str) -> str:
+    out = base.rstrip("/")
+    for p in parts:
+        out = f"{out}/{p.strip('/')}"
+    return out
+
+
+class _ChecksumWriter:
+    """Wraps a binary writer and keeps the CRC32C and size of what passed through."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.checksum = google_crc32c.Checksum()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.checksum.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+    @property
+    def crc32c(self) -> str:
+        return crc32c_b64(self.checksum)
+
+
+class Storage:
+    """``retry_deadline_s`` bounds the client's own retries of transient failures: past it the
+    error surfaces as ``TemporaryError`` and the platform's retry (with its backoff) takes over,
+    instead of a function instance spinning for the library's default two minutes."""
+
+    def __init__(self, project: str | None = None, client: gcs.Client | None = None,
+                 retry_deadline_s: float = 30.0):
+        self._project = project
+        self._client = client
+        self.retry: Retry = DEFAULT_RETRY.with_timeout(retry_deadline_s)
+
+    @property
+    def client(self) -> gcs.Client:
+        if self._client is None:
+            project = self._project or os.environ.get("GOOGLE_CLOUD_PROJECT") or "landfall-local"
+            if os.environ.get("STORAGE_EMULATOR_HOST"):
+                self._client = gcs.Client(project=project, credentials=AnonymousCredentials())
+            else:
+                self._client = gcs.Client(project=self._project)
+        return self._client
+
+    def _blob(self, uri: str, generation: int | None = None) -> gcs.Blob:
+        bucket, name = split_gs(uri)
+        return self.client.bucket(bucket).blob(name, generation=generation)
+
+    # -- buckets ---------------------------------------------------------------------------------
+    def ensure_bucket(self, bucket: str) -> None:
+        with contextlib.suppress(AlreadyExists), mapped_errors(f"gs://{bucket}"):
+            self.client.create_bucket(bucket, retry=self.retry)
+
+    # -- metadata --------------------------------------------------------------------------------
+    def stat(self, uri: str, generation: int | None = None) -> ObjectInfo:
+        if not is_gs(uri):
+            try:
+                st = os.stat(uri)
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
+            return ObjectInfo(uri, st.st_size, int(st.st_mtime_ns), None)
+        with mapped_errors(uri):
+            blob = self._blob(uri, generation)
+            blob.reload(retry=self.retry)
+            return ObjectInfo(uri, int(blob.size or 0), int(blob.generation or 0), blob.crc32c)
+
+    def exists(self, uri: str) -> bool:
+        if not is_gs(uri):
+            return os.path.exists(uri)
+        with mapped_errors(uri):
+            return self._blob(uri).exists(retry=self.retry)
+
+    def list(self, prefix: str, suffix: str = "") -> list[str]:
+        """URIs under ``prefix`` (a gs:// prefix or a local folder), sorted."""
+        if not is_gs(prefix):
+            root = Path(prefix)
+            if not root.exists():
+                return []
+            return sorted(str(p) for p in root.rglob("*") if p.is_file() and str(p).endswith(suffix))
+        bucket, name = split_gs(prefix)
+        with mapped_errors(prefix):
+            return sorted(
+                f"gs://{bucket}/{b.name}"
+                for b in self.client.list_blobs(bucket, prefix=name, retry=self.retry)
+                if b.name.endswith(suffix)
+            )
+
+    # -- whole objects ---------------------------------------------------------------------------
+    def read_bytes(self, uri: str) -> bytes:
+        if not is_gs(uri):
+            try:
+                return Path(uri).read_bytes()
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
+        with mapped_errors(uri):
+            return self._blob(uri).download_as_bytes(retry=self.retry)
+
+    def write_bytes(self, uri: str, data: bytes, *, if_absent: bool = False,
+                    content_type: str = "application/octet-stream") -> None:
+        """One-request upload. ``if_absent`` makes it create-only (``AlreadyExists`` otherwise).
+
+        One request on purpose: preconditions are honoured on single-request uploads everywhere,
+        the emulator included (fake-gcs-server ignores them on resumable ones).
+        """
+        if not is_gs(uri):
+            path = Path(uri)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            tmp.write_bytes(data)
+            if if_absent:
+                try:
+                    os.link(tmp, path)  # atomic create-if-absent
+                except FileExistsError:
+                    raise AlreadyExists(f"{uri}: already exists") from None
+                finally:
+                    tmp.unlink()
+            else:
+                os.replace(tmp, path)
+            return
+        with mapped_errors(uri):
+            self._blob(uri).upload_from_string(
+                data, content_type=content_type, if_generation_match=0 if if_absent else None, retry=self.retry,
+            )
+
+    def delete(self, uri: str, missing_ok: bool = True) -> None:
+        if not is_gs(uri):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(uri)
+            return
+        try:
+            with mapped_errors(uri):
+                self._blob(uri).delete(retry=self.retry)
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    def remove_empty_dir(self, uri: str) -> None:
+        """Removes a local folder left empty (Cloud Storage has no folders to remove)."""
+        if not is_gs(uri):
+            with contextlib.suppress(OSError):
+                os.rmdir(uri)
+
+    def move(self, src: str, dst: str) -> None:
+        """Server-side copy then delete on Cloud Storage; a rename on disk."""
+        if not is_gs(src):
+            Path(dst).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dst)
+            return
+        sb, sn = split_gs(src)
+        db, dn = split_gs(dst)
+        with mapped_errors(src):
+            source = self.client.bucket(sb).blob(sn)
+            self.client.bucket(sb).copy_blob(source, self.client.bucket(db), dn, retry=self.retry)
+            source.delete(retry=self.retry)
+
+    # -- streams ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def open_read(self, uri: str, generation: int | None = None) -> Iterator[BinaryIO]:
+        """A seekable binary reader that fetches ``READ_CHUNK`` bytes at a time."""
+        if not is_gs(uri):
+            try:
+                fh = open(uri, "rb")  # noqa: SIM115
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
+            with fh:
+                yield fh
+            return
+        with mapped_errors(uri):
+            reader = self._blob(uri, generation).open("rb", chunk_size=READ_CHUNK, retry=self.retry)
+        with reader, mapped_errors(uri):
+            yield reader
+
+    @contextlib.contextmanager
+    def open_write(self, uri: str) -> Iterator[_ChecksumWriter]:
+        """A streaming writer (resumable upload in ``WRITE_CHUNK`` pieces) that tracks CRC32C and size."""
+        if not is_gs(uri):
+            path = Path(uri)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as fh:
+                yield _ChecksumWriter(fh)
+            return
+        with mapped_errors(uri):
+            writer = self._blob(uri).open("wb", chunk_size=WRITE_CHUNK, ignore_flush=True, retry=self.retry)
+            with writer:
+                yield _ChecksumWriter(writer)
+
+    # -- files -----------------------------------------------------------------------------------
+    def download(self, uri: str, dest: str | Path) -> Path:
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not is_gs(uri):
+            try:
+                shutil.copyfile(uri, dest)
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
+            return dest
+        with mapped_errors(uri):
+            self._blob(uri).download_to_filename(str(dest), retry=self.retry)
+        return dest
+
+    def upload(self, src: str | Path, uri: str) -> None:
+        if not is_gs(uri):
+            Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, uri)
+            return
+        with mapped_errors(uri):
+            self._blob(uri).upload_from_filename(str(src), retry=self.retry)
+
+    def download_many(self, pairs: list[tuple[str, Path]], workers: int = 8) -> list[Path]:
+        """Parallel downloads (the trainer stages its shards this way)."""
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return list(pool.map(lambda p: self.download(*p), pairs))
+
+    def sync_down(self, uri_prefix: str, local_dir: str | Path) -> int:
+        prefix = uri_prefix.rstrip("/") + "/"
+        uris = self.list(prefix)
+        pairs = [(u, Path(local_dir) / u[len(prefix):]) for u in uris]
+        self.download_many(pairs)
+        return len(pairs)

@@ -1,0 +1,321 @@
+"""The local operator: runs the TFJobs recorded by the ``local`` backend, as the training operator would.
+
+Started by ``landfall operator --state DIR`` (``landfall up`` starts it as a subprocess with the same
+environment as the functions; SIGTERM or SIGINT stops it: it stops its replicas' process groups and exits
+0, leaving no process behind). Each tick (``--poll-s``, default 0.5 s) it:
+
+1. releases waiting follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``);
+2. starts every released TFJob that is not finished and not running here: one process per ``Worker``
+   replica, the container's ``command`` + ``args`` (``python`` maps to this interpreter, so the image's
+   ``python -m trainer.task`` runs as ``sys.executable -m trainer.task``), the operator's environment
+   plus the container's ``env`` plus ``TF_CONFIG`` built as the training operator builds it:
+   ``{"cluster": {"worker": ["127.0.0.1:<port>", ...]}, "task": {"type": "worker", "index": i},
+   "environment": "cloud"}`` with free loopback ports. Each replica is its own process group; its
+   stdout and stderr go to ``DIR/logs/<job>/worker-<i>.log`` (every attempt appended, with a header);
+3. applies ``restartPolicy: ExitCode`` as the training operator does: exit 0 of worker 0 succeeds the
+   job (the other workers get ``SUCCESS_GRACE_S`` to finish, then ``cleanPodPolicy: Running`` stops
+   them); an exit code 1-127 fails it (permanent); 128 and up, or death by a signal, restarts *all*
+   replicas (new ports, the trainer resumes from its BackupAndRestore backup) until ``backoffLimit``
+   restarts were spent (then ``Failed``, reason ``BackoffLimitExceeded``);
+4. enforces ``activeDeadlineSeconds`` from the job's first start (``Failed``, ``DeadlineExceeded``);
+5. stops the replicas of a job that was suspended or deleted.
+
+Status is recorded in the TFJob object as the training operator records it: ``status.conditions``
+(``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``; one entry per type,
+updated in place, at most one of Running/Restarting true), ``startTime``, ``completionTime``,
+``replicaStatuses.Worker`` (active/succeeded/failed), plus ``status.local`` (restarts, and per replica
+pid, port, log path and exit code) for ``landfall status`` and the tests. A job found ``Running`` with no
+replicas here (the operator was stopped) is restarted, without counting against ``backoffLimit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from landfall.core.errors import LandfallError, NotFound
+from landfall.core.storage import Storage
+from landfall.local.emulators import free_ports
+from landfall.submit import coalesce, tfjob
+from landfall.submit.backends.local import LocalBackend, k8s_time
+from landfall.submit.config import JobConfig
+
+log = logging.getLogger("landfall.local.operator")
+
+SUCCESS_GRACE_S = 15.0
+STOP_GRACE_S = 5.0
+
+
+def command_of(container: dict[str, Any]) -> list[str]:
+    """The container's command and args on this machine (the image's entry point is ``python -m trainer.task``)."""
+    command = list(container.get("command") or ["python", "-m", "trainer.task"])
+    if Path(command[0]).name in ("python", "python3"):
+        command[0] = sys.executable
+    return command + [str(a) for a in container.get("args") or []]
+
+
+def tf_config(ports: list[int], index: int) -> str:
+    return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                       "task": {"type": "worker", "index": index}, "environment": "cloud"})
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the replica's process group, SIGKILL what is left after ``grace_s``."""
+    if proc.poll() is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers of an exited leader
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+
+
+@dataclasses.dataclass
+class Replica:
+    index: int
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: TextIO
+    log_path: Path
+
+
+@dataclasses.dataclass
+class RunningJob:
+    name: str
+    uid: str
+    replicas: list[Replica]
+    started: float  # monotonic, of this attempt
+    deadline_from: float  # wall-clock epoch of the job's first start
+    restarts: int
+    success_at: float | None = None
+
+
+class Operator:
+    def __init__(self, state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
+                 config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
+                 env: dict[str, str] | None = None):
+        self.backend = LocalBackend(state_dir, namespace)
+        self.config = config
+        self.storage = storage
+        self.poll_s = poll_s
+        self.env = dict(os.environ if env is None else env)
+        self.running: dict[str, RunningJob] = {}
+        self.stopping = threading.Event()
+
+    # -- status -----------------------------------------------------------------------------------------
+    def _set_condition(self, job: dict[str, Any], kind: str, reason: str, message: str,
+                       extra: dict[str, Any] | None = None, status: str = "True") -> dict[str, Any]:
+        name = tfjob.name_of(job)
+        current = self.backend.get(name)
+        conds = [dict(c) for c in tfjob.conditions(current)]
+        now = k8s_time()
+        exclusive = {"Running": ("Restarting",), "Restarting": ("Running",),
+                     "Succeeded": ("Running", "Restarting"), "Failed": ("Running", "Restarting")}
+        for c in conds:
+            if c["type"] in exclusive.get(kind, ()) and c.get("status") == "True" and status == "True":
+                c.update(status="False", lastUpdateTime=now, lastTransitionTime=now)
+        for c in conds:
+            if c["type"] == kind:
+                if c.get("status") != status:
+                    c["lastTransitionTime"] = now
+                c.update(status=status, reason=reason, message=message, lastUpdateTime=now)
+                break
+        else:
+            conds.append({"type": kind, "status": status, "reason": reason, "message": message,
+                          "lastUpdateTime": now, "lastTransitionTime": now})
+        patch: dict[str, Any] = {"conditions": conds, **(extra or {})}
+        if kind != "Suspended" or status == "True":
+            level = logging.ERROR if kind == "Failed" else logging.INFO
+            log.log(level, "%s: %s (%s) %s", name, kind, reason, message,
+                    extra={"job": name, "dataset": current["metadata"].get("labels", {}).get(tfjob.DATASET_LABEL),
+                           "fields": {"condition": kind, "reason": reason}})
+        return self.backend.patch_status(name, patch)
+
+    def _local_status(self, rj: RunningJob) -> dict[str, Any]:
+        return {"local": {"restarts": rj.restarts, "replicas": [
+            {"index": r.index, "pid": r.proc.pid, "port": r.port, "log": str(r.log_path),
+             "exitCode": r.proc.returncode} for r in rj.replicas]}}
+
+    # -- replicas ---------------------------------------------------------------------------------------
+    def _start(self, job: dict[str, Any], restarts: int, reason: str) -> None:
+        name = tfjob.name_of(job)
+        worker = job["spec"]["tfReplicaSpecs"]["Worker"]
+        n = int(worker.get("replicas", 1))
+        containers = worker["template"]["spec"]["containers"]
+        container = next((c for c in containers if c.get("name") == tfjob.CONTAINER), containers[0])
+        command = command_of(container)
+        ports = free_ports(n)
+        status = job.get("status") or {}
+        if not status.get("startTime"):
+            status = self._set_condition(job, "Created", "TFJobCreated", f"TFJob {name} is created.")["status"]
+        replicas = []
+        for i in range(n):
+            env = dict(self.env)
+            env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e})
+            if container.get("name") == tfjob.CONTAINER:  # the training operator sets TF_CONFIG on this name only
+                env["TF_CONFIG"] = tf_config(ports, i)
+            env.setdefault("LANDFALL_JOB_NAME", name)
+            path = self.backend.log_path(name, i)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
+            fh.write(f"=== {k8s_time()} attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}\n")
+            fh.flush()
+            proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            replicas.append(Replica(i, ports[i], proc, fh, path))
+        start_time = status.get("startTime") or k8s_time()
+        first = _epoch(start_time)
+        rj = RunningJob(name, job["metadata"].get("uid", ""), replicas, time.monotonic(), first, restarts)
+        self.running[name] = rj
+        extra = {"startTime": start_time, "replicaStatuses": {"Worker": {"active": n, "succeeded": 0, "failed": 0}},
+                 **self._local_status(rj)}
+        self._set_condition(job, "Running", "TFJobRunning", f"TFJob {name} is running ({reason}).", extra)
+
+    def _stop(self, rj: RunningJob) -> None:
+        threads = [threading.Thread(target=stop_group, args=(r.proc,)) for r in rj.replicas]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for r in rj.replicas:
+            with contextlib.suppress(OSError):
+                r.log.close()
+        self.running.pop(rj.name, None)
+
+    def _finish(self, job: dict[str, Any], rj: RunningJob, kind: str, reason: str, message: str) -> None:
+        self._stop(rj)
+        codes = [r.proc.returncode for r in rj.replicas]
+        extra = {"completionTime": k8s_time(),
+                 "replicaStatuses": {"Worker": {"active": 0, "succeeded": sum(c == 0 for c in codes),
+                                                "failed": sum(c not in (0, None) for c in codes)}},
+                 **self._local_status(rj)}
+        self._set_condition(job, kind, reason, message, extra)
+
+    def _poll(self, job: dict[str, Any], rj: RunningJob) -> None:
+        name = rj.name
+        run = job["spec"].get("runPolicy") or {}
+        deadline = run.get("activeDeadlineSeconds")
+        if deadline is not None and time.time() - rj.deadline_from > float(deadline):
+            self._finish(job, rj, "Failed", "DeadlineExceeded",
+                         f"TFJob {name} has failed because it was active longer than {deadline}s.")
+            return
+        codes = {r.index: r.proc.poll() for r in rj.replicas}
+        for index, code in sorted(codes.items()):
+            if code is None or code == 0:
+                continue
+            if 1 <= code <= 127:
+                self._finish(job, rj, "Failed", "TFJobFailed",
+                             f"TFJob {name} has failed because worker-{index} exited with code {code} (permanent).")
+                return
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            limit = int(run.get("backoffLimit", 0) if run.get("backoffLimit") is not None else 6)
+            if rj.restarts >= limit:
+                self._finish(job, rj, "Failed", "BackoffLimitExceeded",
+                             f"TFJob {name} has failed: worker-{index} {how} and the backoff limit {limit} is reached.")
+                return
+            self._set_condition(job, "Restarting", "TFJobRestarting",
+                                f"TFJob {name} is restarting because worker-{index} {how} (retryable).",
+                                self._local_status(rj))
+            self._stop(rj)
+            self._start(self.backend.get(name), rj.restarts + 1, f"worker-{index} {how}")
+            return
+        if codes.get(0) == 0 and rj.success_at is None:
+            rj.success_at = time.monotonic()
+        all_done = all(c == 0 for c in codes.values())  # non-zero codes were handled above
+        if all_done or (rj.success_at is not None and time.monotonic() - rj.success_at > SUCCESS_GRACE_S):
+            self._finish(job, rj, "Succeeded", "TFJobSucceeded", f"TFJob {name} successfully completed.")
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    def tick(self) -> None:
+        if self.config is not None and self.storage is not None:
+            try:
+                coalesce.reconcile(self.backend, self.storage, self.config)
+            except LandfallError as exc:
+                log.warning("reconcile failed (will retry): %s", exc)
+        jobs = {tfjob.name_of(j): j for j in self.backend.list()}
+        for name, rj in list(self.running.items()):
+            job = jobs.get(name)
+            if job is None or job["metadata"].get("uid") != rj.uid:
+                log.info("%s was deleted; stopping its replicas", name, extra={"job": name})
+                self._stop(rj)
+            elif tfjob.is_suspended(job):
+                self._stop(rj)
+                self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {name} is suspended.")
+        for name, job in jobs.items():
+            try:
+                self._tick_job(name, job)
+            except NotFound:
+                continue  # deleted meanwhile
+
+    def _tick_job(self, name: str, job: dict[str, Any]) -> None:
+        if tfjob.is_finished(job):
+            return
+        if tfjob.is_suspended(job):
+            if not any(c["type"] == "Suspended" and c.get("status") == "True" for c in tfjob.conditions(job)):
+                self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {name} is suspended.")
+            return
+        if any(c["type"] == "Suspended" and c.get("status") == "True" for c in tfjob.conditions(job)):
+            job = self._set_condition(job, "Suspended", "TFJobResumed", f"TFJob {name} is resumed.", status="False")
+        rj = self.running.get(name)
+        if rj is None:
+            status = job.get("status") or {}
+            if status.get("startTime"):
+                restarts = int((status.get("local") or {}).get("restarts", 0))
+                self._set_condition(job, "Restarting", "OperatorRestarted",
+                                    f"TFJob {name} had no running replicas on this machine; restarting them.")
+                self._start(self.backend.get(name), restarts, "operator restarted")
+            else:
+                self._start(job, 0, "created")
+            return
+        self._poll(job, rj)
+
+    def stop_all(self) -> None:
+        for rj in list(self.running.values()):
+            self._stop(rj)
+
+    def run(self) -> int:
+        """Ticks until SIGTERM/SIGINT (or ``stopping`` is set), then stops every replica and returns 0."""
+        pid_file = self.backend.root / "operator.pid"
+        pid_file.write_text(str(os.getpid()))
+        log.info("local operator watching %s", self.backend.dir, extra={"fields": {"state": str(self.backend.root)}})
+        try:
+            while not self.stopping.is_set():
+                try:
+                    self.tick()
+                except LandfallError as exc:
+                    log.warning("operator tick failed (will retry): %s", exc)
+                self.stopping.wait(self.poll_s)
+        finally:
+            self.stop_all()
+            with contextlib.suppress(FileNotFoundError):
+                pid_file.unlink()
+            log.info("local operator stopped")
+        return 0
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stopping.set())
+
+
+def _epoch(ts: str) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()

@@ -1,0 +1,58 @@
+"""The submit stage's configuration: the bucket, the backend and the shape of the TFJob (``LANDFALL_<FIELD>``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from landfall.core.config import Seed, Settings, default_project
+
+POLICIES = ("coalesce", "allow", "forbid")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobConfig(Settings):
+    """What the submit stage needs: the bucket, the backend and the shape of the TFJob.
+
+    Environment: ``LANDFALL_<FIELD>`` (``LANDFALL_BUCKET``, ``LANDFALL_BACKEND``, ``LANDFALL_NAMESPACE``,
+    ``LANDFALL_TRAINER_IMAGE``, ``LANDFALL_TRAINER_SERVICE_ACCOUNT``, ``LANDFALL_GKE_ENDPOINT``,
+    ``LANDFALL_GKE_CA_CERT``, ``LANDFALL_LOCAL_STATE``, ``LANDFALL_WORKERS`` ...).
+    """
+
+    bucket: str = ""
+    backend: str = "local"  # kubernetes | local
+    namespace: str = "landfall-training"
+    # Kubernetes access: GKE endpoint + CA (a Cloud Function outside the cluster), else in-cluster, else kubeconfig.
+    gke_endpoint: str = ""
+    gke_ca_cert: str = ""  # PEM, base64 of PEM (Terraform's cluster_ca_certificate) or a file path
+    kubeconfig: str = ""
+    local_state: str = "./.landfall/local"
+    # The TFJob.
+    trainer_image: str = "trainer:latest"
+    trainer_service_account: str = "landfall-trainer"
+    workers: int = 2
+    gpus_per_worker: int = 1
+    accelerator: str = "nvidia-l4"
+    cpu_request: str = "4"
+    memory_request: str = "16Gi"
+    epochs: int = Seed.EPOCHS
+    batch_size_per_worker: int = Seed.BATCH_SIZE_PER_WORKER
+    trainer_args: tuple[str, ...] = ()  # extra trainer flags, e.g. model size: --units,16,8 (comma-separated env)
+    clean_pod_policy: str = "Running"
+    backoff_limit: int = 3
+    active_deadline_seconds: int = 6 * 3600
+    ttl_seconds_after_finished: int = 7 * 86400 + 3600
+    # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
+    concurrency: str = "coalesce"  # coalesce | allow | forbid
+    window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals
+    # Pub/Sub (republish, status).
+    request_topic: str = "landfall-training-requests"
+    dead_letter_subscription: str = "landfall-training-requests-dead-letter"
+    project: str = dataclasses.field(default_factory=default_project)
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("kubernetes", "local"):
+            raise ValueError(f"backend must be kubernetes or local, not {self.backend!r}")
+        if self.concurrency not in POLICIES:
+            raise ValueError(f"concurrency must be one of {POLICIES}, not {self.concurrency!r}")
+        if self.workers < 1 or self.gpus_per_worker < 0 or self.window < 0 or self.backoff_limit < 0:
+            raise ValueError("workers must be >= 1; gpus_per_worker, window and backoff_limit >= 0")

@@ -1,0 +1,128 @@
+"""The submit stage: a ``landfall.request/v1`` message becomes (at most) one TFJob.
+
+Entry point ``functions/main.py:on_training_request`` (a Pub/Sub-triggered CloudEvent function, retries
+on) calls ``handle_message(data, attributes, runtime())``. Steps: validate the request, read and
+validate its manifest, decide (``landfall.submit.coalesce``: duplicate, new job, follow-up, dropped), render
+the TFJob (``landfall.submit.tfjob``) and create it through the configured backend (``LANDFALL_BACKEND``:
+``kubernetes`` or ``local``).
+
+Outcomes, as Pub/Sub users expect them:
+
+- ``submitted`` / ``coalesced`` / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING):
+  returns normally, the message is acknowledged.
+- ``rejected``: a permanent error (malformed request, a manifest that is missing, unreadable as JSON
+  or invalid, a manifest of another dataset, a TFJob the API server refuses with 422). Acknowledged,
+  logged as ERROR and recorded as ``gs://BUCKET/rejected/<dataset>/request-<request_id>.json``
+  (``_invalid/`` when the dataset is not known or not valid).
+- ``TemporaryError`` raised: the backend is unreachable or throttling, Cloud Storage is unavailable, a
+  conflicting update kept losing. Pub/Sub redelivers with backoff and, after the subscription's maximum
+  delivery attempts, moves the message to ``landfall-training-requests-dead-letter``, which
+  ``landfall status`` shows.
+
+Stateless: what it knows comes from the backend (labels and annotations on the TFJobs) and the
+bucket, so any number of instances may run at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from typing import Any
+
+from landfall.core import layout, rejections
+from landfall.core.config import Layout
+from landfall.core.errors import Invalid, NotFound, PermanentError
+from landfall.core.messages import Manifest, Rejection, TrainingRequest
+from landfall.core.runtime import Runtime
+from landfall.core.storage import Storage
+from landfall.submit import coalesce
+from landfall.submit.backends import Backend, open_backend
+from landfall.submit.config import JobConfig
+
+log = logging.getLogger("landfall.submitter")
+
+
+SubmitRuntime = Runtime[JobConfig]
+
+
+def runtime_from_env() -> SubmitRuntime:
+    config = JobConfig.load()
+    return Runtime(config, Layout.load(), Storage(config.project))
+
+
+@functools.cache
+def runtime() -> SubmitRuntime:
+    """Built once per instance from the environment (``LANDFALL_*``, ``GOOGLE_CLOUD_PROJECT``)."""
+    return runtime_from_env()
+
+
+def backend_of(rt: SubmitRuntime) -> Backend:
+    """Opened on first use, so a backend that cannot be configured is a temporary error of a request."""
+    if rt.backend is None:
+        rt.backend = open_backend(rt.config)
+    return rt.backend  # type: ignore[no-any-return]
+
+
+def validate(request: TrainingRequest, rt: SubmitRuntime) -> Manifest:
+    """Permanent errors for a request no retry can fix; the manifest it names, validated."""
+    if not layout.DATASET_RE.match(request.dataset):
+        raise Invalid(f"dataset {request.dataset!r} is not a valid dataset name")
+    bucket, name = layout.split_gs(request.manifest)
+    if rt.config.bucket and bucket != rt.config.bucket:
+        raise Invalid(f"manifest {request.manifest} is not in the bucket gs://{rt.config.bucket}")
+    if not name.endswith(".json"):
+        raise Invalid(f"manifest {request.manifest} is not a manifest.json")
+    try:
+        text = rt.storage.read_bytes(request.manifest)
+    except NotFound:
+        raise NotFound(f"manifest {request.manifest} does not exist") from None
+    manifest = Manifest.from_json(text, request.manifest)
+    if manifest.dataset != request.dataset:
+        raise Invalid(f"manifest {request.manifest} is of dataset {manifest.dataset!r}, not {request.dataset!r}")
+    return manifest
+
+
+def handle_message(data: bytes | str | None, attributes: dict[str, Any] | None, rt: SubmitRuntime) -> str:
+    """Returns the outcome; permanent errors are recorded and return ``rejected``; temporary ones raise."""
+    request: TrainingRequest | None = None
+    try:
+        request = TrainingRequest.from_message(data, attributes)
+        manifest = validate(request, rt)
+        decision = coalesce.submit(request, rt.config, backend_of(rt), rt.storage, rt.layout)
+    except PermanentError as exc:
+        _reject(data, attributes, request, exc, rt)
+        return "rejected"
+    ctx = {"dataset": request.dataset, "request_id": request.request_id, "job": decision.job,
+           "fields": {"outcome": decision.outcome, "manifest": request.manifest, "reason": request.reason,
+                      "count": manifest.count, "detail": decision.detail}}
+    if decision.outcome == "dropped":
+        log.warning("request %s dropped: %s", request.request_id, decision.detail, extra=ctx)
+    else:
+        log.info("request %s: %s %s (%s)", request.request_id, decision.outcome, decision.job, decision.detail,
+                 extra=ctx)
+    return decision.outcome
+
+
+def _reject(data: bytes | str | None, attributes: dict[str, Any] | None, request: TrainingRequest | None,
+            exc: PermanentError, rt: SubmitRuntime) -> None:
+    raw = data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+    try:
+        parsed = json.loads(raw) if raw else dict(attributes or {})
+    except ValueError:
+        parsed = {}
+    parsed = parsed if isinstance(parsed, dict) else {}
+    dataset = request.dataset if request else str(parsed.get("dataset") or "")
+    request_id = request.request_id if request else str(parsed.get("request_id") or "")
+    key = request_id if request_id and len(request_id) <= 64 and request_id.replace("-", "").isalnum() else (
+        "sha-" + hashlib.sha256(raw.encode() + json.dumps(attributes or {}, sort_keys=True).encode()).hexdigest()[:20])
+    bucket = rt.config.bucket
+    manifest = request.manifest if request else str(parsed.get("manifest") or "")
+    if not bucket and manifest.startswith("gs://"):
+        bucket = layout.split_gs(manifest)[0]
+    rejection = Rejection(stage="submit", reason=type(exc).__name__, detail=str(exc), dataset=dataset or None,
+                          request=parsed or raw[:2000])
+    rejections.record(rejection, f"training request {request_id or '(no id)'}", storage=rt.storage,
+                      lay=rt.layout, bucket=bucket or None, key=f"request-{key}",
+                      context={"request_id": request_id or None})

@@ -1,0 +1,294 @@
+"""Renders the Kubeflow ``TFJob`` (``kubeflow.org/v1``) the submit stage creates, and reads its state.
+
+Pure functions, no I/O: the consumer, ``landfall render-tfjob``, both backends and the local operator
+share them, so what ``render-tfjob`` prints is exactly what is submitted.
+
+The object
+----------
+- ``metadata.name``: ``<dataset-slug>-<10 hex>``, at most 47 characters, a DNS-1035 label (starts with a
+  letter), so the Services and pods the training operator names ``<job>-worker-<i>`` stay valid labels
+  (63 characters) for up to 9999 workers. The hash is computed by ``job_name(dataset, key)``; what the
+  key is depends on the concurrency policy (see ``landfall.submit.coalesce``): under ``allow`` it is the
+  ``request_id``; under ``coalesce``/``forbid`` it is the request that starts a dataset's chain of jobs,
+  and for every later job the name of the job it follows, so concurrent consumers agree on it.
+- labels: ``app.kubernetes.io/{name,managed-by,part-of}: landfall``, ``landfall.dev/dataset``,
+  ``landfall.dev/request-id`` (the request that created the job; hashed if not a valid label value).
+- annotations: ``landfall.dev/manifests`` (JSON list of the manifest URIs the job trains on, resolved when
+  the job is released, ``[]`` while a follow-up waits), ``landfall.dev/after`` (the job it follows),
+  ``landfall.dev/concurrency``, ``landfall.dev/window`` (the manifest window a follow-up resolves with),
+  ``landfall.dev/released-at``, and one
+  ``requests.landfall.dev/<hash of request_id>`` per request the job covers (value: JSON with the id,
+  reason and manifest), added with merge patches so concurrent consumers never overwrite each other.
+- ``spec.tfReplicaSpecs.Worker``: ``replicas`` workers, ``restartPolicy: ExitCode`` (the trainer exits
+  1-127 on permanent errors, 128 and up on retryable ones), one container named ``tensorflow`` (the
+  training operator sets ``TF_CONFIG`` only on that name) running ``python -m trainer.task`` with the
+  manifests, ``--job-dir gs://BUCKET/runs/<job>``, the epochs and batch size, and extra trainer flags;
+  ``nvidia.com/gpu`` limits, the GKE accelerator node selector and the ``nvidia.com/gpu`` toleration
+  (both left out when ``gpus_per_worker`` is 0), and ``serviceAccountName`` (Workload Identity).
+- ``spec.runPolicy``: ``cleanPodPolicy``, ``backoffLimit``, ``activeDeadlineSeconds``,
+  ``ttlSecondsAfterFinished`` and ``suspend`` (follow-up jobs wait suspended; training-operator >= 1.7).
+
+``ttlSecondsAfterFinished`` defaults to 7 days and 1 hour: longer than Pub/Sub keeps a message, so a
+redelivered request always still finds the job that covers it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from landfall.submit.config import JobConfig
+
+API_VERSION = "kubeflow.org/v1"
+GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
+CONTAINER = "tensorflow"  # the training operator sets TF_CONFIG on the container of this name only
+
+APP_LABELS = {
+    "app.kubernetes.io/name": "landfall",
+    "app.kubernetes.io/managed-by": "landfall",
+    "app.kubernetes.io/part-of": "landfall",
+}
+DATASET_LABEL = "landfall.dev/dataset"
+REQUEST_LABEL = "landfall.dev/request-id"
+MANIFESTS_ANNOTATION = "landfall.dev/manifests"
+AFTER_ANNOTATION = "landfall.dev/after"
+POLICY_ANNOTATION = "landfall.dev/concurrency"
+RELEASED_ANNOTATION = "landfall.dev/released-at"
+WINDOW_ANNOTATION = "landfall.dev/window"
+REQUEST_ANNOTATION_PREFIX = "requests.landfall.dev/"
+
+CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+FINISHED = ("Succeeded", "Failed")
+
+MAX_NAME = 47  # "<name>-worker-9999" is 59 characters: a valid DNS-1035 label
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_DNS1035_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+# -- names ---------------------------------------------------------------------------------------------
+def _digest(*parts: str, n: int = 10) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:n]
+
+
+def dataset_slug(dataset: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", dataset.lower()).strip("-")
+    if not slug or not slug[0].isalpha():
+        slug = "d-" + slug
+    return slug[: MAX_NAME - 11].rstrip("-")
+
+
+def job_name(dataset: str, key: str) -> str:
+    """``<slug>-<hash(dataset, key)>``: deterministic, a DNS-1035 label of at most ``MAX_NAME`` characters."""
+    name = f"{dataset_slug(dataset)}-{_digest(dataset, key)}"
+    assert _DNS1035_RE.match(name) and len(name) <= MAX_NAME, name
+    return name
+
+
+def label_value(value: str) -> str:
+    """``value`` if it is a valid label value, else a stable hash of it."""
+    return value if _LABEL_VALUE_RE.match(value) and len(value) <= 63 else "h-" + _digest(value, n=40)
+
+
+def request_annotation(request_id: str) -> str:
+    return REQUEST_ANNOTATION_PREFIX + _digest(request_id, n=24)
+
+
+def job_dir(bucket: str, job: str, runs_prefix: str = "runs/") -> str:
+    return f"gs://{bucket}/{runs_prefix}{job}"
+
+
+# -- rendering -----------------------------------------------------------------------------------------
+def container_args(cfg: JobConfig, name: str, manifests: list[str], runs_prefix: str = "runs/") -> list[str]:
+    args: list[str] = []
+    for m in manifests:
+        args += ["--manifest", m]
+    args += [
+        "--job-dir", job_dir(cfg.bucket, name, runs_prefix),
+        "--epochs", str(cfg.epochs),
+        "--batch-size-per-worker", str(cfg.batch_size_per_worker),
+        "--job-name", name,
+    ]
+    return args + list(cfg.trainer_args)
+
+
+def container(cfg: JobConfig, name: str, manifests: list[str], runs_prefix: str = "runs/") -> dict[str, Any]:
+    resources: dict[str, Any] = {"requests": {"cpu": cfg.cpu_request, "memory": cfg.memory_request}}
+    if cfg.gpus_per_worker:
+        resources["limits"] = {"nvidia.com/gpu": cfg.gpus_per_worker}
+    return {
+        "name": CONTAINER,
+        "image": cfg.trainer_image,
+        "command": ["python", "-m", "trainer.task"],
+        "args": container_args(cfg, name, manifests, runs_prefix),
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "resources": resources,
+    }
+
+
+def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifests: list[str],
+           after: str | None = None, suspend: bool = False, released_at: str | None = None,
+           runs_prefix: str = "runs/") -> dict[str, Any]:
+    """The TFJob as a dict (what is POSTed). ``suspend`` creates a follow-up that waits for release."""
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": cfg.trainer_service_account,
+        "containers": [container(cfg, name, manifests, runs_prefix)],
+    }
+    if cfg.gpus_per_worker:
+        pod_spec["nodeSelector"] = {"cloud.google.com/gke-accelerator": cfg.accelerator}
+        pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    annotations = {
+        MANIFESTS_ANNOTATION: json.dumps(list(manifests)),
+        POLICY_ANNOTATION: cfg.concurrency,
+        WINDOW_ANNOTATION: str(cfg.window),
+    }
+    if after:
+        annotations[AFTER_ANNOTATION] = after
+    if released_at:
+        annotations[RELEASED_ANNOTATION] = released_at
+    labels = {**APP_LABELS, DATASET_LABEL: label_value(dataset), REQUEST_LABEL: label_value(request_id)}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": cfg.namespace, "labels": labels, "annotations": annotations},
+        "spec": {
+            "runPolicy": {
+                "cleanPodPolicy": cfg.clean_pod_policy,
+                "backoffLimit": cfg.backoff_limit,
+                "activeDeadlineSeconds": cfg.active_deadline_seconds,
+                "ttlSecondsAfterFinished": cfg.ttl_seconds_after_finished,
+                "suspend": bool(suspend),
+            },
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": cfg.workers,
+                    "restartPolicy": "ExitCode",
+                    "template": {
+                        "metadata": {"labels": dict(labels)},
+                        "spec": pod_spec,
+                    },
+                }
+            },
+        },
+    }
+
+
+def release_patch(job: dict[str, Any], manifests: list[str], released_at: str) -> dict[str, Any]:
+    """A merge patch that unsuspends ``job`` with its manifests resolved now.
+
+    It carries the ``resourceVersion`` that was read, so of two concurrent releasers only one wins (409).
+    The container list is replaced whole (merge patches replace lists), with ``--manifest`` flags added.
+    """
+    spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    containers = copy.deepcopy(spec["containers"])
+    for c in containers:
+        if c.get("name") == CONTAINER:
+            rest = _strip_manifests(c.get("args", []))
+            c["args"] = [a for m in manifests for a in ("--manifest", m)] + rest
+    return {
+        "metadata": {
+            "resourceVersion": job["metadata"].get("resourceVersion"),
+            "annotations": {MANIFESTS_ANNOTATION: json.dumps(list(manifests)), RELEASED_ANNOTATION: released_at},
+        },
+        "spec": {
+            "runPolicy": {"suspend": False},
+            "tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": containers}}}},
+        },
+    }
+
+
+def _strip_manifests(args: list[str]) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == "--manifest":
+            skip = True
+            continue
+        if a.startswith("--manifest="):
+            continue
+        out.append(a)
+    return out
+
+
+def bucket_of(job: dict[str, Any]) -> str:
+    """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
+    for c in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
+        args = c.get("args") or []
+        if "--job-dir" in args:
+            return str(args[args.index("--job-dir") + 1])[5:].partition("/")[0]
+    return ""
+
+
+def to_yaml(job: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(job, sort_keys=False, default_flow_style=False)
+
+
+# -- reading state -------------------------------------------------------------------------------------
+def name_of(job: dict[str, Any]) -> str:
+    return str(job["metadata"]["name"])
+
+
+def annotations(job: dict[str, Any]) -> dict[str, str]:
+    return job.get("metadata", {}).get("annotations") or {}
+
+
+def manifests_of(job: dict[str, Any]) -> list[str]:
+    try:
+        return list(json.loads(annotations(job).get(MANIFESTS_ANNOTATION, "[]")))
+    except ValueError:
+        return []
+
+
+def requests_of(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The requests recorded as covered by ``job`` (each ``{"request_id", "reason", "manifest", "at"}``)."""
+    out = []
+    for key, value in annotations(job).items():
+        if key.startswith(REQUEST_ANNOTATION_PREFIX):
+            try:
+                out.append(json.loads(value))
+            except ValueError:
+                continue
+    return sorted(out, key=lambda r: str(r.get("at", "")))
+
+
+def covers_request(job: dict[str, Any], request_id: str) -> bool:
+    return (
+        request_annotation(request_id) in annotations(job)
+        or job.get("metadata", {}).get("labels", {}).get(REQUEST_LABEL) == label_value(request_id)
+    )
+
+
+def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((job.get("status") or {}).get("conditions") or [])
+
+
+def is_suspended(job: dict[str, Any]) -> bool:
+    return bool(job.get("spec", {}).get("runPolicy", {}).get("suspend"))
+
+
+def state(job: dict[str, Any]) -> str:
+    """The latest condition whose status is ``True`` (``Succeeded``, ``Running``...), else ``Suspended``
+    for a job waiting suspended, else ``Pending`` (recorded, no controller has looked at it yet)."""
+    for c in reversed(conditions(job)):
+        if c.get("status") == "True" and c.get("type") in FINISHED:
+            return str(c["type"])
+    if is_suspended(job):
+        return "Suspended"
+    for c in reversed(conditions(job)):
+        if c.get("status") == "True" and c.get("type") in CONDITIONS and c.get("type") != "Suspended":
+            return str(c["type"])
+    return "Pending"
+
+
+def is_finished(job: dict[str, Any]) -> bool:
+    return state(job) in FINISHED
+
+
+def created_at(job: dict[str, Any]) -> str:
+    return str(job.get("metadata", {}).get("creationTimestamp") or "")

@@ -1,0 +1,76 @@
+"""``landfall convert``: same code as the function, local paths and gs:// alike, bounded memory."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+
+from landfall.cli import main
+from landfall.core.messages import Manifest
+from landfall.local.synthetic import time_series
+from landfall_bench.convert import peak_rss_mib
+
+PEAK_RSS_LIMIT_MIB = 512
+
+
+def test_local_to_local(tmp_path, capsys):
+    data = time_series(300, seed=9)
+    np.save(tmp_path / "in.npy", data)
+    assert main(["convert", str(tmp_path / "in.npy"), "--out", str(tmp_path / "out"),
+                 "--shard-target-bytes", "200000"]) == 0
+    manifest = Manifest.from_json((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest.count == 300 and len(manifest.shards) == 3 and manifest.dataset == "in"
+    assert "300 instances" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "manifest.json", "part-00000-of-00003.tfrecord", "part-00001-of-00003.tfrecord",
+        "part-00002-of-00003.tfrecord"]
+
+
+def test_gs_to_gs_with_custom_shape(emulator_stack, bucket):
+    data = np.random.default_rng(0).normal(size=(50, 12, 3)).astype("<f4")
+    buf = io.BytesIO()
+    np.save(buf, data)
+    emulator_stack.storage.write_bytes(f"gs://{bucket}/raw/x.npy", buf.getvalue())
+    out = f"gs://{bucket}/tfrecords/custom/manual"
+    assert main(["convert", f"gs://{bucket}/raw/x.npy", "--out", out, "--dataset", "custom", "--shape", "12,3"]) == 0
+    manifest = Manifest.from_json(emulator_stack.storage.read_bytes(out + "/manifest.json"))
+    assert manifest.shape == [12, 3] and manifest.count == 50 and manifest.source.bucket == bucket
+
+
+def test_bad_input_is_one_line_naming_file_and_reason(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,3\n")
+    proc = subprocess.run([sys.executable, "-m", "landfall.cli", "convert", str(bad), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "wrong_column_count" in lines[0]
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+@pytest.mark.parametrize("fmt", ["npy", "csv"])
+def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
+    n = 160_000 if fmt == "csv" else 480_000  # ~620 MB of CSV text, ~690 MB of .npy
+    src = tmp_path / f"big.{fmt}"
+    if fmt == "npy":
+        arr = np.lib.format.open_memmap(src, mode="w+", dtype="<f4", shape=(n, 36, 10))
+        for start in range(0, n, 40_000):
+            arr[start : start + 40_000] = time_series(40_000, seed=start)
+        arr.flush()
+        del arr
+    else:
+        schema = pa.schema([(f"c{i}", pa.float32()) for i in range(360)])
+        with pacsv.CSVWriter(src, schema, write_options=pacsv.WriteOptions(include_header=False)) as w:
+            for start in range(0, n, 40_000):
+                flat = time_series(40_000, seed=start).reshape(40_000, -1)
+                w.write_table(pa.table({f"c{i}": flat[:, i] for i in range(360)}, schema=schema))
+    assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
+    peak = peak_rss_mib(src, tmp_path / "out")
+    assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for a {src.stat().st_size >> 20} MiB input"
+    assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n

@@ -1,0 +1,36 @@
+"""The emulator launchers fail loudly; the functions stay free of TensorFlow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from landfall.local import emulators
+
+FUNCTIONS = Path(__file__).parents[3] / "functions"
+
+
+def test_a_configured_emulator_that_is_missing_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("LANDFALL_PUBSUB_EMULATOR", str(tmp_path / "nope"))
+    with pytest.raises(emulators.EmulatorError, match="LANDFALL_PUBSUB_EMULATOR"):
+        emulators.start_pubsub(tmp_path, "p")
+
+
+def test_an_emulator_that_dies_at_start_is_an_error(monkeypatch, tmp_path):
+    fake = tmp_path / "cloud-pubsub-emulator"
+    fake.write_text("echo 'cannot bind' >&2; exit 3\n")
+    monkeypatch.setenv("LANDFALL_PUBSUB_EMULATOR", str(fake))
+    with pytest.raises(emulators.EmulatorError, match="exited with 3"):
+        emulators.start_pubsub(tmp_path, "p", timeout=10)
+
+
+def test_the_deployed_functions_never_import_tensorflow():
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import main; "
+            "from landfall.submit import handler; from landfall.arrival import handler; "
+            "bad = [m for m in ('tensorflow', 'tf_keras', 'keras', 'matplotlib') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code, str(FUNCTIONS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,218 @@
+"""The local operator: runs recorded TFJobs as the training operator does (replicas, TF_CONFIG, ExitCode
+restarts, backoffLimit, activeDeadlineSeconds, suspend, conditions, logs, SIGTERM without orphans), and a
+real two-worker training submitted through the submit stage, once clean and once with a worker killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from landfall.local.operator import Operator
+from landfall.submit import tfjob
+from landfall.submit.backends.local import LocalBackend
+from landfall.submit.config import JobConfig
+from landfall.submit.handler import handle_message
+from tests.support import convert_arrival, copy_arrival, runtime
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def script_job(name: str, code: str, workers: int = 2, **cfg) -> dict:
+    """A TFJob whose container runs ``python -c code`` (the operator maps ``python`` to this interpreter)."""
+    config = JobConfig.load({}, bucket="bkt", project="p", workers=workers, gpus_per_worker=0, **cfg)
+    job = tfjob.render(config, name=name, dataset="ops", request_id=name, manifests=[])
+    c = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    c["command"], c["args"] = ["python", "-c", code], []
+    return job
+
+
+def run_until(op: Operator, name: str, states: tuple[str, ...], timeout_s: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        op.tick()
+        job = op.backend.get(name)
+        if tfjob.state(job) in states:
+            return job
+        time.sleep(0.1)
+    op.stop_all()
+    raise AssertionError(f"{name} is {tfjob.state(op.backend.get(name))}, expected {states}")
+
+
+def reasons(job: dict) -> dict[str, str]:
+    return {c["type"]: c["reason"] for c in tfjob.conditions(job) if c["status"] == "True"}
+
+
+def test_replicas_get_tf_config_and_a_retryable_exit_restarts_all(tmp_path):
+    marker = tmp_path / "attempted"
+    code = f"""
+import json, os, pathlib, sys
+cfg = json.loads(os.environ["TF_CONFIG"])
+print("TF_CONFIG", json.dumps(cfg), flush=True)
+m = pathlib.Path({str(marker)!r} + str(cfg["task"]["index"]))
+if not m.exists():  # first attempt: worker 1 fails retryably while worker 0 is still busy
+    m.touch()
+    if cfg["task"]["index"] == 1:
+        sys.exit(130)
+    __import__("time").sleep(30)
+"""
+    op = Operator(tmp_path / "state", poll_s=0.1)
+    op.backend.create(script_job("restart-ok", code))
+    job = run_until(op, "restart-ok", ("Succeeded", "Failed"))
+    assert tfjob.state(job) == "Succeeded", job["status"]
+    assert job["status"]["local"]["restarts"] == 1
+    assert job["status"]["completionTime"] and job["status"]["startTime"]
+    types = [c["type"] for c in tfjob.conditions(job)]
+    assert types[:1] == ["Created"] and {"Running", "Restarting", "Succeeded"} <= set(types)
+    logs = [op.backend.log_path("restart-ok", i).read_text() for i in range(2)]
+    configs = [[json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("TF_CONFIG")]
+               for log in logs]
+    assert [len(c) for c in configs] == [2, 2]  # both replicas ran twice: all are restarted
+    for attempt in range(2):
+        first, second = configs[0][attempt], configs[1][attempt]
+        assert first["cluster"] == second["cluster"] and len(set(first["cluster"]["worker"])) == 2
+        assert [first["task"], second["task"]] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+        assert all(w.startswith("127.0.0.1:") for w in first["cluster"]["worker"])
+    assert "attempt 2 (worker-1 exited with code 130)" in logs[0]
+
+
+def test_permanent_exit_fails_backoff_limit_and_deadline(tmp_path):
+    op = Operator(tmp_path / "state", poll_s=0.1)
+    op.backend.create(script_job("perm", "import sys; sys.exit(3)", workers=1))
+    op.backend.create(script_job("flaky", "import sys; sys.exit(129)", workers=1, backoff_limit=2))
+    op.backend.create(script_job("slow", "import time; time.sleep(60)", workers=2, active_deadline_seconds=2))
+    perm = run_until(op, "perm", ("Succeeded", "Failed"))
+    flaky = run_until(op, "flaky", ("Succeeded", "Failed"))
+    slow = run_until(op, "slow", ("Succeeded", "Failed"))
+    assert reasons(perm)["Failed"] == "TFJobFailed" and perm["status"]["local"]["restarts"] == 0
+    assert reasons(flaky)["Failed"] == "BackoffLimitExceeded" and flaky["status"]["local"]["restarts"] == 2
+    assert reasons(slow)["Failed"] == "DeadlineExceeded"
+    for r in slow["status"]["local"]["replicas"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(r["pid"], 0)
+
+
+def test_suspended_jobs_wait_and_a_follow_up_is_released_when_its_predecessor_ends(
+        emulator_stack, bucket, tmp_path):
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "chain", tmp_path)
+    rt = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "state"))
+    assert handle_message(first.to_json(), {}, rt) == "submitted"
+    (active,) = rt.backend.list("chain")
+    # Swap the trainer for a script that waits for a file, so the test decides when the job ends.
+    gate = tmp_path / "gate"
+    wait = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.05)"
+    containers = active["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    containers[0]["command"], containers[0]["args"] = ["python", "-c", wait], []
+    rt.backend.patch(tfjob.name_of(active), {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {
+        "containers": containers}}}}}})
+    op = Operator(tmp_path / "state", config=rt.config, storage=storage, poll_s=0.1)
+    run_until(op, tfjob.name_of(active), ("Running",))
+    second = copy_arrival(storage, first, 1)
+    assert handle_message(second.to_json(), {}, rt) == "coalesced"
+    follow = next(j for j in rt.backend.list("chain") if tfjob.name_of(j) != tfjob.name_of(active))
+    op.tick()
+    assert tfjob.state(rt.backend.get(tfjob.name_of(follow))) == "Suspended"
+    assert tfjob.name_of(follow) not in op.running
+    gate.touch()
+    run_until(op, tfjob.name_of(active), ("Succeeded",))
+    op.tick()  # the operator's reconcile releases the follow-up, which then starts
+    released = op.backend.get(tfjob.name_of(follow))
+    op.stop_all()
+    assert not tfjob.is_suspended(released)
+    assert set(tfjob.manifests_of(released)) == {first.manifest, second.manifest}
+    # Released in this tick's reconcile and started by the same tick: its replicas run now.
+    assert tfjob.state(released) == "Running"
+
+
+def operator_process(state: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "landfall.cli", "operator", "--state", str(state), "--poll-s",
+                             "0.2"], cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
+
+
+def test_sigterm_stops_the_replicas_and_exits_cleanly(tmp_path):
+    state = tmp_path / "state"
+    backend = LocalBackend(state)
+    backend.create(script_job("sleepy", "import time; time.sleep(120)", workers=2))
+    proc = operator_process(state, tmp_path / "operator.log")
+    try:
+        deadline = time.monotonic() + 30
+        while not (backend.get("sleepy").get("status") or {}).get("local"):
+            assert time.monotonic() < deadline and proc.poll() is None, (tmp_path / "operator.log").read_text()
+            time.sleep(0.1)
+        pids = [r["pid"] for r in backend.get("sleepy")["status"]["local"]["replicas"]]
+        assert (state / "operator.pid").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, (tmp_path / "operator.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)  # the whole process group is gone
+    assert not (state / "operator.pid").exists()
+
+
+# -- a real two-worker training, submitted through the submit stage and run by `landfall operator` -------
+TINY = ("--units", "8,4", "--learning-rate", "0.005", "--health-check-interval-s", "2", "--verbose", "0")
+
+
+def read_metrics(storage, uri: str) -> dict:
+    try:
+        return json.loads(storage.read_bytes(uri))
+    except Exception:
+        return {}
+
+
+@pytest.mark.parametrize("kill_worker", [False, True], ids=["clean", "worker-killed"])
+def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, tmp_path, kill_worker):
+    storage = emulator_stack.storage
+    request = convert_arrival(storage, bucket, "train", tmp_path, n=512)
+    state = tmp_path / "state"
+    rt = runtime(emulator_stack, bucket, LocalBackend(state), epochs=3 if kill_worker else 2,
+                 batch_size_per_worker=32, trainer_args=TINY, backoff_limit=2)
+    assert handle_message(request.to_json(), {}, rt) == "submitted"  # only records the TFJob
+    (job,) = rt.backend.list("train")
+    name = tfjob.name_of(job)
+    assert tfjob.state(job) == "Pending"
+    metrics_uri = f"gs://{bucket}/runs/{name}/metrics.json"
+    proc = operator_process(state, tmp_path / "operator.log", {"TF_CPP_MIN_LOG_LEVEL": "2",
+                                                               "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        deadline = time.monotonic() + 240
+        killed = False
+        while not tfjob.is_finished(job := rt.backend.get(name)):
+            assert time.monotonic() < deadline and proc.poll() is None, _diagnose(state, name, tmp_path)
+            if kill_worker and not killed and len(read_metrics(storage, metrics_uri).get("epochs", [])) >= 1:
+                pid = job["status"]["local"]["replicas"][1]["pid"]
+                os.kill(pid, signal.SIGKILL)  # worker 1 dies after epoch 1
+                killed = True
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert tfjob.state(job) == "Succeeded", _diagnose(state, name, tmp_path)
+    assert job["status"]["local"]["restarts"] == (1 if kill_worker else 0)
+    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    metrics = read_metrics(storage, metrics_uri)
+    assert metrics["status"] == "succeeded", metrics
+    assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, (3 if kill_worker else 2) + 1))
+    if kill_worker:
+        assert "Restarting" in [c["type"] for c in tfjob.conditions(job)]
+        assert metrics.get("restarts") == 1
+    for i in range(2):
+        assert rt.backend.log_path(name, i).stat().st_size > 0
+
+
+def _diagnose(state: Path, name: str, tmp_path: Path) -> str:
+    out = [(tmp_path / "operator.log").read_text()[-3000:]]
+    for log in sorted((state / "logs" / name).glob("*.log")) if (state / "logs" / name).exists() else []:
+        out.append(f"--- {log.name}\n" + log.read_text()[-3000:])
+    return "\n".join(out)

@@ -1,0 +1,134 @@
+"""End to end on this machine: ``landfall up`` on real emulators, an upload, one TFJob to Succeeded."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from landfall.core.pubsub import PubSub
+from landfall.core.storage import Storage
+from landfall.local.synthetic import time_series
+from landfall.submit import tfjob
+from landfall.submit.backends.local import LocalBackend
+
+TRAINER_ARGS = json.dumps(["--units", "8,4", "--verbose", "0"])
+
+
+def _pgids() -> dict[int, int]:
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(stat.parent.name)] = int(fields[2])
+    return out
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    state = tmp_path / "state"
+    env = {**os.environ, "LANDFALL_EPOCHS": "2", "LANDFALL_BATCH_SIZE_PER_WORKER": "64",
+           "LANDFALL_TRAINER_ARGS": TRAINER_ARGS}
+    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
+        env.pop(key, None)  # the stack starts its own emulators
+    proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        yield proc, state, _wait(lambda: _ready(state), 90, "landfall up"), env
+    finally:
+        if proc.poll() is None:  # the test failed before its own SIGTERM: stop the stack the same way
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _ready(state: Path):
+    try:
+        info = json.loads((state / "stack.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return info if "processes" in info else None
+
+
+def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, monkeypatch):
+    proc, state, info, env = stack
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", info["storage_emulator_host"])
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"])
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", info["project"])
+
+    # A second `landfall up` on the same state folder says so instead of fighting over ports.
+    second = subprocess.run([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+                            capture_output=True, text=True, env=env, timeout=60)
+    assert second.returncode == 1 and "already running" in second.stderr
+
+    # Listen to the notifications the stack's fake-gcs-server publishes, to replay one as a duplicate.
+    pubsub = PubSub(info["project"])
+    pubsub.ensure_subscription("test-notification-tap", "landfall-gcs-notifications")
+    data = tmp_path / "sensors.npy"
+    buf = io.BytesIO()
+    np.save(buf, time_series(512, seed=4))
+    data.write_bytes(buf.getvalue())
+    up = subprocess.run([sys.executable, "-m", "landfall.cli", "upload", str(data), "--dataset", "plant",
+                         "--state-dir", str(state)], capture_output=True, text=True, env=env, timeout=60)
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.strip() == f"gs://{info['bucket']}/incoming/plant/sensors.npy"
+
+    note = _wait(lambda: pubsub.pull("test-notification-tap", timeout_s=2), 30, "the GCS notification")[0]
+    for _ in range(2):  # Pub/Sub may deliver the same notification again: replay it twice
+        pubsub.publish("landfall-gcs-notifications", note.data, note.attributes)
+
+    backend = LocalBackend(info["local_state"])
+    job = _wait(lambda: [j for j in backend.list("plant") if tfjob.is_finished(j)], 240, "the TFJob to finish")[0]
+    assert tfjob.state(job) == "Succeeded"
+    time.sleep(3)  # let the replayed notifications run through the functions
+    assert len(backend.list("plant")) == 1
+    storage = Storage(info["project"])
+    assert len(storage.list(f"gs://{info['bucket']}/tfrecords/plant/", suffix="manifest.json")) == 1
+    metrics = json.loads(storage.read_bytes(tfjob.job_dir(info["bucket"], tfjob.name_of(job)) + "/metrics.json"))
+    assert metrics["status"] == "succeeded" and [e["epoch"] for e in metrics["epochs"]] == [1, 2]
+    assert all(np.isfinite(e["loss"]) for e in metrics["epochs"]) and metrics["num_workers"] == 2
+
+    # Next to a running stack, `landfall status` needs no exports.
+    shown = subprocess.run([sys.executable, "-m", "landfall.cli", "status", "--json"], capture_output=True,
+                           text=True, env={**env, "LANDFALL_STATE_DIR": str(state)}, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    report = json.loads(shown.stdout)
+    assert [(j["name"], j["state"]) for j in report["jobs"]] == [(tfjob.name_of(job), "Succeeded")]
+    assert report["datasets"]["plant"]["arrivals"] == 1 and report["jobs"][0]["metrics"]["epochs"] == 2
+
+    # SIGTERM stops every process it started, and theirs, leaving none behind.
+    groups = set(info["processes"].values()) | {proc.pid}
+    for j in backend.list():
+        groups |= {r["pid"] for r in ((j.get("status") or {}).get("local") or {}).get("replicas", [])
+                   if r.get("pid")}
+    members = {pid for pid, pgid in _pgids().items() if pgid in groups}
+    assert members, "expected the stack's processes to be visible"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    time.sleep(1)
+    left = {pid for pid, pgid in _pgids().items() if pgid in groups or pid in members}
+    assert not left, f"processes left behind: {left}"
+    assert not (state / "stack.json").exists()

@@ -1,0 +1,129 @@
+"""Helpers shared by the submit, local and CLI tests (fixtures live in ``tests/conftest.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from landfall.arrival import converter
+from landfall.arrival.config import ConverterConfig
+from landfall.core import layout
+from landfall.core.config import Layout
+from landfall.core.errors import TemporaryError
+from landfall.core.messages import Manifest, TrainingRequest
+from landfall.core.pubsub import subscription_path
+from landfall.core.runtime import Runtime
+from landfall.submit.backends.kubernetes import KubeBackend
+from landfall.submit.backends.local import LocalBackend
+from landfall.submit.config import JobConfig
+from landfall.submit.handler import handle_message
+
+
+def write_npy(path: Path, n: int = 64, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    t = np.arange(36, dtype=np.float32)[None, :, None]
+    x = np.sin(rng.uniform(0.1, 0.5, (n, 1, 10)) * t + rng.uniform(0, 6.28, (n, 1, 10))) + 0.01 * rng.standard_normal(
+        (n, 36, 10))
+    np.save(path, x.astype("<f4"))
+    return path
+
+
+def convert_arrival(storage, bucket: str, dataset: str, tmp: Path, n: int = 64, seed: int = 0,
+                    generation: int = 1) -> TrainingRequest:
+    """Converts a small .npy into gs://BUCKET/tfrecords/<dataset>/<arrival-id>/ and returns its request."""
+    name = f"incoming/{dataset}/part-{seed}.npy"
+    src = write_npy(tmp / f"{dataset}-{seed}.npy", n, seed)
+    aid = layout.arrival_id(name, generation)
+    out = layout.gs(bucket, layout.shards_prefix(Layout(), dataset, aid))
+    converter.convert(str(src), out, dataset, ConverterConfig.load({}), storage, arrival_id=aid)
+    return TrainingRequest(dataset=dataset, manifest=out + "manifest.json",
+                           request_id=layout.request_id(bucket, name, generation))
+
+
+def copy_arrival(storage, base: TrainingRequest, k: int) -> TrainingRequest:
+    """Another arrival of the same dataset: a copy of ``base``'s manifest under a new arrival id (same shards)."""
+    bucket, _ = layout.split_gs(base.manifest)
+    manifest = Manifest.from_json(storage.read_bytes(base.manifest))
+    name = f"incoming/{base.dataset}/copy-{k}.npy"
+    aid = layout.arrival_id(name, k + 1)
+    copy = dataclasses.replace(manifest, arrival_id=aid, source=dataclasses.replace(manifest.source, name=name))
+    uri = layout.gs(bucket, layout.manifest_name(Layout(), base.dataset, aid))
+    storage.write_bytes(uri, copy.to_json().encode())
+    return TrainingRequest(dataset=base.dataset, manifest=uri, request_id=layout.request_id(bucket, name, k + 1))
+
+
+def runtime(emulator_stack, bucket: str, backend, **cfg) -> Runtime:
+    config = JobConfig.load({}, **{"bucket": bucket, "project": emulator_stack.project, "gpus_per_worker": 0, **cfg})
+    return Runtime(config, Layout(), emulator_stack.storage, backend=backend)
+
+
+def publish(emulator_stack, topic: str, request: TrainingRequest, times: int = 1) -> None:
+    for _ in range(times):
+        emulator_stack.pubsub.publish(topic, request.to_json(), request.attributes(), ordering_key=request.dataset)
+
+
+def nack(pubsub, subscription: str, ack_ids: list[str]) -> None:
+    pubsub.subscriber.modify_ack_deadline(request={
+        "subscription": subscription_path(pubsub.project, subscription), "ack_ids": ack_ids,
+        "ack_deadline_seconds": 0})
+
+
+def twin(backend):
+    """A second client of the same store: what another consumer instance would open."""
+    if isinstance(backend, LocalBackend):
+        return LocalBackend(backend.root, backend.namespace)
+    return KubeBackend.for_host(backend.objects.api.api_client.configuration.host, backend.namespace)
+
+
+def consume(emulator_stack, subscription: str, rt: Runtime | Callable[[], Runtime], expect: int,
+            timeout_s: float = 30.0, workers: int = 1) -> list[str]:
+    """Pulls ``expect`` messages and handles each like the function does: ack on return, nack on raise.
+
+    ``rt`` may be a factory: each worker thread then builds its own runtime, as separate instances would.
+    """
+    ps = emulator_stack.pubsub
+    own = threading.local()
+
+    def runtime_here() -> Runtime:
+        if not callable(rt):
+            return rt
+        if not hasattr(own, "rt"):
+            own.rt = rt()
+        return own.rt  # type: ignore[no-any-return]
+
+    outcomes: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    with ThreadPoolExecutor(workers) as pool:
+        while len(outcomes) < expect and time.monotonic() < deadline:
+            batch = ps.pull(subscription, max_messages=expect, timeout_s=2.0)
+
+            def one(m):
+                try:
+                    result = handle_message(m.data, m.attributes, runtime_here())
+                except TemporaryError:
+                    nack(ps, subscription, [m.ack_id])
+                    return None
+                ps.ack(subscription, [m.ack_id])
+                return result
+
+            outcomes += [o for o in pool.map(one, batch) if o is not None]
+    return outcomes
+
+
+def set_state(backend, name: str, kind: str) -> None:
+    """Plays the training operator: records a condition on the job."""
+    conds = [{"type": kind, "status": "True", "reason": f"TFJob{kind}", "message": ""}]
+    if isinstance(backend, LocalBackend):
+        backend.patch_status(name, {"conditions": conds})
+    else:
+        # the fake API server's status subresource, through the same client
+        backend.objects.api.api_client.call_api(
+            f"/apis/kubeflow.org/v1/namespaces/{backend.namespace}/tfjobs/{name}/status", "PATCH",
+            body={"status": {"conditions": conds}}, header_params={"Content-Type": "application/merge-patch+json"},
+            response_type="object", auth_settings=["BearerToken"])
