@@ -39,13 +39,12 @@ Release: resolving manifests at start
 Who releases a follow-up when its predecessor ends
     ``reconcile()``: it runs at the start of every request for the dataset (so traffic drives it), after a
     follow-up is created (closing the race with a predecessor that ended meanwhile), in every tick of the
-    local operator, and in ``landfall status``; ``landfall operator --backend kubernetes`` runs it in a loop
-    next to a cluster (a one-replica Deployment) so a follow-up starts within seconds of its predecessor
-    ending even without new requests.
+    local operator, and in ``landfall status``; ``landfall reconcile`` (``landfall.reconcile``) runs it in a
+    loop next to a cluster (a one-replica Deployment) so a follow-up starts within seconds of its
+    predecessor ending even without new requests.
 
 Known limit: two *different* first requests for a dataset with no job at all, handled at the same
-instant,
-    start two chains (two jobs run); later requests follow the newest. Arrivals are published with the
+instant, start two chains (two jobs run); later requests follow the newest. Arrivals are published with the
     dataset as ordering key, so an ordered subscription never delivers those two at once.
 """
 
