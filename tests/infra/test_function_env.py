@@ -1,6 +1,6 @@
 """The environment infra/ gives each function is what the function's configuration reads: every ``LANDFALL_*``
 variable is a field of the function's config class (``Settings.load`` reads ``LANDFALL_<FIELD>``), and the
-submitter gets everything ``landfall.submit.tfjob.JobConfig`` needs to reach the cluster and render TFJobs."""
+submitter gets everything ``landfall.submit.config.JobConfig`` needs to reach the cluster and render TFJobs."""
 
 from __future__ import annotations
 

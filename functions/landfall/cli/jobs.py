@@ -7,7 +7,7 @@
   ``reason: "manual"`` and a fresh ``request_id``, so a rerun happens although the data did not change.
   ``--dataset`` takes the dataset's newest manifest.
 
-Configuration comes from ``LANDFALL_*`` (``landfall.submit.tfjob.JobConfig``); flags win.
+Configuration comes from ``LANDFALL_*`` (``landfall.submit.config.JobConfig``); flags win.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from landfall.core.storage import Storage
 from landfall.local import emulators, plots
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob
+from landfall.submit.config import JobConfig
 
 
 @dataclasses.dataclass
@@ -101,7 +102,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
         operator = Operator(state / "local", env={**os.environ, "STORAGE_EMULATOR_HOST": url})
         rows = []
         for k in opts.workers:
-            cfg = tfjob.JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
+            cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
                                        batch_size_per_worker=opts.batch_size_per_worker,
                                        trainer_args=("--units", opts.units, "--verbose", "0"))
             name = tfjob.job_name("scaling", f"{k}-{time.time()}")

@@ -29,8 +29,8 @@ resource "google_storage_bucket_object" "source" {
 
 # Each function gets only the settings its configuration class reads
 # (Settings.load reads LANDFALL_<FIELD>; tests/infra checks the names against the
-# classes): on-data-arrival reads landfall.core.config.ConverterConfig and Layout (the
-# bucket comes from the event), on-training-request landfall.submit.tfjob.JobConfig and
+# classes): on-data-arrival reads landfall.arrival.config.ConverterConfig and Layout (the
+# bucket comes from the event), on-training-request landfall.submit.config.JobConfig and
 # Layout. Only the submitter holds the cluster endpoint and CA.
 locals {
   converter_env = {
