@@ -17,7 +17,6 @@ from landfall.core import layout
 from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
 from landfall.core.messages import Manifest, TrainingRequest
-from landfall.core.pubsub import subscription_path
 from landfall.core.runtime import Runtime
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
@@ -68,12 +67,6 @@ def publish(emulator_stack, topic: str, request: TrainingRequest, times: int = 1
         emulator_stack.pubsub.publish(topic, request.to_json(), request.attributes(), ordering_key=request.dataset)
 
 
-def nack(pubsub, subscription: str, ack_ids: list[str]) -> None:
-    pubsub.subscriber.modify_ack_deadline(request={
-        "subscription": subscription_path(pubsub.project, subscription), "ack_ids": ack_ids,
-        "ack_deadline_seconds": 0})
-
-
 def twin(backend):
     """A second client of the same store: what another consumer instance would open."""
     if isinstance(backend, LocalBackend):
@@ -107,7 +100,7 @@ def consume(emulator_stack, subscription: str, rt: Runtime | Callable[[], Runtim
                 try:
                     result = handle_message(m.data, m.attributes, runtime_here())
                 except TemporaryError:
-                    nack(ps, subscription, [m.ack_id])
+                    ps.nack(subscription, [m.ack_id])
                     return None
                 ps.ack(subscription, [m.ack_id])
                 return result

@@ -19,9 +19,10 @@ import sys
 import uuid
 from typing import Any
 
+from landfall.cli.common import job_config, reporting_errors
 from landfall.core import layout
 from landfall.core.config import Layout
-from landfall.core.errors import LandfallError, NotFound
+from landfall.core.errors import NotFound
 from landfall.core.messages import Manifest, TrainingRequest, utc_now
 from landfall.submit import coalesce, tfjob
 from landfall.submit.config import JobConfig
@@ -49,10 +50,6 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--project", help=common["project"])
 
 
-def _config(args: argparse.Namespace, *fields: str) -> JobConfig:
-    return JobConfig.load(**{f: getattr(args, f, None) for f in fields})
-
-
 def run(args: argparse.Namespace) -> int:
     from landfall.core import logs
 
@@ -61,11 +58,7 @@ def run(args: argparse.Namespace) -> int:
         from landfall.local.stack import use_running_stack
 
         use_running_stack()  # next to `landfall up`, no exports needed
-    try:
-        return {"render-tfjob": render_tfjob, "republish": republish}[args.command](args)
-    except LandfallError as exc:
-        print(f"landfall {args.command}: {exc}", file=sys.stderr)
-        return 1
+    return reporting_errors(args, {"render-tfjob": render_tfjob, "republish": republish}[args.command])
 
 
 # -- render-tfjob ---------------------------------------------------------------------------------------
@@ -77,7 +70,7 @@ def dataset_from_uri(uri: str, lay: Layout) -> str:
 
 
 def render_tfjob(args: argparse.Namespace) -> int:
-    cfg = _config(args, "workers", "gpus_per_worker", "trainer_image", "namespace", "epochs", "bucket")
+    cfg = job_config(args, "workers", "gpus_per_worker", "trainer_image", "namespace", "epochs", "bucket")
     lay = Layout.load()
     bucket = cfg.bucket or layout.split_gs(args.manifest)[0]
     cfg = dataclasses.replace(cfg, bucket=bucket)
@@ -131,7 +124,7 @@ def republish(args: argparse.Namespace) -> int:
     from landfall.core.pubsub import PubSub
     from landfall.core.storage import Storage
 
-    cfg = _config(args, "bucket", "request_topic", "project")
+    cfg = job_config(args, "bucket", "request_topic", "project")
     storage = Storage(cfg.project)
     request = manual_request(args, cfg, storage, Layout.load())
     message_id = PubSub(cfg.project).publish(cfg.request_topic, request.to_json(), request.attributes(),

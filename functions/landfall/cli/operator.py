@@ -24,14 +24,14 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     logs.setup()
-    if (args.backend or JobConfig.load().backend) == "kubernetes":
+    cfg = JobConfig.load(local_state=args.local_state, backend=args.backend, namespace=args.namespace,
+                         bucket=args.bucket)
+    if cfg.backend == "kubernetes":
         from landfall.cli import reconcile
 
         return reconcile.run(args)
     from landfall.local.operator import Operator
 
-    cfg = JobConfig.load(local_state=args.local_state, backend=args.backend, namespace=args.namespace,
-                         bucket=args.bucket)
     op = Operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
     op.install_signal_handlers()
     return op.run()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from landfall.cli.common import job_config, reporting_errors
 from landfall.core import logs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
@@ -39,11 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     logs.setup()
     use_running_stack()  # next to `landfall up`, no exports needed
-    try:
-        return status(args)
-    except LandfallError as exc:
-        print(f"landfall {args.command}: {exc}", file=sys.stderr)
-        return 1
+    return reporting_errors(args, status)
 
 
 # -- status ---------------------------------------------------------------------------------------------
@@ -113,8 +109,7 @@ def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
 
 
 def status(args: argparse.Namespace) -> int:
-    cfg = JobConfig.load(**{f: getattr(args, f, None) for f in ("bucket", "backend", "local_state", "namespace",
-                                                                 "project")})
+    cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     storage = Storage(cfg.project)
     pubsub = None if args.no_dead_letter else PubSub(cfg.project)
     report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load())

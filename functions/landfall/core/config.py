@@ -19,7 +19,7 @@ ENV_PREFIX = "LANDFALL_"
 
 class Seed:
     """The seed article's model and training defaults: the one place JobConfig, the trainer and the README
-    take them from (``tests/core/test_config.py`` checks the README agrees)."""
+    take them from (``tests/landfall/core/test_config.py`` checks the README agrees)."""
 
     TIMESTEPS = 36
     FEATURES = 10

@@ -119,12 +119,16 @@ class PubSub:
                     request={"subscription": subscription_path(self.project, subscription), "ack_ids": ack_ids}
                 )
 
-    def peek(self, subscription: str, max_messages: int = 100, timeout_s: float = 3.0) -> list[Received]:
-        """Pulls messages and hands them straight back (ack deadline 0): they stay in the subscription."""
-        got = self.pull(subscription, max_messages=max_messages, timeout_s=timeout_s)
-        if got:
+    def nack(self, subscription: str, ack_ids: list[str]) -> None:
+        """Hands messages back at once (ack deadline 0): Pub/Sub redelivers them, as after a failed push."""
+        if ack_ids:
             with mapped_errors(subscription):
                 self.subscriber.modify_ack_deadline(request={
-                    "subscription": subscription_path(self.project, subscription),
-                    "ack_ids": [m.ack_id for m in got], "ack_deadline_seconds": 0})
+                    "subscription": subscription_path(self.project, subscription), "ack_ids": ack_ids,
+                    "ack_deadline_seconds": 0})
+
+    def peek(self, subscription: str, max_messages: int = 100, timeout_s: float = 3.0) -> list[Received]:
+        """Pulls messages and hands them straight back: they stay in the subscription."""
+        got = self.pull(subscription, max_messages=max_messages, timeout_s=timeout_s)
+        self.nack(subscription, [m.ack_id for m in got])
         return got

@@ -27,6 +27,7 @@ from google.cloud import storage as gcs
 from google.cloud.storage.retry import DEFAULT_RETRY
 
 from landfall.core import google_api
+from landfall.core.config import default_project
 from landfall.core.errors import AlreadyExists, NotFound
 from landfall.core.layout import split_gs
 
@@ -94,7 +95,7 @@ class Storage:
     @property
     def client(self) -> gcs.Client:
         if self._client is None:
-            project = self._project or os.environ.get("GOOGLE_CLOUD_PROJECT") or "landfall-local"
+            project = self._project or default_project()
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 self._client = gcs.Client(project=project, credentials=AnonymousCredentials())
             else:

@@ -40,6 +40,7 @@ import json
 import re
 from typing import Any
 
+from landfall.core.layout import split_gs
 from landfall.submit.config import JobConfig
 
 API_VERSION = "kubeflow.org/v1"
@@ -219,7 +220,7 @@ def bucket_of(job: dict[str, Any]) -> str:
     for c in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
         args = c.get("args") or []
         if "--job-dir" in args:
-            return str(args[args.index("--job-dir") + 1])[5:].partition("/")[0]
+            return split_gs(str(args[args.index("--job-dir") + 1]))[0]
     return ""
 
 

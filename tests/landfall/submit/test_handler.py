@@ -21,7 +21,7 @@ from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.fakes.kube_api import FakeKubeAPI
-from tests.support import consume, convert_arrival, copy_arrival, nack, publish, runtime, set_state, twin
+from tests.support import consume, convert_arrival, copy_arrival, publish, runtime, set_state, twin
 
 
 @pytest.fixture(params=["local", "kubernetes"])
@@ -158,7 +158,7 @@ def test_a_temporary_backend_failure_is_redelivered_then_succeeds(emulator_stack
                 try:
                     outcome = handle_message(m.data, m.attributes, rt)
                 except TemporaryError:
-                    nack(ps, sub, [m.ack_id])
+                    ps.nack(sub, [m.ack_id])
                     continue
                 ps.ack(sub, [m.ack_id])
         assert outcome == "submitted"
@@ -175,7 +175,7 @@ def test_a_temporary_backend_failure_is_redelivered_then_succeeds(emulator_stack
         for m in ps.pull(sub, timeout_s=1.0):
             with pytest.raises(TemporaryError):
                 handle_message(m.data, m.attributes, rt)
-            nack(ps, sub, [m.ack_id])
+            ps.nack(sub, [m.ack_id])
         dead = ps.pull(dead_letter, timeout_s=1.0)
     assert [json.loads(m.data)["request_id"] for m in dead] == [other.request_id]
 

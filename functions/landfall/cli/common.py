@@ -1,0 +1,24 @@
+"""What the submit-side commands (``render-tfjob``, ``republish``, ``status``) share: their ``JobConfig``
+from the environment and flags, and one line on stderr (exit 1) for an error Landfall raised on purpose."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from landfall.core.errors import LandfallError
+from landfall.submit.config import JobConfig
+
+
+def job_config(args: argparse.Namespace, *fields: str) -> JobConfig:
+    """``LANDFALL_*`` first, then the flags of ``fields`` that were given."""
+    return JobConfig.load(**{f: getattr(args, f, None) for f in fields})
+
+
+def reporting_errors(args: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
+    try:
+        return command(args)
+    except LandfallError as exc:
+        print(f"landfall {args.command}: {exc}", file=sys.stderr)
+        return 1
