@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import random
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from functions_framework import create_app
@@ -22,7 +24,7 @@ from landfall.submit import handler as submit
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from tests.functions.test_main import MAIN, golden, post
-from tests.support import convert_arrival
+from tests.support import convert_arrival, copy_arrival, set_state
 
 CLOUD_EVENT = "pubsub_training_request.json"  # Eventarc: a messagePublished CloudEvent, binary content mode
 PUSH = "pubsub_push_training_request.json"  # the push subscription's raw body
@@ -113,6 +115,33 @@ def test_the_same_push_three_times_makes_one_tfjob(emulator_stack, bucket, deplo
     assert [(r["request_id"], r["manifest"]) for r in tfjob.requests_of(job)] == [(request.request_id,
                                                                                    request.manifest)]
     assert rejections(emulator_stack.storage, bucket) == {}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_burst_delivered_twice_shuffled_and_concurrently_makes_one_follow_up(emulator_stack, bucket, deploy,
+                                                                                tmp_path, seed):
+    """Production delivery: no ordering, every message at least once, several instances at a time."""
+    deployment, make = deploy
+    client, storage = make(), emulator_stack.storage
+    first = convert_arrival(storage, bucket, "burst", tmp_path)
+    assert deliver(client, request_event(PUSH, emulator_stack.project, first)).status_code == 200
+    (active,) = deployment.jobs("burst")
+    set_state(LocalBackend(deployment.state), tfjob.name_of(active), "Running")
+
+    burst = [copy_arrival(storage, first, k) for k in range(20)]
+    deliveries = [request_event(fixture, emulator_stack.project, r) for r in burst for fixture in (CLOUD_EVENT, PUSH)]
+    random.Random(seed).shuffle(deliveries)
+    with ThreadPoolExecutor(8) as pool:  # each delivery on its own client, as separate instances would serve them
+        codes = list(pool.map(lambda event: deliver(client.application.test_client(), event).status_code,
+                              deliveries))
+    assert codes == [200] * len(deliveries)
+    jobs = deployment.jobs("burst")
+    assert len(jobs) == 2
+    (follow,) = [j for j in jobs if tfjob.name_of(j) != tfjob.name_of(active)]
+    assert tfjob.is_suspended(follow)
+    assert tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
+    assert {r["request_id"] for r in tfjob.requests_of(follow)} == {r.request_id for r in burst}
+    assert rejections(storage, bucket) == {}
 
 
 OLD_SCHEMA = {"schema": "landfall.request/v0", "dataset": "sensors", "request_id": "r-old-schema",
