@@ -18,26 +18,19 @@ from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
 from landfall.core.messages import Manifest, TrainingRequest
 from landfall.core.runtime import Runtime
+from landfall.local.synthetic import time_series
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
 
 
-def write_npy(path: Path, n: int = 64, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    t = np.arange(36, dtype=np.float32)[None, :, None]
-    x = np.sin(rng.uniform(0.1, 0.5, (n, 1, 10)) * t + rng.uniform(0, 6.28, (n, 1, 10))) + 0.01 * rng.standard_normal(
-        (n, 36, 10))
-    np.save(path, x.astype("<f4"))
-    return path
-
-
 def convert_arrival(storage, bucket: str, dataset: str, tmp: Path, n: int = 64, seed: int = 0,
                     generation: int = 1) -> TrainingRequest:
     """Converts a small .npy into gs://BUCKET/tfrecords/<dataset>/<arrival-id>/ and returns its request."""
     name = f"incoming/{dataset}/part-{seed}.npy"
-    src = write_npy(tmp / f"{dataset}-{seed}.npy", n, seed)
+    src = tmp / f"{dataset}-{seed}.npy"
+    np.save(src, time_series(n, seed=seed))
     aid = layout.arrival_id(name, generation)
     out = layout.gs(bucket, layout.shards_prefix(Layout(), dataset, aid))
     converter.convert(str(src), out, dataset, ConverterConfig.load({}), storage, arrival_id=aid)
