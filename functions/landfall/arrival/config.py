@@ -6,6 +6,9 @@ import dataclasses
 
 from landfall.core.config import Seed, Settings, default_project
 
+CSV_HEADER_MODES = ("auto", "present", "absent")
+DELETE_POLICIES = ("retract", "keep")
+
 
 @dataclasses.dataclass(frozen=True)
 class ConverterConfig(Settings):
@@ -19,9 +22,17 @@ class ConverterConfig(Settings):
     max_instances: int = 1_000_000_000  # an .npy header declaring more is rejected before any read
     max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb
     chunk_instances: int = 8192  # instances converted per step: bounds memory
+    csv_header: str = "auto"  # auto | present | absent (landfall.arrival.csvfile)
+    on_delete: str = "retract"  # retract | keep: what deleting (or archiving) a live arrival does
     request_topic: str = "landfall-training-requests"
     storage_retry_s: float = 30.0  # then the platform retries the whole event
     project: str = dataclasses.field(default_factory=default_project)
+
+    def __post_init__(self) -> None:
+        if self.csv_header not in CSV_HEADER_MODES:
+            raise ValueError(f"csv_header must be one of {CSV_HEADER_MODES}, not {self.csv_header!r}")
+        if self.on_delete not in DELETE_POLICIES:
+            raise ValueError(f"on_delete must be one of {DELETE_POLICIES}, not {self.on_delete!r}")
 
     @property
     def shape(self) -> tuple[int, int]:

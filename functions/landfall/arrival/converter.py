@@ -163,7 +163,8 @@ def convert(
     decoder = Decoder(cfg)
     try:
         with storage.open_read(source_uri, generation) as fh:
-            for kept in prefetched(decoder.chunks(formats.read_chunks(fmt, fh, info.size, cfg))):
+            reading = formats.read(fmt, fh, info.size, cfg)
+            for kept in prefetched(decoder.chunks(reading.chunks)):
                 writer.write(kept)
                 if progress:
                     progress(writer.written, len(writer.done))
@@ -187,6 +188,7 @@ def convert(
         stats=decoder.stats.result(),
         dropped_nonfinite=decoder.dropped,
         converter_version=__version__,
+        csv=reading.csv,
     )
     return _commit(storage, join(out_prefix, "manifest.json"), manifest)
 

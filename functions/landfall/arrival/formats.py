@@ -6,29 +6,34 @@ and a message that names the problem.
 
 Decisions: ``.npy`` must be (N, T, F) of a float dtype in C order (``allow_pickle`` is never set, so
 object arrays are never unpickled); ``.npz`` must hold one array unless ``npz_array`` names one;
-CSV/Parquet rows are T*F numbers in C order (t-major). Empty CSV cells count as non-finite.
+CSV/Parquet rows are T*F numbers in C order (t-major); CSV rules are in ``csvfile``.
 """
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
+import dataclasses
 import gzip
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from landfall.arrival import csvfile
+from landfall.arrival.columns import Chunks, columns_to_instances
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
 
-Chunks = Iterator[np.ndarray]
-CSV_BLOCK_BYTES = 16 * 1024 * 1024
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """An opened input: its chunks, and for CSV what was decided about it (recorded in the manifest)."""
+
+    chunks: Chunks
+    csv: dict[str, Any] | None = None
 
 
 def format_of(name: str) -> str:
@@ -41,13 +46,15 @@ def format_of(name: str) -> str:
                    f"{name!r} has an unsupported extension (use .npy, .npz, .csv, .csv.gz or .parquet)")
 
 
-def read_chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
+def read(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Reading:
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
-    readers: dict[str, Callable[[BinaryIO, int, ConverterConfig], Chunks]] = {
-        "npy": read_npy, "npz": read_npz, "csv": read_csv, "csv.gz": read_csv_gz, "parquet": read_parquet,
-    }
-    return readers[fmt](fh, size, cfg)
+    if fmt == "csv":
+        return Reading(*csvfile.read_csv(fh, cfg))
+    if fmt == "csv.gz":
+        return Reading(*read_csv_gz(fh, cfg))
+    readers = {"npy": read_npy, "npz": read_npz, "parquet": read_parquet}
+    return Reading(readers[fmt](fh, size, cfg))
 
 
 # -- .npy / .npz --------------------------------------------------------------------------------------
@@ -157,17 +164,17 @@ def _guard_zip(chunks: Chunks) -> Chunks:
         raise BadInput("corrupt_npz", f"the archive is corrupt: {exc}") from None
 
 
-# -- CSV ------------------------------------------------------------------------------------------
+# -- .csv.gz -------------------------------------------------------------------------------------
 
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
-def read_csv_gz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
+def read_csv_gz(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]]:
     try:
-        chunks = read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), size, cfg)
+        chunks, decided = csvfile.read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), cfg)
     except _GZIP_ERRORS as exc:
         raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
-    return _guard_gzip(chunks)
+    return _guard_gzip(chunks), decided
 
 
 def _guard_gzip(chunks: Chunks) -> Chunks:
@@ -175,102 +182,6 @@ def _guard_gzip(chunks: Chunks) -> Chunks:
         yield from chunks
     except _GZIP_ERRORS as exc:
         raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
-
-
-def _is_number(cell: bytes) -> bool:
-    try:
-        float(cell)
-        return True
-    except ValueError:
-        return False
-
-
-MAX_LINE_BYTES = 16 * 1024 * 1024
-CSV_PARSERS = 2  # blocks parsed at once; results are consumed in file order
-CSV_IN_FLIGHT = 3  # blocks read ahead at most: bounds memory to a few blocks
-
-
-def read_csv(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
-    head = fh.readline(MAX_LINE_BYTES)
-    first_line = head.rstrip(b"\r\n")
-    if not first_line.strip():
-        raise BadInput("empty_file", "the CSV has no rows")
-    cells = first_line.split(b",")
-    has_header = not all(_is_number(c) for c in cells if c.strip())
-    width = cfg.timesteps * cfg.features
-    if len(cells) != width:
-        raise BadInput("wrong_column_count",
-                       f"the CSV has {len(cells)} columns, expected T*F = {cfg.timesteps}*{cfg.features} = {width}")
-    return _csv_body(fh, b"" if has_header else head, cfg, width)
-
-
-def _line_blocks(fh: BinaryIO, carry: bytes) -> Iterator[bytes]:
-    """Blocks of about ``CSV_BLOCK_BYTES`` that end at a line break (values hold no line breaks)."""
-    while True:
-        data = fh.read(CSV_BLOCK_BYTES)
-        if not data:
-            if carry.strip():
-                yield carry
-            return
-        data = carry + data
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            yield data[:cut]
-        carry = data[cut:]
-
-
-def _parse_block(block: bytes, names: list[str], types: dict[str, pa.DataType]) -> pa.Table:
-    try:
-        return pacsv.read_csv(pa.py_buffer(block),
-                              read_options=pacsv.ReadOptions(column_names=names, use_threads=False),
-                              convert_options=pacsv.ConvertOptions(column_types=types))
-    except pa.ArrowInvalid as exc:
-        raise _csv_error(exc) from None
-
-
-def _csv_body(fh: BinaryIO, carry: bytes, cfg: ConverterConfig, width: int) -> Chunks:
-    """Parses line-aligned blocks on ``CSV_PARSERS`` threads (pyarrow releases the GIL), in order.
-
-    Faster than pyarrow's streaming reader, which parses one block at a time, and unlike reading the
-    whole file at once, memory stays bounded by the blocks in flight.
-    """
-    names = [f"c{i}" for i in range(width)]
-    types = {n: pa.float32() for n in names}
-    pending: collections.deque[concurrent.futures.Future[pa.Table]] = collections.deque()
-    pool = concurrent.futures.ThreadPoolExecutor(CSV_PARSERS, thread_name_prefix="landfall-csv")
-    try:
-        for block in _line_blocks(fh, carry):
-            pending.append(pool.submit(_parse_block, block, names, types))
-            if len(pending) >= CSV_IN_FLIGHT:
-                yield from _table_chunks(pending.popleft().result(), cfg)
-        while pending:
-            yield from _table_chunks(pending.popleft().result(), cfg)
-    finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=True)
-
-
-def _table_chunks(table: pa.Table, cfg: ConverterConfig) -> Chunks:
-    for batch in table.to_batches(max_chunksize=cfg.chunk_instances):
-        if batch.num_rows:
-            yield _columns_to_instances(batch.columns, cfg)
-
-
-def _csv_error(exc: Exception) -> BadInput:
-    text = str(exc)
-    if "Expected" in text and "columns" in text:
-        return BadInput("ragged_rows", f"rows have different lengths: {text}")
-    if "conversion error" in text or "invalid value" in text:
-        return BadInput("non_numeric", f"a cell is not a number: {text}")
-    return BadInput("corrupt_csv", text)
-
-
-def _columns_to_instances(columns: list[pa.Array], cfg: ConverterConfig) -> np.ndarray:
-    # Stack columns (contiguous copies), then one transposing copy into row-major instances.
-    stacked = np.vstack([(c.fill_null(float("nan")) if c.null_count else c).to_numpy(zero_copy_only=False)
-                         for c in columns])
-    return np.ascontiguousarray(stacked.T, dtype="<f4").reshape(-1, cfg.timesteps, cfg.features)
 
 
 # -- Parquet --------------------------------------------------------------------------------------
@@ -310,7 +221,7 @@ def _parquet_batches(pf: pq.ParquetFile, cfg: ConverterConfig) -> Iterator[pa.Re
 def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig) -> Chunks:
     for batch in _parquet_batches(pf, cfg):
         if batch.num_rows:
-            yield _columns_to_instances([c.cast(pa.float32()) for c in batch.columns], cfg)
+            yield columns_to_instances([c.cast(pa.float32()) for c in batch.columns], cfg)
 
 
 def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int) -> Chunks:

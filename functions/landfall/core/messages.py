@@ -64,6 +64,7 @@ class Manifest:
     dropped_nonfinite: int = 0
     created_at: str = dataclasses.field(default_factory=utc_now)
     converter_version: str = ""
+    csv: dict[str, Any] | None = None  # CSV arrivals: the header and dialect decided (landfall.arrival.csvfile)
     schema: str = MANIFEST_SCHEMA
 
     def to_json(self) -> str:

@@ -1,0 +1,202 @@
+"""CSV files as the common writers produce them read back exactly: the same instances, none added or dropped.
+
+Every file here is written by the real tool (pandas, the csv module in every quoting mode, numpy.savetxt,
+pyarrow.csv, an Excel-style BOM + CRLF export), never by hand, and converted by the same code the function
+runs (``converter.convert`` on local paths).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from landfall.arrival import converter, csvfile
+from landfall.arrival.config import ConverterConfig
+from landfall.core import records
+from landfall.core.errors import BadInput
+from landfall.core.messages import Manifest
+from landfall.core.storage import Storage
+
+T, F = 4, 3  # small instances keep the files small; W = 12 columns
+W = T * F
+CFG = ConverterConfig(timesteps=T, features=F, project="landfall-test")
+
+
+def instances(n: int = 257, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(n, T, F)) * 10.0 ** rng.integers(-3, 4, size=(n, 1, 1))).astype("<f4")
+
+
+def convert(tmp_path: Path, name: str, payload: bytes, **cfg) -> tuple[Manifest, np.ndarray]:
+    src = tmp_path / name
+    src.write_bytes(payload)
+    out = tmp_path / (name + ".out")
+    config = ConverterConfig(**{**CFG.__dict__, **cfg})
+    manifest = converter.convert(str(src), str(out), "d", config, Storage("landfall-test"))
+    got = [records.decode_example(r, (T, F)) for shard in manifest.shards
+           for r in records.iter_records(io.BytesIO(Path(shard.uri).read_bytes()))]
+    return manifest, np.stack(got)
+
+
+def rows(data: np.ndarray) -> list[list[float]]:
+    return data.reshape(len(data), -1).astype(float).tolist()
+
+
+def frame(data: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(data.reshape(len(data), -1))
+
+
+def csv_module(data: np.ndarray, quoting: int, header: list[str] | None, **kw) -> bytes:
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, quoting=quoting, **kw)
+    if header is not None:
+        writer.writerow(header)
+    writer.writerows(rows(data))
+    return buf.getvalue().encode()
+
+
+def pyarrow_csv(data: np.ndarray, header: bool) -> bytes:
+    table = pa.table({f"c{i}": data.reshape(len(data), -1)[:, i] for i in range(W)})
+    sink = io.BytesIO()
+    pacsv.write_csv(table, sink, write_options=pacsv.WriteOptions(include_header=header))
+    return sink.getvalue()
+
+
+def savetxt(data: np.ndarray, **kw) -> bytes:
+    buf = io.BytesIO()
+    np.savetxt(buf, data.reshape(len(data), -1), delimiter=",", **kw)
+    return buf.getvalue()
+
+
+def excel(data: np.ndarray) -> bytes:
+    """What Excel's "CSV UTF-8" export writes: a BOM, CRLF line ends, a header row of names."""
+    text = pd.DataFrame(data.reshape(len(data), -1), columns=[f"sensor {i}" for i in range(W)]).to_csv(
+        index=False, lineterminator="\r\n")
+    return b"\xef\xbb\xbf" + text.encode()
+
+
+QUOTING = {name: getattr(csv, name) for name in dir(csv) if name.startswith("QUOTE_")}
+NAMES = [f"v{i}" for i in range(W)]
+
+WRITERS = {
+    "pandas": (lambda d: frame(d).to_csv(index=False).encode(), "present", False),
+    "pandas-index": (lambda d: frame(d).to_csv().encode(), "present", True),
+    "pandas-named-index": (lambda d: frame(d).rename_axis("t").to_csv().encode(), "present", True),
+    "pandas-no-header": (lambda d: frame(d).to_csv(index=False, header=False).encode(), "absent", False),
+    "pandas-index-no-header": (lambda d: frame(d).to_csv(header=False).encode(), "absent", True),
+    "pandas-quote-all": (lambda d: frame(d).to_csv(index=False, quoting=csv.QUOTE_ALL).encode(), "present", False),
+    "pandas-gzip-crlf": (lambda d: frame(d).to_csv(index=False, lineterminator="\r\n").encode(), "present", False),
+    "numpy-savetxt": (lambda d: savetxt(d), "absent", False),
+    "numpy-savetxt-short": (lambda d: savetxt(d, fmt="%.9g"), "absent", False),
+    "pyarrow": (lambda d: pyarrow_csv(d, True), "present", False),
+    "pyarrow-no-header": (lambda d: pyarrow_csv(d, False), "absent", False),
+    "excel-bom-crlf": (excel, "present", False),
+    **{f"csv-{q.lower()}": (lambda d, q=q: csv_module(d, QUOTING[q], None, escapechar="\\"), "absent", False)
+       for q in QUOTING if q not in ("QUOTE_STRINGS", "QUOTE_NOTNULL")},
+    **{f"csv-{q.lower()}-header": (lambda d, q=q: csv_module(d, QUOTING[q], NAMES, escapechar="\\"), "present", False)
+       for q in QUOTING},
+    **{f"csv-{q.lower()}-index-names": (lambda d, q=q: csv_module(d, QUOTING[q], [str(i) for i in range(W)],
+                                                                   escapechar="\\"), "present", False)
+       for q in QUOTING},
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_real_writers_read_back_exactly(tmp_path, writer):
+    write, header, indexed = WRITERS[writer]
+    data = instances()
+    payload = write(data)
+    name = f"{writer}.csv.gz" if "gzip" in writer else f"{writer}.csv"
+    manifest, got = convert(tmp_path, name, gzip.compress(payload) if name.endswith(".gz") else payload)
+    assert manifest.count == len(data) == len(got)
+    np.testing.assert_array_equal(got, data)
+    assert manifest.csv is not None
+    assert (manifest.csv["header"], manifest.csv["index_column"]) == (header, indexed)
+    assert manifest.csv["dialect"]["bom"] == payload.startswith(b"\xef\xbb\xbf")
+    assert manifest.csv["dialect"]["lineterminator"] == ("\r\n" if b"\r\n" in payload else "\n")
+
+
+def test_all_quoted_headerless_file_keeps_its_first_row(tmp_path):
+    data = instances(257)
+    manifest, got = convert(tmp_path, "q.csv", csv_module(data, csv.QUOTE_ALL, None))
+    assert manifest.count == 257 and manifest.csv["header"] == "absent"
+    np.testing.assert_array_equal(got, data)
+
+
+def test_missing_final_newline_and_trailing_blank_lines(tmp_path):
+    data = instances(40)
+    text = frame(data).to_csv(index=False, header=False, lineterminator="\r\n")
+    for i, variant in enumerate((text.rstrip("\r\n"), text + "\r\n\r\n", text + "\n\n\n")):
+        _, got = convert(tmp_path, f"t{i}.csv", variant.encode())
+        np.testing.assert_array_equal(got, data)
+
+
+def test_header_setting_overrides_the_guess(tmp_path):
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows([list(range(W))] * 3)  # every row reads 0..W-1, like pandas' header
+    payload = buf.getvalue().encode()
+    manifest, _ = convert(tmp_path, "n.csv", payload, csv_header="absent")
+    assert manifest.count == 3 and manifest.csv["header"] == "absent"
+    auto, _ = convert(tmp_path, "n-auto.csv", payload)
+    assert auto.count == 2 and auto.csv["header"] == "present"  # the documented ambiguity of `auto`
+    named = csv_module(instances(5), csv.QUOTE_MINIMAL, NAMES)
+    forced, _ = convert(tmp_path, "p-present.csv", named, csv_header="present")
+    assert forced.count == 5
+    with pytest.raises(BadInput) as err:
+        convert(tmp_path, "p.csv", named, csv_header="absent")
+    assert err.value.reason == "non_numeric"
+
+
+def test_a_config_rejects_an_unknown_header_mode():
+    with pytest.raises(ValueError, match="csv_header"):
+        ConverterConfig.load({"LANDFALL_CSV_HEADER": "maybe"})
+
+
+@pytest.mark.parametrize("payload,reason", [
+    (b'1,2,3,4,5,6,7,8,9,10,11,"1\n2"\n', "quoted_newline"),
+    (b"1,2,3,4,5,6,7,8,9,10,11,12\n" + b'1,2,3,4,5,6,7,8,9,10,11,"1\n2"\n' * 3, "quoted_newline"),
+    (b"1;2;3;4;5;6;7;8;9;10;11;12\n", "wrong_column_count"),
+    (b"5,1,2,3,4,5,6,7,8,9,10,11,12\n", "wrong_column_count"),  # W+1 columns, the first not an index
+    (b"0,1,2,3,4,5,6,7,8,9,10,11,12\n1,1,2,3,4,5,6,7,8,9,10,11,12\n7,1,2,3,4,5,6,7,8,9,10,11,12\n",
+     "wrong_column_count"),  # counts rows, then stops counting
+    (b"\xff\xfe1,2\n", "bad_encoding"),
+])
+def test_refused_with_a_clear_reason(tmp_path, payload, reason):
+    with pytest.raises(BadInput) as err:
+        convert(tmp_path, "bad.csv", payload)
+    assert err.value.reason == reason, err.value
+    assert not (tmp_path / "bad.csv.out").exists() or not any((tmp_path / "bad.csv.out").iterdir())
+
+
+def test_a_quoted_newline_is_refused_in_a_later_block(tmp_path, monkeypatch):
+    monkeypatch.setattr(csvfile, "BLOCK_BYTES", 64)
+    data = instances(30)
+    good = csv_module(data, csv.QUOTE_ALL, None)
+    with pytest.raises(BadInput) as err:
+        convert(tmp_path, "late.csv", good + b'"1\n2"' + b',"1"' * (W - 1) + b"\n")
+    assert err.value.reason == "quoted_newline"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2), min_size=1, max_size=40), st.integers(0, 3))
+def test_quoted_newline_detector_agrees_with_the_csv_module(kinds, seed):
+    """Rows of quoted fields, some holding a line break: the detector says so exactly when one does."""
+    rng = np.random.default_rng(seed)
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, quoting=csv.QUOTE_ALL)
+    for kind in kinds:
+        cells = [f"{v:.3f}" for v in rng.normal(size=3)]
+        if kind == 2:
+            cells[int(rng.integers(3))] += "\n1"
+        writer.writerow(cells if kind else [f'a""b{c}' for c in cells])
+    assert csvfile.quoted_newline(buf.getvalue().encode()) == (2 in kinds)
