@@ -316,8 +316,7 @@ def test_functions_conventions() -> None:
         'name        = "on-training-request"',
         'entry_point     = "on_training_request"',
         'runtime         = "python311"',
-        'event_type            = "google.cloud.storage.object.v1.finalized"',
-        'retry_policy          = "RETRY_POLICY_RETRY"',
+        'name    = "landfall-gcs-notifications-arrival"',
         "max_delivery_attempts = var.max_delivery_attempts",
         "output_sha256",
     ):
@@ -333,6 +332,8 @@ def test_functions_conventions() -> None:
     pubsub = load_module(INFRA / "modules" / "pubsub").variables
     assert unquote(pubsub["topic_name"]["default"]) == "landfall-training-requests"
     assert unquote(pubsub["dead_letter_topic_name"]["default"]) == "landfall-training-requests-dead-letter"
+    assert unquote(pubsub["notification_topic_name"]["default"]) == "landfall-gcs-notifications"
+    assert unquote(pubsub["arrival_dead_letter_topic_name"]["default"]) == "landfall-gcs-notifications-dead-letter"
 
 
 def test_bucket_settings() -> None:

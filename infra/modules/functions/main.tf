@@ -82,19 +82,6 @@ resource "google_cloudfunctions2_function" "on_data_arrival" {
     service_account_email            = var.service_accounts.converter
     environment_variables            = local.converter_env
   }
-
-  # Eventarc cannot filter on a prefix: every finalized object in the bucket fires,
-  # and on_data_arrival ignores names outside incoming/ (its own tfrecords/ writes too).
-  event_trigger {
-    trigger_region        = var.region
-    event_type            = "google.cloud.storage.object.v1.finalized"
-    retry_policy          = "RETRY_POLICY_RETRY"
-    service_account_email = var.service_accounts.invoker
-    event_filters {
-      attribute = "bucket"
-      value     = var.bucket_name
-    }
-  }
 }
 
 resource "google_cloudfunctions2_function" "on_training_request" {
@@ -130,11 +117,11 @@ resource "google_cloudfunctions2_function" "on_training_request" {
   }
 }
 
-# The submit function's trigger is this push subscription rather than an
-# Eventarc-managed one, because only a subscription we own can carry the
-# dead-letter topic, the retry backoff and the retention. Pub/Sub pushes with an
-# OIDC token of the invoker account (roles/run.invoker on this service only), and
-# the Functions Framework turns the push body into the same CloudEvent
+# Neither function has an Eventarc trigger: each is fed by a push subscription
+# we own, because only a subscription we own can carry the dead-letter topic, the
+# retry backoff and the retention. Pub/Sub pushes with an OIDC token of the invoker
+# account (roles/run.invoker on these two services only), and the Functions
+# Framework turns the push body into the same CloudEvent
 # (google.cloud.pubsub.topic.v1.messagePublished) an Eventarc trigger would send.
 resource "google_pubsub_subscription" "training_requests" {
   project = var.project_id
@@ -166,6 +153,45 @@ resource "google_pubsub_subscription" "training_requests" {
     oidc_token {
       service_account_email = var.service_accounts.invoker
       audience              = google_cloudfunctions2_function.on_training_request.service_config[0].uri
+    }
+  }
+}
+
+# on-data-arrival is fed by the data bucket's Cloud Storage notification
+# (infra/modules/pubsub): JSON_API_V1, objects under incoming/ only, finalized,
+# deleted or archived. Nothing the system writes (tfrecords/, tmp/, rejected/,
+# runs/) reaches this subscription, so no write starts a function.
+resource "google_pubsub_subscription" "arrivals" {
+  project = var.project_id
+  name    = "landfall-gcs-notifications-arrival"
+  topic   = var.notification_topic_id
+  labels  = var.labels
+
+  # A non-2xx answer or a timeout is a nack: the arrival is retried with backoff.
+  # The deadline is the function timeout (Pub/Sub allows 600 s at most).
+  ack_deadline_seconds       = var.converter.timeout_seconds
+  message_retention_duration = "604800s"
+  retain_acked_messages      = false
+
+  retry_policy {
+    minimum_backoff = "10s"
+    maximum_backoff = "600s"
+  }
+
+  dead_letter_policy {
+    dead_letter_topic     = var.arrival_dead_letter_topic_id
+    max_delivery_attempts = var.max_delivery_attempts
+  }
+
+  expiration_policy {
+    ttl = ""
+  }
+
+  push_config {
+    push_endpoint = google_cloudfunctions2_function.on_data_arrival.service_config[0].uri
+    oidc_token {
+      service_account_email = var.service_accounts.invoker
+      audience              = google_cloudfunctions2_function.on_data_arrival.service_config[0].uri
     }
   }
 }

@@ -4,7 +4,7 @@ output "source_object" {
 }
 
 output "on_data_arrival_uri" {
-  description = "URI of the on-data-arrival service (internal ingress)."
+  description = "URI of the on-data-arrival service (internal ingress; Pub/Sub pushes to it)."
   value       = google_cloudfunctions2_function.on_data_arrival.service_config[0].uri
 }
 
@@ -16,6 +16,11 @@ output "on_training_request_uri" {
 output "training_subscription" {
   description = "The push subscription that triggers on-training-request."
   value       = google_pubsub_subscription.training_requests.id
+}
+
+output "arrival_subscription" {
+  description = "The push subscription that triggers on-data-arrival (the data bucket's incoming/ notifications)."
+  value       = google_pubsub_subscription.arrivals.id
 }
 
 output "trainer_image" {

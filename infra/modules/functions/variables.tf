@@ -4,7 +4,7 @@ variable "project_id" {
 }
 
 variable "region" {
-  description = "Region of the functions (and of the data bucket for the Eventarc trigger)."
+  description = "Region of the functions."
   type        = string
 }
 
@@ -19,7 +19,7 @@ variable "sources_bucket_name" {
 }
 
 variable "bucket_name" {
-  description = "Data bucket: the Eventarc storage trigger watches it; LANDFALL_BUCKET."
+  description = "Data bucket (the submitter's LANDFALL_BUCKET)."
   type        = string
 }
 
@@ -33,7 +33,21 @@ variable "request_topic_id" {
 }
 
 variable "dead_letter_topic_id" {
-  description = "Full ID of the dead-letter topic."
+  description = "Full ID of the dead-letter topic of the training-request subscription."
+  type        = string
+}
+
+variable "notification_topic_id" {
+  description = "Full ID (projects/P/topics/T) of the topic the data bucket's incoming/ notifications go to."
+  type        = string
+  validation {
+    condition     = can(regex("^projects/[^/]+/topics/[^/]+$", var.notification_topic_id))
+    error_message = "notification_topic_id must look like projects/P/topics/T."
+  }
+}
+
+variable "arrival_dead_letter_topic_id" {
+  description = "Full ID of the dead-letter topic of the arrival (notification) subscription."
   type        = string
 }
 
@@ -44,7 +58,7 @@ variable "dead_letter_subscription" {
 }
 
 variable "max_delivery_attempts" {
-  description = "Deliveries of a training request before it is dead-lettered."
+  description = "Deliveries of a training request, or of an arrival notification, before it is dead-lettered."
   type        = number
   default     = 5
   validation {
@@ -112,7 +126,7 @@ variable "converter" {
   }
   validation {
     condition     = var.converter.timeout_seconds <= 540 && var.converter.max_instances >= 1
-    error_message = "Event-driven functions time out at 540 s at most; max_instances must be >= 1."
+    error_message = "The timeout is also the arrival subscription's ack deadline: at most 540 s (Pub/Sub allows 600); max_instances must be >= 1."
   }
 }
 

@@ -16,7 +16,7 @@ locals {
     converter = "Landfall converter (on-data-arrival): incoming/ -> tfrecords/, publishes training requests"
     submitter = "Landfall submitter (on-training-request): reads manifests, creates TFJobs"
     trainer   = "Landfall trainer (TFJob pods via Workload Identity): tfrecords/ -> runs/"
-    invoker   = "Landfall invoker: Eventarc and Pub/Sub push identity that calls the functions"
+    invoker   = "Landfall invoker: Pub/Sub push identity that calls the functions"
     gke-nodes = "Landfall GKE nodes: logs, metrics, image pulls"
     build     = "Landfall Cloud Build: tests, pushes the image, deploys functions and manifests"
     fn-build  = "Landfall function builds: builds the functions' containers"
@@ -25,10 +25,6 @@ locals {
 
 data "google_project" "this" {
   project_id = var.project_id
-}
-
-data "google_storage_project_service_account" "gcs" {
-  project = var.project_id
 }
 
 resource "google_service_account" "sa" {
@@ -143,13 +139,9 @@ resource "google_service_account_iam_member" "trainer_workload_identity" {
   member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.trainer_ksa}]"
 }
 
-# --- invoker (Eventarc trigger + Pub/Sub push identity) --------------------
-
-resource "google_project_iam_member" "invoker_event_receiver" {
-  project = var.project_id
-  role    = "roles/eventarc.eventReceiver"
-  member  = google_service_account.sa["invoker"].member
-}
+# --- invoker (Pub/Sub push identity) ----------------------------------------
+# Both functions are fed by push subscriptions (infra/modules/functions): the
+# invoker only calls them, on these Cloud Run services only.
 
 resource "google_project_iam_member" "invoker_run_invoker" {
   project = var.project_id
@@ -164,20 +156,16 @@ resource "google_project_iam_member" "invoker_run_invoker" {
   }
 }
 
-# Pub/Sub pushes to on-training-request with an OIDC token of the invoker account:
-# its service agent may mint tokens for that one account only.
+# Pub/Sub pushes to on-data-arrival and on-training-request with an OIDC token of
+# the invoker account: its service agent may mint tokens for that one account only.
 resource "google_service_account_iam_member" "pubsub_agent_invoker_tokens" {
   service_account_id = google_service_account.sa["invoker"].name
   role               = "roles/iam.serviceAccountTokenCreator"
   member             = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 }
 
-# Eventarc's Cloud Storage triggers are fed by the storage service agent.
-resource "google_project_iam_member" "gcs_agent_publisher" {
-  project = var.project_id
-  role    = "roles/pubsub.publisher"
-  member  = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
-}
+# The Cloud Storage service agent publishes the bucket's incoming/ notifications:
+# its grant is on that one topic (infra/modules/pubsub), not project-wide.
 
 # --- GKE nodes --------------------------------------------------------------
 
@@ -218,10 +206,10 @@ resource "google_project_iam_member" "fn_build_sources" {
 # What cloudbuild.yaml does, and nothing else:
 #   make test                 -> logs only
 #   docker push               -> artifactregistry.writer on the trainer repository
-#   terraform apply functions -> cloudfunctions.developer, eventarc.developer,
-#                                pubsub.editor (the push subscription), actAs on the
-#                                function/trigger/build accounts, objects in the
-#                                sources and state buckets
+#   terraform apply functions -> cloudfunctions.developer, pubsub.editor (the two
+#                                push subscriptions), actAs on the function,
+#                                invoker (OIDC push identity) and build accounts,
+#                                objects in the sources and state buckets
 #   kubectl apply -k overlay  -> container.developer (+ the landfall-deployer RBAC in
 #                                k8s/base for the Role, RoleBinding, Namespace and
 #                                StorageClass it manages)
@@ -230,7 +218,6 @@ resource "google_project_iam_member" "build" {
   for_each = toset([
     "roles/logging.logWriter",
     "roles/cloudfunctions.developer",
-    "roles/eventarc.developer",
     "roles/pubsub.editor",
     "roles/container.developer",
   ])

@@ -62,7 +62,7 @@ variable "submitter_ksa" {
 }
 
 variable "function_names" {
-  description = "Cloud Run functions the invoker account may call."
+  description = "Cloud Run functions the invoker account may call (the push targets of both subscriptions)."
   type        = list(string)
   default     = ["on-data-arrival", "on-training-request"]
 }

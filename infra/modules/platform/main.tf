@@ -1,6 +1,7 @@
-# Platform of one environment: APIs, network, cluster, bucket, topics, registry and
-# the workload service accounts. Called by infra/envs/<env>/platform with that
-# environment's values; applied by an administrator (see infra/README.md).
+# Platform of one environment: APIs, network, cluster, bucket (and its incoming/
+# notification), topics, registry and the workload service accounts. Called by
+# infra/envs/<env>/platform with that environment's values; applied by an
+# administrator (see infra/README.md).
 
 locals {
   labels = { app = "landfall", env = var.env, managed-by = "terraform" }
@@ -41,6 +42,7 @@ module "pubsub" {
   source         = "../pubsub"
   project_id     = var.project_id
   project_number = data.google_project.this.number
+  bucket_name    = module.storage.bucket_name
   labels         = local.labels
 
   depends_on = [module.services]

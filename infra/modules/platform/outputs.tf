@@ -35,6 +35,21 @@ output "dead_letter_subscription" {
   value       = module.pubsub.dead_letter_subscription_name
 }
 
+output "notification_topic_id" {
+  description = "Topic of the data bucket's incoming/ notifications; on-data-arrival's push subscription reads it."
+  value       = module.pubsub.notification_topic_id
+}
+
+output "arrival_dead_letter_topic_id" {
+  description = "Dead-letter topic of the arrival (notification) subscription."
+  value       = module.pubsub.arrival_dead_letter_topic_id
+}
+
+output "arrival_dead_letter_subscription" {
+  description = "Subscription keeping dead-lettered arrivals (inspect and replay from it)."
+  value       = module.pubsub.arrival_dead_letter_subscription_name
+}
+
 output "trainer_image_base" {
   description = "Trainer image path without tag; Cloud Build pushes :$SHORT_SHA here."
   value       = module.registry.image_base

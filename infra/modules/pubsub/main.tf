@@ -34,10 +34,11 @@ resource "google_pubsub_subscription" "dead_letter" {
 }
 
 # Dead-lettering is done by the Pub/Sub service agent: it must publish to the
-# dead-letter topic and acknowledge on the source subscription. The source
-# subscription is created with the function (infra/modules/functions); the
-# subscriber grant is project-wide because the deployer of that root may not
-# set IAM policies, and it is held by Google's own service agent only.
+# dead-letter topics and acknowledge on the source subscriptions. The source
+# subscriptions (training requests and arrivals) are created with the functions
+# (infra/modules/functions); the subscriber grant is project-wide because the
+# deployer of that root may not set IAM policies, and it is held by Google's own
+# service agent only.
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
   topic   = google_pubsub_topic.dead_letter.name
@@ -49,4 +50,71 @@ resource "google_project_iam_member" "service_agent_subscriber" {
   project = var.project_id
   role    = "roles/pubsub.subscriber"
   member  = local.pubsub_service_agent
+}
+
+# --- arrivals: Cloud Storage notifications ---------------------------------------
+# Only objects under incoming/ start work: the bucket publishes a notification for
+# each object finalized, deleted or archived under that prefix (the converter retracts
+# an arrival whose object went away) to this topic, and on-data-arrival's push
+# subscription (infra/modules/functions) reads it. What the system writes itself
+# (tfrecords/, tmp/, rejected/, runs/) publishes nothing and starts no function.
+
+data "google_storage_project_service_account" "gcs" {
+  project = var.project_id
+}
+
+resource "google_pubsub_topic" "notifications" {
+  # checkov:skip=CKV_GCP_83:Notifications carry object metadata only, no data; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.notification_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
+resource "google_pubsub_topic" "arrival_dead_letter" {
+  # checkov:skip=CKV_GCP_83:Dead-lettered notifications carry object metadata only; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.arrival_dead_letter_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
+# Keeps the arrivals on-data-arrival failed on max_delivery_attempts times, for
+# inspection and replay (same name as its topic, like the request dead letters').
+resource "google_pubsub_subscription" "arrival_dead_letter" {
+  project                    = var.project_id
+  name                       = var.arrival_dead_letter_topic_name
+  topic                      = google_pubsub_topic.arrival_dead_letter.id
+  labels                     = var.labels
+  message_retention_duration = "604800s"
+  ack_deadline_seconds       = 60
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "arrival_dead_letter_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.arrival_dead_letter.name
+  role    = "roles/pubsub.publisher"
+  member  = local.pubsub_service_agent
+}
+
+# The Cloud Storage service agent publishes the notifications: on this topic only.
+resource "google_pubsub_topic_iam_member" "gcs_agent_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.notifications.name
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
+}
+
+resource "google_storage_notification" "arrivals" {
+  bucket             = var.bucket_name
+  topic              = google_pubsub_topic.notifications.id
+  payload_format     = "JSON_API_V1"
+  object_name_prefix = "incoming/" # landfall.core.config.Layout.incoming_prefix
+  event_types        = ["OBJECT_FINALIZE", "OBJECT_DELETE", "OBJECT_ARCHIVE"]
+
+  # Cloud Storage checks that its service agent may publish when the notification is created.
+  depends_on = [google_pubsub_topic_iam_member.gcs_agent_publisher]
 }

@@ -24,6 +24,23 @@ variable "dead_letter_topic_name" {
   default     = "landfall-training-requests-dead-letter"
 }
 
+variable "bucket_name" {
+  description = "Data bucket whose incoming/ objects are notified to the notifications topic."
+  type        = string
+}
+
+variable "notification_topic_name" {
+  description = "Topic the data bucket publishes its incoming/ notifications (JSON_API_V1) to; on-data-arrival's push subscription reads it."
+  type        = string
+  default     = "landfall-gcs-notifications"
+}
+
+variable "arrival_dead_letter_topic_name" {
+  description = "Topic that receives notifications on-data-arrival failed on max_delivery_attempts times."
+  type        = string
+  default     = "landfall-gcs-notifications-dead-letter"
+}
+
 variable "message_retention" {
   description = "How long topics keep messages (lets a fixed subscriber seek back), e.g. 604800s."
   type        = string

@@ -13,6 +13,11 @@ output "training_subscription" {
   value       = module.functions.training_subscription
 }
 
+output "arrival_subscription" {
+  description = "Push subscription feeding on-data-arrival (the data bucket's incoming/ notifications)."
+  value       = module.functions.arrival_subscription
+}
+
 output "bucket_name" {
   description = "Data bucket (LANDFALL_BUCKET); Cloud Build writes it into k8s/base/project.env for the reconciler."
   value       = local.platform.bucket_name

@@ -1,5 +1,5 @@
 # The part of the environment Cloud Build applies on every build: the two
-# functions and the push subscription that triggers the submitter.
+# functions and the push subscriptions that trigger them.
 
 data "terraform_remote_state" "platform" {
   backend = "gcs"
@@ -25,9 +25,12 @@ module "functions" {
   dead_letter_topic_id = local.platform.dead_letter_topic_id
   # Added to the platform outputs with the reconciler: apply the platform first.
   dead_letter_subscription = local.platform.dead_letter_subscription
-  gke_endpoint             = local.platform.gke_endpoint
-  gke_ca_certificate       = local.platform.gke_ca_certificate
-  trainer_image            = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
+  # Added to the platform outputs with the incoming/ notification: apply the platform first.
+  notification_topic_id        = local.platform.notification_topic_id
+  arrival_dead_letter_topic_id = local.platform.arrival_dead_letter_topic_id
+  gke_endpoint                 = local.platform.gke_endpoint
+  gke_ca_certificate           = local.platform.gke_ca_certificate
+  trainer_image                = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
   service_accounts = {
     converter = local.platform.service_accounts["converter"]
     submitter = local.platform.service_accounts["submitter"]

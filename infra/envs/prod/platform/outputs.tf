@@ -36,6 +36,21 @@ output "dead_letter_subscription" {
   value       = module.platform.dead_letter_subscription
 }
 
+output "notification_topic_id" {
+  description = "Topic of the data bucket's incoming/ notifications; on-data-arrival's push subscription reads it."
+  value       = module.platform.notification_topic_id
+}
+
+output "arrival_dead_letter_topic_id" {
+  description = "Dead-letter topic of the arrival (notification) subscription."
+  value       = module.platform.arrival_dead_letter_topic_id
+}
+
+output "arrival_dead_letter_subscription" {
+  description = "Subscription keeping dead-lettered arrivals (inspect and replay from it)."
+  value       = module.platform.arrival_dead_letter_subscription
+}
+
 output "trainer_image_base" {
   description = "Trainer image path without tag; Cloud Build pushes :$SHORT_SHA here."
   value       = module.platform.trainer_image_base
