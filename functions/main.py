@@ -24,7 +24,7 @@ log = logging.getLogger("landfall.main")
 @functions_framework.cloud_event
 def on_data_arrival(cloud_event) -> None:  # type: ignore[no-untyped-def]
     try:
-        obj = events.object_finalized(cloud_event)
+        obj = events.object_event(cloud_event)
     except PermanentError as exc:
         log.error("malformed storage event %s: %s", cloud_event.get("id") if hasattr(cloud_event, "get") else "", exc)
         return

@@ -125,3 +125,45 @@ def test_storage_outage_is_retried(emulator_stack, topic, monkeypatch):
         assert post(app.test_client(), event).status_code == 500
     finally:
         main.arrival.runtime.cache_clear()
+
+
+def test_archive_notification_retracts_the_overwritten_generation(emulator_stack, bucket, topic, client):
+    """Versioned bucket, object overwritten: GCS sends OBJECT_ARCHIVE for the old generation."""
+    storage = emulator_stack.storage
+    name = "incoming/sensors/day-1.npy"
+    old = upload_npy(storage, bucket, name, time_series(16, seed=8))
+    event = golden("storage_finalized.json", BUCKET=bucket, GENERATION=str(old.generation), SIZE=str(old.size))
+    assert post(client, event).status_code == 200
+    new = upload_npy(storage, bucket, name, time_series(16, seed=9))
+    resource = {"name": name, "bucket": bucket, "generation": str(old.generation), "size": str(old.size)}
+    archive = golden("pubsub_gcs_archive.json", BUCKET=bucket, GENERATION=str(old.generation),
+                     NEWER=str(new.generation), PROJECT=emulator_stack.project,
+                     PAYLOAD_BASE64=base64.b64encode(json.dumps(resource).encode()).decode())
+    assert post(client, archive).status_code == 200
+    aid = layout.arrival_id(name, old.generation)
+    record = json.loads(storage.read_bytes(f"gs://{bucket}/tfrecords/sensors/{aid}/retracted.json"))
+    assert record["reason"] == "superseded" and record["by_generation"] == new.generation
+
+
+def test_real_delete_notification_from_the_emulator_retracts(emulator_stack, bucket, topic, client):
+    sub = unique("deletes")
+    emulator_stack.pubsub.ensure_subscription(sub, emulator_stack.gcs_topic)
+    storage = emulator_stack.storage
+    name = "incoming/sensors/gone.npy"
+    info = upload_npy(storage, bucket, name, time_series(16, seed=10))
+    storage.delete(f"gs://{bucket}/{name}")
+    notes, deadline = [], time.monotonic() + 20
+    while len(notes) < 2 and time.monotonic() < deadline:
+        pulled = pull_all(emulator_stack.pubsub, sub, timeout_s=3)
+        notes += [m for m in pulled if m.attributes.get("bucketId") == bucket]
+    assert sorted(n.attributes["eventType"] for n in notes) == ["OBJECT_DELETE", "OBJECT_FINALIZE"]
+    for note in sorted(notes, key=lambda n: n.attributes["eventType"]):  # the delete first: out of order
+        event = {
+            "attributes": {"specversion": "1.0", "id": note.message_id, "source": "//pubsub.googleapis.com/x",
+                           "type": "google.cloud.pubsub.topic.v1.messagePublished"},
+            "data": {"message": {"data": base64.b64encode(note.data).decode(), "attributes": note.attributes,
+                                 "messageId": note.message_id}},
+        }
+        assert post(client, event).status_code == 200
+    folder = f"gs://{bucket}/tfrecords/sensors/{layout.arrival_id(name, info.generation)}/"
+    assert storage.list(folder) == [folder + "retracted.json"]  # retracted, never converted

@@ -3,6 +3,10 @@
 Idempotent under at-least-once delivery: the manifest is the commit point. If it exists, the work
 is done and only the (deterministic) training request is published again, which also repairs a
 crash between the manifest and the publish; consumers drop the duplicate by ``request_id``.
+
+Unordered delivery: only the object's live generation is converted and requested. A newer generation
+retracts the older ones (``landfall.core.retractions``) and a delete retracts the deleted one; the
+finalize of an older generation that comes late converts and requests nothing.
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Literal
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout, rejections
+from landfall.core import layout, rejections, retractions
 from landfall.core.config import Layout
-from landfall.core.errors import BadInput, NotFound
+from landfall.core.errors import BadInput, Invalid, NotFound
 from landfall.core.events import ObjectEvent
 from landfall.core.messages import Manifest, Rejection, TrainingRequest, utc_now
 from landfall.core.pubsub import PubSub
@@ -25,7 +29,7 @@ from landfall.core.storage import Storage
 
 log = logging.getLogger("landfall.arrival")
 
-Outcome = Literal["ignored", "converted", "duplicate", "rejected", "superseded"]
+Outcome = Literal["ignored", "converted", "duplicate", "rejected", "superseded", "retracted"]
 ArrivalRuntime = Runtime[ConverterConfig]
 
 
@@ -48,12 +52,19 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
         return "ignored"
     aid = layout.arrival_id(obj.name, obj.generation)
     dataset = layout.dataset_of(obj.name, rt.layout) or None
+    if obj.kind != "finalize":
+        return _removed(obj, rt)
     try:
         arrival = layout.parse_arrival(obj.bucket, obj.name, obj.generation, rt.layout)
+        if _superseded(arrival, rt):
+            return "superseded"
         manifest_uri = layout.gs(obj.bucket, layout.manifest_name(rt.layout, arrival.dataset, aid))
-        if rt.storage.exists(manifest_uri):
-            return _republish(arrival, manifest_uri, rt)
-        manifest = _convert(arrival, rt)
+        outcome: Outcome = "duplicate" if rt.storage.exists(manifest_uri) else "converted"
+        manifest = _existing(manifest_uri, rt) if outcome == "duplicate" else _convert(arrival, rt)
+        # Overwritten or deleted while we converted: its successor's event (or this check) retracts it.
+        if _superseded(arrival, rt):
+            return "superseded"
+        older = retractions.retract_older(rt.storage, rt.layout, arrival)
     except NotFound:
         # This generation was overwritten or deleted before we read it; its successor has its own event.
         log.warning("%s generation %s is gone; skipping", obj.name, obj.generation,
@@ -63,11 +74,66 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
         _reject(obj, dataset, aid, exc, rt)
         return "rejected"
     _publish(arrival, manifest_uri, rt)
-    log.info("converted %s: %d instances in %d shards", obj.name, manifest.count, len(manifest.shards),
+    log.info("%s %s: %d instances in %d shards", "converted" if outcome == "converted" else "already converted",
+             obj.name, manifest.count, len(manifest.shards),
              extra={"arrival_id": aid, "dataset": dataset,
                     "fields": {"manifest": manifest_uri, "count": manifest.count, "shards": len(manifest.shards),
-                               "dropped": manifest.dropped_nonfinite}})
-    return "converted"
+                               "dropped": manifest.dropped_nonfinite, "retracted_generations": older}})
+    return outcome
+
+
+def _live_generation(obj_uri: str, rt: ArrivalRuntime) -> int | None:
+    try:
+        return rt.storage.stat(obj_uri).generation
+    except NotFound:
+        return None
+
+
+def _superseded(arrival: layout.Arrival, rt: ArrivalRuntime) -> bool:
+    """Whether ``arrival`` is no longer the object's live generation (retracting it if so), or was retracted.
+
+    Checked before converting (a late or reordered finalize of an older generation converts nothing) and
+    again after (it was overwritten or deleted meanwhile), so stale data is never requested.
+    """
+    live = _live_generation(layout.gs(arrival.bucket, arrival.name), rt)
+    if live is not None and live > arrival.generation:
+        retractions.retract(rt.storage, rt.layout, arrival, "superseded", live)
+        return True
+    if live is None and rt.config.on_delete == "retract":
+        retractions.retract(rt.storage, rt.layout, arrival, "deleted")
+        return True
+    return retractions.is_retracted(rt.storage, rt.layout, arrival)
+
+
+def _removed(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
+    """A generation was deleted or archived: retract its arrival (``LANDFALL_ON_DELETE=retract``, the default).
+
+    Overwrites are handled whatever the setting: the newer generation's finalize retracts the older ones
+    too, so a lost or late delete event changes nothing.
+    """
+    try:
+        arrival = layout.parse_arrival(obj.bucket, obj.name, obj.generation, rt.layout)
+    except BadInput:
+        return "ignored"  # never converted: nothing to retract
+    live = _live_generation(layout.gs(obj.bucket, obj.name), rt)
+    if live is not None and live > obj.generation:
+        retractions.retract(rt.storage, rt.layout, arrival, "superseded", live)
+        return "retracted"
+    if live is None and rt.config.on_delete == "retract":
+        retractions.retract(rt.storage, rt.layout, arrival, "deleted")
+        return "retracted"
+    log.info("kept %s generation %s after its %s event (live generation %s, on_delete=%s)", obj.name,
+             obj.generation, obj.kind, live, rt.config.on_delete,
+             extra={"arrival_id": arrival.arrival_id, "dataset": arrival.dataset})
+    return "ignored"
+
+
+def _existing(manifest_uri: str, rt: ArrivalRuntime) -> Manifest:
+    """Already converted (a redelivery): its manifest, which the request is published again for."""
+    try:
+        return Manifest.from_json(rt.storage.read_bytes(manifest_uri), manifest_uri)
+    except Invalid as exc:
+        raise BadInput("invalid_manifest", f"the existing manifest cannot be read: {exc}") from None
 
 
 def _convert(arrival: layout.Arrival, rt: ArrivalRuntime) -> Manifest:
@@ -83,16 +149,6 @@ def _convert(arrival: layout.Arrival, rt: ArrivalRuntime) -> Manifest:
         generation=arrival.generation,
         tmp_prefix=layout.gs(bucket, f"tmp/{dataset}/{aid}/{uuid.uuid4().hex[:12]}"),
     )
-
-
-def _republish(arrival: layout.Arrival, manifest_uri: str, rt: ArrivalRuntime) -> Outcome:
-    """Already converted (a redelivery): publish the same request again, in case the first publish was lost."""
-    manifest = Manifest.from_json(rt.storage.read_bytes(manifest_uri), manifest_uri)
-    _publish(arrival, manifest_uri, rt)
-    log.info("already converted %s; request re-published", arrival.name,
-             extra={"arrival_id": arrival.arrival_id, "dataset": arrival.dataset,
-                    "fields": {"manifest": manifest_uri, "count": manifest.count}})
-    return "duplicate"
 
 
 def request_for(arrival: layout.Arrival, manifest_uri: str) -> TrainingRequest:

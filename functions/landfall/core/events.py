@@ -1,8 +1,13 @@
 """Parses the CloudEvents the functions receive into plain values (no I/O).
 
-- ``google.cloud.storage.object.v1.finalized`` (Eventarc): ``data`` is the object resource.
 - ``google.cloud.pubsub.topic.v1.messagePublished``: ``data.message`` is a Pub/Sub message; for
-  arrivals it carries a GCS notification (JSON_API_V1, ``eventType=OBJECT_FINALIZE``).
+  arrivals it carries a GCS notification (JSON_API_V1; ``eventType`` ``OBJECT_FINALIZE``, ``OBJECT_DELETE``
+  or ``OBJECT_ARCHIVE``). This is the deployed route (infra/modules/pubsub) and the local stack's.
+- ``google.cloud.storage.object.v1.{finalized,deleted,archived}`` (Eventarc): ``data`` is the object
+  resource. Accepted too, so the function can also be wired with an Eventarc trigger.
+
+Cloud Storage reports an overwritten or deleted live object as ``OBJECT_ARCHIVE`` when the bucket keeps
+versions and as ``OBJECT_DELETE`` when it does not; both become ``kind="delete"``.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from typing import Any
 from landfall.core.errors import Invalid
 
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
+STORAGE_KINDS = {STORAGE_FINALIZED: "finalize", "google.cloud.storage.object.v1.deleted": "delete",
+                 "google.cloud.storage.object.v1.archived": "delete"}
+NOTIFICATION_KINDS = {"OBJECT_FINALIZE": "finalize", "OBJECT_DELETE": "delete", "OBJECT_ARCHIVE": "delete"}
 PUBSUB_PUBLISHED = "google.cloud.pubsub.topic.v1.messagePublished"
 
 
@@ -26,6 +34,7 @@ class ObjectEvent:
     generation: int
     size: int | None = None
     crc32c: str | None = None
+    kind: str = "finalize"  # finalize | delete (deleted, or archived: no longer the live generation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +72,7 @@ def pubsub_message(event: Any) -> Message:
     )
 
 
-def _object(resource: dict[str, Any], bucket: str | None = None, name: str | None = None,
+def _object(kind: str, resource: dict[str, Any], bucket: str | None = None, name: str | None = None,
             generation: Any = None) -> ObjectEvent:
     bucket = bucket or resource.get("bucket")
     name = name or resource.get("name")
@@ -75,21 +84,23 @@ def _object(resource: dict[str, Any], bucket: str | None = None, name: str | Non
         size = int(resource["size"]) if resource.get("size") not in (None, "") else None
     except (TypeError, ValueError):
         raise Invalid(f"storage event has a non-numeric generation or size: {generation!r}") from None
-    return ObjectEvent(bucket=str(bucket), name=str(name), generation=gen, size=size, crc32c=resource.get("crc32c"))
+    return ObjectEvent(bucket=str(bucket), name=str(name), generation=gen, size=size, crc32c=resource.get("crc32c"),
+                       kind=kind)
 
 
-def object_finalized(event: Any) -> ObjectEvent | None:
-    """The finalized object, or ``None`` for an event that is not an object finalize (ignored)."""
+def object_event(event: Any) -> ObjectEvent | None:
+    """The object finalized or deleted, or ``None`` for another storage event (metadata updates: ignored)."""
     kind = _attr(event, "type")
     payload = event.data if hasattr(event, "data") else event["data"]
-    if kind == STORAGE_FINALIZED:
+    if kind in STORAGE_KINDS:
         if not isinstance(payload, dict):
             raise Invalid("storage event data is not an object resource")
-        return _object(payload)
+        return _object(STORAGE_KINDS[kind], payload)
     if kind == PUBSUB_PUBLISHED:
         message = pubsub_message(event)
         attrs = message.attributes
-        if attrs.get("eventType", "OBJECT_FINALIZE") != "OBJECT_FINALIZE":
+        object_kind = NOTIFICATION_KINDS.get(attrs.get("eventType", "OBJECT_FINALIZE"))
+        if object_kind is None:
             return None
         resource: dict[str, Any] = {}
         if message.data:
@@ -97,5 +108,6 @@ def object_finalized(event: Any) -> ObjectEvent | None:
                 resource = json.loads(message.data)
             except ValueError:
                 raise Invalid("GCS notification payload is not JSON") from None
-        return _object(resource, attrs.get("bucketId"), attrs.get("objectId"), attrs.get("objectGeneration"))
+        return _object(object_kind, resource, attrs.get("bucketId"), attrs.get("objectId"),
+                       attrs.get("objectGeneration"))
     raise Invalid(f"unsupported event type {kind!r}")

@@ -2,6 +2,7 @@
 
 - arrivals:   gs://BUCKET/incoming/<dataset>/<any path>
 - shards:     gs://BUCKET/tfrecords/<dataset>/<arrival-id>/part-00000-of-000NN.tfrecord + manifest.json
+              (+ retracted.json once the arrival's object was overwritten or deleted)
 - rejections: gs://BUCKET/rejected/<dataset>/<arrival-id>.json
 - runs:       gs://BUCKET/runs/<job>/
 
@@ -22,6 +23,8 @@ from landfall.core.errors import BadInput
 
 DATASET_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 INVALID_DATASET = "_invalid"
+MANIFEST = "manifest.json"
+RETRACTION = "retracted.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,12 +51,32 @@ def is_arrival(name: str, layout: Layout) -> bool:
     return name.startswith(layout.incoming_prefix) and not name.endswith("/")
 
 
+ARRIVAL_ID_RE = re.compile(r"^(?P<slug>.+)-g(?P<generation>[0-9]+)-[0-9a-f]{8}$")
+
+
+def _slug(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._")[:48] or "object"
+
+
 def arrival_id(name: str, generation: int) -> str:
     """Readable, path-safe and unique per (object name, generation)."""
-    base = name.rsplit("/", 1)[-1]
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", base).strip("._")[:48] or "object"
     digest = hashlib.sha256(f"{name}#{generation}".encode()).hexdigest()[:8]
-    return f"{slug}-g{generation}-{digest}"
+    return f"{_slug(name)}-g{generation}-{digest}"
+
+
+def generations_prefix(name: str) -> str:
+    """What the arrival ids of every generation of ``name`` start with (other names may share it)."""
+    return f"{_slug(name)}-g"
+
+
+def generation_of(name: str, aid: str) -> int | None:
+    """The generation of ``name`` that ``aid`` is the arrival id of, or ``None`` if it is another object's."""
+    match = ARRIVAL_ID_RE.match(aid)
+    if not match:
+        return None
+    generation = int(match["generation"])
+    return generation if arrival_id(name, generation) == aid else None
 
 
 def request_id(bucket: str, name: str, generation: int) -> str:
@@ -84,12 +107,21 @@ def parse_arrival(bucket: str, name: str, generation: int, layout: Layout) -> Ar
     return Arrival(bucket=bucket, name=name, generation=generation, dataset=dataset, arrival_id=aid)
 
 
+def dataset_prefix(layout: Layout, dataset: str) -> str:
+    """Where the dataset's arrivals are converted to: one folder per arrival id below it."""
+    return f"{layout.tfrecords_prefix}{dataset}/"
+
+
 def shards_prefix(layout: Layout, dataset: str, aid: str) -> str:
-    return f"{layout.tfrecords_prefix}{dataset}/{aid}/"
+    return f"{dataset_prefix(layout, dataset)}{aid}/"
 
 
 def manifest_name(layout: Layout, dataset: str, aid: str) -> str:
-    return shards_prefix(layout, dataset, aid) + "manifest.json"
+    return shards_prefix(layout, dataset, aid) + MANIFEST
+
+
+def retraction_name(layout: Layout, dataset: str, aid: str) -> str:
+    return shards_prefix(layout, dataset, aid) + RETRACTION
 
 
 def shard_name(index: int, total: int) -> str:

@@ -1,9 +1,10 @@
-"""The manifest, the training request and the rejection record: defined once, used by every stage.
+"""The manifest, the training request, the rejection and the retraction: defined once, used by every stage.
 
 ``landfall.manifest/v1`` describes one converted arrival; shards are referenced only through it, and
 it is written last, once, so a reader never sees partial data. ``landfall.request/v1`` asks for a
 training run on a dataset; its ``request_id`` is deterministic for an arrival so consumers can drop
 duplicate deliveries. ``landfall.rejection/v1`` records why a stage refused an input, for good.
+``landfall.retraction/v1`` excludes an arrival whose object was overwritten or deleted (its manifest stays).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ MANIFEST_SCHEMA = "landfall.manifest/v1"
 REQUEST_SCHEMA = "landfall.request/v1"
 METRICS_SCHEMA = "landfall.metrics/v1"
 REJECTION_SCHEMA = "landfall.rejection/v1"
+RETRACTION_SCHEMA = "landfall.retraction/v1"
 REASONS = ("arrival", "manual")
 
 
@@ -155,6 +157,23 @@ class Rejection:
     request: dict[str, Any] | str | None = None
     rejected_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = REJECTION_SCHEMA
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class Retraction:
+    """An arrival no job may train on any more: its object was overwritten (``superseded``, by generation
+    ``by_generation``) or deleted (``deleted``). Written next to the arrival's manifest, once, for good."""
+
+    dataset: str
+    arrival_id: str
+    source: dict[str, Any]  # {bucket, name, generation}
+    reason: str  # superseded | deleted
+    by_generation: int | None = None
+    retracted_at: str = dataclasses.field(default_factory=utc_now)
+    schema: str = RETRACTION_SCHEMA
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()

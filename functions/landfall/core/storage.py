@@ -130,8 +130,8 @@ class Storage:
         with mapped_errors(uri):
             return self._blob(uri).exists(retry=self.retry)
 
-    def list(self, prefix: str, suffix: str = "") -> list[str]:
-        """URIs under ``prefix`` (a gs:// prefix or a local folder), sorted."""
+    def list(self, prefix: str, suffix: str | tuple[str, ...] = "") -> list[str]:
+        """URIs under ``prefix`` (a gs:// prefix or a local folder) ending with ``suffix`` (or one of them), sorted."""
         if not is_gs(prefix):
             root = Path(prefix)
             if not root.exists():

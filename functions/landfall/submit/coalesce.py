@@ -29,7 +29,7 @@ Deciding on a request R for dataset D (manifest M)
 
 Release: resolving manifests at start
     ``release()`` lists ``gs://BUCKET/tfrecords/<D>/*/manifest.json`` (all of them, or the newest
-    ``window`` by object generation), writes them into the job's container args and the
+    ``window`` by object generation; retracted arrivals left out), writes them into the job's container args and the
     ``landfall.dev/manifests`` annotation, and unsuspends, in one merge patch that carries the
     ``resourceVersion`` it read: of two concurrent releasers one wins, the other gets 409, re-reads and
     finds it released. Every arrival whose manifest existed before the release is therefore trained on
@@ -55,9 +55,10 @@ import json
 import logging
 from typing import Any
 
+from landfall.core import retractions
 from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, Conflict, NotFound, TemporaryError
-from landfall.core.layout import split_gs
+from landfall.core.layout import dataset_prefix, gs, split_gs
 from landfall.core.messages import TrainingRequest, utc_now
 from landfall.core.storage import Storage
 from landfall.submit import tfjob
@@ -77,9 +78,9 @@ class Decision:
 
 
 def resolve_manifests(dataset: str, bucket: str, cfg: JobConfig, storage: Storage, layout: Layout) -> list[str]:
-    """The manifests a job of ``dataset`` trains on, resolved now: all, or the newest ``cfg.window``."""
-    prefix = f"gs://{bucket}/{layout.tfrecords_prefix}{dataset}/"
-    uris = [u for u in storage.list(prefix, suffix="/manifest.json") if u[len(prefix):].count("/") == 1]
+    """The manifests a job of ``dataset`` trains on, resolved now: all, or the newest ``cfg.window``, leaving
+    out retracted arrivals (objects overwritten or deleted since)."""
+    uris = retractions.live_manifests(storage, gs(bucket, dataset_prefix(layout, dataset)))
     if cfg.window and len(uris) > cfg.window:
         by_age = sorted(uris, key=lambda u: (storage.stat(u).generation, u))
         uris = sorted(by_age[-cfg.window:])
@@ -197,7 +198,8 @@ def _covers(job: dict[str, Any], request: TrainingRequest) -> bool:
 def _create_released(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: Storage, layout: Layout,
                      name: str, after: str | None) -> Decision | None:
     manifests = resolve_manifests(request.dataset, cfg.bucket, cfg, storage, layout)
-    if request.manifest not in manifests and cfg.window == 0:
+    if (request.manifest not in manifests and cfg.window == 0
+            and not retractions.manifest_is_retracted(storage, request.manifest)):
         manifests.append(request.manifest)  # a manifest outside the dataset's folder, named explicitly
     job = tfjob.render(cfg, name=name, dataset=request.dataset, request_id=request.request_id, manifests=manifests,
                        after=after, released_at=utc_now(), runs_prefix=layout.runs_prefix)

@@ -119,6 +119,18 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     assert [(j["name"], j["state"]) for j in report["jobs"]] == [(tfjob.name_of(job), "Succeeded")]
     assert report["datasets"]["plant"]["arrivals"] == 1 and report["jobs"][0]["metrics"]["epochs"] == 2
 
+    # Only incoming/ starts work: the job's runs/, the converter's tfrecords/ and tmp/, and these writes
+    # reached no function. Deleting the upload reaches it, and retracts the arrival.
+    for other in ("runs/x/y.json", "tfrecords/plant/x.json", "tmp/x.bin", "rejected/x.json"):
+        storage.write_bytes(f"gs://{info['bucket']}/{other}", b"{}")
+    storage.delete(f"gs://{info['bucket']}/incoming/plant/sensors.npy")
+    (manifest,) = storage.list(f"gs://{info['bucket']}/tfrecords/plant/", suffix="manifest.json")
+    arrival_folder = manifest.rsplit("/", 1)[0]
+    _wait(lambda: storage.exists(arrival_folder + "/retracted.json"), 30, "the retraction")
+    tapped = pubsub.pull("test-notification-tap", timeout_s=3) + pubsub.pull("test-notification-tap", timeout_s=3)
+    assert {(m.attributes["objectId"], m.attributes["eventType"]) for m in tapped} == {
+        ("incoming/plant/sensors.npy", "OBJECT_FINALIZE"), ("incoming/plant/sensors.npy", "OBJECT_DELETE")}
+
     # SIGTERM stops every process it started, and theirs, leaving none behind.
     groups = set(info["processes"].values()) | {proc.pid}
     for j in backend.list():

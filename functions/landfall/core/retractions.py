@@ -1,0 +1,90 @@
+"""Retracted arrivals: an object's newest generation supersedes its older ones; deleting it retracts it.
+
+The record (``landfall.retraction/v1``) is ``gs://BUCKET/tfrecords/<D>/<arrival-id>/retracted.json``, next
+to the manifest, which stays for audit. It is create-only and never removed, so once retracted always
+retracted: a late, duplicated or reordered event cannot bring stale data back. It may exist before the
+manifest (a delete handled before the finalize); the arrival stage then never converts that arrival.
+Every reader of a dataset's manifests goes through ``live_manifests``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from landfall.core import layout
+from landfall.core.config import Layout
+from landfall.core.errors import AlreadyExists
+from landfall.core.layout import MANIFEST, RETRACTION, Arrival
+from landfall.core.messages import Retraction
+from landfall.core.storage import Storage
+
+log = logging.getLogger("landfall.retractions")
+
+
+def retract(storage: Storage, lay: Layout, arrival: Arrival, reason: str, by_generation: int | None = None) -> bool:
+    """Records the retraction of ``arrival``; False if it was already retracted (nothing changes then)."""
+    uri = layout.gs(arrival.bucket, layout.retraction_name(lay, arrival.dataset, arrival.arrival_id))
+    record = Retraction(dataset=arrival.dataset, arrival_id=arrival.arrival_id, reason=reason,
+                        by_generation=by_generation,
+                        source={"bucket": arrival.bucket, "name": arrival.name, "generation": arrival.generation})
+    try:
+        storage.write_bytes(uri, record.to_json(), if_absent=True, content_type="application/json")
+    except AlreadyExists:
+        return False
+    log.info("retracted %s generation %d: %s", arrival.name, arrival.generation, reason,
+             extra={"arrival_id": arrival.arrival_id, "dataset": arrival.dataset,
+                    "fields": {"retraction": uri, "reason": reason, "by_generation": by_generation}})
+    return True
+
+
+def is_retracted(storage: Storage, lay: Layout, arrival: Arrival) -> bool:
+    return storage.exists(layout.gs(arrival.bucket, layout.retraction_name(lay, arrival.dataset, arrival.arrival_id)))
+
+
+def manifest_is_retracted(storage: Storage, manifest_uri: str) -> bool:
+    return storage.exists(manifest_uri.rsplit("/", 1)[0] + "/" + RETRACTION)
+
+
+def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, str], set[str]]:
+    """Arrival folders directly under ``prefix`` (whose ids begin with ``start``): {folder: manifest URI}
+    and the retracted folders."""
+    manifests, retracted = {}, set()
+    for uri in storage.list(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION)):
+        folder, _, leaf = uri.rpartition("/")
+        if "/" in folder[len(prefix):]:
+            continue  # deeper than <prefix><arrival-id>/
+        if leaf == MANIFEST:
+            manifests[folder] = uri
+        else:
+            retracted.add(folder)
+    return manifests, retracted
+
+
+def live_manifests(storage: Storage, prefix: str) -> list[str]:
+    """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted."""
+    manifests, retracted = _records(storage, prefix)
+    return sorted(uri for folder, uri in manifests.items() if folder not in retracted)
+
+
+def retracted_manifests(storage: Storage, prefix: str) -> list[str]:
+    manifests, retracted = _records(storage, prefix)
+    return sorted(uri for folder, uri in manifests.items() if folder in retracted)
+
+
+def retract_older(storage: Storage, lay: Layout, arrival: Arrival) -> list[int]:
+    """Retracts every older generation of ``arrival``'s object that has a manifest; returns their generations.
+
+    Lists only the arrival folders whose id starts like this object's (its file name), and recognises its
+    own generations by their id, so other objects with the same file name are left alone.
+    """
+    prefix = layout.gs(arrival.bucket, layout.dataset_prefix(lay, arrival.dataset))
+    manifests, retracted = _records(storage, prefix, layout.generations_prefix(arrival.name))
+    done = []
+    for folder in sorted(set(manifests) - retracted):
+        aid = folder.rsplit("/", 1)[-1]
+        generation = layout.generation_of(arrival.name, aid)
+        if generation is not None and generation < arrival.generation:
+            older = Arrival(arrival.bucket, arrival.name, generation, arrival.dataset, aid)
+            if retract(storage, lay, older, "superseded", arrival.generation):
+                done.append(generation)
+    return done
