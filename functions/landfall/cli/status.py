@@ -1,6 +1,7 @@
 """``landfall status [--dataset NAME] [--json]``: what the system holds and does, read from the bucket and the jobs.
 
-Arrivals (manifests) and rejections per dataset, the jobs with their state, the requests each covers and
+Arrivals per dataset (live, and retracted because their object was overwritten or deleted) and rejections,
+with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
 (peeked, not consumed). It also releases waiting follow-ups whose predecessor ended
 (``landfall.submit.coalesce.reconcile``). Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win.
@@ -13,9 +14,10 @@ import json
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import logs
+from landfall.core import layout, logs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
+from landfall.core.layout import MANIFEST, RETRACTION
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, tfjob
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # -- status ---------------------------------------------------------------------------------------------
+LATEST = 5  # retractions and rejections shown per dataset, newest first
 def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
     try:
         raw = json.loads(storage.read_bytes(tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"))
@@ -52,6 +55,56 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
     last = epochs[-1] if epochs else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
             **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last}}
+
+
+def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
+    """Per dataset: live and retracted arrivals, rejections, and the latest few of each with their reasons."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(ds: str) -> dict[str, Any]:
+        return out.setdefault(ds, {"arrivals": 0, "retracted": 0, "rejected": 0})
+
+    tprefix = layout.gs(bucket, lay.tfrecords_prefix)
+    folders: dict[tuple[str, str], dict[str, Any]] = {}
+    records = ("/" + MANIFEST, "/" + RETRACTION)
+    for info in storage.list_objects(tprefix + (f"{dataset}/" if dataset else ""), suffix=records):
+        parts = info.uri[len(tprefix):].split("/")
+        if len(parts) == 3:  # <dataset>/<arrival-id>/<record>
+            folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
+    retracted: dict[str, list[Any]] = {}
+    for (ds, _), records in folders.items():
+        if RETRACTION in records:
+            entry(ds)["retracted"] += 1
+            retracted.setdefault(ds, []).append(records[RETRACTION])
+        else:
+            entry(ds)["arrivals"] += 1
+    rprefix = layout.gs(bucket, lay.rejected_prefix)
+    rejected: dict[str, list[Any]] = {}
+    for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
+        ds = info.uri[len(rprefix):].split("/", 1)[0]
+        entry(ds)["rejected"] += 1
+        rejected.setdefault(ds, []).append(info)
+    for ds, infos in retracted.items():
+        out[ds]["latest_retractions"] = [_summary(storage, i.uri, ("source", "reason", "by_generation", "retracted_at"))
+                                         for i in _newest(infos)]
+    for ds, infos in rejected.items():
+        out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
+                                        for i in _newest(infos)]
+    return out
+
+
+def _newest(infos: list[Any]) -> list[Any]:
+    return sorted(infos, key=lambda i: (i.generation, i.uri))[-LATEST:][::-1]
+
+
+def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    try:
+        raw = json.loads(storage.read_bytes(uri))
+    except (LandfallError, ValueError) as exc:
+        return {"record": uri, "error": str(exc)}
+    source = raw.get("source") or {}
+    return {"record": uri, **({"name": source.get("name"), "generation": source.get("generation")} if source else {}),
+            **{k: raw.get(k) for k in keys if k != "source"}}
 
 
 def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
@@ -64,14 +117,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
     if released:
         out["released"] = released
     if cfg.bucket:
-        prefix = f"gs://{cfg.bucket}/{lay.tfrecords_prefix}" + (f"{dataset}/" if dataset else "")
-        for uri in storage.list(prefix, suffix="/manifest.json"):
-            ds = uri[len(f"gs://{cfg.bucket}/{lay.tfrecords_prefix}"):].split("/", 1)[0]
-            out["datasets"].setdefault(ds, {"arrivals": 0, "rejected": 0})["arrivals"] += 1
-        rprefix = f"gs://{cfg.bucket}/{lay.rejected_prefix}" + (f"{dataset}/" if dataset else "")
-        for uri in storage.list(rprefix, suffix=".json"):
-            ds = uri[len(f"gs://{cfg.bucket}/{lay.rejected_prefix}"):].split("/", 1)[0]
-            out["datasets"].setdefault(ds, {"arrivals": 0, "rejected": 0})["rejected"] += 1
+        out["datasets"] = _datasets(storage, cfg.bucket, lay, dataset)
     for job in backend.list(dataset):
         name = tfjob.name_of(job)
         bucket = cfg.bucket or tfjob.bucket_of(job)
@@ -117,7 +163,13 @@ def status(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     for ds, counts in sorted(report["datasets"].items()):
-        print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['rejected']} rejected")
+        print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
+              f"{counts['rejected']} rejected")
+        for r in counts.get("latest_rejections", []):
+            print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
+        for r in counts.get("latest_retractions", []):
+            by = f" by generation {r['by_generation']}" if r.get("by_generation") else ""
+            print(f"  retracted {r.get('name')}#{r.get('generation')}: {r.get('reason')}{by}")
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         m = j["metrics"] or {}

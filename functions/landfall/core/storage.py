@@ -132,17 +132,22 @@ class Storage:
 
     def list(self, prefix: str, suffix: str | tuple[str, ...] = "") -> list[str]:
         """URIs under ``prefix`` (a gs:// prefix or a local folder) ending with ``suffix`` (or one of them), sorted."""
+        return [info.uri for info in self.list_objects(prefix, suffix)]
+
+    def list_objects(self, prefix: str, suffix: str | tuple[str, ...] = "") -> list[ObjectInfo]:
+        """As ``list``, with each object's size and generation (in Cloud Storage, its write time in µs)."""
         if not is_gs(prefix):
             root = Path(prefix)
             if not root.exists():
                 return []
-            return sorted(str(p) for p in root.rglob("*") if p.is_file() and str(p).endswith(suffix))
+            return [ObjectInfo(str(p), p.stat().st_size, p.stat().st_mtime_ns // 1000, None)
+                    for p in sorted(root.rglob("*")) if p.is_file() and str(p).endswith(suffix)]
         bucket, name = split_gs(prefix)
         with mapped_errors(prefix):
             return sorted(
-                f"gs://{bucket}/{b.name}"
-                for b in self.client.list_blobs(bucket, prefix=name, retry=self.retry)
-                if b.name.endswith(suffix)
+                (ObjectInfo(f"gs://{bucket}/{b.name}", int(b.size or 0), int(b.generation or 0), b.crc32c)
+                 for b in self.client.list_blobs(bucket, prefix=name, retry=self.retry) if b.name.endswith(suffix)),
+                key=lambda info: info.uri,
             )
 
     # -- whole objects ---------------------------------------------------------------------------

@@ -7,6 +7,10 @@ import json
 import yaml
 
 from landfall import cli
+from landfall.core import rejections, retractions
+from landfall.core.config import Layout
+from landfall.core.layout import Arrival
+from landfall.core.messages import Rejection
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -71,6 +75,15 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
         "schema": "landfall.metrics/v1", "status": "running", "restarts": 0,
         "epochs": [{"epoch": 1, "loss": 0.5, "val_loss": 0.6, "wall_s": 1.0, "examples_per_s": 100.0}]}).encode())
     assert handle_message(b"garbage", {}, rt) == "rejected"
+    # An arrival retracted because its object was overwritten, and one the converter refused.
+    older = convert_arrival(storage, bucket, "shown", tmp_path, seed=1)
+    aid = older.manifest.rsplit("/", 2)[1]
+    retractions.retract(storage, Layout(), Arrival(bucket, "incoming/shown/part-1.npy", 1, "shown", aid),
+                        "superseded", 2)
+    rejections.record(Rejection(stage="arrival", reason="quoted_newline", detail="a quoted field holds a line break",
+                                dataset="shown", source={"bucket": bucket, "name": "incoming/shown/x.csv",
+                                                         "generation": 7}),
+                      "x.csv", storage=storage, lay=Layout(), bucket=bucket, key="x.csv-g7")
     dead = f"dl-{bucket}"
     ps.ensure_topic(dead)
     ps.ensure_subscription(dead, dead)
@@ -80,7 +93,12 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     monkeypatch.setenv("LANDFALL_DEAD_LETTER_SUBSCRIPTION", dead)
     assert cli.main(["status", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["datasets"]["shown"] == {"arrivals": 1, "rejected": 0}
+    shown = report["datasets"]["shown"]
+    assert (shown["arrivals"], shown["retracted"], shown["rejected"]) == (1, 1, 1)
+    assert [(r["name"], r["reason"], r["by_generation"]) for r in shown["latest_retractions"]] == [
+        ("incoming/shown/part-1.npy", "superseded", 2)]
+    assert [(r["name"], r["generation"], r["reason"]) for r in shown["latest_rejections"]] == [
+        ("incoming/shown/x.csv", 7, "quoted_newline")]
     assert report["datasets"]["_invalid"]["rejected"] == 1
     (job,) = report["jobs"]
     assert job["name"] == name and job["state"] == "Running" and job["requests"] == [request.request_id]
@@ -90,3 +108,5 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     assert cli.main(["status", "--dataset", "shown"]) == 0
     text = capsys.readouterr().out
     assert name in text and "Running" in text and "dead-letter: 1" in text
+    assert "1 arrivals, 1 retracted, 1 rejected" in text and "quoted_newline" in text
+    assert "retracted incoming/shown/part-1.npy#1: superseded by generation 2" in text
