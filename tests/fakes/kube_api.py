@@ -5,14 +5,49 @@ against this threaded ``http.server`` that answers like the real one does for wh
 
 - ``POST   .../namespaces/NS/tfjobs``: 201 with ``metadata.{uid,resourceVersion,generation,creationTimestamp}``;
   409 ``AlreadyExists`` Status for a taken name; 422 ``Invalid`` Status when the body breaks the TFJob
-  schema (no ``spec.tfReplicaSpecs``, a replica without containers, a bad name or restart policy...).
+  schema (no ``spec.tfReplicaSpecs``, a replica without containers, a bad restart policy...) or the
+  object-meta rules below.
 - ``GET    .../tfjobs/NAME``: 200 or 404 ``NotFound`` Status.
 - ``GET    .../tfjobs?labelSelector=k=v,k2!=v2``: a ``TFJobList``.
 - ``PATCH  .../tfjobs/NAME`` (``application/merge-patch+json``): RFC 7386 merge; a ``metadata.resourceVersion``
-  in the patch that is not the current one is a 409 ``Conflict``; the result is validated again (422).
-- ``PATCH  .../tfjobs/NAME/status``: the status subresource (the tests play the training operator).
+  in the patch that is not the current one is a 409 ``Conflict``; the merged result is checked again (422,
+  and the size limits below).
+- ``PATCH  .../tfjobs/NAME/status``: the status subresource (the tests play the training operator); only
+  ``.status`` changes, so only the size limits apply.
 - ``DELETE .../tfjobs/NAME``: 200 or 404.
 - ``fail_next(n, code)``: the next n requests answer ``code`` (429/503 for the temporary-failure tests).
+
+The real API server's limits, checked in its order (body size, then validation, then etcd), on POST, on
+the result of a merge PATCH, and (size only) on the status subresource:
+
+- ``metadata.name``: required, a DNS-1123 subdomain (lowercase ``[a-z0-9]([-a-z0-9]*[a-z0-9])?`` labels
+  joined by ``.``) of at most 253 characters: what the API server asks of any custom resource. The fake
+  applies no stricter TFJob rule (the training operator's optional admission webhook, which asks for a
+  DNS-1035 label, is not modelled; ``landfall.submit.tfjob.job_name`` already keeps to a 47-character
+  DNS-1035 label).
+- ``metadata.labels``: keys are qualified names (an optional DNS-1123 subdomain prefix of at most 253
+  characters and ``/``, then a name of at most 63 characters matching
+  ``([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]``); values at most 63 characters matching
+  ``(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?``. A break is 422 ``Invalid`` with apimachinery's messages,
+  e.g. ``metadata.labels: Invalid value: "aaa...": must be no more than 63 characters`` (cause
+  ``FieldValueInvalid``, field ``metadata.labels``).
+- ``metadata.annotations``: qualified-name keys (checked lowercased), and all keys + values together at
+  most 262144 bytes (256 KiB, UTF-8): else 422 ``Invalid``,
+  ``metadata.annotations: Too long: must have at most 262144 bytes`` (cause ``FieldValueTooLong``, field
+  ``metadata.annotations``). Newer API servers word the detail ``may not be more than 262144 bytes``:
+  match on the reason and field, not on the wording.
+- Request body over 3 MiB (``--max-request-bytes`` of the API server, 3145728 bytes): 413
+  ``RequestEntityTooLarge`` Status, ``Request entity too large: limit is 3145728``, before any decoding.
+- The object to store over etcd's request limit (``--max-request-bytes`` of etcd, 1.5 MiB = 1572864
+  bytes, measured here as the compact JSON of the object as stored, server-set metadata included; the
+  real request also carries the key, ``managedFields`` and framing, so stay well below): the real API
+  server passes etcd's ``etcdserver: request is too large`` through as a **500** Status with no reason
+  (kubernetes/kubernetes#74600, #112152), which ``landfall.core.kube`` maps to ``TemporaryError``.
+  ``FakeKubeAPI(etcd_too_large_code=413)`` answers 413 ``RequestEntityTooLarge`` (same message) instead,
+  for a test that wants the permanent reading.
+
+Status bodies follow apimachinery: an ``Invalid`` one has ``details.{name,group,kind=TFJob,causes}`` and
+the message ``TFJob.kubeflow.org "NAME" is invalid: ERR`` (``[ERR1, ERR2]`` for several).
 """
 
 from __future__ import annotations
@@ -24,17 +59,42 @@ import threading
 import uuid
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 _PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?(/status)?/?$")
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _RESTART = ("Always", "OnFailure", "Never", "ExitCode")
 _CLEAN = ("All", "Running", "None")
+
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver --max-request-bytes default: 413 above it
+MAX_ETCD_REQUEST_BYTES = 1536 * 1024  # etcd --max-request-bytes default (1.5 MiB): "request is too large"
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # apimachinery TotalAnnotationSizeLimitB
+MAX_NAME = 253  # DNS-1123 subdomain
+MAX_LABEL = 63  # label value, qualified-name name part
+
+# apimachinery/pkg/util/validation: formats and messages, verbatim.
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + r"(\." + _DNS1123_LABEL_FMT + ")*"
+_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+                          "'.', and must start and end with an alphanumeric character")
+_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                       "alphanumeric character")
+_LABEL_VALUE_FMT = "(" + _QUALIFIED_NAME_FMT + ")?"
+_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                    "and must start and end with an alphanumeric character")
+_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_QUALIFIED_NAME = re.compile(_QUALIFIED_NAME_FMT)
+_LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def encoded_size(obj: Any) -> int:
+    """Bytes of ``obj`` as compact JSON (UTF-8): the size the fake holds against etcd's request limit."""
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def status_body(code: int, reason: str, message: str, name: str = "") -> dict[str, Any]:
@@ -42,6 +102,128 @@ def status_body(code: int, reason: str, message: str, name: str = "") -> dict[st
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
         "reason": reason, "details": {"name": name, "group": "kubeflow.org", "kind": "tfjobs"}, "code": code,
     }
+
+
+class FieldError(NamedTuple):
+    """One apimachinery ``field.Error``: ``str()`` is its ``Error()``, ``body`` its ``ErrorBody()``."""
+
+    field: str
+    type: str  # the StatusCause type: FieldValueInvalid, FieldValueRequired, FieldValueTooLong...
+    body: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.body}"
+
+    @classmethod
+    def parse(cls, text: str) -> FieldError:
+        field, _, body = text.partition(": ")
+        kind = ("FieldValueRequired" if body.startswith("Required value") else
+                "FieldValueNotSupported" if body.startswith("Unsupported value") else
+                "FieldValueTooLong" if body.startswith("Too long") else "FieldValueInvalid")
+        return cls(field, kind, body)
+
+
+def invalid_body(name: str, errs: list[FieldError]) -> dict[str, Any]:
+    """``apierrors.NewInvalid(TFJob.kubeflow.org, name, errs)``."""
+    unique = list(dict.fromkeys(str(e) for e in errs))
+    agg = unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+    return {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": f'TFJob.kubeflow.org "{name}" is invalid: {agg}', "reason": "Invalid",
+        "details": {"name": name, "group": "kubeflow.org", "kind": "TFJob",
+                    "causes": [{"reason": e.type, "message": e.body, "field": e.field} for e in errs]},
+        "code": 422,
+    }
+
+
+def _quote(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # Go's %q, for what Landfall sends
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    return msg + " (e.g. " + " or ".join(f"'{e}', " for e in examples) + f"regex used for validation is '{fmt}')"
+
+
+def _max_len(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs = [_max_len(MAX_NAME)] if len(value.encode()) > MAX_NAME else []
+    if not _DNS1123_SUBDOMAIN.fullmatch(value):
+        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) > 2:
+        return ["a qualified name " + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                   "123-abc")
+                + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    name = parts[-1]
+    if len(parts) == 2:
+        if not parts[0]:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs += ["prefix part " + m for m in is_dns1123_subdomain(parts[0])]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name.encode()) > MAX_LABEL:
+        errs.append("name part " + _max_len(MAX_LABEL))
+    if not _QUALIFIED_NAME.fullmatch(name):
+        errs.append("name part " + _regex_error(_QUALIFIED_NAME_MSG, _QUALIFIED_NAME_FMT, "MyName", "my.name",
+                                                "123-abc"))
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errs = [_max_len(MAX_LABEL)] if len(value.encode()) > MAX_LABEL else []
+    if not _LABEL_VALUE.fullmatch(value):
+        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def object_meta_errors(meta: Any) -> list[FieldError]:
+    """``ValidateObjectMetaAccessor`` with ``NameIsDNSSubdomain``: name, then labels, then annotations."""
+    if not isinstance(meta, dict):
+        return [FieldError("metadata", "FieldValueInvalid", "Invalid value: must be an object")]
+    errs: list[FieldError] = []
+    name = meta.get("name")
+    if name is None or name == "":
+        errs.append(FieldError("metadata.name", "FieldValueRequired",
+                               "Required value: name or generateName is required"))
+    elif not isinstance(name, str):
+        errs.append(FieldError("metadata.name", "FieldValueInvalid", "Invalid value: must be a string"))
+    else:
+        errs += [FieldError("metadata.name", "FieldValueInvalid", f"Invalid value: {_quote(name)}: {m}")
+                 for m in is_dns1123_subdomain(name)]
+    for field in ("labels", "annotations"):
+        values = meta.get(field) or {}
+        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+            errs.append(FieldError(f"metadata.{field}", "FieldValueInvalid", "Invalid value: values must be strings"))
+    labels = meta.get("labels") or {}
+    if isinstance(labels, dict):
+        for k in sorted(labels):
+            v = labels[k]
+            errs += [FieldError("metadata.labels", "FieldValueInvalid", f"Invalid value: {_quote(k)}: {m}")
+                     for m in is_qualified_name(k)]
+            if isinstance(v, str):
+                errs += [FieldError("metadata.labels", "FieldValueInvalid", f"Invalid value: {_quote(v)}: {m}")
+                         for m in is_valid_label_value(v)]
+    annotations = meta.get("annotations") or {}
+    if isinstance(annotations, dict):
+        for k in sorted(annotations):
+            errs += [FieldError("metadata.annotations", "FieldValueInvalid", f"Invalid value: {_quote(k)}: {m}")
+                     for m in is_qualified_name(k.lower())]
+        total = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items() if isinstance(v, str))
+        if total > MAX_ANNOTATIONS_BYTES:
+            errs.append(FieldError("metadata.annotations", "FieldValueTooLong",
+                                   f"Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"))
+    return errs
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -57,23 +239,22 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def validate(obj: Any) -> list[str]:
-    """The parts of the TFJob CRD's structural schema (and object-meta rules) Landfall can break."""
-    errs: list[str] = []
+    """The parts of the TFJob CRD's structural schema and the object-meta rules Landfall can break."""
+    return [str(e) for e in field_errors(obj)]
+
+
+def field_errors(obj: Any) -> list[FieldError]:
+    """``validate`` as ``FieldError``s (the ``causes`` of an ``Invalid`` Status)."""
     if not isinstance(obj, dict):
-        return ["body: must be an object"]
+        return [FieldError.parse("body: must be an object")]
+    errs = object_meta_errors(obj.get("metadata") or {})
+    return errs + [FieldError.parse(e) for e in _schema_errors(obj)]
+
+
+def _schema_errors(obj: dict[str, Any]) -> list[str]:
+    errs: list[str] = []
     if obj.get("apiVersion") != "kubeflow.org/v1" or obj.get("kind") != "TFJob":
         errs.append("apiVersion/kind: must be kubeflow.org/v1 TFJob")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name", "")
-    if not isinstance(name, str) or not name or len(name) > 253 or not _DNS1123.match(name):
-        errs.append(f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must consist of ...")
-    for field in ("labels", "annotations"):
-        values = meta.get(field) or {}
-        if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-            errs.append(f"metadata.{field}: values must be strings")
-    for k, v in (meta.get("labels") or {}).items():
-        if isinstance(v, str) and (len(v) > 63 or not re.match(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$", v)):
-            errs.append(f"metadata.labels: Invalid value: {v!r} for {k}")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return [*errs, "spec: Required value"]
@@ -130,8 +311,24 @@ def _selector_matches(selector: str, labels: dict[str, str]) -> bool:
     return True
 
 
+def too_large_body(limit: int = MAX_BODY_BYTES) -> dict[str, Any]:
+    """``apierrors.NewRequestEntityTooLargeError``: what the API server answers to a body over its limit."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": f"Request entity too large: limit is {limit}", "reason": "RequestEntityTooLarge", "code": 413}
+
+
+def etcd_too_large_body(code: int = 500) -> dict[str, Any]:
+    """etcd's ``ErrRequestTooLarge`` as the API server passes it on: a reasonless 500 (or 413, see above)."""
+    out: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                           "message": "etcdserver: request is too large", "code": code}
+    if code == 413:
+        out["reason"] = "RequestEntityTooLarge"
+    return out
+
+
 class FakeKubeAPI:
-    def __init__(self) -> None:
+    def __init__(self, etcd_too_large_code: int = 500) -> None:
+        self.etcd_too_large_code = etcd_too_large_code
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []  # (method, path)
@@ -153,15 +350,13 @@ class FakeKubeAPI:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _body(self) -> Any:
-                n = int(self.headers.get("Content-Length") or 0)
-                return json.loads(self.rfile.read(n) or b"null")
-
             def _handle(self, method: str) -> None:
                 url = urlparse(self.path)
-                body = self._body() if method in ("POST", "PATCH", "PUT") else None
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                # like the API server, nothing over the body limit is decoded
+                body = json.loads(raw or b"null") if len(raw) <= MAX_BODY_BYTES else None
                 code, out = api.handle(method, url.path, parse_qs(url.query), body,
-                                       self.headers.get("Content-Type", ""))
+                                       self.headers.get("Content-Type", ""), body_size=len(raw))
                 self._send(code, out)
 
             def do_GET(self) -> None:
@@ -179,7 +374,7 @@ class FakeKubeAPI:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self) -> FakeKubeAPI:
         self._thread.start()
@@ -217,8 +412,15 @@ class FakeKubeAPI:
         self._version += 1
         obj["metadata"]["resourceVersion"] = str(self._version)
 
+    def _too_large(self, obj: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """etcd's request limit, held against the object as it would be stored."""
+        if encoded_size(obj) > MAX_ETCD_REQUEST_BYTES:
+            return self.etcd_too_large_code, etcd_too_large_body(self.etcd_too_large_code)
+        return None
+
     def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any,
-               content_type: str) -> tuple[int, dict[str, Any]]:
+               content_type: str, body_size: int | None = None) -> tuple[int, dict[str, Any]]:
+        """One request; ``body_size`` is the raw body's length in bytes (else that of ``body`` as JSON)."""
         with self.lock:
             self.requests.append((method, path))
             if self._failures:
@@ -229,6 +431,10 @@ class FakeKubeAPI:
             if not m:
                 return 404, status_body(404, "NotFound", f"the server could not find the requested resource {path}")
             ns, name, sub = m.group(1), m.group(2), m.group(3)
+            if method in ("POST", "PATCH", "PUT"):
+                size = encoded_size(body) if body_size is None else body_size
+                if size > MAX_BODY_BYTES:
+                    return 413, too_large_body()
             if name is None:
                 if method == "GET":
                     selector = (query.get("labelSelector") or [""])[0]
@@ -258,35 +464,43 @@ class FakeKubeAPI:
                         "has been modified; please apply your changes to the latest version and try again", name)
                 if sub:  # status subresource: only .status changes
                     new = copy.deepcopy(obj)
-                    new["status"] = merge_patch(obj.get("status") or {}, (body or {}).get("status") or {})
+                    new["status"] = merge_patch(new.get("status") or {}, (body or {}).get("status") or {})
                 else:
                     patch = copy.deepcopy(body or {})
                     patch.pop("status", None)
                     for frozen in ("name", "namespace", "uid", "creationTimestamp", "resourceVersion"):
                         (patch.get("metadata") or {}).pop(frozen, None)
-                    new = merge_patch(obj, patch)
+                    new = merge_patch(copy.deepcopy(obj), patch)  # nothing shared with the stored one
                     if new.get("spec") != obj.get("spec"):
                         new["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
-                errs = validate(new)
+                errs = field_errors(new)
                 if errs:
-                    msg = f'TFJob.kubeflow.org "{name}" is invalid: ' + "; ".join(errs)
-                    return 422, status_body(422, "Invalid", msg, name)
+                    return 422, invalid_body(name, errs)
+                new["metadata"]["resourceVersion"] = str(self._version + 1)  # as it would be stored
+                refused = self._too_large(new)
+                if refused:
+                    return refused
                 self._bump(new)
                 self.objects[key] = new
                 return 200, copy.deepcopy(new)
             return 405, status_body(405, "MethodNotAllowed", f"{method} is not allowed")
 
     def _create(self, ns: str, body: Any) -> tuple[int, dict[str, Any]]:
-        errs = validate(body)
-        name = (body or {}).get("metadata", {}).get("name", "") if isinstance(body, dict) else ""
+        errs = field_errors(body)
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        name = meta.get("name", "") if isinstance(meta, dict) else ""
         if errs:
-            return 422, status_body(422, "Invalid", f'TFJob.kubeflow.org "{name}" is invalid: ' + "; ".join(errs), name)
+            return 422, invalid_body(str(name), errs)
         if body["metadata"].get("namespace", ns) != ns:
             return 400, status_body(400, "BadRequest", "the namespace of the object does not match the request")
+        obj = copy.deepcopy(body)
+        obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now(),
+                               resourceVersion=str(self._version + 1))
+        refused = self._too_large(obj)  # etcd refuses the request before its create-if-absent compare
+        if refused:
+            return refused
         if (ns, name) in self.objects:
             return 409, status_body(409, "AlreadyExists", f'tfjobs.kubeflow.org "{name}" already exists', name)
-        obj = copy.deepcopy(body)
-        obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now())
         self._bump(obj)
         self.objects[(ns, name)] = obj
         return 201, copy.deepcopy(obj)
