@@ -30,6 +30,11 @@ from landfall.core.storage import Storage, join
 Progress = Callable[[int, int], None]  # (instances so far, shards so far)
 
 
+# A batch's M2 = sum(x²) - sum(x)·mean cancels when a feature's offset dwarfs its spread (timestamps ~1e9
+# of unit variance): below this fraction of the sum of squares, it is summed again around the batch mean.
+_CANCELLED = 1e-6
+
+
 @dataclasses.dataclass
 class RunningStats:
     """Per-feature count/mean/M2 (Chan et al. merge), min and max, in float64."""
@@ -44,7 +49,7 @@ class RunningStats:
         self.max = np.full(self.features, -np.inf)
 
     def update(self, batch: np.ndarray) -> bool:
-        """Adds a batch; returns False, adding nothing, when it holds a NaN or Inf.
+        """Adds a batch of shape (k, T, F); returns False, adding nothing, when it holds a NaN or Inf.
 
         A column sum (and sum of squares, in float64) is finite exactly when every value in it is,
         so the finiteness check costs no extra pass over clean data.
@@ -54,15 +59,23 @@ class RunningStats:
         # Reduce over instances with whole rows (T*F wide) as the inner loop, then fold timesteps:
         # far faster than reducing an (n*T, F) array column by column.
         rows = batch.reshape(len(batch), -1)
-        s1 = rows.sum(axis=0, dtype=np.float64)
-        s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64)
+        with np.errstate(invalid="ignore"):  # Inf - Inf or a signalling NaN: reported by returning False
+            s1 = rows.sum(axis=0, dtype=np.float64)
+            s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64)
         if not (np.isfinite(s1).all() and np.isfinite(s2).all()):
             return False
         s1 = s1.reshape(-1, self.features).sum(axis=0)
         s2 = s2.reshape(-1, self.features).sum(axis=0)
         nb = rows.shape[0] * (rows.shape[1] // self.features)
         mb = s1 / nb
-        m2b = np.maximum(s2 - s1 * mb, 0.0)
+        m2b = s2 - s1 * mb
+        lost = m2b < _CANCELLED * s2
+        if lost.any():  # only those features pay a second pass
+            centered = rows.reshape(-1, self.features)[:, lost] - mb[lost]  # float64
+            c1 = centered.sum(axis=0)
+            m2b[lost] = np.einsum("ij,ij->j", centered, centered) - c1 * (c1 / nb)
+            mb[lost] += c1 / nb
+        m2b = np.maximum(m2b, 0.0)
         delta = mb - self.mean
         total = self.n + nb
         self.mean = self.mean + delta * nb / total
@@ -284,8 +297,12 @@ def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndar
 
 
 def _checked(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    """Turns decoding errors that escape a reader into ``BadInput`` (storage errors pass through)."""
+    """Running out of memory while decoding is temporary: the platform retries on a fresh instance.
+
+    Readers turn their own errors into ``BadInput`` and let storage errors through; anything else that
+    escapes is a bug and propagates as it is.
+    """
     try:
         yield from chunks
-    except (ValueError, EOFError, MemoryError) as exc:
-        raise BadInput("corrupt_data", str(exc)) from None
+    except MemoryError as exc:  # pyarrow.ArrowMemoryError is one too
+        raise formats.out_of_memory(exc) from exc

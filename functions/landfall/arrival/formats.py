@@ -7,12 +7,25 @@ and a message that names the problem.
 Decisions: ``.npy`` must be (N, T, F) of a float dtype in C order (``allow_pickle`` is never set, so
 object arrays are never unpickled); ``.npz`` must hold one array unless ``npz_array`` names one;
 CSV/Parquet rows are T*F numbers in C order (t-major); CSV rules are in ``csvfile``.
+
+Errors, by retry class. Each reader maps its library's errors to its own reasons: numpy's header
+errors to ``corrupt_npy``; zipfile, zlib, bz2 and lzma errors to ``corrupt_npz`` (``encrypted_npz`` for
+a password-protected array, ``unsupported_npz`` for a zip feature zipfile lacks); gzip/zlib to
+``corrupt_gzip``; pyarrow's ``ArrowNotImplementedError`` and ``ArrowCapacityError`` (a codec or feature
+it lacks, a value past Arrow's 2 GiB limits: the same file fails the same way on every try) and a codec
+it cannot decode to ``unsupported_parquet``, its other errors to ``corrupt_parquet``. Out of memory
+(``MemoryError``, ``ArrowMemoryError``) is temporary: the platform retries on a fresh instance. A failure
+of the input stream itself (network, disk) is never taken for bad data: it is temporary, or ``NotFound``
+when the object is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
+import lzma
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -25,7 +38,8 @@ import pyarrow.parquet as pq
 from landfall.arrival import csvfile
 from landfall.arrival.columns import Chunks, columns_to_instances
 from landfall.arrival.config import ConverterConfig
-from landfall.core.errors import BadInput
+from landfall.core.errors import BadInput, TemporaryError
+from landfall.core.storage import READ_CHUNK, mapped_errors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +63,75 @@ def format_of(name: str) -> str:
 def read(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Reading:
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
-    if fmt == "csv":
-        return Reading(*csvfile.read_csv(fh, cfg))
-    if fmt == "csv.gz":
-        return Reading(*read_csv_gz(fh, cfg))
-    readers = {"npy": read_npy, "npz": read_npz, "parquet": read_parquet}
-    return Reading(readers[fmt](fh, size, cfg))
+    src: Any = _Source(fh)
+    try:
+        if fmt == "csv":
+            return Reading(*csvfile.read_csv(src, cfg))
+        if fmt == "csv.gz":
+            return Reading(*read_csv_gz(src, cfg))
+        readers = {"npy": read_npy, "npz": read_npz, "parquet": read_parquet}
+        return Reading(readers[fmt](src, size, cfg))
+    except MemoryError as exc:
+        raise out_of_memory(exc) from exc
+
+
+def out_of_memory(exc: MemoryError) -> TemporaryError:
+    return TemporaryError(f"out of memory while decoding the input ({type(exc).__name__}: {exc}); "
+                          "a retry runs on a fresh instance")
+
+
+class _Source:
+    """The input stream, failing in its own terms: the readers' ``except OSError`` clauses (a corrupt
+    stream) never see a network or disk failure, which is temporary (``NotFound`` when the object is gone).
+
+    ``seek`` keeps its ``OSError``: zipfile probes with a seek past the start of a short file.
+    """
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        with mapped_errors("the input"), _failed_read():
+            return self._raw.read(n)
+
+    def readline(self, limit: int = -1) -> bytes:
+        with mapped_errors("the input"), _failed_read():
+            return self._raw.readline(limit)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        with mapped_errors("the input"):
+            return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:  # the caller closes the underlying stream
+        self.closed = True
+
+
+@contextlib.contextmanager
+def _failed_read() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise TemporaryError(f"reading the input failed: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _rejecting(errors: tuple[type[Exception], ...], rejection: BadInput) -> Iterator[None]:
+    """Turns ``errors`` into ``rejection``, its detail followed by theirs; anything else (``BadInput``,
+    storage errors) passes."""
+    try:
+        yield
+    except errors as exc:
+        raise BadInput(rejection.reason, f"{rejection.detail}: {exc}") from None
 
 
 # -- .npy / .npz --------------------------------------------------------------------------------------
@@ -86,7 +163,7 @@ def read_npy(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
             raise BadInput("corrupt_npy", f"unsupported .npy format version {version}")
     except BadInput:
         raise
-    except (ValueError, EOFError, SyntaxError, TypeError) as exc:
+    except (ValueError, EOFError, SyntaxError, TypeError, tokenize.TokenError) as exc:  # numpy parses it as Python
         raise BadInput("corrupt_npy", f"not a valid .npy header: {exc}") from None
     _check_dtype(dtype)
     if fortran:
@@ -126,12 +203,18 @@ def _read_exact(fh: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
+# A corrupt archive, as zipfile and its decompressors report it (bz2's data errors are OSError; the
+# stream's own failures are not, see _Source).
+_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError)
+_ENCRYPTED = 0x1 | 0x40  # zip flag bits: encrypted (ZipCrypto, AES), strong encryption
+
+
 def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
-    try:
+    lacking = BadInput("unsupported_npz", "the archive needs a zip feature that zipfile lacks")
+    with (_rejecting((NotImplementedError,), lacking),
+          _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", "not a valid .npz archive"))):
         zf = zipfile.ZipFile(fh)
         members = [i for i in zf.infolist() if i.filename.endswith(".npy")]
-    except (zipfile.BadZipFile, EOFError, ValueError) as exc:
-        raise BadInput("corrupt_npz", f"not a valid .npz archive: {exc}") from None
     names = [m.filename[:-4] for m in members]
     if not members:
         raise BadInput("corrupt_npz", "the archive holds no .npy array")
@@ -145,53 +228,61 @@ def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
                        f"the archive holds {len(members)} arrays {names}; set LANDFALL_NPZ_ARRAY to pick one")
     else:
         member = members[0]
+    if member.flag_bits & _ENCRYPTED:
+        raise BadInput("encrypted_npz", f"array {member.filename!r} is encrypted; upload it without a password")
     ratio = member.file_size / max(member.compress_size, 1)
     if ratio > cfg.max_npz_ratio:
         raise BadInput("compression_bomb",
                        f"array {member.filename!r} expands {ratio:.0f}x ({member.file_size} bytes); "
                        f"limit {cfg.max_npz_ratio}x")
-    try:
+    # zipfile raises NotImplementedError (a RuntimeError) for a compression method such as Deflate64.
+    lacking = BadInput("unsupported_npz", f"array {member.filename!r} uses zip compression method "
+                       f"{member.compress_type}; write it with numpy.savez or savez_compressed")
+    with (_rejecting((RuntimeError,), lacking),
+          _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", f"cannot open {member.filename!r}"))):
         inner = zf.open(member)
-    except (zipfile.BadZipFile, NotImplementedError, ValueError) as exc:
-        raise BadInput("corrupt_npz", f"cannot open {member.filename!r}: {exc}") from None
-    return _guard_zip(read_npy(inner, member.file_size, cfg))
+        chunks = read_npy(inner, member.file_size, cfg)  # reads the header from the archive
+    return _guard_zip(chunks)
 
 
 def _guard_zip(chunks: Chunks) -> Chunks:
-    try:
+    with _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", "the archive is corrupt")):
         yield from chunks
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise BadInput("corrupt_npz", f"the archive is corrupt: {exc}") from None
 
 
 # -- .csv.gz -------------------------------------------------------------------------------------
 
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+_CORRUPT_GZIP = BadInput("corrupt_gzip", "the gzip stream is corrupt")
 
 
 def read_csv_gz(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]]:
-    try:
+    with _rejecting(_GZIP_ERRORS, _CORRUPT_GZIP):
         chunks, decided = csvfile.read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), cfg)
-    except _GZIP_ERRORS as exc:
-        raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
     return _guard_gzip(chunks), decided
 
 
 def _guard_gzip(chunks: Chunks) -> Chunks:
-    try:
+    with _rejecting(_GZIP_ERRORS, _CORRUPT_GZIP):
         yield from chunks
-    except _GZIP_ERRORS as exc:
-        raise BadInput("corrupt_gzip", f"the gzip stream is corrupt: {exc}") from None
 
 
 # -- Parquet --------------------------------------------------------------------------------------
 
+# Column-chunk bytes buffered at once, shared by the columns. pyarrow reads each column chunk whole unless
+# buffer_size > 0, so a big row group would be held whole; with a share per column, memory is about
+# columns x (page + share) whatever the row-group size, and a small row group is still read in one go.
+PARQUET_BUFFER_BYTES = 64 * 2**20
+_MIN_COLUMN_BUFFER = 64 * 1024
+
+
 def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
-    try:
-        pf = pq.ParquetFile(fh)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise BadInput("corrupt_parquet", f"not a valid Parquet file: {exc}") from None
-    schema = pf.schema_arrow
+    with _parquet_errors("not a valid Parquet file"):
+        meta = pq.read_metadata(fh)
+        share = PARQUET_BUFFER_BYTES // max(meta.num_columns, 1)
+        pf = pq.ParquetFile(fh, metadata=meta, pre_buffer=False,
+                            buffer_size=min(READ_CHUNK, max(_MIN_COLUMN_BUFFER, share)))
+        schema = pf.schema_arrow
     width = cfg.timesteps * cfg.features
     if len(schema) == 1 and (pa.types.is_fixed_size_list(schema[0].type) or pa.types.is_list(schema[0].type)
                              or pa.types.is_large_list(schema[0].type)):
@@ -201,31 +292,45 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
         if pa.types.is_fixed_size_list(schema[0].type) and schema[0].type.list_size != width:
             raise BadInput("shape_mismatch", f"list column {schema[0].name!r} holds "
                            f"{schema[0].type.list_size} values per row, expected T*F = {width}")
-        return _parquet_lists(pf, cfg, width)
+        return _guard_parquet(_parquet_lists(pf, cfg, width))
     if len(schema) != width:
         raise BadInput("wrong_column_count", f"the Parquet file has {len(schema)} columns, expected one "
                        f"fixed-size list column or T*F = {width} float columns")
     bad = [f.name for f in schema if not pa.types.is_floating(f.type)]
     if bad:
         raise BadInput("bad_dtype", f"columns {bad[:3]} are {schema.field(bad[0]).type}, not floats")
-    return _parquet_columns(pf, cfg)
+    return _guard_parquet(_parquet_columns(pf, cfg))
 
 
-def _parquet_batches(pf: pq.ParquetFile, cfg: ConverterConfig) -> Iterator[pa.RecordBatch]:
+def _guard_parquet(chunks: Chunks) -> Chunks:
+    with _parquet_errors("cannot read the Parquet data"):
+        yield from chunks
+
+
+@contextlib.contextmanager
+def _parquet_errors(what: str) -> Iterator[None]:
     try:
-        yield from pf.iter_batches(batch_size=cfg.chunk_instances)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise BadInput("corrupt_parquet", f"cannot read the Parquet data: {exc}") from None
+        yield
+    except MemoryError:  # ArrowMemoryError is an ArrowException too: temporary, see read()
+        raise
+    except (pa.ArrowNotImplementedError, pa.ArrowCapacityError) as exc:
+        raise BadInput("unsupported_parquet", f"{what}: {exc}") from None
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:  # ArrowIOError is OSError; names are UTF-8
+        # A codec pyarrow lacks (LZO) is an I/O error that says so. Not looked up in the metadata instead:
+        # reading a corrupt column chunk's metadata from Python aborts the process (pyarrow 22).
+        if isinstance(exc, OSError) and "not supported" in str(exc):
+            raise BadInput("unsupported_parquet", f"{what}: {exc}") from None
+        raise BadInput("corrupt_parquet", f"{what}: {exc}") from None
 
 
 def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig) -> Chunks:
-    for batch in _parquet_batches(pf, cfg):
+    for batch in pf.iter_batches(batch_size=cfg.chunk_instances):
         if batch.num_rows:
             yield columns_to_instances([c.cast(pa.float32()) for c in batch.columns], cfg)
 
 
 def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int) -> Chunks:
-    for batch in _parquet_batches(pf, cfg):
+    for batch in pf.iter_batches(batch_size=cfg.chunk_instances):
         col = batch.column(0)
         if col.null_count:
             raise BadInput("missing_values", f"{col.null_count} rows of the list column are null")

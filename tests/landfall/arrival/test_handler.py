@@ -21,6 +21,7 @@ from landfall.core.events import ObjectEvent
 from landfall.core.messages import REQUEST_SCHEMA, Manifest
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
+from tests.landfall.arrival import badfiles
 
 N = 600
 
@@ -220,9 +221,14 @@ BAD_INPUTS = {
     "several.npz": (_npz(a=np.ones((2, 36, 10), "<f4"), b=np.ones((2, 36, 10), "<f4")), "npz_several_arrays"),
     "bomb.npz": (_bomb(), "compression_bomb"),
     "corrupt.npz": (b"PK\x03\x04 definitely not a zip", "corrupt_npz"),
+    "corrupt-deflate.npz": (badfiles.corrupt_deflate_npz(), "corrupt_npz"),
+    "encrypted.npz": (badfiles.encrypted_npz(time_series(3), b"secret"), "encrypted_npz"),
+    "deflate64.npz": (badfiles.deflate64_npz(time_series(3)), "unsupported_npz"),
+    "unclosed-header.npy": (badfiles.unclosed_header_npy(), "corrupt_npy"),
     "corrupt.csv.gz": (b"\x1f\x8b\x08\x00garbage-garbage-garbage", "corrupt_gzip"),
     "bad.parquet": (b"PAR1 nope PAR1", "corrupt_parquet"),
     "ints.parquet": (parquet_bytes(pa.table({f"c{i}": [1, 2] for i in range(360)})), "bad_dtype"),
+    "lzo.parquet": (badfiles.lzo_parquet(time_series(3).reshape(3, -1)), "unsupported_parquet"),
     "data.txt": (b"1,2,3\n", "unsupported_format"),
 }
 

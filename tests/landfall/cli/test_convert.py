@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 
 from landfall.cli import main
@@ -73,4 +74,34 @@ def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
     assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
     peak = peak_rss_mib(src, tmp_path / "out")
     assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for a {src.stat().st_size >> 20} MiB input"
+    assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n
+
+
+@pytest.mark.parametrize("layout", ["columns", "list"])
+def test_memory_stays_bounded_for_a_parquet_row_group_larger_than_the_limit(tmp_path, layout):
+    """One row group of 420,000 x 360 float32 (605 MB decoded): it must be streamed by batches, not read whole.
+
+    pyarrow's writer starts a row group on every write call, so the table is written in one call with a
+    row-group size of all its rows. Random floats do not compress away. The reader holds one page per
+    column at a time, so the 360-column file is written with 64 KiB pages (pandas' default is 1 MiB:
+    360 MiB of pages before any row group); the one-column list file keeps the writer's defaults.
+    """
+    n = 420_000
+    rng = np.random.default_rng(7)
+    src = tmp_path / f"big-{layout}.parquet"
+    if layout == "columns":
+        table = pa.table({f"c{i}": rng.standard_normal(n, dtype=np.float32) for i in range(360)})
+        pq.write_table(table, src, row_group_size=n, data_page_size=64 * 1024, use_dictionary=False)
+    else:
+        values = rng.standard_normal(n * 360, dtype=np.float32)
+        table = pa.table({"x": pa.FixedSizeListArray.from_arrays(values, 360)})
+        pq.write_table(table, src, row_group_size=n)
+        del values
+    del table
+    meta = pq.read_metadata(src)
+    assert meta.num_row_groups == 1 and meta.num_rows == n
+    assert meta.row_group(0).total_byte_size > PEAK_RSS_LIMIT_MIB * 2**20
+    assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
+    peak = peak_rss_mib(src, tmp_path / "out")
+    assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for one {src.stat().st_size >> 20} MiB row group"
     assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n

@@ -1,0 +1,71 @@
+"""Every rejection reason the code can give is listed in the README, and every listed one is given somewhere."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+CODE = REPO / "functions" / "landfall"
+# Listed but allowed to be missing from the code: the arrival handler's, for an existing manifest of the
+# arrival that cannot be read (its code lands separately).
+PRODUCED_ELSEWHERE = {"invalid_manifest"}
+
+
+def documented_reasons() -> set[str]:
+    """The backquoted codes of the README paragraph that lists "Rejection reasons:" (up to its end)."""
+    text = (REPO / "README.md").read_text()
+    start = text.index("Rejection reasons:")
+    end = text.find("\n\n", start)
+    return set(re.findall(r"`([a-z][a-z0-9_]*)`", text[start : end if end >= 0 else None]))
+
+
+def _bad_input_calls() -> list[tuple[str, ast.Call]]:
+    calls = []
+    for path in sorted(CODE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name == "BadInput":
+                    calls.append((f"{path.relative_to(REPO)}:{node.lineno}", node))
+    return calls
+
+
+def _reason_arg(call: ast.Call) -> ast.expr | None:
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == "reason"), None)
+
+
+def produced_reasons() -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for where, call in _bad_input_calls():
+        arg = _reason_arg(call)
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            found.setdefault(arg.value, []).append(where)
+    return found
+
+
+def _literal_or_passed_on(arg: ast.expr | None) -> bool:
+    """A string literal, or ``something.reason``: a reason passed on from a ``BadInput`` built elsewhere."""
+    return (isinstance(arg, ast.Constant) and isinstance(arg.value, str)) or (
+        isinstance(arg, ast.Attribute) and arg.attr == "reason")
+
+
+def test_every_rejection_names_its_reason_literally():
+    calls = _bad_input_calls()
+    assert len(calls) > 30  # the scan sees the readers
+    computed = [where for where, call in calls if not _literal_or_passed_on(_reason_arg(call))]
+    assert computed == [], "a computed reason could escape the README's list"
+
+
+def test_every_reason_given_is_listed_in_the_readme():
+    undocumented = {r: where for r, where in produced_reasons().items() if r not in documented_reasons()}
+    assert undocumented == {}
+
+
+def test_every_listed_reason_is_given_somewhere():
+    documented = documented_reasons()
+    assert documented >= PRODUCED_ELSEWHERE
+    assert documented - set(produced_reasons()) - PRODUCED_ELSEWHERE == set()
