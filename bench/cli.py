@@ -1,11 +1,11 @@
-"""``landfall bench convert|train [flags]``."""
+"""``landfall bench convert|train|submit [flags]``."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train"}
+BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,10 @@ from landfall.arrival.config import ConverterConfig
 from landfall.core import layout
 from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
-from landfall.core.messages import Manifest, TrainingRequest
+from landfall.core.messages import JobInputs, Manifest, TrainingRequest
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series
+from landfall.submit import tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
@@ -113,3 +114,15 @@ def set_state(backend, name: str, kind: str) -> None:
             f"/apis/kubeflow.org/v1/namespaces/{backend.namespace}/tfjobs/{name}/status", "PATCH",
             body={"status": {"conditions": conds}}, header_params={"Content-Type": "application/merge-patch+json"},
             response_type="object", auth_settings=["BearerToken"])
+
+
+def inputs_of(storage, job: dict) -> JobInputs:
+    """What a released TFJob trains on: the ``inputs.json`` its annotation names."""
+    uri = tfjob.inputs_of(job)
+    return JobInputs.from_json(storage.read_bytes(uri), uri)
+
+
+def pending_of(storage, bucket: str, dataset: str) -> list[str]:
+    """The request ids waiting for the dataset's next job."""
+    prefix = layout.gs(bucket, f"{Layout().requests_prefix}{dataset}/pending/")
+    return sorted(u[len(prefix):].removesuffix(".json") for u in storage.list(prefix, suffix=".json"))

@@ -27,13 +27,15 @@ import numpy as np
 
 from landfall.core import logs
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.messages import Manifest
+from landfall.core.layout import RETRACTION
+from landfall.core.messages import JobInputs, Manifest
 from landfall.core.records import DTYPE
 from landfall.core.storage import Storage, crc32c_b64, is_gs, join
 
 log = logs.get("trainer.inputs")
 
 MANIFEST_NAME = "manifest.json"
+INPUTS_NAME = "inputs.json"
 HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
 HASH_MODULUS = 2**32
 
@@ -83,14 +85,23 @@ def _shard_uri(manifest_uri: str, uri: str) -> str:
 
 
 def resolve_manifest_uris(storage: Storage, args: list[str] | tuple[str, ...]) -> list[str]:
-    """A ``.json`` argument is a manifest; anything else is a prefix whose manifests are all used."""
+    """An ``inputs.json`` argument lists a job's manifests; another ``.json`` is a manifest; anything else
+    is a prefix whose live (not retracted) manifests are all used."""
     uris: list[str] = []
     for arg in args:
+        if arg.endswith("/" + INPUTS_NAME):
+            try:
+                uris.extend(JobInputs.from_json(storage.read_bytes(arg), f"inputs {arg}").manifest_uris)
+            except NotFound:
+                raise NotFound(f"inputs {arg} does not exist") from None
+            continue
         if arg.endswith(".json"):
             uris.append(arg)
             continue
         prefix = arg if arg.endswith("/") else arg + "/"
-        found = storage.list(prefix, suffix="/" + MANIFEST_NAME)
+        listed = storage.list(prefix, suffix=("/" + MANIFEST_NAME, "/" + RETRACTION))
+        retracted = {u.rsplit("/", 1)[0] for u in listed if u.endswith("/" + RETRACTION)}
+        found = [u for u in listed if u.endswith("/" + MANIFEST_NAME) and u.rsplit("/", 1)[0] not in retracted]
         if not found:
             raise NotFound(f"no {MANIFEST_NAME} under {prefix}")
         uris.extend(found)

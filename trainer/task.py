@@ -4,8 +4,10 @@ Runs as ``python -m trainer.task ...`` in each worker of a TFJob and as ``landfa
 workstation. Every flag also reads ``LANDFALL_<FLAG>`` from the environment (flags win).
 
 Flags
-    --manifest URI            a manifest.json, or a dataset prefix whose manifests are all used;
-                              repeatable (LANDFALL_MANIFESTS: comma separated or a JSON list)
+    --inputs URI              a job's inputs.json (landfall.inputs/v1): what the submit stage released
+                              the TFJob with; its manifests are used
+    --manifest URI            a manifest.json, or a dataset prefix whose live (not retracted) manifests
+                              are all used; repeatable (LANDFALL_MANIFESTS: comma separated or a JSON list)
     --job-dir URI             gs://bucket/runs/<job> or a local folder (required)
     --job-name NAME           default: LANDFALL_JOB_NAME, else the last path segment of --job-dir
     --epochs N                epochs to reach (a restarted job continues to the same total)
@@ -81,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--manifest", dest="manifests", action="append", metavar="URI",
       help="manifest.json URI or dataset prefix (repeatable)")
+    a("--inputs", dest="manifests", action="append", metavar="URI",
+      help="a job's inputs.json (landfall.inputs/v1), as the TFJob passes it")
     a("--job-dir", help="gs:// prefix or local folder for metrics, checkpoints and the model")
     a("--job-name")
     a("--epochs", type=int)
@@ -112,7 +116,7 @@ def parse_config(argv: list[str], env: dict[str, str] | None = None) -> TrainerC
         flags["manifests"] = tuple(flags["manifests"])
     cfg = TrainerConfig.load(env, **flags)
     if not cfg.manifests:
-        raise ValueError("--manifest is required (a manifest.json URI or a dataset prefix)")
+        raise ValueError("--inputs or --manifest is required (an inputs.json, a manifest.json or a dataset prefix)")
     if not cfg.job_dir:
         raise ValueError("--job-dir is required (a gs:// prefix or a local folder)")
     return cfg

@@ -24,7 +24,7 @@ from landfall.submit import handler as submit
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from tests.functions.test_main import MAIN, golden, post
-from tests.support import convert_arrival, copy_arrival, set_state
+from tests.support import convert_arrival, copy_arrival, inputs_of, pending_of, set_state
 
 CLOUD_EVENT = "pubsub_training_request.json"  # Eventarc: a messagePublished CloudEvent, binary content mode
 PUSH = "pubsub_push_training_request.json"  # the push subscription's raw body
@@ -93,9 +93,10 @@ def test_a_request_makes_one_tfjob(emulator_stack, bucket, deploy, tmp_path, fix
     assert deployment.jobs("sensors") == [job]
     assert job["metadata"]["labels"][tfjob.DATASET_LABEL] == "sensors"
     assert job["metadata"]["labels"][tfjob.REQUEST_LABEL] == request.request_id
-    assert [(r["request_id"], r["manifest"], r["reason"]) for r in tfjob.requests_of(job)] == [
+    inputs = inputs_of(emulator_stack.storage, job)
+    assert [(r["request_id"], r["manifest"], r["reason"]) for r in inputs.requests] == [
         (request.request_id, request.manifest, "arrival")]
-    assert tfjob.manifests_of(job) == [request.manifest]
+    assert inputs.manifest_uris == [request.manifest]
     assert tfjob.is_suspended(job) is False
     assert rejections(emulator_stack.storage, bucket) == {}
 
@@ -111,9 +112,9 @@ def test_the_same_push_three_times_makes_one_tfjob(emulator_stack, bucket, deplo
     (job,) = deployment.jobs()
     assert deployment.jobs("sensors") == [job]
     assert job["metadata"]["resourceVersion"] == "1"  # the duplicates did not even touch it
-    assert tfjob.manifests_of(job) == [request.manifest]
-    assert [(r["request_id"], r["manifest"]) for r in tfjob.requests_of(job)] == [(request.request_id,
-                                                                                   request.manifest)]
+    inputs = inputs_of(emulator_stack.storage, job)
+    assert inputs.manifest_uris == [request.manifest]
+    assert [(r["request_id"], r["manifest"]) for r in inputs.requests] == [(request.request_id, request.manifest)]
     assert rejections(emulator_stack.storage, bucket) == {}
 
 
@@ -135,12 +136,14 @@ def test_a_burst_delivered_twice_shuffled_and_concurrently_makes_one_follow_up(e
         codes = list(pool.map(lambda event: deliver(client.application.test_client(), event).status_code,
                               deliveries))
     assert codes == [200] * len(deliveries)
-    jobs = deployment.jobs("burst")
-    assert len(jobs) == 2
-    (follow,) = [j for j in jobs if tfjob.name_of(j) != tfjob.name_of(active)]
-    assert tfjob.is_suspended(follow)
+    assert deployment.jobs("burst") == [deployment.jobs("burst")[0]]  # the follow-up waits as pending requests
+    assert pending_of(storage, bucket, "burst") == sorted(r.request_id for r in burst)
+    # The running job ends: one delivery more (a redelivery) releases one follow-up covering the whole burst.
+    set_state(LocalBackend(deployment.state), tfjob.name_of(active), "Succeeded")
+    assert deliver(client, deliveries[0]).status_code == 200
+    (follow,) = [j for j in deployment.jobs("burst") if tfjob.name_of(j) != tfjob.name_of(active)]
     assert tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
-    assert {r["request_id"] for r in tfjob.requests_of(follow)} == {r.request_id for r in burst}
+    assert {r["request_id"] for r in inputs_of(storage, follow).requests} == {r.request_id for r in burst}
     assert rejections(storage, bucket) == {}
 
 

@@ -92,10 +92,10 @@ def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"],
-         "verbs": ["create", "get", "list", "watch", "patch", "delete"]}
+         "verbs": ["create", "get", "list"]}
     ]
-    # patch (merge patches: record a request on a job, unsuspend a follow-up), never update or a subresource.
-    assert not {"update", "deletecollection"} & set(role["rules"][0]["verbs"])
+    # A job is created once, when released, and only read after that: no patch, update, delete or subresource.
+    assert not {"patch", "update", "delete", "deletecollection", "watch"} & set(role["rules"][0]["verbs"])
     assert all("/" not in r for rule in role["rules"] for r in rule["resources"])
     binding = find(objs, "RoleBinding", SUBMITTER_SA)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SUBMITTER_SA}
@@ -164,6 +164,33 @@ def test_reconciler_deployment(env: str) -> None:
     assert set(res) == {"requests", "limits"} and not any("nvidia.com/gpu" in r for r in res.values())
     assert "tolerations" not in pod and "nodeSelector" not in pod
     assert res["limits"]["memory"].endswith("Mi") and int(res["limits"]["memory"][:-2]) <= 512
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_liveness_checks_the_loops_heartbeat(env: str, tmp_path: Path) -> None:
+    """The probes run `landfall reconcile --check-heartbeat` on the file the loop touches (on the /tmp emptyDir),
+    stale only after many polls; run here, the probe's command passes on a fresh file and fails on a missing one."""
+    import sys
+
+    from landfall.reconcile import loop
+
+    (c,) = find(render_overlay(env), "Deployment", RECONCILER)["spec"]["template"]["spec"]["containers"]
+    heartbeat = c["args"][c["args"].index("--heartbeat") + 1]
+    assert heartbeat.startswith("/tmp/")
+    live, startup = c["livenessProbe"], c["startupProbe"]
+    for probe in (live, startup):
+        cmd = probe["exec"]["command"]
+        assert cmd[:5] == ["python", "-m", "landfall.cli", "reconcile", "--check-heartbeat"]
+        assert cmd[cmd.index("--heartbeat") + 1] == heartbeat
+        max_age = float(cmd[cmd.index("--max-age-s") + 1])
+        assert max_age >= 10 * loop.MIN_POLL_S and probe["timeoutSeconds"] >= 5
+    assert live["periodSeconds"] * live["failureThreshold"] <= 5 * 60  # a hung loop is restarted within minutes
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 60
+    local = [sys.executable, *live["exec"]["command"][1:]]
+    local[local.index(heartbeat)] = str(tmp_path / "alive")
+    assert run(local).returncode == 1
+    loop.beat(tmp_path / "alive")
+    assert run(local).returncode == 0
 
 
 def test_reconciler_image_is_the_trainer_image_in_the_dockerfile() -> None:

@@ -19,7 +19,7 @@ def job() -> dict[str, Any]:
 
     cfg = JobConfig(bucket="landfall-data", backend="kubernetes", trainer_image="trainer:test")
     return render(cfg, name="ds-0123456789", dataset="ds", request_id="req-1",
-                  manifests=["gs://landfall-data/tfrecords/ds/manifest.json"])
+                  inputs_uri="gs://landfall-data/runs/ds-0123456789/inputs.json")
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
@@ -55,9 +55,9 @@ def test_submitter_role_covers_the_job(env: str, job: dict[str, Any]) -> None:
     (rule,) = role["rules"]
     assert rule["apiGroups"] == [group] and rule["resources"] == ["tfjobs"] and job["kind"] == "TFJob"
     assert "create" in rule["verbs"]
-    # Coalescing: a follow-up is created suspended and released with a merge patch (tfjob.release_patch).
-    assert job["spec"]["runPolicy"]["suspend"] is False
-    assert {"create", "get", "list", "patch"} <= set(rule["verbs"])
+    # A job is created only when released: it never carries suspend (Kueue owns that field).
+    assert "suspend" not in job["spec"]["runPolicy"]
+    assert {"create", "get", "list"} <= set(rule["verbs"])
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
@@ -85,7 +85,7 @@ def test_function_environment_defaults_agree(job: dict[str, Any]) -> None:
 @pytest.mark.parametrize("env", OVERLAYS)
 def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any]) -> None:
     """The follow-up release loop works on the jobs the function renders: same namespace (JobConfig default),
-    same trainer ServiceAccount setting, and an identity the RBAC lets read and release (patch) them."""
+    same trainer ServiceAccount setting, and an identity the RBAC lets read and create (release) them."""
     from landfall.submit.config import JobConfig
 
     defaults = JobConfig()
@@ -103,4 +103,4 @@ def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any])
     binding = find(objs, "RoleBinding", SUBMITTER_SA)
     assert {"kind": "ServiceAccount", "name": SUBMITTER_SA, "namespace": cfg.namespace} in binding["subjects"]
     (rule,) = find(objs, "Role", binding["roleRef"]["name"])["rules"]
-    assert {"get", "list", "patch"} <= set(rule["verbs"]) and rule["resources"] == [job["kind"].lower() + "s"]
+    assert {"get", "list", "create"} <= set(rule["verbs"]) and rule["resources"] == [job["kind"].lower() + "s"]

@@ -249,8 +249,9 @@ def _publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], ou
 def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
     """Writes the manifest last and create-only: the commit point readers wait for."""
     try:
+        # The count in the object's metadata lets a release list counts without reading each manifest.
         storage.write_bytes(manifest_uri, manifest.to_json().encode(), if_absent=True,
-                            content_type="application/json")
+                            content_type="application/json", metadata={"count": str(manifest.count)})
     except AlreadyExists:
         # A concurrent delivery finished first; its manifest describes the same bytes.
         return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)

@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 PASSTHROUGH: dict[str, tuple[str, str]] = {
     "train": ("trainer.task", "train the autoencoder from manifests (same flags as python -m trainer.task)"),
-    "bench": ("landfall_bench.cli", "benchmarks: `landfall bench convert`, `landfall bench train`"),
+    "bench": ("landfall_bench.cli", "benchmarks: `landfall bench convert | train | submit`"),
 }
 
 

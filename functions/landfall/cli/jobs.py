@@ -1,11 +1,12 @@
 """``landfall render-tfjob | republish``: the submit stage's requests and jobs from the command line.
 
-- ``render-tfjob --manifest URI [--workers N] [--gpus-per-worker G] [--image IMG]``: prints the YAML the
-  consumer would submit for a request on that manifest when the dataset has no job yet (the manifests
-  of the dataset resolved now when the bucket is reachable, else just this one; ``--offline`` skips it).
+- ``render-tfjob --manifest URI [--workers N] [--gpus-per-worker G] [--image IMG]``: prints the YAML of the
+  TFJob the consumer would create as the dataset's next job (numbered from the bucket's records when it is
+  reachable; ``--offline``: as its first job). The job names only its ``runs/<job>/inputs.json``, which the
+  release writes; the manifests are resolved then, not here.
 - ``republish --dataset NAME | --manifest URI | gs://BUCKET/incoming/...``: publishes a request with
   ``reason: "manual"`` and a fresh ``request_id``, so a rerun happens although the data did not change.
-  ``--dataset`` takes the dataset's newest manifest.
+  ``--dataset`` takes the dataset's newest live (not retracted) manifest.
 
 Configuration comes from ``LANDFALL_*`` (``landfall.submit.config.JobConfig``); flags win.
 """
@@ -20,7 +21,7 @@ import uuid
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import layout
+from landfall.core import layout, retractions
 from landfall.core.config import Layout
 from landfall.core.errors import NotFound
 from landfall.core.messages import Manifest, TrainingRequest, utc_now
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "republish":
         from landfall.local.stack import use_running_stack
 
-        use_running_stack()  # next to `landfall up`, no exports needed
+        use_running_stack(args=args)  # next to `landfall up`, unless a flag or variable names a target
     return reporting_errors(args, {"render-tfjob": render_tfjob, "republish": republish}[args.command])
 
 
@@ -76,19 +77,21 @@ def render_tfjob(args: argparse.Namespace) -> int:
     cfg = dataclasses.replace(cfg, bucket=bucket)
     dataset = dataset_from_uri(args.manifest, lay)
     request_id = args.request_id
-    manifests = [args.manifest]
+    seq = 1
     if not args.offline:
         from landfall.core.storage import Storage
+        from landfall.submit.ledger import Ledger
 
         storage = Storage(cfg.project)
         manifest = Manifest.from_json(storage.read_bytes(args.manifest), args.manifest)
         dataset = manifest.dataset
         request_id = request_id or layout.request_id(manifest.source.bucket, manifest.source.name,
                                                      manifest.source.generation)
-        manifests = coalesce.resolve_manifests(dataset, bucket, cfg, storage, lay) or manifests
+        seq = Ledger(storage, bucket, lay).head_seq(dataset) + 1  # the dataset's next job
     request_id = request_id or "manual"
-    name = coalesce.job_name_for(dataset, cfg.concurrency, request_id=request_id)
-    job = tfjob.render(cfg, name=name, dataset=dataset, request_id=request_id, manifests=manifests,
+    name = coalesce.job_name_for(dataset, cfg.concurrency, request_id=request_id, seq=seq)
+    inputs_uri = tfjob.job_dir(bucket, name, lay.runs_prefix) + "/inputs.json"
+    job = tfjob.render(cfg, name=name, dataset=dataset, request_id=request_id, inputs_uri=inputs_uri,
                        released_at=utc_now(), runs_prefix=lay.runs_prefix)
     sys.stdout.write(tfjob.to_yaml(job))
     return 0
@@ -104,10 +107,10 @@ def manual_request(args: argparse.Namespace, cfg: JobConfig, storage: Any, lay: 
             raise NotFound("--dataset needs --bucket or LANDFALL_BUCKET")
         dataset = args.dataset
         prefix = f"gs://{cfg.bucket}/{lay.tfrecords_prefix}{dataset}/"
-        found = storage.list(prefix, suffix="/manifest.json")
+        found = retractions.live_manifest_objects(storage, prefix)
         if not found:
-            raise NotFound(f"dataset {dataset} has no manifest under {prefix}")
-        manifest_uri = max(found, key=lambda u: (storage.stat(u).generation, u))
+            raise NotFound(f"dataset {dataset} has no live manifest under {prefix}")
+        manifest_uri = max(found, key=lambda m: (m.generation, m.uri)).uri
     else:
         bucket, name = layout.split_gs(args.object)
         info = storage.stat(args.object)

@@ -102,13 +102,16 @@ def demo(args: argparse.Namespace) -> int:
 
 def upload(args: argparse.Namespace) -> int:
     from landfall.core.storage import Storage
-    from landfall.local.stack import use_running_stack
+    from landfall.local.stack import named_target, read_running, use_running_stack
 
-    use_running_stack(args.state_dir)
+    use_running_stack(args.state_dir, args)
     bucket = os.environ.get("LANDFALL_BUCKET")
     if not bucket:
-        print(f"landfall upload: no stack running on {args.state_dir} and LANDFALL_BUCKET is not set",
-              file=sys.stderr)
+        running = read_running(args.state_dir)
+        target = named_target(args, running) if running and "processes" in running else None
+        why = (f"a stack runs on {args.state_dir} but {target} names another target" if target
+               else f"no stack running on {args.state_dir}")
+        print(f"landfall upload: {why} and LANDFALL_BUCKET is not set", file=sys.stderr)
         return 1
     uri = f"gs://{bucket}/incoming/{args.dataset}/{args.name or Path(args.file).name}"
     try:

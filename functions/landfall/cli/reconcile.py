@@ -1,20 +1,20 @@
 """``landfall reconcile``: the production reconcile loop (``landfall.reconcile``), next to a cluster.
 
 Configuration comes from ``LANDFALL_*`` (``JobConfig``: backend, namespace, bucket); flags win.
-SIGTERM or SIGINT stops it after the current pass.
+SIGTERM or SIGINT stops it after the current pass. The loop touches ``--heartbeat`` after every pass;
+``landfall reconcile --check-heartbeat`` exits 0 while that file is younger than ``--max-age-s``, else 1:
+the Deployment's liveness probe. The probe runs every few seconds, so that path imports almost nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 
 from landfall.core import logs
-from landfall.core.storage import Storage
 from landfall.reconcile import loop
-from landfall.submit.backends import open_backend
-from landfall.submit.config import JobConfig
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -22,12 +22,34 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace")
     p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
     p.add_argument("--poll-s", type=float, default=loop.MIN_POLL_S)
+    p.add_argument("--heartbeat", default=loop.HEARTBEAT,
+                   help=f"file touched after every pass (default {loop.HEARTBEAT}; '' for none)")
+    p.add_argument("--check-heartbeat", action="store_true",
+                   help="do not reconcile: exit 0 if the heartbeat is fresh, else 1 (a liveness probe)")
+    p.add_argument("--max-age-s", type=float, default=loop.MAX_HEARTBEAT_AGE_S,
+                   help=f"with --check-heartbeat: the oldest fresh heartbeat (default {loop.MAX_HEARTBEAT_AGE_S:g})")
 
 
 def run(args: argparse.Namespace) -> int:
+    heartbeat = getattr(args, "heartbeat", loop.HEARTBEAT)  # `landfall operator --backend kubernetes` has no flag
+    if getattr(args, "check_heartbeat", False):
+        return check_heartbeat(heartbeat, args.max_age_s)
+    from landfall.core.storage import Storage
+    from landfall.submit.backends import open_backend
+    from landfall.submit.config import JobConfig
+
     logs.setup()
     cfg = JobConfig.load(backend=args.backend, namespace=args.namespace, bucket=args.bucket)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s)
+    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat)
+
+
+def check_heartbeat(path: str, max_age_s: float) -> int:
+    age = loop.heartbeat_age(path)
+    if age is None or age > max_age_s:
+        seen = "never written" if age is None else f"{age:.0f} s old"
+        print(f"landfall reconcile: heartbeat {path} {seen} (max {max_age_s:g} s)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,16 +1,20 @@
-"""``landfall status [--dataset NAME] [--json]``: what the system holds and does, read from the bucket and the jobs.
+"""``landfall status [--dataset NAME] [--json] [--reconcile]``: what the system holds and does, read from the bucket
+and the jobs.
 
 Arrivals per dataset (live, and retracted because their object was overwritten or deleted) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
-(peeked, not consumed). It also releases waiting follow-ups whose predecessor ended
-(``landfall.submit.coalesce.reconcile``). Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win.
+(peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
+follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``, what ``landfall reconcile`` does on a
+cluster), and then reports what it released. Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win;
+next to a ``landfall up`` stack it reads that stack unless a flag or variable names a target.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
@@ -18,6 +22,7 @@ from landfall.core import layout, logs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.layout import MANIFEST, RETRACTION
+from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, tfjob
@@ -34,13 +39,15 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace")
     p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
     p.add_argument("--no-dead-letter", action="store_true", help="do not peek at the dead-letter subscription")
+    p.add_argument("--reconcile", action="store_true",
+                   help="also release waiting follow-ups whose predecessor ended (default: read-only)")
 
 
 def run(args: argparse.Namespace) -> int:
     from landfall.local.stack import use_running_stack
 
     logs.setup()
-    use_running_stack()  # next to `landfall up`, no exports needed
+    use_running_stack(args=args)  # next to `landfall up`, unless a flag or variable names a target
     return reporting_errors(args, status)
 
 
@@ -78,6 +85,11 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
             retracted.setdefault(ds, []).append(records[RETRACTION])
         else:
             entry(ds)["arrivals"] += 1
+    qprefix = layout.gs(bucket, lay.requests_prefix)
+    for uri in storage.list(qprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
+        ds, _, rest = uri[len(qprefix):].partition("/")
+        if rest.startswith("pending/"):  # requests waiting for the dataset's next job
+            entry(ds)["pending"] = entry(ds).get("pending", 0) + 1
     rprefix = layout.gs(bucket, lay.rejected_prefix)
     rejected: dict[str, list[Any]] = {}
     for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
@@ -91,6 +103,16 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
         out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
                                         for i in _newest(infos)]
     return out
+
+
+def _inputs(storage: Any, job: dict[str, Any]) -> dict[str, Any]:
+    """What the job trains on, from its ``inputs.json`` (the TFJob only names it)."""
+    try:
+        inputs = JobInputs.from_json(storage.read_bytes(tfjob.inputs_of(job)))
+    except (LandfallError, ValueError):
+        return {"manifests": None, "requests": [], "seq": None}
+    return {"manifests": len(inputs.manifests), "requests": [r["request_id"] for r in inputs.requests],
+            "seq": inputs.seq}
 
 
 def _newest(infos: list[Any]) -> list[Any]:
@@ -108,14 +130,17 @@ def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
-            lay: Layout | None = None) -> dict[str, Any]:
-    """The status report as a dict (``landfall status --json`` prints it; the demo may call it)."""
+            lay: Layout | None = None, reconcile: bool = False) -> dict[str, Any]:
+    """The status report as a dict (``landfall status --json`` prints it). Read-only unless ``reconcile``:
+    then it first releases waiting follow-ups and reports them (``released``, or ``reconcile_error``)."""
     lay = lay or Layout()
     out: dict[str, Any] = {"bucket": cfg.bucket, "backend": cfg.backend, "datasets": {}, "jobs": [],
                            "dead_letter": None}
-    released = coalesce.reconcile(backend, storage, cfg, lay, dataset)
-    if released:
-        out["released"] = released
+    if reconcile:
+        try:
+            out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset)
+        except Exception as exc:  # a black box: report it, and still show what is there
+            out["reconcile_error"] = f"{type(exc).__name__}: {exc}"
     if cfg.bucket:
         out["datasets"] = _datasets(storage, cfg.bucket, lay, dataset)
     for job in backend.list(dataset):
@@ -127,8 +152,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             "state": tfjob.state(job),
             "created": tfjob.created_at(job),
             "after": tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION),
-            "manifests": len(tfjob.manifests_of(job)),
-            "requests": [r.get("request_id") for r in tfjob.requests_of(job)],
+            **_inputs(storage, job),
             "conditions": [c["type"] for c in tfjob.conditions(job) if c.get("status") == "True"],
             "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
         })
@@ -158,13 +182,16 @@ def status(args: argparse.Namespace) -> int:
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     storage = Storage(cfg.project)
     pubsub = None if args.no_dead_letter else PubSub(cfg.project)
-    report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load())
+    report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load(), reconcile=args.reconcile)
+    code = 1 if "reconcile_error" in report else 0
+    if code:
+        print(f"landfall status: reconcile failed: {report['reconcile_error']}", file=sys.stderr)
     if args.json:
         print(json.dumps(report, indent=2))
-        return 0
+        return code
     for ds, counts in sorted(report["datasets"].items()):
         print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
-              f"{counts['rejected']} rejected")
+              f"{counts['rejected']} rejected, {counts.get('pending', 0)} request(s) waiting for the next job")
         for r in counts.get("latest_rejections", []):
             print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):
@@ -175,7 +202,8 @@ def status(args: argparse.Namespace) -> int:
         m = j["metrics"] or {}
         metrics = (f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
                    if m else "-")
-        print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {j['manifests']:>9} {len(j['requests']):>8}  "
+        manifests = "-" if j["manifests"] is None else j["manifests"]
+        print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
               f"{metrics}")
     dl = report["dead_letter"]
     if dl is not None:
@@ -185,4 +213,6 @@ def status(args: argparse.Namespace) -> int:
             print(f"dead-letter: {dl['count']} request(s)")
             for r in dl["requests"]:
                 print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
-    return 0
+    if "released" in report:
+        print(f"released: {', '.join(report['released']) or 'nothing'}")
+    return code

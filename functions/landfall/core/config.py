@@ -87,3 +87,4 @@ class Layout(Settings):
     tfrecords_prefix: str = "tfrecords/"
     rejected_prefix: str = "rejected/"
     runs_prefix: str = "runs/"
+    requests_prefix: str = "requests/"  # the submit stage's bookkeeping: pending requests, each dataset's head

@@ -21,6 +21,7 @@ REQUEST_SCHEMA = "landfall.request/v1"
 METRICS_SCHEMA = "landfall.metrics/v1"
 REJECTION_SCHEMA = "landfall.rejection/v1"
 RETRACTION_SCHEMA = "landfall.retraction/v1"
+INPUTS_SCHEMA = "landfall.inputs/v1"
 REASONS = ("arrival", "manual")
 
 
@@ -177,3 +178,49 @@ class Retraction:
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()
+
+
+@dataclasses.dataclass(frozen=True)
+class InputManifest:
+    uri: str
+    generation: int
+    count: int | None = None  # from the manifest object's metadata, when the converter recorded it
+
+
+@dataclasses.dataclass(frozen=True)
+class JobInputs:
+    """What one training job trains on, fixed when it is released: ``gs://BUCKET/runs/<job>/inputs.json``.
+
+    Written once (create-only) before the TFJob exists; the TFJob names only this URI, so its size does
+    not grow with the arrivals or requests it covers. ``seq`` numbers a dataset's jobs 1, 2, 3...; ``after``
+    is the job it follows. ``requests`` are the requests it covers: ``{request_id, reason, manifest}``.
+    """
+
+    dataset: str
+    job: str
+    seq: int
+    manifests: list[InputManifest]
+    requests: list[dict[str, str]]
+    after: str | None = None
+    window: int = 0
+    released_at: str = dataclasses.field(default_factory=utc_now)
+    schema: str = INPUTS_SCHEMA
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    @property
+    def manifest_uris(self) -> list[str]:
+        return [m.uri for m in self.manifests]
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "inputs") -> JobInputs:
+        try:
+            raw = json.loads(text)
+            if raw.get("schema") != INPUTS_SCHEMA:
+                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {INPUTS_SCHEMA!r}")
+            return cls(**{**raw, "manifests": [InputManifest(**m) for m in raw["manifests"]]})
+        except Invalid:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise Invalid(f"{where}: not a valid {INPUTS_SCHEMA}: {exc}") from None

@@ -9,6 +9,7 @@ Every reader of a dataset's manifests goes through ``live_manifests``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from landfall.core import layout
@@ -16,7 +17,7 @@ from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists
 from landfall.core.layout import MANIFEST, RETRACTION, Arrival
 from landfall.core.messages import Retraction
-from landfall.core.storage import Storage
+from landfall.core.storage import ObjectInfo, Storage
 
 log = logging.getLogger("landfall.retractions")
 
@@ -45,30 +46,43 @@ def manifest_is_retracted(storage: Storage, manifest_uri: str) -> bool:
     return storage.exists(manifest_uri.rsplit("/", 1)[0] + "/" + RETRACTION)
 
 
-def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, str], set[str]]:
-    """Arrival folders directly under ``prefix`` (whose ids begin with ``start``): {folder: manifest URI}
+@dataclasses.dataclass(frozen=True)
+class ListedManifest:
+    uri: str
+    generation: int
+    count: int | None  # from the manifest object's metadata (``count``), when the converter wrote it
+
+
+def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], set[str]]:
+    """Arrival folders directly under ``prefix`` (whose ids begin with ``start``): {folder: manifest}
     and the retracted folders."""
     manifests, retracted = {}, set()
-    for uri in storage.list(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION)):
-        folder, _, leaf = uri.rpartition("/")
+    for info in storage.list_objects(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION)):
+        folder, _, leaf = info.uri.rpartition("/")
         if "/" in folder[len(prefix):]:
             continue  # deeper than <prefix><arrival-id>/
         if leaf == MANIFEST:
-            manifests[folder] = uri
+            manifests[folder] = info
         else:
             retracted.add(folder)
     return manifests, retracted
 
 
+def live_manifest_objects(storage: Storage, prefix: str) -> list[ListedManifest]:
+    """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted,
+    with the generation and count the listing returns (no read per manifest)."""
+    manifests, retracted = _records(storage, prefix)
+    out = []
+    for folder, info in sorted(manifests.items()):
+        if folder not in retracted:
+            count = (info.metadata or {}).get("count")
+            out.append(ListedManifest(info.uri, info.generation, int(count) if count and count.isdigit() else None))
+    return out
+
+
 def live_manifests(storage: Storage, prefix: str) -> list[str]:
     """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted."""
-    manifests, retracted = _records(storage, prefix)
-    return sorted(uri for folder, uri in manifests.items() if folder not in retracted)
-
-
-def retracted_manifests(storage: Storage, prefix: str) -> list[str]:
-    manifests, retracted = _records(storage, prefix)
-    return sorted(uri for folder, uri in manifests.items() if folder in retracted)
+    return [m.uri for m in live_manifest_objects(storage, prefix)]
 
 
 def retract_older(storage: Storage, lay: Layout, arrival: Arrival) -> list[int]:

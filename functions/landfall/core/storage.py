@@ -41,6 +41,7 @@ class ObjectInfo:
     size: int
     generation: int
     crc32c: str | None
+    metadata: dict[str, str] | None = None  # custom metadata (``x-goog-meta-*``)
 
 
 def crc32c_b64(checksum: google_crc32c.Checksum) -> str:
@@ -145,7 +146,7 @@ class Storage:
         bucket, name = split_gs(prefix)
         with mapped_errors(prefix):
             return sorted(
-                (ObjectInfo(f"gs://{bucket}/{b.name}", int(b.size or 0), int(b.generation or 0), b.crc32c)
+                (ObjectInfo(f"gs://{bucket}/{b.name}", int(b.size or 0), int(b.generation or 0), b.crc32c, b.metadata)
                  for b in self.client.list_blobs(bucket, prefix=name, retry=self.retry) if b.name.endswith(suffix)),
                 key=lambda info: info.uri,
             )
@@ -161,7 +162,7 @@ class Storage:
             return self._blob(uri).download_as_bytes(retry=self.retry)
 
     def write_bytes(self, uri: str, data: bytes, *, if_absent: bool = False,
-                    content_type: str = "application/octet-stream") -> None:
+                    content_type: str = "application/octet-stream", metadata: dict[str, str] | None = None) -> None:
         """One-request upload. ``if_absent`` makes it create-only (``AlreadyExists`` otherwise).
 
         One request on purpose: preconditions are honoured on single-request uploads everywhere,
@@ -183,7 +184,9 @@ class Storage:
                 os.replace(tmp, path)
             return
         with mapped_errors(uri):
-            self._blob(uri).upload_from_string(
+            blob = self._blob(uri)
+            blob.metadata = metadata
+            blob.upload_from_string(
                 data, content_type=content_type, if_generation_match=0 if if_absent else None, retry=self.retry,
             )
 

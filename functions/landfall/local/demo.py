@@ -5,8 +5,8 @@
    everything from there);
 3. follow every stage live: shards converted, request published, TFJob created and its state, each
    epoch's loss and time per worker (from the replicas' logs);
-4. while that job trains, upload a second arrival: it becomes one suspended follow-up job, released
-   when the first ends, training on both arrivals;
+4. while that job trains, upload a second arrival: it waits as a pending request (no TFJob waits
+   suspended), and one follow-up job is released when the first ends, training on both arrivals;
 5. write ``metrics/<job>.json``, ``training.png`` and ``summary.txt`` to ``--out``.
 
 A stage that fails, or makes no progress for ``--stage-timeout`` seconds, ends the demo with exit 1 and
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from landfall.core.errors import LandfallError
+from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.local import plots
@@ -101,11 +102,16 @@ class Follower:
                     self.say(f"TFJob {name} created" + (f" as the follow-up of {after}" if after else "")
                              + f" ({job['spec']['tfReplicaSpecs']['Worker']['replicas']} workers)")
                 self.states[name] = state
-                covered = len(tfjob.requests_of(job))
-                self.say(f"TFJob {name}: {state}" + (f", covering {covered} request(s), "
-                                                      f"{len(tfjob.manifests_of(job))} manifest(s)"
-                                                      if state in ("Running", "Suspended") else ""))
+                inputs = self._inputs(job) if state in ("Running", "Suspended") else None
+                self.say(f"TFJob {name}: {state}" + (f", covering {len(inputs.requests)} request(s), "
+                                                      f"{len(inputs.manifests)} manifest(s)" if inputs else ""))
             self._epochs(name)
+
+    def _inputs(self, job: dict) -> JobInputs | None:
+        try:
+            return JobInputs.from_json(self.storage.read_bytes(tfjob.inputs_of(job)))
+        except (LandfallError, ValueError):
+            return None
 
     def _epochs(self, name: str) -> None:
         folder = Path(self.stack.info["local_state"]) / "logs" / name
@@ -223,7 +229,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float) 
         after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
         lines.append(
             f"- {m['job']}: {tfjob.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
-            f"(global {m['global_batch_size']}), {len(m.get('manifests') or tfjob.manifests_of(job))} manifest(s), "
+            f"(global {m['global_batch_size']}), {len(m.get('manifests') or [])} manifest(s), "
             f"{len(epochs)} epochs, final loss {last.get('loss', float('nan')):.4f} "
             f"val_loss {last.get('val_loss', float('nan')):.4f}, median epoch "
             f"{np.median([e['wall_s'] for e in epochs]) if epochs else float('nan'):.1f}s, restarts {m.get('restarts')}"

@@ -4,7 +4,8 @@ Started by ``landfall operator --state DIR`` (``landfall up`` starts it as a sub
 environment as the functions; SIGTERM or SIGINT stops it: it stops its replicas' process groups and exits
 0, leaving no process behind). Each tick (``--poll-s``, default 0.5 s) it:
 
-1. releases waiting follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``);
+1. releases the next job of every dataset whose requests wait and whose job ended
+   (``landfall.submit.coalesce.reconcile``);
 2. starts every released TFJob that is not finished and not running here: one process per ``Worker``
    replica, the container's ``command`` + ``args`` (``python`` maps to this interpreter, so the image's
    ``python -m trainer.task`` runs as ``sys.executable -m trainer.task``), the operator's environment
@@ -247,6 +248,8 @@ class Operator:
                 coalesce.reconcile(self.backend, self.storage, self.config)
             except LandfallError as exc:
                 log.warning("reconcile failed (will retry): %s", exc)
+            except Exception:  # a bug or an odd object must not stop the jobs this operator runs
+                log.exception("reconcile failed (will retry)")
         jobs = {tfjob.name_of(j): j for j in self.backend.list()}
         for name, rj in list(self.running.items()):
             job = jobs.get(name)

@@ -85,18 +85,53 @@ def read_running(state_dir: str | Path) -> dict[str, Any] | None:
     return info if _alive(int(info.get("pid", 0))) else None
 
 
-def use_running_stack(state_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """Points this process at a stack that ``landfall up`` runs (``LANDFALL_STATE_DIR``, default
-    ``.landfall``), for the variables the user has not set; returns its description, or ``None``."""
-    info = read_running(state_dir or os.environ.get("LANDFALL_STATE_DIR", ".landfall"))
-    if info and "processes" in info:
-        for key, value in (("STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
-                           ("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
-                           ("GOOGLE_CLOUD_PROJECT", info["project"]),
-                           ("LANDFALL_BUCKET", info["bucket"]),
-                           ("LANDFALL_BACKEND", "local"),
-                           ("LANDFALL_LOCAL_STATE", info["local_state"])):
-            os.environ.setdefault(key, value)
+# A running stack is used only when no flag, variable or gs:// URI names another target than its own: all or
+# nothing, so a real bucket or project never meets the emulators. Flags by their argparse ``dest``.
+TARGET_URIS = ("manifest", "object")
+
+
+def _targets(info: dict[str, Any]) -> list[tuple[str | None, str, str]]:
+    """(flag dest, variable, the stack's value) for everything the stack points this process at."""
+    return [("bucket", "LANDFALL_BUCKET", info["bucket"]),
+            ("project", "GOOGLE_CLOUD_PROJECT", info["project"]),
+            ("backend", "LANDFALL_BACKEND", "local"),
+            ("local_state", "LANDFALL_LOCAL_STATE", info["local_state"]),
+            (None, "STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
+            (None, "PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"])]
+
+
+def named_target(args: Any, info: dict[str, Any]) -> str | None:
+    """The flag, variable or URI in ``args`` (parsed flags) or the environment that names another target than the
+    stack ``info`` describes, or ``None``."""
+    def other(dest: str | None, value: str, ours: str) -> bool:
+        return os.path.abspath(value) != os.path.abspath(ours) if dest == "local_state" else value != ours
+
+    for dest, key, ours in _targets(info):
+        flag = getattr(args, dest, None) if dest else None
+        if flag is not None and other(dest, flag, ours):
+            return f"--{dest.replace('_', '-')} {flag}"
+        if os.environ.get(key) and other(dest, os.environ[key], ours):
+            return key
+    for dest in TARGET_URIS:
+        uri = getattr(args, dest, None)
+        if isinstance(uri, str) and uri.startswith("gs://") and uri[5:].split("/", 1)[0] != info["bucket"]:
+            return uri
+    return None
+
+
+def use_running_stack(state_dir: str | Path | None = None, args: Any = None) -> dict[str, Any] | None:
+    """Points this process at a stack that ``landfall up`` runs (``LANDFALL_STATE_DIR``, default ``.landfall``)
+    unless ``args`` or the environment names another target (``named_target``: then nothing changes), and says
+    so in one line on stderr; returns the stack's description when it is used, else ``None``."""
+    state = state_dir or os.environ.get("LANDFALL_STATE_DIR", ".landfall")
+    info = read_running(state)
+    if not info or "processes" not in info or named_target(args, info):
+        return None
+    os.environ.update({key: value for _, key, value in _targets(info)})
+    hint = "name --bucket/--project" if hasattr(args, "bucket") else "set LANDFALL_BUCKET"
+    print(f"landfall{' ' + args.command if getattr(args, 'command', None) else ''}: using the local stack on "
+          f"{state} (gs://{info['bucket']}, emulators at {info['storage_emulator_host']} and "
+          f"{info['pubsub_emulator_host']}); {hint} to target elsewhere", file=sys.stderr)
     return info
 
 

@@ -1,34 +1,73 @@
 """The reconcile loop next to a cluster: ``landfall.submit.coalesce.reconcile`` every ``poll_s`` seconds.
 
 Runs as the one-replica ``landfall-reconciler`` Deployment (``k8s/base/reconciler.yaml``), so a follow-up
-starts within seconds of its predecessor ending even when no new request arrives. A failed pass is
-logged and the loop goes on; SIGTERM (or ``stop``) ends it after the current pass.
+starts within seconds of its predecessor ending even when no new request arrives. No pass ends the loop,
+whatever it raises (a TFJob without Landfall's labels, a bug): a ``TemporaryError`` is logged at WARNING, anything
+else at ERROR with its traceback, and the next pass comes ``poll_s`` later; only ``stop`` (SIGTERM) ends it,
+after the current pass. The loop touches its heartbeat file when it starts and after every pass, failed or not;
+``heartbeat_age`` is what the Deployment's liveness probe (``landfall reconcile --check-heartbeat``) reads, so a
+pass that hangs gets the pod restarted.
+
+Cheap to import (the probe imports it every period): the submit stage is imported when the loop runs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from landfall.core.errors import LandfallError
-from landfall.core.storage import Storage
-from landfall.submit import coalesce
-from landfall.submit.backends import Backend
-from landfall.submit.config import JobConfig
+from landfall.core.errors import TemporaryError
+
+if TYPE_CHECKING:
+    from landfall.core.storage import Storage
+    from landfall.submit.backends import Backend
+    from landfall.submit.config import JobConfig
 
 log = logging.getLogger("landfall.reconcile")
 
 MIN_POLL_S = 5.0  # the API server is shared: do not list TFJobs more often than this
+HEARTBEAT = "/tmp/landfall-reconciler-alive"  # on the pod's /tmp emptyDir (the root filesystem is read-only)
+MAX_HEARTBEAT_AGE_S = 120.0  # well above a pass (storage retries are bounded at 30 s) plus MIN_POLL_S
 
 
-def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S) -> int:
-    """Reconciles until ``stop`` is set; returns 0."""
+def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
+        heartbeat: str | Path | None = None) -> int:
+    """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0."""
+    from landfall.submit import coalesce
+
+    beat(heartbeat)
     while not stop.is_set():
         try:
             released = coalesce.reconcile(backend, storage, cfg)
             if released:
                 log.info("released %s", ", ".join(released), extra={"fields": {"released": released}})
-        except LandfallError as exc:
-            log.warning("reconcile failed (will retry): %s", exc)
+        except TemporaryError as exc:
+            log.warning("reconcile pass failed (will retry): %s", exc)
+        except Exception as exc:  # any object, any bug: log it and go on, the next pass may succeed
+            log.error("reconcile pass failed (will retry): %s: %s", type(exc).__name__, exc, exc_info=True)
+        beat(heartbeat)
         stop.wait(max(poll_s, MIN_POLL_S))
     return 0
+
+
+def beat(path: str | Path | None) -> None:
+    """Sets the heartbeat file's modification time to now (creates it); a failure is logged, never raised."""
+    if not path:
+        return
+    try:
+        Path(path).touch()  # an existing file: its mtime becomes now
+    except OSError as exc:
+        log.error("heartbeat %s not written: %s", path, exc)
+
+
+def heartbeat_age(path: str | Path) -> float | None:
+    """Seconds since the loop last touched ``path``; ``None`` when it never did."""
+    if not path:
+        return None
+    try:
+        return time.time() - Path(path).stat().st_mtime
+    except OSError:
+        return None

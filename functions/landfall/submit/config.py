@@ -44,6 +44,7 @@ class JobConfig(Settings):
     # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
     concurrency: str = "coalesce"  # coalesce | allow | forbid
     window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals
+    queue_name: str = ""  # Kueue LocalQueue (k8s/components/kueue: landfall-gpu); labels every TFJob when set
     # Pub/Sub (republish, status).
     request_topic: str = "landfall-training-requests"
     dead_letter_subscription: str = "landfall-training-requests-dead-letter"
@@ -54,5 +55,7 @@ class JobConfig(Settings):
             raise ValueError(f"backend must be kubernetes or local, not {self.backend!r}")
         if self.concurrency not in POLICIES:
             raise ValueError(f"concurrency must be one of {POLICIES}, not {self.concurrency!r}")
+        if self.queue_name and not (len(self.queue_name) <= 63 and self.queue_name.replace("-", "").isalnum()):
+            raise ValueError(f"queue_name must be a LocalQueue name (a DNS label), not {self.queue_name!r}")
         if self.workers < 1 or self.gpus_per_worker < 0 or self.window < 0 or self.backoff_limit < 0:
             raise ValueError("workers must be >= 1; gpus_per_worker, window and backoff_limit >= 0")

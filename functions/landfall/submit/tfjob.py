@@ -7,36 +7,30 @@ The object
 ----------
 - ``metadata.name``: ``<dataset-slug>-<10 hex>``, at most 47 characters, a DNS-1035 label (starts with a
   letter), so the Services and pods the training operator names ``<job>-worker-<i>`` stay valid labels
-  (63 characters) for up to 9999 workers. The hash is computed by ``job_name(dataset, key)``; what the
-  key is depends on the concurrency policy (see ``landfall.submit.coalesce``): under ``allow`` it is the
-  ``request_id``; under ``coalesce``/``forbid`` it is the request that starts a dataset's chain of jobs,
-  and for every later job the name of the job it follows, so concurrent consumers agree on it.
+  (63 characters) for up to 9999 workers. The hash is computed by ``job_name(dataset, key)``; the key is
+  the job's number in its dataset (``seq:N``), or under ``allow`` its request (see ``landfall.submit.coalesce``).
 - labels: ``app.kubernetes.io/{name,managed-by,part-of}: landfall``, ``landfall.dev/dataset``,
-  ``landfall.dev/request-id`` (the request that created the job; hashed if not a valid label value).
-- annotations: ``landfall.dev/manifests`` (JSON list of the manifest URIs the job trains on, resolved when
-  the job is released, ``[]`` while a follow-up waits), ``landfall.dev/after`` (the job it follows),
-  ``landfall.dev/concurrency``, ``landfall.dev/window`` (the manifest window a follow-up resolves with),
-  ``landfall.dev/released-at``, and one
-  ``requests.landfall.dev/<hash of request_id>`` per request the job covers (value: JSON with the id,
-  reason and manifest), added with merge patches so concurrent consumers never overwrite each other.
+  ``landfall.dev/request-id`` (the first request the job covers; hashed if not a valid label value), and
+  ``kueue.x-k8s.io/queue-name`` when ``LANDFALL_QUEUE_NAME`` is set (Kueue then admits the job).
+- annotations: ``landfall.dev/inputs`` (``gs://BUCKET/runs/<job>/inputs.json``: the manifests and the
+  requests the job covers, ``landfall.inputs/v1``), ``landfall.dev/after`` (the job it follows),
+  ``landfall.dev/concurrency``, ``landfall.dev/window``, ``landfall.dev/released-at``. Nothing in the
+  object grows with the arrivals or requests it covers.
 - ``spec.tfReplicaSpecs.Worker``: ``replicas`` workers, ``restartPolicy: ExitCode`` (the trainer exits
   1-127 on permanent errors, 128 and up on retryable ones), one container named ``tensorflow`` (the
-  training operator sets ``TF_CONFIG`` only on that name) running ``python -m trainer.task`` with the
-  manifests, ``--job-dir gs://BUCKET/runs/<job>``, the epochs and batch size, and extra trainer flags;
+  training operator sets ``TF_CONFIG`` only on that name) running ``python -m trainer.task`` with
+  ``--inputs`` (the inputs URI), ``--job-dir gs://BUCKET/runs/<job>``, the epochs, the batch size and
+  extra trainer flags;
   ``nvidia.com/gpu`` limits, the GKE accelerator node selector and the ``nvidia.com/gpu`` toleration
   (both left out when ``gpus_per_worker`` is 0), and ``serviceAccountName`` (Workload Identity).
 - ``spec.runPolicy``: ``cleanPodPolicy``, ``backoffLimit``, ``activeDeadlineSeconds``,
-  ``ttlSecondsAfterFinished`` and ``suspend`` (follow-up jobs wait suspended; training-operator >= 1.7).
-
-``ttlSecondsAfterFinished`` defaults to 7 days and 1 hour: longer than Pub/Sub keeps a message, so a
-redelivered request always still finds the job that covers it.
+  ``ttlSecondsAfterFinished``. No ``suspend``: a job is created only when it is released, and with a
+  queue, Kueue owns ``suspend`` (it suspends jobs it has not admitted).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
-import json
 import re
 from typing import Any
 
@@ -54,12 +48,12 @@ APP_LABELS = {
 }
 DATASET_LABEL = "landfall.dev/dataset"
 REQUEST_LABEL = "landfall.dev/request-id"
-MANIFESTS_ANNOTATION = "landfall.dev/manifests"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+INPUTS_ANNOTATION = "landfall.dev/inputs"
 AFTER_ANNOTATION = "landfall.dev/after"
 POLICY_ANNOTATION = "landfall.dev/concurrency"
 RELEASED_ANNOTATION = "landfall.dev/released-at"
 WINDOW_ANNOTATION = "landfall.dev/window"
-REQUEST_ANNOTATION_PREFIX = "requests.landfall.dev/"
 
 CONDITIONS = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
 FINISHED = ("Succeeded", "Failed")
@@ -93,20 +87,14 @@ def label_value(value: str) -> str:
     return value if _LABEL_VALUE_RE.match(value) and len(value) <= 63 else "h-" + _digest(value, n=40)
 
 
-def request_annotation(request_id: str) -> str:
-    return REQUEST_ANNOTATION_PREFIX + _digest(request_id, n=24)
-
-
 def job_dir(bucket: str, job: str, runs_prefix: str = "runs/") -> str:
     return f"gs://{bucket}/{runs_prefix}{job}"
 
 
 # -- rendering -----------------------------------------------------------------------------------------
-def container_args(cfg: JobConfig, name: str, manifests: list[str], runs_prefix: str = "runs/") -> list[str]:
-    args: list[str] = []
-    for m in manifests:
-        args += ["--manifest", m]
-    args += [
+def container_args(cfg: JobConfig, name: str, inputs_uri: str, runs_prefix: str = "runs/") -> list[str]:
+    args = [
+        "--inputs", inputs_uri,
         "--job-dir", job_dir(cfg.bucket, name, runs_prefix),
         "--epochs", str(cfg.epochs),
         "--batch-size-per-worker", str(cfg.batch_size_per_worker),
@@ -115,7 +103,7 @@ def container_args(cfg: JobConfig, name: str, manifests: list[str], runs_prefix:
     return args + list(cfg.trainer_args)
 
 
-def container(cfg: JobConfig, name: str, manifests: list[str], runs_prefix: str = "runs/") -> dict[str, Any]:
+def container(cfg: JobConfig, name: str, inputs_uri: str, runs_prefix: str = "runs/") -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": cfg.cpu_request, "memory": cfg.memory_request}}
     if cfg.gpus_per_worker:
         resources["limits"] = {"nvidia.com/gpu": cfg.gpus_per_worker}
@@ -123,25 +111,24 @@ def container(cfg: JobConfig, name: str, manifests: list[str], runs_prefix: str 
         "name": CONTAINER,
         "image": cfg.trainer_image,
         "command": ["python", "-m", "trainer.task"],
-        "args": container_args(cfg, name, manifests, runs_prefix),
+        "args": container_args(cfg, name, inputs_uri, runs_prefix),
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
         "resources": resources,
     }
 
 
-def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifests: list[str],
-           after: str | None = None, suspend: bool = False, released_at: str | None = None,
-           runs_prefix: str = "runs/") -> dict[str, Any]:
-    """The TFJob as a dict (what is POSTed). ``suspend`` creates a follow-up that waits for release."""
+def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_uri: str,
+           after: str | None = None, released_at: str | None = None, runs_prefix: str = "runs/") -> dict[str, Any]:
+    """The TFJob as a dict (what is POSTed): the released job that trains on ``inputs_uri``."""
     pod_spec: dict[str, Any] = {
         "serviceAccountName": cfg.trainer_service_account,
-        "containers": [container(cfg, name, manifests, runs_prefix)],
+        "containers": [container(cfg, name, inputs_uri, runs_prefix)],
     }
     if cfg.gpus_per_worker:
         pod_spec["nodeSelector"] = {"cloud.google.com/gke-accelerator": cfg.accelerator}
         pod_spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     annotations = {
-        MANIFESTS_ANNOTATION: json.dumps(list(manifests)),
+        INPUTS_ANNOTATION: inputs_uri,
         POLICY_ANNOTATION: cfg.concurrency,
         WINDOW_ANNOTATION: str(cfg.window),
     }
@@ -150,6 +137,8 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifest
     if released_at:
         annotations[RELEASED_ANNOTATION] = released_at
     labels = {**APP_LABELS, DATASET_LABEL: label_value(dataset), REQUEST_LABEL: label_value(request_id)}
+    if cfg.queue_name:
+        labels[QUEUE_LABEL] = cfg.queue_name
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -160,7 +149,6 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifest
                 "backoffLimit": cfg.backoff_limit,
                 "activeDeadlineSeconds": cfg.active_deadline_seconds,
                 "ttlSecondsAfterFinished": cfg.ttl_seconds_after_finished,
-                "suspend": bool(suspend),
             },
             "tfReplicaSpecs": {
                 "Worker": {
@@ -174,45 +162,6 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, manifest
             },
         },
     }
-
-
-def release_patch(job: dict[str, Any], manifests: list[str], released_at: str) -> dict[str, Any]:
-    """A merge patch that unsuspends ``job`` with its manifests resolved now.
-
-    It carries the ``resourceVersion`` that was read, so of two concurrent releasers only one wins (409).
-    The container list is replaced whole (merge patches replace lists), with ``--manifest`` flags added.
-    """
-    spec = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
-    containers = copy.deepcopy(spec["containers"])
-    for c in containers:
-        if c.get("name") == CONTAINER:
-            rest = _strip_manifests(c.get("args", []))
-            c["args"] = [a for m in manifests for a in ("--manifest", m)] + rest
-    return {
-        "metadata": {
-            "resourceVersion": job["metadata"].get("resourceVersion"),
-            "annotations": {MANIFESTS_ANNOTATION: json.dumps(list(manifests)), RELEASED_ANNOTATION: released_at},
-        },
-        "spec": {
-            "runPolicy": {"suspend": False},
-            "tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": containers}}}},
-        },
-    }
-
-
-def _strip_manifests(args: list[str]) -> list[str]:
-    out, skip = [], False
-    for a in args:
-        if skip:
-            skip = False
-            continue
-        if a == "--manifest":
-            skip = True
-            continue
-        if a.startswith("--manifest="):
-            continue
-        out.append(a)
-    return out
 
 
 def bucket_of(job: dict[str, Any]) -> str:
@@ -239,30 +188,14 @@ def annotations(job: dict[str, Any]) -> dict[str, str]:
     return job.get("metadata", {}).get("annotations") or {}
 
 
-def manifests_of(job: dict[str, Any]) -> list[str]:
-    try:
-        return list(json.loads(annotations(job).get(MANIFESTS_ANNOTATION, "[]")))
-    except ValueError:
-        return []
+def inputs_of(job: dict[str, Any]) -> str:
+    """The ``inputs.json`` URI the job trains on (``""`` for an object Landfall did not make)."""
+    return annotations(job).get(INPUTS_ANNOTATION, "")
 
 
-def requests_of(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """The requests recorded as covered by ``job`` (each ``{"request_id", "reason", "manifest", "at"}``)."""
-    out = []
-    for key, value in annotations(job).items():
-        if key.startswith(REQUEST_ANNOTATION_PREFIX):
-            try:
-                out.append(json.loads(value))
-            except ValueError:
-                continue
-    return sorted(out, key=lambda r: str(r.get("at", "")))
-
-
-def covers_request(job: dict[str, Any], request_id: str) -> bool:
-    return (
-        request_annotation(request_id) in annotations(job)
-        or job.get("metadata", {}).get("labels", {}).get(REQUEST_LABEL) == label_value(request_id)
-    )
+def made_for(job: dict[str, Any], request_id: str) -> bool:
+    """Whether ``job`` was released by (and so covers) the request ``request_id``."""
+    return job.get("metadata", {}).get("labels", {}).get(REQUEST_LABEL) == label_value(request_id)
 
 
 def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -270,12 +203,13 @@ def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def is_suspended(job: dict[str, Any]) -> bool:
+    """Suspended by its queue (Kueue, not yet admitted) or by hand: waiting, not finished."""
     return bool(job.get("spec", {}).get("runPolicy", {}).get("suspend"))
 
 
 def state(job: dict[str, Any]) -> str:
     """The latest condition whose status is ``True`` (``Succeeded``, ``Running``...), else ``Suspended``
-    for a job waiting suspended, else ``Pending`` (recorded, no controller has looked at it yet)."""
+    for a job its queue holds, else ``Pending`` (recorded, no controller has looked at it yet)."""
     for c in reversed(conditions(job)):
         if c.get("status") == "True" and c.get("type") in FINISHED:
             return str(c["type"])

@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -89,9 +89,23 @@ resource "google_storage_bucket_iam_member" "submitter_write_rejections" {
   }
 }
 
+# The submit stage's bookkeeping (landfall.submit.ledger): requests waiting for their
+# dataset's next job under requests/ (written, read, deleted once covered), and each
+# released job's runs/<job>/inputs.json and submitted.json (created once, read). Nothing
+# else under runs/: the trainer's metrics and models stay out of its reach.
+resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["submitter"].member
+  condition {
+    title      = "requests-and-job-inputs"
+    expression = "${local.prefix_condition["requests"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\")))"
+  }
+}
+
 # Reaching the cluster's API needs container.clusters.get to authenticate; that is
 # all IAM grants (clusterViewer: read cluster metadata, no Kubernetes objects). The
-# Role/RoleBinding in k8s/base (create/get/list/watch/patch/delete tfjobs in
+# Role/RoleBinding in k8s/base (create/get/list tfjobs in
 # landfall-training, bound to this account's email) does the rest. Project-wide
 # container.developer would let it write any object in any namespace, so it is not used.
 resource "google_project_iam_member" "submitter_cluster_access" {

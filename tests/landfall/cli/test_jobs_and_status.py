@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from landfall import cli
@@ -37,7 +38,7 @@ def test_render_tfjob_prints_what_the_consumer_submits(emulator_stack, bucket, t
     assert submitted["metadata"]["name"] == printed["metadata"]["name"]
     assert submitted["metadata"]["labels"] == printed["metadata"]["labels"]
     assert submitted["spec"] == printed["spec"]
-    assert tfjob.manifests_of(submitted) == tfjob.manifests_of(printed)
+    assert tfjob.inputs_of(submitted) == tfjob.inputs_of(printed)
 
 
 def test_republish_publishes_a_manual_rerun(emulator_stack, bucket, topic, tmp_path, capsys, monkeypatch):
@@ -110,3 +111,53 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     assert name in text and "Running" in text and "dead-letter: 1" in text
     assert "1 arrivals, 1 retracted, 1 rejected" in text and "quoted_newline" in text
     assert "retracted incoming/shown/part-1.npy#1: superseded by generation 2" in text
+
+
+@pytest.fixture
+def spied_reconcile(monkeypatch):
+    """``coalesce.reconcile`` (what releases jobs) replaced by a spy: the calls, and what the next call does."""
+    from landfall.submit import coalesce
+
+    calls, outcome = [], {"result": ["job-released"]}
+
+    def spy(backend, storage, cfg, layout=None, dataset=None):
+        calls.append(dataset)
+        if isinstance(outcome["result"], Exception):
+            raise outcome["result"]
+        return outcome["result"]
+
+    monkeypatch.setattr(coalesce, "reconcile", spy)
+    return calls, outcome
+
+
+def test_status_is_read_only_unless_asked_to_reconcile(emulator_stack, bucket, tmp_path, capsys, monkeypatch,
+                                                       spied_reconcile):
+    calls, _ = spied_reconcile
+    monkeypatch.setenv("LANDFALL_BUCKET", bucket)
+    monkeypatch.setenv("LANDFALL_LOCAL_STATE", str(tmp_path / "state"))
+    assert cli.main(["status", "--json", "--no-dead-letter"]) == 0
+    assert "released" not in json.loads(capsys.readouterr().out)
+    assert cli.main(["status", "--no-dead-letter", "--dataset", "d"]) == 0
+    assert "released" not in capsys.readouterr().out
+    assert calls == []  # plain status released nothing
+
+    assert cli.main(["status", "--json", "--no-dead-letter", "--reconcile", "--dataset", "d"]) == 0
+    assert json.loads(capsys.readouterr().out)["released"] == ["job-released"]
+    assert cli.main(["status", "--no-dead-letter", "--reconcile"]) == 0
+    assert "released: job-released" in capsys.readouterr().out
+    assert calls == ["d", None]
+
+
+def test_status_reconcile_reports_a_failed_release_and_still_shows_the_rest(emulator_stack, bucket, tmp_path,
+                                                                              capsys, monkeypatch, spied_reconcile):
+    calls, outcome = spied_reconcile
+    outcome["result"] = KeyError("landfall.io/dataset")  # e.g. a TFJob without Landfall's labels
+    convert_arrival(emulator_stack.storage, bucket, "shown", tmp_path)
+    monkeypatch.setenv("LANDFALL_BUCKET", bucket)
+    monkeypatch.setenv("LANDFALL_LOCAL_STATE", str(tmp_path / "state"))
+    assert cli.main(["status", "--json", "--no-dead-letter", "--reconcile"]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert len(calls) == 1 and "released" not in report
+    assert report["reconcile_error"].startswith("KeyError") and "reconcile failed: KeyError" in err
+    assert report["datasets"]["shown"]["arrivals"] == 1  # the rest of the report is there

@@ -66,7 +66,7 @@ def kb(api) -> KubeBackend:
 
 def job(name: str = NAME) -> dict[str, Any]:
     cfg = JobConfig.load({}, bucket="bkt", project="p")
-    return tfjob.render(cfg, name=name, dataset="sensors", request_id="r1", manifests=["gs://bkt/m.json"])
+    return tfjob.render(cfg, name=name, dataset="sensors", request_id="r1", inputs_uri="gs://bkt/runs/j/inputs.json")
 
 
 def containers(obj: dict[str, Any]) -> list[dict[str, Any]]:

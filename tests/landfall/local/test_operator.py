@@ -19,7 +19,7 @@ from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
-from tests.support import convert_arrival, copy_arrival, runtime
+from tests.support import convert_arrival, copy_arrival, inputs_of, pending_of, runtime
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[3]
 def script_job(name: str, code: str, workers: int = 2, **cfg) -> dict:
     """A TFJob whose container runs ``python -c code`` (the operator maps ``python`` to this interpreter)."""
     config = JobConfig.load({}, bucket="bkt", project="p", workers=workers, gpus_per_worker=0, **cfg)
-    job = tfjob.render(config, name=name, dataset="ops", request_id=name, manifests=[])
+    job = tfjob.render(config, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
     c = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     c["command"], c["args"] = ["python", "-c", code], []
     return job
@@ -98,7 +98,7 @@ def test_permanent_exit_fails_backoff_limit_and_deadline(tmp_path):
             os.kill(r["pid"], 0)
 
 
-def test_suspended_jobs_wait_and_a_follow_up_is_released_when_its_predecessor_ends(
+def test_a_follow_up_waits_as_pending_requests_and_is_released_when_its_predecessor_ends(
         emulator_stack, bucket, tmp_path):
     storage = emulator_stack.storage
     first = convert_arrival(storage, bucket, "chain", tmp_path)
@@ -116,19 +116,18 @@ def test_suspended_jobs_wait_and_a_follow_up_is_released_when_its_predecessor_en
     run_until(op, tfjob.name_of(active), ("Running",))
     second = copy_arrival(storage, first, 1)
     assert handle_message(second.to_json(), {}, rt) == "coalesced"
-    follow = next(j for j in rt.backend.list("chain") if tfjob.name_of(j) != tfjob.name_of(active))
     op.tick()
-    assert tfjob.state(rt.backend.get(tfjob.name_of(follow))) == "Suspended"
-    assert tfjob.name_of(follow) not in op.running
+    assert [tfjob.name_of(j) for j in rt.backend.list("chain")] == [tfjob.name_of(active)]
+    assert pending_of(storage, bucket, "chain") == [second.request_id]
     gate.touch()
     run_until(op, tfjob.name_of(active), ("Succeeded",))
     op.tick()  # the operator's reconcile releases the follow-up, which then starts
-    released = op.backend.get(tfjob.name_of(follow))
+    (follow,) = [j for j in op.backend.list("chain") if tfjob.name_of(j) != tfjob.name_of(active)]
     op.stop_all()
-    assert not tfjob.is_suspended(released)
-    assert set(tfjob.manifests_of(released)) == {first.manifest, second.manifest}
+    assert set(inputs_of(storage, follow).manifest_uris) == {first.manifest, second.manifest}
+    assert pending_of(storage, bucket, "chain") == []
     # Released in this tick's reconcile and started by the same tick: its replicas run now.
-    assert tfjob.state(released) == "Running"
+    assert tfjob.state(follow) == "Running"
 
 
 def operator_process(state: Path, log: Path, env: dict | None = None) -> subprocess.Popen:

@@ -49,7 +49,7 @@ def stack(tmp_path):
     state = tmp_path / "state"
     env = {**os.environ, "LANDFALL_EPOCHS": "2", "LANDFALL_BATCH_SIZE_PER_WORKER": "64",
            "LANDFALL_TRAINER_ARGS": TRAINER_ARGS}
-    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
+    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT"):
         env.pop(key, None)  # the stack starts its own emulators
     proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,

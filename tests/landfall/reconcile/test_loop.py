@@ -1,30 +1,40 @@
-"""The production reconcile loop: it releases a waiting follow-up once its predecessor ends, and a failed
-pass does not end it."""
+"""The production reconcile loop: it releases a waiting follow-up once its predecessor ends, no failed pass
+ends it whatever it raised, and its heartbeat is what the liveness probe checks."""
 
 from __future__ import annotations
 
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 
+import pytest
+
+from landfall import cli
+from landfall.core import logs
 from landfall.core.errors import TemporaryError
 from landfall.reconcile import loop
-from landfall.submit import tfjob
+from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
-from tests.support import convert_arrival, copy_arrival, runtime, set_state
+from tests.support import convert_arrival, copy_arrival, inputs_of, runtime, set_state
 
 
-class FlakyFirstList:
-    """The backend, except that its first ``list`` fails as an unreachable API server would."""
+class FlakyFirstGet:
+    """The backend, except that its first ``get`` fails as an unreachable API server would."""
 
     def __init__(self, backend: LocalBackend):
         self.backend, self.namespace, self.failed = backend, backend.namespace, 0
 
-    def list(self, dataset=None):
+    def get(self, name):
         if not self.failed:
             self.failed += 1
             raise TemporaryError("tfjobs: Kubernetes API unreachable")
-        return self.backend.list(dataset)
+        return self.backend.get(name)
 
     def __getattr__(self, name):
         return getattr(self.backend, name)
@@ -39,23 +49,117 @@ def test_the_loop_survives_a_failed_pass_and_releases_the_follow_up(emulator_sta
     (active,) = backend.list("loop")
     set_state(backend, tfjob.name_of(active), "Running")
     assert handle_message(copy_arrival(storage, first, 1).to_json(), {}, rt) == "coalesced"
-    (follow,) = [j for j in backend.list("loop") if tfjob.name_of(j) != tfjob.name_of(active)]
-    assert tfjob.is_suspended(follow)
+    assert len(backend.list("loop")) == 1  # the follow-up waits as a pending request
     set_state(backend, tfjob.name_of(active), "Succeeded")
 
     monkeypatch.setattr(loop, "MIN_POLL_S", 0.1)
-    flaky, stop = FlakyFirstList(backend), threading.Event()
+    flaky, stop = FlakyFirstGet(backend), threading.Event()
     thread = threading.Thread(target=loop.run, args=(rt.config, storage, flaky, stop, 0.1))
     thread.start()
     try:
         deadline = time.monotonic() + 20
-        while tfjob.is_suspended(backend.get(tfjob.name_of(follow))) and time.monotonic() < deadline:
+        while len(backend.list("loop")) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
     finally:
         stop.set()
         thread.join(timeout=10)
     assert not thread.is_alive()
     assert flaky.failed == 1
-    released = backend.get(tfjob.name_of(follow))
-    assert not tfjob.is_suspended(released)
-    assert len(tfjob.manifests_of(released)) == 2
+    (released,) = [j for j in backend.list("loop") if tfjob.name_of(j) != tfjob.name_of(active)]
+    assert len(inputs_of(storage, released).manifests) == 2
+
+
+@pytest.fixture
+def json_logs():
+    """The ``landfall`` logger's JSON lines, as ``landfall reconcile`` writes them (restored afterwards)."""
+    logger = logging.getLogger("landfall")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    stream = io.StringIO()
+    logs.setup(stream=stream)
+    try:
+        yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
+    finally:
+        logger.handlers[:], logger.level, logger.propagate = saved
+
+
+def test_no_error_ends_the_loop_and_each_pass_beats(monkeypatch, tmp_path, json_logs):
+    """A TFJob without Landfall's labels (KeyError) or a bug (RuntimeError): logged at ERROR with the traceback,
+    and the loop goes on, touching the heartbeat after every pass; only ``stop`` ends it."""
+    heartbeat = tmp_path / "alive"
+    stop, passes, beats = threading.Event(), [], []
+    outcomes = [KeyError("landfall.io/dataset"), RuntimeError("a bug"), TemporaryError("API unreachable"),
+                ["follow-1"], []]
+
+    def reconcile(backend, storage, cfg, layout=None, dataset=None):
+        beats.append(heartbeat.stat().st_mtime_ns if heartbeat.exists() else None)
+        passes.append(len(passes))
+        if len(passes) > len(outcomes):
+            stop.set()
+            return []
+        outcome = outcomes[len(passes) - 1]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(coalesce, "reconcile", reconcile)
+    monkeypatch.setattr(loop, "MIN_POLL_S", 0.01)
+    thread = threading.Thread(target=loop.run, args=(None, None, None, stop, 0.01, heartbeat))
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive()
+    assert len(passes) == len(outcomes) + 1
+    assert None not in beats  # touched when the loop starts, before the first pass
+    assert loop.heartbeat_age(heartbeat) < 5
+    lines = json_logs()
+    errors = [e for e in lines if e["severity"] == "ERROR"]
+    assert [e["message"] for e in errors] == ["reconcile pass failed (will retry): KeyError: 'landfall.io/dataset'",
+                                              "reconcile pass failed (will retry): RuntimeError: a bug"]
+    assert all("Traceback" in e["exception"] for e in errors)
+    assert [e["message"] for e in lines if e["severity"] == "WARNING"] == [
+        "reconcile pass failed (will retry): API unreachable"]
+    assert [e["released"] for e in lines if e["severity"] == "INFO"] == [["follow-1"]]
+
+
+def test_the_heartbeat_advances_with_every_pass(monkeypatch, tmp_path):
+    heartbeat, stop, seen = tmp_path / "alive", threading.Event(), []
+
+    def reconcile(*_args, **_kwargs):
+        seen.append(heartbeat.stat().st_mtime)
+        if len(seen) == 3:
+            stop.set()
+        raise ValueError("every pass fails")
+
+    old = time.time() - 1000
+    heartbeat.touch()
+    monkeypatch.setattr(coalesce, "reconcile", reconcile)
+    monkeypatch.setattr(loop, "MIN_POLL_S", 0.01)
+    monkeypatch.setattr(loop, "beat", lambda path: os.utime(path, (old + len(seen), old + len(seen))))
+    assert loop.run(None, None, None, stop, 0.01, heartbeat) == 0
+    assert seen == [old, old + 1, old + 2]
+    assert heartbeat.stat().st_mtime == old + 3  # and after the last pass
+
+
+def test_check_heartbeat_is_fresh_stale_or_missing(tmp_path, capsys):
+    path = tmp_path / "alive"
+    check = ["reconcile", "--check-heartbeat", "--heartbeat", str(path)]
+    assert cli.main(check) == 1
+    assert "never written" in capsys.readouterr().err
+    loop.beat(path)
+    assert cli.main(check) == 0
+    assert cli.main([*check, "--max-age-s", "30"]) == 0
+    stale = time.time() - loop.MAX_HEARTBEAT_AGE_S - 5
+    os.utime(path, (stale, stale))
+    assert cli.main(check) == 1
+    assert f"(max {loop.MAX_HEARTBEAT_AGE_S:g} s)" in capsys.readouterr().err
+    assert cli.main([*check, "--max-age-s", "600"]) == 0
+
+
+def test_the_probe_command_imports_no_cloud_sdk(tmp_path):
+    """The liveness probe runs every period inside the reconciler's memory limit: it stays cheap."""
+    path = tmp_path / "alive"
+    loop.beat(path)
+    code = ("import sys; from landfall import cli; rc = cli.main(['reconcile', '--check-heartbeat', '--heartbeat', "
+            f"{str(path)!r}]); heavy = [m for m in sys.modules if m.startswith(('google.cloud.storage', "
+            "'google.api_core', 'kubernetes', 'tensorflow', 'landfall.submit'))]; print(rc, heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "0 []", out.stderr

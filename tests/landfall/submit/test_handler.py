@@ -1,7 +1,8 @@
 """The submit stage against the real Pub/Sub and Cloud Storage emulators, on both backends.
 
 Requests travel through a real Pub/Sub subscription (publish, pull, handle, ack or nack), manifests are
-written by the real converter, and the ``kubernetes`` backend talks to the fake TFJob API server.
+written by the real converter, and the ``kubernetes`` backend talks to the fake TFJob API server (which
+enforces the API server's size limits).
 """
 
 from __future__ import annotations
@@ -16,12 +17,22 @@ import pytest
 from landfall.core import layout
 from landfall.core.errors import TemporaryError
 from landfall.core.messages import TrainingRequest
-from landfall.submit import tfjob
+from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.fakes.kube_api import FakeKubeAPI
-from tests.support import consume, convert_arrival, copy_arrival, publish, runtime, set_state, twin
+from tests.support import (
+    consume,
+    convert_arrival,
+    copy_arrival,
+    inputs_of,
+    pending_of,
+    publish,
+    runtime,
+    set_state,
+    twin,
+)
 
 
 @pytest.fixture(params=["local", "kubernetes"])
@@ -33,7 +44,6 @@ def backend(request, tmp_path):
             yield KubeBackend.for_host(api.host)
 
 
-
 # -- tests ----------------------------------------------------------------------------------------------
 def test_the_same_request_three_times_makes_one_job(emulator_stack, bucket, topic, backend, tmp_path):
     request = convert_arrival(emulator_stack.storage, bucket, "dups", tmp_path)
@@ -41,9 +51,13 @@ def test_the_same_request_three_times_makes_one_job(emulator_stack, bucket, topi
     outcomes = consume(emulator_stack, topic, runtime(emulator_stack, bucket, backend), expect=3)
     assert sorted(outcomes) == ["duplicate", "duplicate", "submitted"]
     (job,) = backend.list("dups")
-    assert tfjob.manifests_of(job) == [request.manifest]
-    assert tfjob.is_suspended(job) is False
+    inputs = inputs_of(emulator_stack.storage, job)
+    assert inputs.manifest_uris == [request.manifest] and inputs.seq == 1
+    assert inputs.manifests[0].count == 64  # from the manifest object's metadata: listed, not read
+    assert [r["request_id"] for r in inputs.requests] == [request.request_id]
+    assert not tfjob.is_suspended(job)
     assert job["metadata"]["labels"][tfjob.REQUEST_LABEL] == request.request_id
+    assert pending_of(emulator_stack.storage, bucket, "dups") == []
 
 
 def test_a_burst_of_50_while_a_job_runs_makes_exactly_one_follow_up(emulator_stack, bucket, topic, backend,
@@ -63,29 +77,30 @@ def test_a_burst_of_50_while_a_job_runs_makes_exactly_one_follow_up(emulator_sta
     outcomes = consume(emulator_stack, topic, lambda: runtime(emulator_stack, bucket, twin(backend)), expect=50,
                        workers=8)
     assert outcomes == ["coalesced"] * 50
-    jobs = backend.list("burst")
-    assert len(jobs) == 2
-    (follow,) = [j for j in jobs if tfjob.name_of(j) != tfjob.name_of(active)]
-    assert tfjob.is_suspended(follow) and tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
-    assert {r["request_id"] for r in tfjob.requests_of(follow)} >= {r.request_id for r in burst}
+    assert len(backend.list("burst")) == 1  # the follow-up waits as pending requests, not as a TFJob
+    assert sorted(pending_of(storage, bucket, "burst")) == sorted(r.request_id for r in burst)
 
-    # Duplicates of the burst while the follow-up waits: still nothing new.
-    assert handle_message(burst[7].to_json(), {}, rt) == "duplicate"
-    assert len(backend.list("burst")) == 2
+    # Duplicates of the burst while they wait: still nothing new.
+    assert handle_message(burst[7].to_json(), {}, rt) == "coalesced"
+    assert len(backend.list("burst")) == 1
 
     # The active job ends; the next request (or a reconcile) releases the follow-up, which trains on all.
     set_state(backend, tfjob.name_of(active), "Succeeded")
     late = copy_arrival(storage, first, 99)
-    assert handle_message(late.to_json(), {}, rt) == "duplicate"  # released first, the late one is in it
-    follow = backend.get(tfjob.name_of(follow))
-    assert not tfjob.is_suspended(follow)
-    manifests = set(tfjob.manifests_of(follow))
-    assert {r.manifest for r in burst} <= manifests and late.manifest in manifests and first.manifest in manifests
+    assert handle_message(late.to_json(), {}, rt) == "submitted"
+    (follow,) = [j for j in backend.list("burst") if tfjob.name_of(j) != tfjob.name_of(active)]
+    assert tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
+    inputs = inputs_of(storage, follow)
+    assert {r["request_id"] for r in inputs.requests} == {r.request_id for r in [*burst, late]}
+    assert {r.manifest for r in [first, *burst, late]} == set(inputs.manifest_uris)
     args = follow["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
-    assert args.count("--manifest") == 52
-    # Redelivering any of them now changes nothing.
-    assert {handle_message(r.to_json(), {}, rt) for r in burst[:5]} == {"duplicate"}
-    assert len(backend.list("burst")) == 2
+    assert "--manifest" not in args and args[args.index("--inputs") + 1] == tfjob.inputs_of(follow)
+    assert pending_of(storage, bucket, "burst") == []
+    # Redelivering any of them now starts nothing: they wait, and the next release finds them covered.
+    assert {handle_message(r.to_json(), {}, rt) for r in burst[:5]} <= {"duplicate", "coalesced"}
+    set_state(backend, tfjob.name_of(follow), "Succeeded")
+    assert coalesce.reconcile(backend, storage, rt.config, rt.layout) == []
+    assert len(backend.list("burst")) == 2 and pending_of(storage, bucket, "burst") == []
 
 
 def test_two_datasets_in_parallel_never_block_each_other(emulator_stack, bucket, topic, backend, tmp_path):
@@ -103,11 +118,11 @@ def test_two_datasets_in_parallel_never_block_each_other(emulator_stack, bucket,
     for r in (a2, b2):
         publish(emulator_stack, topic, r)
     assert sorted(consume(emulator_stack, topic, rt, expect=2, workers=2)) == ["coalesced", "submitted"]
-    assert sorted(tfjob.state(j) for j in backend.list("alpha")) == ["Running", "Suspended"]
+    assert [tfjob.state(j) for j in backend.list("alpha")] == ["Running"]
+    assert pending_of(storage, bucket, "alpha") == [a2.request_id]
     beta = backend.list("beta")
     (beta_next,) = [j for j in beta if tfjob.name_of(j) != tfjob.name_of(beta_first)]
-    assert len(beta) == 2 and not tfjob.is_suspended(beta_next)
-    assert set(tfjob.manifests_of(beta_next)) == {b.manifest, b2.manifest}
+    assert len(beta) == 2 and set(inputs_of(storage, beta_next).manifest_uris) == {b.manifest, b2.manifest}
 
 
 def test_permanent_errors_are_acknowledged_and_recorded(emulator_stack, bucket, topic, tmp_path):
@@ -161,7 +176,7 @@ def test_a_temporary_backend_failure_is_redelivered_then_succeeds(emulator_stack
                     ps.nack(sub, [m.ack_id])
                     continue
                 ps.ack(sub, [m.ack_id])
-        assert outcome == "submitted"
+        assert outcome == "submitted"  # the first attempt released it, the retry made its TFJob
         assert len(attempts) == 2
         assert api.names() and len(api.names()) == 1
 
@@ -189,24 +204,30 @@ def test_policies_allow_and_forbid_and_manual_reruns(emulator_stack, bucket, tmp
     assert [handle_message(r.to_json(), {}, allow) for r in (first, second, first)] == [
         "submitted", "submitted", "duplicate"]
     assert len(allow.backend.list("pol")) == 2
-    # forbid: dropped while a job runs.
+    # forbid: dropped while a job runs, and not kept for later.
     forbid = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "forbid"), concurrency="forbid")
     assert handle_message(first.to_json(), {}, forbid) == "submitted"
     third = copy_arrival(storage, first, 3)
     assert handle_message(third.to_json(), {}, forbid) == "dropped"
-    assert len(forbid.backend.list("pol")) == 1
-    # coalesce, window 1: the job trains on the newest arrival only.
+    assert len(forbid.backend.list("pol")) == 1 and pending_of(storage, bucket, "pol") == []
+
+
+def test_a_window_and_manual_reruns(emulator_stack, bucket, tmp_path):
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "win", tmp_path)
+    third = copy_arrival(storage, first, 3)
+    # coalesce, window 1: the job trains on the newest arrival only (by the listing's generations).
     window = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "window"), window=1)
     assert handle_message(third.to_json(), {}, window) == "submitted"
-    (job,) = window.backend.list("pol")
-    assert tfjob.manifests_of(job) == [third.manifest]
+    (job,) = window.backend.list("win")
+    assert inputs_of(storage, job).manifest_uris == [third.manifest]
     # A manual rerun of covered data runs again (a fresh request_id), once.
     set_state(window.backend, tfjob.name_of(job), "Succeeded")
-    manual = TrainingRequest("pol", third.manifest, "manual-0001", reason="manual")
+    manual = TrainingRequest("win", third.manifest, "manual-0001", reason="manual")
     assert handle_message(third.to_json(), {}, window) == "duplicate"
     assert handle_message(manual.to_json(), {}, window) == "submitted"
     assert handle_message(manual.to_json(), {}, window) == "duplicate"
-    assert len(window.backend.list("pol")) == 2
+    assert len(window.backend.list("win")) == 2
 
 
 def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket, tmp_path):
@@ -226,9 +247,57 @@ def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket
 
     with ThreadPoolExecutor(12) as pool:
         outcomes = list(pool.map(one, arrivals))
-    assert outcomes.count("submitted") == 1
+    assert outcomes.count("submitted") >= 1
     assert set(outcomes) <= {"submitted", "coalesced", "duplicate"}
-    # Every manifest existed before the race, so the one next job resolves them all: no follow-up is needed.
-    (job,) = [j for j in rt.backend.list("race") if tfjob.annotations(j).get(tfjob.AFTER_ANNOTATION)]
-    assert not tfjob.is_suspended(job)
-    assert {r.manifest for r in arrivals} <= set(tfjob.manifests_of(job))
+    jobs = rt.backend.list("race")
+    assert sum(not tfjob.is_finished(j) for j in jobs) == 1  # at most one unfinished job, ever
+    covered = {r["request_id"] for j in jobs for r in inputs_of(storage, j).requests}
+    waiting = set(pending_of(storage, bucket, "race"))
+    assert {r.request_id for r in arrivals} <= covered | waiting  # each is in a job, or waits for the next
+
+
+def test_a_job_deleted_by_hand_or_by_ttl_counts_as_finished(emulator_stack, bucket, backend, tmp_path):
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "gone", tmp_path)
+    rt = runtime(emulator_stack, bucket, backend)
+    assert handle_message(first.to_json(), {}, rt) == "submitted"
+    (job,) = backend.list("gone")
+    backend.delete(tfjob.name_of(job))  # the TTL controller, or someone with kubectl
+    again = copy_arrival(storage, first, 1)
+    assert handle_message(again.to_json(), {}, rt) == "submitted"
+    (second,) = backend.list("gone")
+    assert inputs_of(storage, second).seq == 2 and tfjob.annotations(second)[tfjob.AFTER_ANNOTATION] == \
+        tfjob.name_of(job)
+
+
+def test_a_release_that_crashed_before_its_tfjob_is_completed(emulator_stack, bucket, backend, tmp_path,
+                                                              monkeypatch):
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "crash", tmp_path)
+    rt = runtime(emulator_stack, bucket, backend)
+    real_create = backend.create
+
+    def crash(job):
+        raise TemporaryError("the function instance died here")
+
+    monkeypatch.setattr(backend, "create", crash)
+    with pytest.raises(TemporaryError):
+        handle_message(first.to_json(), {}, rt)
+    monkeypatch.setattr(backend, "create", real_create)
+    assert backend.list("crash") == []
+    assert handle_message(first.to_json(), {}, rt) == "submitted"  # released already: its TFJob is made now
+    assert handle_message(first.to_json(), {}, rt) == "duplicate"
+    (job,) = backend.list("crash")
+    assert inputs_of(storage, job).manifest_uris == [first.manifest]
+
+
+def test_a_release_that_misses_a_requested_manifest_retries(emulator_stack, bucket, tmp_path):
+    """The bucket setting points elsewhere: the listing lacks the request's manifest. No job without data."""
+    storage = emulator_stack.storage
+    request = convert_arrival(storage, bucket, "miss", tmp_path)
+    other = f"{bucket}-other"
+    storage.ensure_bucket(other)
+    rt = runtime(emulator_stack, other, LocalBackend(tmp_path / "state"))
+    with pytest.raises(TemporaryError, match=r"lacks|no manifest"):
+        coalesce.submit(request, rt.config, rt.backend, storage, rt.layout)
+    assert rt.backend.list() == []

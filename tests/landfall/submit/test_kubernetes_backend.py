@@ -20,7 +20,7 @@ def api():
 
 def job(name: str = "sensors-abc", dataset: str = "sensors", **kw):
     cfg = JobConfig.load({}, bucket="bkt", project="p")
-    return tfjob.render(cfg, name=name, dataset=dataset, request_id="r1", manifests=["gs://bkt/m.json"], **kw)
+    return tfjob.render(cfg, name=name, dataset=dataset, request_id="r1", inputs_uri="gs://bkt/runs/j/i.json", **kw)
 
 
 def test_create_get_list_patch_delete(api):
@@ -35,7 +35,7 @@ def test_create_get_list_patch_delete(api):
     assert len(kb.list()) == 2
     patched = kb.patch("sensors-abc", {"metadata": {"annotations": {"x": "1"}}})
     assert patched["metadata"]["annotations"]["x"] == "1"
-    assert patched["metadata"]["annotations"][tfjob.MANIFESTS_ANNOTATION]  # merged, not replaced
+    assert patched["metadata"]["annotations"][tfjob.INPUTS_ANNOTATION]  # merged, not replaced
     with pytest.raises(Conflict):
         kb.patch("sensors-abc", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}})
     kb.delete("sensors-abc")
@@ -73,4 +73,4 @@ def test_rendered_job_passes_the_fake_servers_schema():
     from tests.fakes.kube_api import validate
 
     assert validate(job()) == []
-    assert validate(job(suspend=True)) == []
+    assert validate(job(after="ds-0000000000", released_at="2026-11-30T00:00:00Z")) == []

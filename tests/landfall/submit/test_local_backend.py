@@ -15,7 +15,7 @@ from landfall.submit.config import JobConfig
 
 def job(name: str = "sensors-abc", dataset: str = "sensors", **kw):
     cfg = JobConfig.load({}, bucket="bkt", project="p")
-    return tfjob.render(cfg, name=name, dataset=dataset, request_id="r1", manifests=["gs://bkt/m.json"], **kw)
+    return tfjob.render(cfg, name=name, dataset=dataset, request_id="r1", inputs_uri="gs://bkt/runs/j/i.json", **kw)
 
 
 def test_create_is_atomic_create_if_absent(tmp_path):

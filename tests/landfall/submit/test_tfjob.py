@@ -30,7 +30,7 @@ def test_names_are_deterministic_dns1035_and_short_enough_for_pod_names():
 def test_render_has_every_field_the_issue_asks_for():
     c = cfg(workers=3, gpus_per_worker=2, trainer_image="img:1", trainer_args=("--units", "16,8"))
     job = tfjob.render(c, name="sensors-abc", dataset="sensors", request_id="rid1",
-                       manifests=["gs://bkt/tfrecords/sensors/a/manifest.json"])
+                       inputs_uri="gs://bkt/runs/sensors-abc/inputs.json")
     assert job["apiVersion"] == "kubeflow.org/v1" and job["kind"] == "TFJob"
     meta = job["metadata"]
     assert meta["namespace"] == "landfall-training"
@@ -38,7 +38,8 @@ def test_render_has_every_field_the_issue_asks_for():
     assert meta["labels"]["app.kubernetes.io/managed-by"] == "landfall"
     assert meta["labels"]["landfall.dev/dataset"] == "sensors"
     assert meta["labels"]["landfall.dev/request-id"] == "rid1"
-    assert json.loads(meta["annotations"]["landfall.dev/manifests"]) == ["gs://bkt/tfrecords/sensors/a/manifest.json"]
+    assert meta["annotations"]["landfall.dev/inputs"] == "gs://bkt/runs/sensors-abc/inputs.json"
+    assert tfjob.QUEUE_LABEL not in meta["labels"]
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 3 and worker["restartPolicy"] == "ExitCode"
     pod = worker["template"]["spec"]
@@ -49,16 +50,16 @@ def test_render_has_every_field_the_issue_asks_for():
     assert container["name"] == "tensorflow" and container["image"] == "img:1"
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
     args = container["args"]
-    assert args[:2] == ["--manifest", "gs://bkt/tfrecords/sensors/a/manifest.json"]
+    assert args[:2] == ["--inputs", "gs://bkt/runs/sensors-abc/inputs.json"] and "--manifest" not in args
     assert args[args.index("--job-dir") + 1] == "gs://bkt/runs/sensors-abc"
     assert args[-2:] == ["--units", "16,8"]
     run = job["spec"]["runPolicy"]
     assert run == {"cleanPodPolicy": "Running", "backoffLimit": 3, "activeDeadlineSeconds": 21600,
-                   "ttlSecondsAfterFinished": 7 * 86400 + 3600, "suspend": False}
+                   "ttlSecondsAfterFinished": 7 * 86400 + 3600}  # no suspend: Kueue owns it
 
 
 def test_cpu_only_has_no_gpu_limits_selector_or_toleration():
-    job = tfjob.render(cfg(gpus_per_worker=0), name="a-b", dataset="a", request_id="r", manifests=[])
+    job = tfjob.render(cfg(gpus_per_worker=0), name="a-b", dataset="a", request_id="r", inputs_uri="gs://b/i.json")
     pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
     assert "limits" not in pod["containers"][0]["resources"]
     assert "nodeSelector" not in pod and "tolerations" not in pod
@@ -74,20 +75,20 @@ def test_config_from_env_and_validation():
         JobConfig.load({}, backend="nomad")
 
 
-def test_release_patch_sets_manifests_and_keeps_other_args():
-    job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", manifests=[], suspend=True)
-    job["metadata"]["resourceVersion"] = "7"
-    patch = tfjob.release_patch(job, ["gs://m1", "gs://m2"], "2025-01-01T00:00:00Z")
-    assert patch["metadata"]["resourceVersion"] == "7"
-    assert patch["spec"]["runPolicy"] == {"suspend": False}
-    args = patch["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
-    assert args[:4] == ["--manifest", "gs://m1", "--manifest", "gs://m2"]
-    assert "--job-dir" in args and args.count("--manifest") == 2
+def test_a_queue_name_labels_the_job_for_kueue_and_the_size_is_flat():
+    job = tfjob.render(cfg(queue_name="landfall-gpu"), name="a-b", dataset="a", request_id="r",
+                       inputs_uri="gs://b/runs/a-b/inputs.json")
+    assert job["metadata"]["labels"][tfjob.QUEUE_LABEL] == "landfall-gpu"
+    assert "suspend" not in job["spec"]["runPolicy"]
+    assert len(json.dumps(job)) < 4096  # whatever the job covers: its inputs live in the bucket
+    with pytest.raises(ValueError, match="queue_name"):
+        cfg(queue_name="not a queue")
 
 
 def test_state_from_conditions():
-    job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", manifests=[], suspend=True)
-    assert tfjob.state(job) == "Suspended"
+    job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", inputs_uri="gs://b/i.json")
+    job["spec"]["runPolicy"]["suspend"] = True  # Kueue has not admitted it
+    assert tfjob.state(job) == "Suspended" and not tfjob.is_finished(job)
     job["spec"]["runPolicy"]["suspend"] = False
     assert tfjob.state(job) == "Pending"
     job["status"] = {"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}
@@ -101,5 +102,5 @@ def test_state_from_conditions():
 def test_yaml_round_trips():
     import yaml
 
-    job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", manifests=["gs://m"])
+    job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", inputs_uri="gs://b/i.json")
     assert yaml.safe_load(tfjob.to_yaml(job)) == job

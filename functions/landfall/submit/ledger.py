@@ -1,0 +1,121 @@
+"""The submit stage's records in the bucket: pending requests, each dataset's jobs, and their inputs.
+
+- ``gs://B/requests/<D>/pending/<request_id>.json``: a request not yet covered by a released job (the
+  request as received). Written on receipt, deleted once a released job covers it. A waiting follow-up
+  *is* this set: no TFJob waits suspended (Kueue owns ``suspend``), so the set is bounded by what waits.
+- ``gs://B/runs/<job>/inputs.json`` (``landfall.inputs/v1``): what job ``seq`` of a dataset trains on.
+  Created once (``ifGenerationMatch=0``) when the job is released; whoever creates it released the job,
+  so of any number of concurrent releasers exactly one wins. Job ``seq+1`` is only ever created by one
+  who saw job ``seq`` finished, so a dataset's released jobs are numbered 1, 2, 3... without gaps.
+- ``gs://B/runs/<job>/submitted.json``: the TFJob was created. A released job whose TFJob is missing is
+  created again (a crash between the two), unless this says it was created: then it ended and was
+  deleted (TTL, or by hand), which counts as finished.
+- ``gs://B/requests/<D>/head.json``: a hint, the newest ``seq`` seen. Never trusted: the head is found by
+  probing ``inputs.json`` of ``seq+1, seq+2...`` from it, so a stale or lost hint costs a few reads.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import json
+from typing import Any
+
+from landfall.core.config import Layout
+from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.layout import gs
+from landfall.core.messages import JobInputs, TrainingRequest
+from landfall.core.storage import Storage
+from landfall.submit import tfjob
+
+DELETE_WORKERS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Ledger:
+    storage: Storage
+    bucket: str
+    layout: Layout
+
+    # -- pending requests ---------------------------------------------------------------------------------
+    def _pending_prefix(self, dataset: str) -> str:
+        return gs(self.bucket, f"{self.layout.requests_prefix}{dataset}/pending/")
+
+    def add_pending(self, request: TrainingRequest) -> None:
+        self.storage.write_bytes(self._pending_prefix(request.dataset) + f"{request.request_id}.json",
+                                 request.to_json(), content_type="application/json")
+
+    def pending(self, dataset: str) -> list[TrainingRequest]:
+        """The dataset's pending requests, oldest first (a request that vanished meanwhile is skipped)."""
+        out = []
+        for info in sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
+                           key=lambda i: (i.generation, i.uri)):
+            try:
+                out.append(TrainingRequest.from_message(self.storage.read_bytes(info.uri)))
+            except NotFound:
+                continue  # covered and removed by a concurrent release
+            except Invalid:
+                self.storage.delete(info.uri)  # not ours to keep: it could never be covered
+        return out
+
+    def drop_pending(self, dataset: str, request_ids: list[str]) -> None:
+        uris = [self._pending_prefix(dataset) + f"{rid}.json" for rid in request_ids]
+        with concurrent.futures.ThreadPoolExecutor(min(DELETE_WORKERS, max(1, len(uris)))) as pool:
+            list(pool.map(self.storage.delete, uris))
+
+    def datasets_with_pending(self) -> list[str]:
+        prefix = gs(self.bucket, self.layout.requests_prefix)
+        names = self.storage.list(prefix, suffix=".json")
+        return sorted({u[len(prefix):].split("/", 1)[0] for u in names if "/pending/" in u})
+
+    # -- released jobs -----------------------------------------------------------------------------------
+    def job_name(self, dataset: str, seq: int) -> str:
+        return tfjob.job_name(dataset, f"seq:{seq}")
+
+    def inputs_uri(self, job: str) -> str:
+        return tfjob.job_dir(self.bucket, job, self.layout.runs_prefix) + "/inputs.json"
+
+    def _submitted_uri(self, job: str) -> str:
+        return tfjob.job_dir(self.bucket, job, self.layout.runs_prefix) + "/submitted.json"
+
+    def _hint_uri(self, dataset: str) -> str:
+        return gs(self.bucket, f"{self.layout.requests_prefix}{dataset}/head.json")
+
+    def head_seq(self, dataset: str) -> int:
+        """The newest released job's number (0: none yet): from the hint, then probing forward."""
+        try:
+            seq = int(json.loads(self.storage.read_bytes(self._hint_uri(dataset)))["seq"])
+        except (NotFound, ValueError, KeyError, TypeError):
+            seq = 0
+        while self.storage.exists(self.inputs_uri(self.job_name(dataset, seq + 1))):
+            seq += 1
+        return seq
+
+    def read_inputs(self, job: str) -> JobInputs:
+        uri = self.inputs_uri(job)
+        return JobInputs.from_json(self.storage.read_bytes(uri), uri)
+
+    def create_inputs(self, inputs: JobInputs) -> bool:
+        """Releases the job: False if someone else released this ``seq`` first."""
+        try:
+            self.storage.write_bytes(self.inputs_uri(inputs.job), inputs.to_json(), if_absent=True,
+                                     content_type="application/json")
+        except AlreadyExists:
+            return False
+        if inputs.seq:  # numbered jobs only (not the per-request jobs of policy allow)
+            self.storage.write_bytes(self._hint_uri(inputs.dataset), json.dumps({"seq": inputs.seq}).encode(),
+                                     content_type="application/json")
+        return True
+
+    def mark_submitted(self, job: str) -> None:
+        with contextlib.suppress(AlreadyExists):
+            self.storage.write_bytes(self._submitted_uri(job), b"{}", if_absent=True,
+                                     content_type="application/json")
+
+    def was_submitted(self, job: str) -> bool:
+        return self.storage.exists(self._submitted_uri(job))
+
+
+def request_entry(request: TrainingRequest) -> dict[str, Any]:
+    return {"request_id": request.request_id, "reason": request.reason, "manifest": request.manifest}

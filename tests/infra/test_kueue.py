@@ -1,0 +1,394 @@
+"""k8s/components/kueue: the optional Kueue queueing for TFJobs. Rendered the way an operator enables it (the
+commented `components:` lines of overlays/prod uncommented), every Kueue object validates against the
+openAPIV3Schema of its version in Kueue's published CRDs (tests/infra/crds/kueue, unknown fields rejected as
+`kubectl apply`'s strict field validation does), and the queue fits the TFJobs Landfall renders, the GPU pool
+Terraform creates and the namespace's ResourceQuota."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+import shutil
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from .test_terraform import load_module
+from .tools import (
+    APP_LABELS,
+    INFRA,
+    K8S,
+    NAMESPACE,
+    OVERLAYS,
+    SUBMITTER_SA,
+    find,
+    render_dir,
+    render_overlay,
+    run,
+    tool,
+    unquote,
+)
+
+CRDS = Path(__file__).parent / "crds" / "kueue"
+COMPONENT = K8S / "components" / "kueue"
+GROUP = "kueue.x-k8s.io"
+VERSION = "v1beta2"  # the storage version; v1beta1 is deprecated, and no longer served from Kueue v0.20
+KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
+QUEUE = "landfall-gpu"  # the LocalQueue LANDFALL_QUEUE_NAME must name
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+COMMENTED = ("# components:\n", "#   - ../../components/kueue\n")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Node shapes of the GPU pools infra/ may create: (vCPU, memory) per node.
+MACHINES = {"g2-standard-4": (4, "16Gi"), "g2-standard-8": (8, "32Gi"), "g2-standard-12": (12, "48Gi")}
+
+
+# --- rendering ----------------------------------------------------------------------------------------
+def enable_in_prod(k8s: Path) -> None:
+    """What k8s/README.md tells the operator to do: uncomment the two lines in overlays/prod."""
+    path = k8s / "overlays" / "prod" / "kustomization.yaml"
+    text = path.read_text()
+    for line in COMMENTED:
+        assert line in text, f"overlays/prod lost its commented line {line.strip()!r}"
+        text = text.replace(line, line[2:], 1)
+    path.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def objs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    k8s = tmp_path_factory.mktemp("kueue") / "k8s"
+    shutil.copytree(K8S, k8s)
+    enable_in_prod(k8s)
+    return render_dir(k8s / "overlays" / "prod")
+
+
+def kueue_objects(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objs if o["apiVersion"].split("/")[0] == GROUP]
+
+
+# --- the CRDs -----------------------------------------------------------------------------------------
+def load_crds() -> dict[str, dict[str, Any]]:
+    crds = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                assert doc["spec"]["group"] == GROUP
+                crds[doc["spec"]["names"]["kind"]] = doc
+    return crds
+
+
+CRD = load_crds()
+
+
+def strict(schema: Any) -> Any:
+    """The schema with unknown fields rejected: an object schema with `properties` gets
+    `additionalProperties: false` unless it keeps unknown fields (x-kubernetes-preserve-unknown-fields)."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("enum", "default", "example", "required") else strict(v)) for k, v in schema.items()}
+    keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or "additionalProperties" in schema
+    if "properties" in schema and not keeps_unknown:
+        out["additionalProperties"] = False
+    return out
+
+
+def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validator:
+    crd = CRD[kind]
+    (ver,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    assert ver["served"], f"{kind} {version} is not served"
+    schema = strict(copy.deepcopy(ver["schema"]["openAPIV3Schema"]))
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def schema_errors(obj: dict[str, Any]) -> list[str]:
+    group, version = obj["apiVersion"].split("/")
+    assert group == GROUP, obj["apiVersion"]
+    errors = [
+        f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator(obj["kind"], version).iter_errors(obj)
+    ]
+    return errors + cel_errors(obj)
+
+
+def cel_errors(obj: dict[str, Any]) -> list[str]:
+    """The x-kubernetes-validations (CEL) rules of these CRDs that jsonschema cannot evaluate, and Kueue's
+    webhook rule that a flavor lists the covered resources in their order."""
+    spec, errors = obj.get("spec", {}), []
+    if obj["kind"] == "ClusterQueue":
+        for group in spec.get("resourceGroups", []):
+            for flavor in group["flavors"]:
+                if [r["name"] for r in flavor["resources"]] != group["coveredResources"]:
+                    errors.append(f"flavor {flavor['name']}: resources must be the coveredResources, in order")
+                if "cohortName" not in spec and any("borrowingLimit" in r for r in flavor["resources"]):
+                    errors.append("borrowingLimit must be nil when cohort is empty")
+    if obj["kind"] == "ResourceFlavor":
+        effects = {"NoSchedule", "PreferNoSchedule", "NoExecute"}
+        for taint in spec.get("nodeTaints", []):
+            if taint["effect"] not in effects:
+                errors.append(f"nodeTaints: unsupported effect {taint['effect']}")
+        for tol in spec.get("tolerations", []):
+            if "key" not in tol and tol.get("operator") != "Exists":
+                errors.append("tolerations: operator must be Exists when 'key' is empty")
+            if tol.get("operator", "Equal") not in ("Equal", "Exists"):
+                errors.append(f"tolerations: unsupported operator {tol['operator']}")
+            if tol.get("operator") == "Exists" and "value" in tol:
+                errors.append("tolerations: a value must be empty when 'operator' is 'Exists'")
+            if "effect" in tol and tol["effect"] not in effects:
+                errors.append(f"tolerations: unsupported effect {tol['effect']}")
+            if "tolerationSeconds" in tol and tol.get("effect") != "NoExecute":
+                errors.append("tolerations: effect must be 'NoExecute' when 'tolerationSeconds' is set")
+    return errors
+
+
+# --- quantities ---------------------------------------------------------------------------------------
+SUFFIX = {"": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value: str | int) -> Decimal:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([a-zA-Z]*)", str(value))
+    assert m and m.group(2) in SUFFIX, f"unparsed quantity {value!r}"
+    return Decimal(m.group(1)) * SUFFIX[m.group(2)]
+
+
+# --- the rendered TFJob -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def worker() -> dict[str, Any]:
+    """The worker pod spec of the TFJob the submit stage renders with its defaults, and the worker count."""
+    from landfall.submit.config import JobConfig
+    from landfall.submit.tfjob import render
+
+    cfg = JobConfig(bucket="landfall-data", backend="kubernetes", trainer_image="trainer:test")
+    job = render(cfg, name="ds-0123456789", dataset="ds", request_id="req-1",
+                 inputs_uri="gs://landfall-data/runs/ds-0123456789/inputs.json")
+    spec = job["spec"]["tfReplicaSpecs"]["Worker"]
+    return {"pod": spec["template"]["spec"], "replicas": spec["replicas"]}
+
+
+def requests_of(pod: dict[str, Any]) -> dict[str, Decimal]:
+    """What Kueue counts for one pod: requests, limits standing in for missing requests."""
+    total: dict[str, Decimal] = {}
+    for c in pod["containers"]:
+        res = {**c["resources"].get("limits", {}), **c["resources"].get("requests", {})}
+        for name, value in res.items():
+            total[name] = total.get(name, Decimal(0)) + quantity(value)
+    return total
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    for tol in tolerations:
+        if tol.get("effect") not in (None, "", taint["effect"]):
+            continue
+        if tol.get("operator") == "Exists" and tol.get("key") in (None, "", taint["key"]):
+            return True
+        if tol.get("key") == taint["key"] and tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+# --- tests --------------------------------------------------------------------------------------------
+def test_the_crds_are_kueues_and_serve_the_version() -> None:
+    assert set(CRD) == KINDS
+    for kind, crd in CRD.items():
+        versions = {v["name"]: v for v in crd["spec"]["versions"]}
+        assert versions[VERSION]["served"] and versions[VERSION]["storage"], kind
+    assert CRD["LocalQueue"]["spec"]["scope"] == "Namespaced"
+    assert CRD["ClusterQueue"]["spec"]["scope"] == CRD["ResourceFlavor"]["spec"]["scope"] == "Cluster"
+
+
+def test_the_component_is_optional() -> None:
+    """Opt-in: no overlay applies Kueue objects by default (Cloud Build re-applies the overlays, and a cluster
+    without Kueue would reject them), prod carries the lines to uncomment."""
+    component = yaml.safe_load((COMPONENT / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component" and component["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
+    for env in OVERLAYS:
+        assert not kueue_objects(render_overlay(env)), env
+    text = (K8S / "overlays" / "prod" / "kustomization.yaml").read_text()
+    assert all(line in text for line in COMMENTED)
+
+
+def test_every_kueue_object_validates_against_its_crd(objs: list[dict[str, Any]]) -> None:
+    kueue = kueue_objects(objs)
+    assert sorted(o["kind"] for o in kueue) == sorted(KINDS)
+    for obj in kueue:
+        assert obj["apiVersion"] == f"{GROUP}/{VERSION}"
+        errors = schema_errors(obj)
+        assert not errors, f"{obj['kind']}/{obj['metadata']['name']}:\n" + "\n".join(errors)
+        name = obj["metadata"]["name"]
+        assert set(obj["metadata"]) <= {"name", "namespace", "labels", "annotations"}, obj["metadata"]
+        assert len(name) <= 253 and DNS1123_SUBDOMAIN.match(name), name
+        namespaced = CRD[obj["kind"]]["spec"]["scope"] == "Namespaced"
+        assert ("namespace" in obj["metadata"]) == namespaced, f"{obj['kind']}/{name}"
+        assert APP_LABELS.items() <= obj["metadata"]["labels"].items()
+
+
+def test_the_schema_check_catches_mistakes(objs: list[dict[str, Any]]) -> None:
+    cq = copy.deepcopy(find(objs, "ClusterQueue", QUEUE))
+    assert not schema_errors(cq)
+    typo = copy.deepcopy(cq)
+    typo["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalquota"] = "1"
+    assert schema_errors(typo)  # unknown field, and nominalQuota missing
+    old = copy.deepcopy(cq)
+    old["spec"]["cohort"] = "landfall"  # v1beta1's name; v1beta2 calls it cohortName
+    assert schema_errors(old)
+    assert not [e for e in validator("ClusterQueue", "v1beta1").iter_errors({**old, "apiVersion": f"{GROUP}/v1beta1"})
+                if "cohort" in e.message]
+    bad_enum = copy.deepcopy(cq)
+    bad_enum["spec"]["queueingStrategy"] = "FIFO"
+    assert schema_errors(bad_enum)
+    uneven = copy.deepcopy(cq)
+    uneven["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
+    assert schema_errors(uneven)
+    borrow = copy.deepcopy(cq)
+    borrow["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = "1"
+    assert schema_errors(borrow)
+    lq = copy.deepcopy(find(objs, "LocalQueue", QUEUE))
+    lq["spec"]["clusterQueue"] = "Landfall_GPU"
+    assert schema_errors(lq)
+    rf = copy.deepcopy(find(objs, "ResourceFlavor", flavor_name(objs)))
+    rf["spec"]["tolerations"][0]["value"] = "present"  # with operator Exists
+    assert schema_errors(rf)
+
+
+def flavor_name(objs: list[dict[str, Any]]) -> str:
+    (rf,) = [o for o in objs if o["kind"] == "ResourceFlavor"]
+    return rf["metadata"]["name"]
+
+
+def test_local_queue_is_in_the_training_namespace_and_its_cluster_queue_exists(objs: list[dict[str, Any]]) -> None:
+    (lq,) = [o for o in objs if o["kind"] == "LocalQueue"]
+    assert lq["metadata"]["name"] == QUEUE
+    assert lq["metadata"]["namespace"] == NAMESPACE
+    find(objs, "Namespace", NAMESPACE)
+    cq = find(objs, "ClusterQueue", lq["spec"]["clusterQueue"])
+    # The namespace may use the ClusterQueue (the API server labels every namespace with its name), others not.
+    ns = find(objs, "Namespace", NAMESPACE)
+    selector = cq["spec"]["namespaceSelector"]
+    assert set(selector) == {"matchLabels"}
+    labels = {**ns["metadata"].get("labels", {}), "kubernetes.io/metadata.name": NAMESPACE}
+    assert selector["matchLabels"].items() <= labels.items()
+    assert selector["matchLabels"] == {"kubernetes.io/metadata.name": NAMESPACE}
+
+
+def test_quota_covers_the_gpu_flavor(objs: list[dict[str, Any]]) -> None:
+    cq = find(objs, "ClusterQueue", QUEUE)
+    (group,) = cq["spec"]["resourceGroups"]
+    assert set(group["coveredResources"]) == {"cpu", "memory", "nvidia.com/gpu"}
+    (flavor,) = group["flavors"]
+    find(objs, "ResourceFlavor", flavor["name"])
+    quota = {r["name"]: quantity(r["nominalQuota"]) for r in flavor["resources"]}
+    assert quota["nvidia.com/gpu"] >= 1 and quota["cpu"] > 0 and quota["memory"] > 0
+    # Never more than the namespace's ResourceQuota lets pods request: Kueue would admit pods it rejects.
+    hard = find(objs, "ResourceQuota", NAMESPACE)["spec"]["hard"]
+    for name in quota:
+        assert quota[name] <= quantity(hard[f"requests.{name}"]), name
+
+
+def test_quota_fits_the_rendered_tfjob_and_the_gpu_pool(objs: list[dict[str, Any]], worker: dict[str, Any]) -> None:
+    """A TFJob with the submit stage's defaults is admissible (Kueue admits a job whole: all its workers), and the
+    quota is no more than prod's GPU pool holds at its maximum size (else admitted pods wait for nodes)."""
+    cq = find(objs, "ClusterQueue", QUEUE)
+    (group,) = cq["spec"]["resourceGroups"]
+    quota = {r["name"]: quantity(r["nominalQuota"]) for r in group["flavors"][0]["resources"]}
+    per_pod = requests_of(worker["pod"])
+    assert set(per_pod) <= set(group["coveredResources"]), "a requested resource the queue does not cover"
+    for name, value in per_pod.items():
+        assert value * worker["replicas"] <= quota[name], name
+
+    variables = load_module(INFRA / "envs" / "prod" / "platform").variables
+    default = {name: unquote(v.get("default")) for name, v in variables.items()}
+    nodes, gpus = int(default["gpu_max_nodes"]), int(default["gpu_accelerator_count"])
+    assert quota["nvidia.com/gpu"] == nodes * gpus
+    cpus, memory = MACHINES[default["gpu_machine_type"]]
+    assert quota["cpu"] <= nodes * cpus and quota["memory"] <= nodes * quantity(memory)
+    # Each worker must also fit on one node.
+    assert per_pod["cpu"] <= cpus and per_pod["memory"] <= quantity(memory) and per_pod["nvidia.com/gpu"] <= gpus
+
+
+def test_flavor_selects_the_nodes_the_workers_select(objs: list[dict[str, Any]], worker: dict[str, Any]) -> None:
+    rf = find(objs, "ResourceFlavor", flavor_name(objs))["spec"]
+    pod = worker["pod"]
+    # Kueue puts nodeLabels into the pods' nodeSelector; the workers' own selector must agree with them.
+    assert rf["nodeLabels"] == pod["nodeSelector"]
+    variables = load_module(INFRA / "envs" / "prod" / "platform").variables
+    assert rf["nodeLabels"]["cloud.google.com/gke-accelerator"] == unquote(variables["gpu_accelerator_type"]["default"])
+    # The pool's taint (infra/modules/gke: GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule) is
+    # declared on the flavor, and the workers tolerate it, so Kueue admits them to this flavor.
+    assert "nvidia.com/gpu=present:NoSchedule" in (INFRA / "modules" / "gke" / "main.tf").read_text()
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in rf["nodeTaints"]
+    for taint in rf["nodeTaints"]:
+        assert tolerates(pod["tolerations"], taint), taint
+        assert tolerates(rf["tolerations"], taint), taint
+
+
+def test_queue_name_label_reaches_the_local_queue(objs: list[dict[str, Any]]) -> None:
+    """The submit stage labels each TFJob with LANDFALL_QUEUE_NAME; with the documented value, Kueue finds the
+    LocalQueue in the TFJob's namespace."""
+    from landfall.submit.config import JobConfig
+    from landfall.submit.tfjob import render
+
+    if "queue_name" not in {f.name for f in dataclasses.fields(JobConfig)}:
+        pytest.skip("the submit stage has no LANDFALL_QUEUE_NAME (JobConfig.queue_name) yet")
+    cfg = JobConfig(bucket="landfall-data", backend="kubernetes", trainer_image="trainer:test", queue_name=QUEUE)
+    job = render(cfg, name="ds-0123456789", dataset="ds", request_id="req-1",
+                 inputs_uri="gs://landfall-data/runs/ds-0123456789/inputs.json")
+    lq = find(objs, "LocalQueue", job["metadata"]["labels"][QUEUE_LABEL])
+    assert lq["metadata"]["namespace"] == job["metadata"]["namespace"]
+
+
+def test_component_adds_only_the_queues_and_the_deployers_rights_to_them(objs: list[dict[str, Any]]) -> None:
+    """Everything else renders as without the component; Landfall's runtime identities gain nothing."""
+    plain = render_overlay("prod")
+    deployer = {("ClusterRole", "landfall-deployer"), ("Role", "landfall-deployer")}
+
+    def key(o: dict[str, Any]) -> tuple[str, str]:
+        return o["kind"], o["metadata"]["name"]
+
+    rest = [o for o in objs if o["apiVersion"].split("/")[0] != GROUP and key(o) not in deployer]
+    assert sorted(rest, key=key) == sorted([o for o in plain if key(o) not in deployer], key=key)
+
+    names = {o["kind"]: o["metadata"]["name"] for o in kueue_objects(objs)}
+    for kind, role_name in deployer:
+        before = find(plain, kind, role_name)["rules"]
+        after = find(objs, kind, role_name)["rules"]
+        assert after[: len(before)] == before
+        added = after[len(before):]
+        assert added and all(r["apiGroups"] == [GROUP] for r in added)
+        for rule in added:
+            assert set(rule["verbs"]) <= {"get", "create", "patch"}, rule
+            if set(rule["verbs"]) - {"create"}:
+                assert "resourceNames" in rule, rule  # get/patch only on Landfall's own queue objects
+        resources = {"ClusterRole": {"ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"},
+                     "Role": {"LocalQueue": "localqueues"}}[kind]
+        # kubectl apply (get, then create or patch) of each object this component adds.
+        for obj_kind, plural in resources.items():
+            for verb in ("get", "create", "patch"):
+                assert any(plural in r["resources"] and verb in r["verbs"]
+                           and names[obj_kind] in r.get("resourceNames", [names[obj_kind]]) for r in added), (
+                    obj_kind, verb)
+    for obj in objs:
+        if obj["kind"] in ("Role", "ClusterRole") and key(obj) not in deployer:
+            assert all(GROUP not in r.get("apiGroups", []) for r in obj["rules"]), key(obj)
+    assert find(objs, "Role", SUBMITTER_SA) == find(plain, "Role", SUBMITTER_SA)
+
+
+def test_kubernetes_objects_still_validate_strictly(objs: list[dict[str, Any]], tmp_path: Path) -> None:
+    rendered = tmp_path / "prod-kueue.yaml"
+    rendered.write_text(yaml.safe_dump_all([o for o in objs if not o["apiVersion"].startswith(("kubeflow.org/",
+                                                                                               f"{GROUP}/"))]))
+    proc = run([tool("kubernetes-validate"), "--strict", "--quiet", "-k", "1.32.0", str(rendered)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_documents_the_component() -> None:
+    readme = (K8S / "README.md").read_text()
+    for needle in ("components/kueue", f"LANDFALL_QUEUE_NAME={QUEUE}", "kueue.x-k8s.io/queue-name", "v1beta2"):
+        assert needle in readme, needle
