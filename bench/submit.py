@@ -70,30 +70,20 @@ def arrivals(bucket: str, dataset: str, start: int, n: int, processes: int = 4) 
     return [TrainingRequest(dataset, _uri(bucket, dataset, k), f"{dataset}-{k}") for k in range(start, start + n)]
 
 
-def _set_state(backend: Any, name: str, kind: str) -> None:
-    conds = [{"type": kind, "status": "True", "reason": f"TFJob{kind}", "message": ""}]
-    if isinstance(backend, LocalBackend):
-        backend.patch_status(name, {"conditions": conds})
-    else:
-        backend.objects.api.api_client.call_api(
-            f"/apis/kubeflow.org/v1/namespaces/{backend.namespace}/tfjobs/{name}/status", "PATCH",
-            body={"status": {"conditions": conds}}, header_params={"Content-Type": "application/merge-patch+json"},
-            response_type="object", auth_settings=["BearerToken"])
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: int, requests: int) -> dict:
+    from tests.support import set_state  # plays the training operator, as the tests do
     cfg = JobConfig.load({}, bucket=bucket, project=PROJECT, gpus_per_worker=0)
     history = arrivals(bucket, dataset, 0, prior)
     start = time.perf_counter()
     assert coalesce.submit(history[-1], cfg, backend, storage).outcome == "submitted"
     first_release_s = time.perf_counter() - start
     (job,) = backend.list(dataset)
-    _set_state(backend, tfjob.name_of(job), "Running")
+    set_state(backend, tfjob.name_of(job), "Running")
     fresh = arrivals(bucket, dataset, prior, requests)
     latencies, floor = [], []
     for r in fresh:
@@ -104,7 +94,7 @@ def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: 
         start = time.perf_counter()
         backend.get(tfjob.name_of(job))
         floor.append(time.perf_counter() - start)
-    _set_state(backend, tfjob.name_of(job), "Succeeded")
+    set_state(backend, tfjob.name_of(job), "Succeeded")
     start = time.perf_counter()
     (released,) = coalesce.reconcile(backend, storage, cfg, dataset=dataset)
     release_s = time.perf_counter() - start

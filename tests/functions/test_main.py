@@ -45,6 +45,16 @@ def post(client, event: dict):
     return client.post("/", json=event["data"], headers={**headers, "Content-Type": "application/json"})
 
 
+def pushed(note) -> dict:
+    """A notification pulled from the emulator, as the push subscription delivers it: a CloudEvent."""
+    return {
+        "attributes": {"specversion": "1.0", "id": note.message_id, "source": "//pubsub.googleapis.com/x",
+                       "type": "google.cloud.pubsub.topic.v1.messagePublished"},
+        "data": {"message": {"data": base64.b64encode(note.data).decode(), "attributes": note.attributes,
+                             "messageId": note.message_id}},
+    }
+
+
 def upload_npy(storage, bucket: str, name: str, arr: np.ndarray):
     buf = io.BytesIO()
     np.save(buf, arr)
@@ -91,13 +101,7 @@ def test_real_gcs_notifications_from_the_emulator(emulator_stack, bucket, topic,
         mine = [m for m in pull_all(emulator_stack.pubsub, sub, timeout_s=3) if m.attributes.get("bucketId") == bucket]
     (note,) = mine
     assert note.attributes["eventType"] == "OBJECT_FINALIZE" and note.attributes["payloadFormat"] == "JSON_API_V1"
-    event = {
-        "attributes": {"specversion": "1.0", "id": note.message_id, "source": "//pubsub.googleapis.com/x",
-                       "type": "google.cloud.pubsub.topic.v1.messagePublished"},
-        "data": {"message": {"data": base64.b64encode(note.data).decode(), "attributes": note.attributes,
-                             "messageId": note.message_id}},
-    }
-    assert post(client, event).status_code == 200
+    assert post(client, pushed(note)).status_code == 200
     assert manifest_of(emulator_stack.storage, bucket, "incoming/sensors/day-2.npy", info.generation).count == 16
 
 
@@ -158,12 +162,6 @@ def test_real_delete_notification_from_the_emulator_retracts(emulator_stack, buc
         notes += [m for m in pulled if m.attributes.get("bucketId") == bucket]
     assert sorted(n.attributes["eventType"] for n in notes) == ["OBJECT_DELETE", "OBJECT_FINALIZE"]
     for note in sorted(notes, key=lambda n: n.attributes["eventType"]):  # the delete first: out of order
-        event = {
-            "attributes": {"specversion": "1.0", "id": note.message_id, "source": "//pubsub.googleapis.com/x",
-                           "type": "google.cloud.pubsub.topic.v1.messagePublished"},
-            "data": {"message": {"data": base64.b64encode(note.data).decode(), "attributes": note.attributes,
-                                 "messageId": note.message_id}},
-        }
-        assert post(client, event).status_code == 200
+        assert post(client, pushed(note)).status_code == 200
     folder = f"gs://{bucket}/tfrecords/sensors/{layout.arrival_id(name, info.generation)}/"
     assert storage.list(folder) == [folder + "retracted.json"]  # retracted, never converted

@@ -242,7 +242,8 @@ class Stack:
         pubsub.ensure_subscription("on-training-request", cfg.request_topic, ack_deadline_s=120,
                                    push_endpoint=f"http://127.0.0.1:{ports['on_training_request']}/",
                                    dead_letter_topic=cfg.dead_letter_topic,
-                                   max_delivery_attempts=cfg.max_delivery_attempts)
+                                   max_delivery_attempts=cfg.max_delivery_attempts,
+                                   ordering=True)  # an optimisation only, as deployed
 
     def check(self) -> str | None:
         """The name of a process that died, if any."""

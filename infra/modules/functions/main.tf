@@ -129,6 +129,10 @@ resource "google_pubsub_subscription" "training_requests" {
   topic   = var.request_topic_id
   labels  = var.labels
 
+  # Ordering by dataset (the publisher's ordering key) is only an optimisation: fewer
+  # concurrent handlers per dataset. Correctness never depends on it (landfall.submit.coalesce).
+  enable_message_ordering = true
+
   # A non-2xx answer or a timeout is a nack: the request is retried with backoff.
   ack_deadline_seconds       = var.submitter.timeout_seconds
   message_retention_duration = "604800s"
