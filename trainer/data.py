@@ -1,12 +1,13 @@
 """The tf.data input pipeline over staged TFRecord shards (``landfall.core.records`` format).
 
-Per worker: the shard files of its plan, read in parallel (``interleave``) and batched first, in
-blocks of ``BLOCK`` serialized records; the deterministic hold-out (same integer hash of the record
+Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of
+a staged shard file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK``
+serialized records; the deterministic hold-out (same integer hash of the record
 index as ``trainer.inputs``) is applied to a whole block with one mask, and the block is parsed with
 one ``parse_example`` + ``decode_raw`` and normalised per feature. Shuffling is vectorised too: the
-file order is reshuffled on every pass, and the instances are permuted within windows of
+range order is reshuffled on every pass, and the instances are permuted within windows of
 ``shuffle_buffer`` instances (one gather per window) before they are cut into training batches with
-``rebatch`` and prefetched with AUTOTUNE.
+``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one epoch.
 Every per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost
 tens of microseconds per instance in tf.data, more than reading and parsing together.
 """
@@ -29,36 +30,37 @@ READ_BUFFER = 4 * 1024 * 1024
 BLOCK = 1024  # records read, filtered and parsed together
 
 
-def read_blocks(paths: Sequence[str], salts: Sequence[int], threshold: int, split: str, *,
-                num_workers: int = 1, worker_index: int = 0, by_file: bool = True,
+def read_blocks(slices: Sequence[tuple[str, int, int, int]], threshold: int, split: str, *,
                 deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
-    """Vectors of serialized records of ``split`` from ``paths`` (this worker's files, ``salts`` aligned)."""
+    """Vectors of serialized records of ``split`` from ``slices``: ``(path, salt, start, stop)``, the records
+    ``[start, stop)`` of a staged shard whose hold-out salt is ``salt`` (``ALL``: every record of them)."""
     if split not in (TRAIN, VALIDATION, ALL):
         raise ValueError(f"split must be {TRAIN}, {VALIDATION} or {ALL}, got {split!r}")
-    files = tf.data.Dataset.from_tensor_slices(
-        (tf.constant([str(p) for p in paths], tf.string), tf.constant(list(salts), tf.int64))
-    )
+    paths = [str(s[0]) for s in slices]
+    files = tf.data.Dataset.from_tensor_slices((
+        tf.constant(paths, tf.string, shape=[len(paths)]),
+        tf.constant([s[1] for s in slices], tf.int64, shape=[len(paths)]),
+        tf.constant([s[2] for s in slices], tf.int64, shape=[len(paths)]),
+        tf.constant([s[3] for s in slices], tf.int64, shape=[len(paths)]),
+    ))
     if shuffle_files is not None and len(paths) > 1:
         files = files.shuffle(len(paths), seed=shuffle_files, reshuffle_each_iteration=True)
-    filtered = split != ALL or (not by_file and num_workers > 1)
+    # With no hold-out every record is a training record: training needs no mask then.
+    filtered = split == VALIDATION or (split == TRAIN and threshold > 0)
 
     def keep(index: tf.Tensor, salt: tf.Tensor) -> tf.Tensor:
-        ok = tf.ones_like(index, dtype=tf.bool)
-        if split != ALL:
-            hashed = tf.math.floormod(index * HASH_MULTIPLIER + salt, HASH_MODULUS)
-            held_out = hashed < threshold
-            ok = held_out if split == VALIDATION else tf.logical_not(held_out)
-        if not by_file and num_workers > 1:
-            ok = tf.logical_and(ok, tf.equal(tf.math.floormod(index, num_workers), worker_index))
-        return ok
+        hashed = tf.math.floormod(index * HASH_MULTIPLIER + salt, HASH_MODULUS)
+        held_out = hashed < threshold
+        return held_out if split == VALIDATION else tf.logical_not(held_out)
 
-    def one_file(path: tf.Tensor, salt: tf.Tensor) -> tf.data.Dataset:
-        blocks = tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER).batch(BLOCK)
+    def one_file(path: tf.Tensor, salt: tf.Tensor, start: tf.Tensor, stop: tf.Tensor) -> tf.data.Dataset:
+        records = tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER).skip(start).take(stop - start)
+        blocks = records.batch(BLOCK)
         if not filtered:
             return blocks
 
         def select(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
-            index = block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
+            index = start + block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
             return tf.boolean_mask(records, keep(index, salt))
 
         return blocks.enumerate().map(select)
@@ -89,12 +91,27 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
     return parse
 
 
+def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, int]]:
+    """This worker's planned record ranges of ``split`` as ``(path, salt, start, stop)``; ``paths`` are
+    the staged files, in the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
+    if len(paths) != len(plan.mine):
+        raise ValueError(f"{len(paths)} staged paths for the plan's {len(plan.mine)} shards")
+    local = dict(zip(plan.mine, paths, strict=True))
+    chosen = plan.train_slices if split == TRAIN else plan.val_slices
+    return [(str(local[s.shard]), plan.salts[s.shard], s.start, s.stop) for s in chosen]
+
+
 def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], split: str, *, mean=None, std=None,
                    deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
-    """Blocks of parsed (and normalised) instances, float32 [n, T, F], of ``split`` for this worker."""
-    blocks = read_blocks(paths, [plan.salts[i] for i in plan.mine], plan.threshold, split,
-                         num_workers=plan.num_workers, worker_index=plan.worker_index, by_file=plan.by_file,
-                         deterministic=deterministic, shuffle_files=shuffle_files)
+    """Blocks of parsed (and normalised) instances, float32 [n, T, F], of ``split`` for this worker: exactly
+    ``plan.train_counts[w]`` (or ``val_counts[w]``) of them; ``ALL`` is its training then its validation ones."""
+    if split == ALL:
+        return read_instances(plan, paths, shape, TRAIN, mean=mean, std=std, deterministic=deterministic,
+                              shuffle_files=shuffle_files).concatenate(
+            read_instances(plan, paths, shape, VALIDATION, mean=mean, std=std, deterministic=deterministic,
+                           shuffle_files=shuffle_files))
+    blocks = read_blocks(_slices(plan, paths, split), plan.threshold, split, deterministic=deterministic,
+                         shuffle_files=shuffle_files)
     return blocks.map(parser(shape, mean, std), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 
@@ -104,7 +121,7 @@ def _pair(x: tf.Tensor):
 
 def _options() -> tf.data.Options:
     options = tf.data.Options()
-    # Sharding is ours (by file or by record index); tf.distribute must not shard again.
+    # Sharding is ours (record ranges per worker); tf.distribute must not shard again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     options.deterministic = False
     return options
@@ -112,11 +129,15 @@ def _options() -> tf.data.Options:
 
 def train_dataset(plan: Plan, paths: Sequence[str], shape: tuple[int, int], *, batch_size: int,
                   shuffle_buffer: int, seed: int, mean=None, std=None) -> tf.data.Dataset:
-    """Endless shuffled ``(x, x)`` batches of ``batch_size``; an epoch is ``plan.steps_per_epoch`` of them."""
+    """Endless shuffled ``(x, x)`` batches of ``batch_size`` (per replica; ``plan.batch_size`` per worker);
+    ``plan.steps_per_epoch`` steps take one pass over this worker's training records but the remainder."""
     ds = read_instances(plan, paths, shape, TRAIN, mean=mean, std=std, shuffle_files=seed + plan.worker_index)
     if shuffle_buffer > 1:
         ds = ds.rebatch(shuffle_buffer).map(tf.random.shuffle, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.repeat().rebatch(batch_size, drop_remainder=True).map(_pair)
+    # One pass over this worker's records is one epoch: exactly the batches of ``steps_per_epoch`` steps
+    # (every worker the same), the few left over dropped, then the next pass reshuffled.
+    per_pass = plan.steps_per_epoch * plan.batch_size // batch_size
+    ds = ds.rebatch(batch_size, drop_remainder=True).take(per_pass).repeat().map(_pair)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
 
 

@@ -2,13 +2,17 @@
 
 - ``load_manifests`` resolves ``--manifest`` arguments (a ``manifest.json`` URI, or a dataset prefix
   listing them), validates every manifest against the model's shape and dtype, and lists the shards.
-- ``plan_inputs`` decides which records each worker trains and validates on. Shards go to workers by
-  file when there are at least as many shards as workers, else every worker reads every shard and
-  keeps every n-th record ("by data"). The validation hold-out is a deterministic function of
-  (seed, shard URI, record index): a golden-ratio hash of the index, so it is spread evenly over
-  the data and a record stays on the same side when more arrivals are added. Counts are computed
-  exactly for every worker, so all workers run the same number of steps (MultiWorkerMirroredStrategy
-  needs that, or the last collective of an epoch waits forever).
+- ``plan_inputs`` decides which records each worker trains and validates on, balanced to within one
+  record however the instances spread over shards and arrivals. All shards' records are taken in one
+  fixed global order (manifest order, then file order); the validation hold-out is a deterministic
+  function of (seed, shard URI, record index): a golden-ratio hash of the index, so it is spread evenly
+  over the data and a record stays on the same side when more arrivals are added. The training records
+  are cut into ``num_workers`` contiguous runs of equal size (to within one record), the validation
+  records likewise; a run may start and end inside a shard, so a worker stages only the shards its runs
+  touch and reads only its record ranges of them (``Plan.train_slices``/``val_slices``). Every worker
+  runs ``floor(smallest share / batch)`` steps an epoch (MultiWorkerMirroredStrategy needs the same
+  number, or the last collective of an epoch waits forever), so an epoch covers every training
+  instance once but less than one global batch.
 - ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.core.storage``
   (TensorFlow's own gs:// filesystem ignores ``STORAGE_EMULATOR_HOST``), checking size and crc32c.
 """
@@ -157,63 +161,115 @@ def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
+class Slice:
+    """Records ``[start, stop)`` of shard ``shard`` (an index into ``Plan.shards``), in file order."""
+
+    shard: int
+    start: int
+    stop: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     shards: tuple[ShardRef, ...]  # every shard, in the global order
-    mine: tuple[int, ...]  # indices into ``shards`` this worker reads
-    by_file: bool
+    mine: tuple[int, ...]  # indices into ``shards`` this worker stages (its slices touch them)
     num_workers: int
     worker_index: int
     salts: tuple[int, ...]
     threshold: int
-    train_counts: tuple[int, ...]  # per worker
+    train_counts: tuple[int, ...]  # per worker; they differ by at most one record
     val_counts: tuple[int, ...]
     batch_size: int  # per worker
     steps_per_epoch: int
     val_batch_size: int
     val_steps: int
+    offsets: tuple[int, ...]  # global position of each shard's first record
+    train_ranges: tuple[tuple[int, int], ...]  # per worker: [start, stop) of global positions
+    val_ranges: tuple[tuple[int, int], ...]
 
     @property
     def global_batch_size(self) -> int:
         return self.batch_size * self.num_workers
 
+    @property
+    def train_slices(self) -> tuple[Slice, ...]:
+        """This worker's training records: the training records (by the hold-out hash) of these slices."""
+        return self.slices_of(self.train_ranges[self.worker_index])
 
-def _worker_shards(n_shards: int, num_workers: int, worker: int, by_file: bool) -> list[int]:
-    return list(range(worker, n_shards, num_workers)) if by_file else list(range(n_shards))
+    @property
+    def val_slices(self) -> tuple[Slice, ...]:
+        """This worker's validation records: the held-out records of these slices."""
+        return self.slices_of(self.val_ranges[self.worker_index])
+
+    def slices_of(self, span: tuple[int, int]) -> tuple[Slice, ...]:
+        """The global positions ``[start, stop)`` as per-shard record ranges, in the global order."""
+        start, stop = span
+        out = []
+        for i, (offset, shard) in enumerate(zip(self.offsets, self.shards, strict=True)):
+            lo, hi = max(start - offset, 0), min(stop - offset, shard.count)
+            if lo < hi:
+                out.append(Slice(i, lo, hi))
+        return tuple(out)
+
+
+def _balanced_ranges(masks: list[np.ndarray], offsets: list[int], num_workers: int) -> tuple[
+        list[tuple[int, int]], list[int]]:
+    """Splits the records selected by ``masks`` (one per shard, in the global order) into ``num_workers``
+    contiguous runs of ``floor`` or ``ceil`` of an equal share: worker ``w`` gets the selected records of
+    ordinals ``[w * N // n, (w + 1) * N // n)``. Returns each worker's tight span of global positions
+    (first selected record to last, ``(0, 0)`` when it has none) and its count."""
+    per_shard = [int(m.sum()) for m in masks]
+    total = sum(per_shard)
+    cuts = [w * total // num_workers for w in range(num_workers + 1)]
+    counts = [cuts[w + 1] - cuts[w] for w in range(num_workers)]
+    # The global position of every ordinal we need: each worker's first and last selected record.
+    wanted = sorted({k for w in range(num_workers) if counts[w] for k in (cuts[w], cuts[w + 1] - 1)})
+    where: dict[int, int] = {}
+    before, j = 0, 0
+    for mask, offset, n in zip(masks, offsets, per_shard, strict=True):
+        if j < len(wanted) and wanted[j] < before + n:
+            index = np.flatnonzero(mask)
+            while j < len(wanted) and wanted[j] < before + n:
+                where[wanted[j]] = offset + int(index[wanted[j] - before])
+                j += 1
+        before += n
+    spans = [(where[cuts[w]], where[cuts[w + 1] - 1] + 1) if counts[w] else (0, 0) for w in range(num_workers)]
+    return spans, counts
 
 
 def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size: int,
                 validation_fraction: float, seed: int) -> Plan:
+    """Every worker's records, balanced to within one record whatever the shards' sizes.
+
+    All shards' records are taken in one fixed global order (the manifests' shard order, each shard's
+    records in file order). The hold-out hash marks each record training or validation; the training
+    records are then cut into ``num_workers`` contiguous runs of equal size (to within one record), and
+    the validation records likewise, independently. A run may start and end inside a shard: a worker
+    stages only the shards its runs touch and reads only its record ranges of them. An epoch is
+    ``floor(min share / batch)`` steps on every worker, so it covers every training instance once but
+    the remainder of one global batch.
+    """
     shards = inputs.shards
-    by_file = len(shards) >= num_workers
     salts = [shard_salt(seed, s.uri) for s in shards]
     threshold = holdout_threshold(validation_fraction)
-    train_counts, val_counts = [], []
-    for w in range(num_workers):
-        n_train = n_val = 0
-        for i in _worker_shards(len(shards), num_workers, w, by_file):
-            index = np.arange(shards[i].count, dtype=np.int64)
-            val = is_validation(index, salts[i], threshold)
-            if not by_file:
-                keep = index % num_workers == w
-                val = val[keep]
-            n_val += int(val.sum())
-            n_train += int(val.size - val.sum())
-        train_counts.append(n_train)
-        val_counts.append(n_val)
+    offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
+    val_masks = [is_validation(np.arange(s.count, dtype=np.int64), salt, threshold)
+                 for s, salt in zip(shards, salts, strict=True)]
+    train_ranges, train_counts = _balanced_ranges([~m for m in val_masks], offsets, num_workers)
+    val_ranges, val_counts = _balanced_ranges(val_masks, offsets, num_workers)
     steps = min(train_counts) // batch_size
     if steps < 1:
         raise Invalid(
-            f"too little data: {inputs.count} instances give worker(s) as few as {min(train_counts)} "
-            f"training instances, less than one batch of {batch_size} per worker "
+            f"too little data: {inputs.count} instances give {sum(train_counts)} training instances, "
+            f"{min(train_counts)} per worker, less than one batch of {batch_size} per worker "
             f"({num_workers} workers); lower --batch-size-per-worker or add data"
         )
     min_val = min(val_counts)
     val_batch = min(batch_size, min_val) if min_val > 0 else 0
     val_steps = min_val // val_batch if val_batch else 0
-    return Plan(
+    plan = Plan(
         shards=shards,
-        mine=tuple(_worker_shards(len(shards), num_workers, worker_index, by_file)),
-        by_file=by_file,
+        mine=(),
         num_workers=num_workers,
         worker_index=worker_index,
         salts=tuple(salts),
@@ -224,7 +280,12 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
         steps_per_epoch=steps,
         val_batch_size=val_batch,
         val_steps=val_steps,
+        offsets=tuple(offsets),
+        train_ranges=tuple(train_ranges),
+        val_ranges=tuple(val_ranges),
     )
+    mine = sorted({s.shard for s in plan.train_slices + plan.val_slices})
+    return dataclasses.replace(plan, mine=tuple(mine))
 
 
 # -- staging --------------------------------------------------------------------------------------
@@ -283,15 +344,17 @@ def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verif
 
 
 def steps_summary(plan: Plan) -> dict:
+    mine = plan.worker_index
     return {
-        "sharding": "file" if plan.by_file else "data",
+        "sharding": "records",
         "shards_total": len(plan.shards),
         "shards_mine": len(plan.mine),
-        "train_instances": plan.train_counts[plan.worker_index],
-        "val_instances": plan.val_counts[plan.worker_index],
+        "train_instances": plan.train_counts[mine],
+        "val_instances": plan.val_counts[mine],
+        "train_records": list(plan.train_ranges[mine]),  # global positions [start, stop)
         "steps_per_epoch": plan.steps_per_epoch,
         "val_steps": plan.val_steps,
         "epoch_fraction_used": round(
-            plan.steps_per_epoch * plan.batch_size / max(1, plan.train_counts[plan.worker_index]), 4
+            plan.steps_per_epoch * plan.global_batch_size / max(1, sum(plan.train_counts)), 4
         ),
     }

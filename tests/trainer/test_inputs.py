@@ -73,8 +73,9 @@ def test_plan_partitions_the_data_over_workers_and_splits(tmp_path, shards, work
     inputs = load_manifests(storage, [uri], SHAPE)
     plans = [plan_inputs(inputs, workers, w, batch_size=32, validation_fraction=0.25, seed=3)
              for w in range(workers)]
-    assert all(p.by_file == (shards >= workers) for p in plans)
     assert len({p.steps_per_epoch for p in plans}) == 1  # every worker runs the same steps
+    assert max(plans[0].train_counts) - min(plans[0].train_counts) <= 1  # balanced to one record
+    assert max(plans[0].val_counts) - min(plans[0].val_counts) <= 1
     assert plans[0].steps_per_epoch == min(plans[0].train_counts) // 32
     assert sum(plans[0].train_counts) + sum(plans[0].val_counts) == 1000
     assert 0.15 < sum(plans[0].val_counts) / 1000 < 0.35
@@ -89,6 +90,40 @@ def test_plan_partitions_the_data_over_workers_and_splits(tmp_path, shards, work
     # Deterministic: the same seed gives the same hold-out.
     again = plan_inputs(inputs, workers, 0, batch_size=32, validation_fraction=0.25, seed=3)
     assert again.val_counts == plans[0].val_counts
+
+
+def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
+    """Arrivals of 1,500 (three shards) and 40 instances on three workers: record ranges cross shard
+    boundaries, and each worker's pipeline yields exactly its planned share, an epoch one pass of it."""
+    from trainer import data
+
+    storage = Storage()
+    big, small = make_array(1500, seed=21), make_array(40, seed=22)
+    uris = [write_dataset(storage, str(tmp_path / "big"), big, shards=3, arrival_id="a1"),
+            write_dataset(storage, str(tmp_path / "small"), small, shards=1, arrival_id="a2")]
+    inputs = load_manifests(storage, uris, SHAPE)
+    batch, workers = 32, 3
+    plans = [plan_inputs(inputs, workers, w, batch_size=batch, validation_fraction=0.2, seed=4)
+             for w in range(workers)]
+    assert max(plans[0].train_counts) - min(plans[0].train_counts) <= 1
+    assert any(s.start > 0 for p in plans for s in p.train_slices)  # a range starts inside a shard
+    seen = []
+    for plan in plans:
+        paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{plan.worker_index}")]
+        train, val = _read(plan, paths, "train"), _read(plan, paths, "validation")
+        assert (len(train), len(val)) == (plan.train_counts[plan.worker_index], plan.val_counts[plan.worker_index])
+        seen += [train, val]
+        # Each epoch of the training dataset is one pass: distinct instances, this worker's training ones.
+        ds = data.train_dataset(plan, paths, SHAPE, batch_size=batch, shuffle_buffer=64, seed=1)
+        steps = plan.steps_per_epoch
+        batches = [x.numpy() for x, _ in ds.take(2 * steps)]
+        for epoch in (np.concatenate(batches[:steps]), np.concatenate(batches[steps:])):
+            rows = _row_bytes(epoch)
+            assert len(rows) == steps * batch
+            assert len(set(rows)) == len(rows) and set(rows) <= set(_row_bytes(train))
+    assert _row_bytes(np.concatenate(seen)) == _row_bytes(np.concatenate([big, small]))
+    examples = plans[0].steps_per_epoch * batch * workers
+    assert examples > sum(plans[0].train_counts) - batch * workers
 
 
 def test_training_batches_are_parsed_whole_and_normalised(tmp_path):

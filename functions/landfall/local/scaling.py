@@ -95,7 +95,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
         np.save(buf, time_series(opts.instances, seed=11))
         storage.write_bytes(f"gs://{bucket}/incoming/scaling/data.npy", buf.getvalue())
         prefix = f"gs://{bucket}/tfrecords/scaling/data"
-        # Several shards, so every worker count reads by file.
+        # Several shards, so workers stage only the shards their record ranges touch.
         converter.convert(f"gs://{bucket}/incoming/scaling/data.npy", prefix, "scaling",
                           ConverterConfig(shard_target_bytes=max(1 << 20, opts.instances * 1500 // 8)), storage)
         backend = LocalBackend(state / "local")
