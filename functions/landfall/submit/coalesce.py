@@ -118,12 +118,11 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
     if not recorded:
         ledger.add_pending(request)
     step = advance(request.dataset, cfg, backend, ledger)
-    if step.inputs is not None and request.request_id in {r["request_id"] for r in step.inputs.requests}:
-        return Decision("submitted" if step.state == "released" else "coalesced", step.job,
-                        f"{len(step.inputs.manifests)} manifests")
-    if step.state == "active":
-        return Decision("coalesced", step.job, f"waits for {step.job} to finish")
-    return Decision("duplicate", step.job, "already covered")  # a concurrent release took it
+    if step.state == "released" and step.inputs and _covers(step.inputs, request):
+        return Decision("submitted", step.job, f"{len(step.inputs.manifests)} manifests")
+    if step.state == "active":  # another consumer released it meanwhile (with this request, or it waits)
+        return Decision("coalesced", step.job, f"joins or waits for {step.job}")
+    return Decision("duplicate", step.job, "already covered")
 
 
 def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Advance:
