@@ -1,16 +1,21 @@
-"""cloudbuild.yaml: valid for Cloud Build, every substitution declared with a default, builders pinned,
-tests before anything is built or deployed."""
+"""cloudbuild.yaml (tests, as landfall-test) and cloudbuild-deploy.yaml (deploy, as landfall-build): valid for
+Cloud Build, every substitution declared with a default, builders pinned; the test build deploys nothing, the
+deploy build runs only for a tested commit, and the triggers in infra/modules/triggers run each as its account."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from .tools import REPO, run, tool
+from .tools import INFRA, REPO, expr_text, load_hcl, run, tool, unquote
 
 CLOUDBUILD = REPO / "cloudbuild.yaml"
+DEPLOY = REPO / "cloudbuild-deploy.yaml"
+CONFIGS = [CLOUDBUILD, DEPLOY]
 BUILTINS = {"PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "TRIGGER_NAME", "COMMIT_SHA", "SHORT_SHA",
             "REVISION_ID", "BRANCH_NAME", "TAG_NAME", "REPO_NAME", "REPO_FULL_NAME", "SERVICE_ACCOUNT_EMAIL",
             "SERVICE_ACCOUNT", "TRIGGER_BUILD_CONFIG_PATH", "REF_NAME"}
@@ -18,23 +23,25 @@ BUILTINS = {"PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "TRIGGER_NAM
 SUBST_RE = re.compile(r"(?<!\$)(?:\$\$)*\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
-def _config() -> dict[str, Any]:
-    return yaml.safe_load(CLOUDBUILD.read_text())
+def _config(path: Path = CLOUDBUILD) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
 
 
 def _used(text: str) -> set[str]:
     return {a or b for a, b in SUBST_RE.findall(text)}
 
 
-def test_schema() -> None:
-    proc = run([tool("check-jsonschema"), "--builtin-schema", "vendor.cloudbuild", str(CLOUDBUILD)])
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_schema(path: Path) -> None:
+    proc = run([tool("check-jsonschema"), "--builtin-schema", "vendor.cloudbuild", str(path)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_every_user_substitution_is_declared_with_a_default() -> None:
-    cfg = _config()
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_user_substitution_is_declared_with_a_default(path: Path) -> None:
+    cfg = _config(path)
     declared = cfg.get("substitutions", {})
-    used = _used(CLOUDBUILD.read_text())
+    used = _used(path.read_text())
     user = {u for u in used if u.startswith("_")}
     assert user, "expected user substitutions"
     assert user <= set(declared), f"undeclared: {sorted(user - set(declared))}"
@@ -47,8 +54,9 @@ def test_substitution_regex() -> None:
     assert _used("a $$HOME ${_X} $_Y $PROJECT_ID $${SHELL}") == {"_X", "_Y", "PROJECT_ID"}
 
 
-def test_builder_images_are_pinned() -> None:
-    cfg = _config()
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_builder_images_are_pinned(path: Path) -> None:
+    cfg = _config(path)
     subs = cfg["substitutions"]
     for step in cfg["steps"]:
         name = step["name"]
@@ -59,24 +67,41 @@ def test_builder_images_are_pinned() -> None:
         assert not name.endswith(":latest")
 
 
-def test_tests_gate_build_and_deploy() -> None:
+DEPLOY_COMMANDS = ("docker push", "docker build", "terraform apply", "kubectl apply", "get-credentials",
+                   "gcloud functions", "gcloud run", "gcloud pubsub")
+
+
+def test_test_build_only_tests() -> None:
+    """Runs as landfall-test: copies the pinned tools, runs `make test`, and deploys nothing."""
     steps = {s["id"]: s for s in _config()["steps"]}
-    order = list(steps)
-    test = order.index("test")
+    assert list(steps)[-1] == "test"
     assert "make test" in steps["test"]["args"][-1]
-    for before in order[:test]:  # only copy pinned tool binaries into the workspace
-        assert before.startswith("tools-"), before
+    for step_id in steps:
+        assert step_id == "test" or step_id.startswith("tools-"), step_id
+    text = CLOUDBUILD.read_text()
+    assert not [c for c in DEPLOY_COMMANDS if c in text]
 
-    def waits_for_test(step_id: str) -> bool:
+
+def test_deploy_build_runs_only_for_the_tested_commit() -> None:
+    steps = {s["id"]: s for s in _config(DEPLOY)["steps"]}
+    order = list(steps)
+    assert order[0] == "tested"
+    guard = steps["tested"]["args"][-1]
+    assert '"${COMMIT_SHA}" = "${_TESTED_SHA}"' in guard and '"${_BUILD_STATUS}" = SUCCESS' in guard
+
+    def waits_for_guard(step_id: str) -> bool:
         deps = steps[step_id].get("waitFor", [])
-        return "test" in deps or any(waits_for_test(d) for d in deps if d in steps)
+        return "tested" in deps or any(waits_for_guard(d) for d in deps if d in steps)
 
-    for step_id in order[test + 1:]:
-        assert waits_for_test(step_id), f"{step_id} does not wait for the tests"
+    for step_id in order[1:]:
+        assert waits_for_guard(step_id), f"{step_id} does not wait for the tested-commit check"
+    # No repository tests or PyPI installs under the deploy account.
+    text = DEPLOY.read_text()
+    assert "make test" not in text and "pip install" not in text
 
 
 def test_pipeline_does_what_the_readme_says() -> None:
-    steps = {s["id"]: " ".join(map(str, s.get("args", []))) for s in _config()["steps"]}
+    steps = {s["id"]: " ".join(map(str, s.get("args", []))) for s in _config(DEPLOY)["steps"]}
     assert "docker build -f trainer/Dockerfile" in steps["build-push"]
     assert "${SHORT_SHA}" in steps["build-push"]
     assert "terraform apply" in steps["deploy-functions"]
@@ -84,12 +109,46 @@ def test_pipeline_does_what_the_readme_says() -> None:
     assert "infra/envs/${_ENV}/functions" in steps["deploy-functions"]
     assert "../k8s/overlays/${_ENV}" in steps["deploy-manifests"]
     assert "kubectl apply" in steps["deploy-manifests"]
-    assert "sed " not in CLOUDBUILD.read_text()
+    assert "sed " not in DEPLOY.read_text()
     # k8s/base/project.env: every key the base's replacements read (the reconciler's project and bucket).
     for key in ("GSA_DOMAIN=", "PROJECT_ID=", "BUCKET="):
         assert key in steps["deploy-manifests"], key
     assert "terraform output -raw bucket_name > /workspace/bucket_name" in steps["deploy-functions"]
     assert "/workspace/bucket_name" in steps["deploy-manifests"]
+
+
+def _triggers() -> dict[str, dict[str, Any]]:
+    doc = load_hcl(INFRA / "modules" / "triggers" / "main.tf")
+    out: dict[str, dict[str, Any]] = {}
+    for block in doc["resource"]:
+        for kind, named in block.items():
+            if kind.strip('"') == "google_cloudbuild_trigger":
+                for name, body in named.items():
+                    out[name.strip('"')] = body
+    return out
+
+
+def test_triggers_run_each_config_as_its_own_account() -> None:
+    triggers = _triggers()
+    assert set(triggers) == {"test", "deploy"}
+    test, deploy = triggers["test"], triggers["deploy"]
+    assert unquote(test["filename"]) == CLOUDBUILD.name
+    assert "var.test_service_account" in expr_text(test["service_account"])
+    git_file = deploy["git_file_source"]
+    git_file = git_file[0] if isinstance(git_file, list) else git_file
+    assert unquote(git_file["path"]) == DEPLOY.name
+    assert "var.deploy_service_account" in expr_text(deploy["service_account"])
+    # The deploy trigger fires on the test trigger's successful builds only.
+    flt = expr_text(deploy["filter"])
+    assert "SUCCESS" in flt and "google_cloudbuild_trigger.test[0].trigger_id" in flt
+    subs = deploy["substitutions"]
+    subs = subs[0] if isinstance(subs, list) else subs
+    declared = set(_config(DEPLOY)["substitutions"])
+    assert set(subs) <= declared, set(subs) - declared
+    platform = load_hcl(INFRA / "modules" / "platform" / "main.tf")
+    calls = {k.strip('"'): v for block in platform["module"] for k, v in block.items()}
+    assert 'module.iam.emails["test"]' in expr_text(calls["triggers"]["test_service_account"])
+    assert 'module.iam.emails["build"]' in expr_text(calls["triggers"]["deploy_service_account"])
 
 
 def test_project_env_keys_match_the_kustomization() -> None:
@@ -99,5 +158,5 @@ def test_project_env_keys_match_the_kustomization() -> None:
     used = {r["source"]["fieldPath"].removeprefix("data.") for r in kustomization["replacements"]
             if r["source"]["name"] == "landfall-project"}
     assert used == keys
-    written = re.search(r"printf '([^']*)'", CLOUDBUILD.read_text()).group(1)
+    written = re.search(r"printf '([^']*)'", DEPLOY.read_text()).group(1)
     assert {k.split("=", 1)[0] for k in written.split("\\n") if k} == keys

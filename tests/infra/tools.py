@@ -100,3 +100,21 @@ def unquote(value: Any) -> Any:
     if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
         return value[1:-1]
     return value
+
+
+def expr_text(value: Any) -> str:
+    """An attribute's expression as python-hcl2 gives it (``"${...}"`` or a quoted literal), as text."""
+    return str(first(value))
+
+
+def all_resources(root: Path = INFRA) -> list[tuple[Path, str, str, dict[str, Any]]]:
+    """Every ``resource "TYPE" "NAME" {...}`` under ``root``: (file, type, name, body)."""
+    out: list[tuple[Path, str, str, dict[str, Any]]] = []
+    for path in sorted(root.rglob("*.tf")):
+        if ".terraform" in path.parts:
+            continue
+        for block in blocks(load_hcl(path), "resource"):
+            for kind, named in block.items():
+                for name, body in named.items():
+                    out.append((path, kind.strip('"'), name.strip('"'), body))
+    return out

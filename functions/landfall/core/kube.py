@@ -5,7 +5,9 @@ callers pass and get plain dicts. Connection, first that applies:
 
 1. a GKE control plane reached from outside the cluster (a Cloud Function): ``endpoint`` + ``ca_cert``,
    authenticated with a Google OAuth token from Application Default Credentials (``google-auth``),
-   refreshed before it expires;
+   refreshed before it expires. The server certificate is always verified: an endpoint without a CA is
+   a configuration error (``ValueError`` from ``gke_configuration``, ``TemporaryError`` from
+   ``api_client``), never an unverified connection;
 2. the in-cluster service-account configuration (``KUBERNETES_SERVICE_HOST`` is set);
 3. a kubeconfig (``kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config``).
 
@@ -75,7 +77,16 @@ def _ca_file(value: str) -> str:
 
 
 def gke_configuration(endpoint: str, ca_cert: str = "") -> k8s.Configuration:
-    """A client configuration for a GKE control plane with a refreshed Google OAuth bearer token."""
+    """A client configuration for a GKE control plane with a refreshed Google OAuth bearer token.
+
+    The control plane's certificate is verified against ``ca_cert``; without one this raises ``ValueError``
+    (TLS verification is never turned off: the bearer token must not go to an unverified server).
+    """
+    if not ca_cert.strip():
+        raise ValueError(
+            f"GKE endpoint {endpoint!r} given without its CA certificate: set LANDFALL_GKE_CA_CERT "
+            "(the cluster's masterAuth.clusterCaCertificate, base64 PEM); TLS verification is never disabled"
+        )
     import google.auth
     import google.auth.transport.requests
 
@@ -92,10 +103,8 @@ def gke_configuration(endpoint: str, ca_cert: str = "") -> k8s.Configuration:
     conf.host = endpoint if endpoint.startswith("http") else f"https://{endpoint}"
     conf.api_key_prefix["authorization"] = "Bearer"
     conf.refresh_api_key_hook = refresh
-    if ca_cert:
-        conf.ssl_ca_cert = _ca_file(ca_cert)
-    else:
-        conf.verify_ssl = False  # only without a CA: prefer LANDFALL_GKE_CA_CERT
+    conf.verify_ssl = True
+    conf.ssl_ca_cert = _ca_file(ca_cert)
     refresh(conf)
     return conf
 

@@ -62,6 +62,9 @@ resource "google_cloudfunctions2_function" "on_data_arrival" {
     runtime         = "python311"
     entry_point     = "on_data_arrival"
     service_account = "projects/${var.project_id}/serviceAccounts/${var.service_accounts.fn-build}"
+    # The functions' own repository (infra/modules/registry), where fn-build may push;
+    # not Google's gcf-artifacts, which would need a project-wide writer grant.
+    docker_repository = var.docker_repository
     source {
       storage_source {
         bucket = var.sources_bucket_name
@@ -95,6 +98,9 @@ resource "google_cloudfunctions2_function" "on_training_request" {
     runtime         = "python311"
     entry_point     = "on_training_request"
     service_account = "projects/${var.project_id}/serviceAccounts/${var.service_accounts.fn-build}"
+    # The functions' own repository (infra/modules/registry), where fn-build may push;
+    # not Google's gcf-artifacts, which would need a project-wide writer grant.
+    docker_repository = var.docker_repository
     source {
       storage_source {
         bucket = var.sources_bucket_name
@@ -112,8 +118,12 @@ resource "google_cloudfunctions2_function" "on_training_request" {
     max_instance_request_concurrency = var.submitter.concurrency
     ingress_settings                 = "ALLOW_INTERNAL_ONLY"
     all_traffic_on_latest_revision   = true
-    service_account_email            = var.service_accounts.submitter
-    environment_variables            = local.submitter_env
+    # The control plane admits listed networks only: the private endpoint, through
+    # the VPC connector (private ranges only; Google APIs still go out directly).
+    vpc_connector                 = var.vpc_connector
+    vpc_connector_egress_settings = "PRIVATE_RANGES_ONLY"
+    service_account_email         = var.service_accounts.submitter
+    environment_variables         = local.submitter_env
   }
 }
 
@@ -198,4 +208,23 @@ resource "google_pubsub_subscription" "arrivals" {
       audience              = google_cloudfunctions2_function.on_data_arrival.service_config[0].uri
     }
   }
+}
+
+# Dead-lettering: the Pub/Sub service agent acknowledges on the subscription it forwards
+# from, so it is a subscriber of these two subscriptions and of nothing else (its
+# publisher grants are on the dead-letter topics, infra/modules/pubsub).
+locals {
+  pubsub_service_agent = "serviceAccount:service-${var.project_number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  dead_letter_sources = {
+    training_requests = google_pubsub_subscription.training_requests.name
+    arrivals          = google_pubsub_subscription.arrivals.name
+  }
+}
+
+resource "google_pubsub_subscription_iam_member" "service_agent_subscriber" {
+  for_each     = local.dead_letter_sources
+  project      = var.project_id
+  subscription = each.value
+  role         = "roles/pubsub.subscriber"
+  member       = local.pubsub_service_agent
 }

@@ -3,6 +3,24 @@ variable "project_id" {
   type        = string
 }
 
+variable "project_number" {
+  description = "Project number (names the Pub/Sub service agent, subscriber of the two push subscriptions for dead-lettering)."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9]+$", var.project_number))
+    error_message = "project_number must be digits."
+  }
+}
+
+variable "docker_repository" {
+  description = "Artifact Registry repository (projects/P/locations/L/repositories/R) the function builds push to: the functions' own, not gcf-artifacts."
+  type        = string
+  validation {
+    condition     = can(regex("^projects/[^/]+/locations/[^/]+/repositories/[^/]+$", var.docker_repository))
+    error_message = "docker_repository must look like projects/P/locations/L/repositories/R."
+  }
+}
+
 variable "region" {
   description = "Region of the functions."
   type        = string
@@ -64,6 +82,15 @@ variable "max_delivery_attempts" {
   validation {
     condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
     error_message = "Pub/Sub accepts 5 to 100 delivery attempts."
+  }
+}
+
+variable "vpc_connector" {
+  description = "Serverless VPC Access connector (projects/P/locations/R/connectors/C) through which on-training-request reaches the control plane's private endpoint."
+  type        = string
+  validation {
+    condition     = can(regex("^projects/[^/]+/locations/[^/]+/connectors/[^/]+$", var.vpc_connector))
+    error_message = "vpc_connector must look like projects/P/locations/R/connectors/C."
   }
 }
 

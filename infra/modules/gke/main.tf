@@ -41,12 +41,16 @@ resource "google_container_cluster" "this" {
     }
   }
 
+  # Only listed networks reach the control plane, never Google Cloud's public ranges:
+  #   - the submit function, through its VPC connector to the private endpoint
+  #     (internal_authorized_cidrs: the connector's range);
+  #   - operators and the deploy build's private pool egress, per environment
+  #     (master_authorized_cidrs, see infra/README.md "Reaching the control plane").
+  # IAM (container.clusterViewer) and the RBAC in k8s/ then decide what each may do.
   master_authorized_networks_config {
-    # Cloud Build and the submit function reach the API from Google Cloud public IPs;
-    # IAM (container.clusterViewer / container.developer) and RBAC decide what they may do.
-    gcp_public_cidrs_access_enabled = true
+    gcp_public_cidrs_access_enabled = false
     dynamic "cidr_blocks" {
-      for_each = var.master_authorized_cidrs
+      for_each = concat(var.internal_authorized_cidrs, var.master_authorized_cidrs)
       content {
         cidr_block   = cidr_blocks.value.cidr_block
         display_name = cidr_blocks.value.display_name

@@ -13,6 +13,11 @@ output "endpoint" {
   value       = google_container_cluster.this.endpoint
 }
 
+output "private_endpoint" {
+  description = "Private endpoint of the control plane (reached from the VPC: the submit function's connector)."
+  value       = google_container_cluster.this.private_cluster_config[0].private_endpoint
+}
+
 output "ca_certificate" {
   description = "Base64 PEM CA certificate of the cluster."
   value       = google_container_cluster.this.master_auth[0].cluster_ca_certificate

@@ -52,8 +52,21 @@ variable "master_cidr" {
   type        = string
 }
 
+variable "internal_authorized_cidrs" {
+  description = "VPC ranges of our own that reach the private endpoint (the submit function's connector)."
+  type = list(object({
+    cidr_block   = string
+    display_name = string
+  }))
+  default = []
+  validation {
+    condition     = alltrue([for c in var.internal_authorized_cidrs : can(cidrhost(c.cidr_block, 0))])
+    error_message = "Every internal_authorized_cidrs entry needs a valid cidr_block."
+  }
+}
+
 variable "master_authorized_cidrs" {
-  description = "Extra CIDR blocks (office, VPN) allowed to reach the control plane; Google Cloud public IPs (Cloud Build, Cloud Functions) are always allowed, gated by IAM and RBAC."
+  description = "The only outside networks allowed to reach the control plane (operators' CIDRs, the deploy build's private pool egress); Google Cloud public ranges are never allowed."
   type = list(object({
     cidr_block   = string
     display_name = string

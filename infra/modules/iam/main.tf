@@ -18,7 +18,8 @@ locals {
     trainer   = "Landfall trainer (TFJob pods via Workload Identity): tfrecords/ -> runs/"
     invoker   = "Landfall invoker: Pub/Sub push identity that calls the functions"
     gke-nodes = "Landfall GKE nodes: logs, metrics, image pulls"
-    build     = "Landfall Cloud Build: tests, pushes the image, deploys functions and manifests"
+    test      = "Landfall tests (Cloud Build test trigger): writes logs, holds no deploy rights"
+    build     = "Landfall deploy (Cloud Build deploy trigger): pushes the image, deploys functions and manifests"
     fn-build  = "Landfall function builds: builds the functions' containers"
   }
 }
@@ -198,45 +199,73 @@ resource "google_artifact_registry_repository_iam_member" "nodes_pull" {
 }
 
 # --- function builds --------------------------------------------------------
+# Cloud Functions builds run as this account: they write build logs, read the source
+# archive and push the function image to the functions' own repository
+# (build_config.docker_repository, infra/modules/registry), not to Google's
+# gcf-artifacts and never to the trainer repository.
 
-resource "google_project_iam_member" "fn_build" {
-  for_each = toset(["roles/logging.logWriter", "roles/artifactregistry.writer"])
-  project  = var.project_id
-  role     = each.key
-  member   = google_service_account.sa["fn-build"].member
+# Build logs: a log entry's only parent is the project, so logWriter has no narrower scope.
+resource "google_project_iam_member" "fn_build_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.sa["fn-build"].member
 }
 
+resource "google_artifact_registry_repository_iam_member" "fn_build_push" {
+  project    = var.project_id
+  location   = var.repository_location
+  repository = var.functions_repository_name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.sa["fn-build"].member
+}
+
+# The source archive: our sources bucket, and Cloud Functions' staging bucket of this
+# region (gcf-v2-sources-NUMBER-REGION), where it copies the archive. Each prefix ends
+# in "/", so no other bucket whose name merely starts the same way matches; the exact
+# bucket names admit the bucket resource itself.
 resource "google_project_iam_member" "fn_build_sources" {
   project = var.project_id
   role    = "roles/storage.objectViewer"
   member  = google_service_account.sa["fn-build"].member
   condition {
-    title      = "function-sources-only"
-    expression = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-\") || resource.name.startsWith(\"projects/_/buckets/${var.sources_bucket_name}\")"
+    title = "function-sources-only"
+    expression = join(" || ", flatten([
+      for b in ["gcf-v2-sources-${data.google_project.this.number}-${var.region}", var.sources_bucket_name] : [
+        "resource.name == \"projects/_/buckets/${b}\"",
+        "resource.name.startsWith(\"projects/_/buckets/${b}/\")",
+      ]
+    ]))
   }
 }
 
-# --- Cloud Build ------------------------------------------------------------
-# What cloudbuild.yaml does, and nothing else:
-#   make test                 -> logs only
-#   docker push               -> artifactregistry.writer on the trainer repository
-#   terraform apply functions -> cloudfunctions.developer, pubsub.editor (the two
-#                                push subscriptions), actAs on the function,
-#                                invoker (OIDC push identity) and build accounts,
-#                                objects in the sources and state buckets
-#   kubectl apply -k overlay  -> container.developer (+ the landfall-deployer RBAC in
-#                                k8s/base for the Role, RoleBinding, Namespace and
-#                                StorageClass it manages)
+# --- Cloud Build: two identities ---------------------------------------------
+# A build runs as one service account, so testing and deploying are two triggers
+# (infra/modules/triggers): cloudbuild.yaml runs `make test` as landfall-test, and only
+# when it succeeds cloudbuild-deploy.yaml runs as landfall-build. Code from the
+# repository and PyPI executes only under landfall-test.
 
-resource "google_project_iam_member" "build" {
-  for_each = toset([
-    "roles/logging.logWriter",
-    "roles/cloudfunctions.developer",
-    "roles/pubsub.editor",
-    "roles/container.developer",
-  ])
+# landfall-test: build logs (a log entry's only parent is the project). The tests are
+# offline (emulators, rendered manifests, parsed Terraform): no other access.
+resource "google_project_iam_member" "test_logs" {
   project = var.project_id
-  role    = each.key
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.sa["test"].member
+}
+
+# landfall-build (deploy). What cloudbuild-deploy.yaml does, and the grant for each:
+#   docker push                -> artifactregistry.writer on the trainer repository only
+#   terraform apply functions  -> cloudfunctions.developer on the two functions (by name),
+#                                 the landfall subscription role (their two push
+#                                 subscriptions), attachSubscription on their two topics,
+#                                 actAs on exactly the accounts those resources name,
+#                                 objects in the sources and state buckets
+#   kubectl apply -k overlay   -> container.clusterViewer (credentials only) + the
+#                                 landfall-deployer RBAC in k8s/base (named objects)
+
+# Build logs: a log entry's only parent is the project.
+resource "google_project_iam_member" "build_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
   member  = google_service_account.sa["build"].member
 }
 
@@ -248,6 +277,63 @@ resource "google_artifact_registry_repository_iam_member" "build_push" {
   member     = google_service_account.sa["build"].member
 }
 
+# The two functions only. The binding is on the project because a function-level
+# grant needs the function to exist before its first deploy (and setIamPolicy on it);
+# the condition names the two functions (and the region's long-running operations,
+# which terraform polls), so no other function is reachable.
+resource "google_project_iam_member" "build_functions" {
+  project = var.project_id
+  role    = "roles/cloudfunctions.developer"
+  member  = google_service_account.sa["build"].member
+  condition {
+    title = "landfall-functions-only"
+    expression = join(" || ", concat([
+      for f in var.function_names :
+      "resource.name == \"projects/${var.project_id}/locations/${var.region}/functions/${f}\""
+      ], [
+      "resource.name.startsWith(\"projects/${var.project_id}/locations/${var.region}/operations/\")",
+    ]))
+  }
+}
+
+# The two push subscriptions (and the Pub/Sub agent's subscriber grant on them).
+# Subscriptions have no parent narrower than the project, and a grant on the two
+# subscriptions would have to exist before the deployer first creates them, so this is
+# a project-level custom role carrying only subscription administration: no topic
+# create/delete/publish, no consume (pubsub.editor, the narrowest predefined role that
+# creates subscriptions, would add both; pubsub.admin alone carries setIamPolicy).
+resource "google_project_iam_custom_role" "subscription_deployer" {
+  project     = var.project_id
+  role_id     = "landfallSubscriptionDeployer"
+  title       = "Landfall subscription deployer"
+  description = "Create and update Landfall's push subscriptions and their IAM; nothing else in Pub/Sub."
+  permissions = [
+    "pubsub.subscriptions.create",
+    "pubsub.subscriptions.delete",
+    "pubsub.subscriptions.get",
+    "pubsub.subscriptions.getIamPolicy",
+    "pubsub.subscriptions.setIamPolicy",
+    "pubsub.subscriptions.update",
+  ]
+}
+
+resource "google_project_iam_member" "build_subscriptions" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.subscription_deployer.name
+  member  = google_service_account.sa["build"].member
+}
+
+# Attaching a subscription is checked on the topic: the two topics the push
+# subscriptions read. roles/pubsub.subscriber is the narrowest predefined role with
+# pubsub.topics.attachSubscription; on a topic it grants nothing else.
+resource "google_pubsub_topic_iam_member" "build_attach" {
+  for_each = toset([var.topic_name, var.notification_topic_name])
+  project  = var.project_id
+  topic    = each.key
+  role     = "roles/pubsub.subscriber"
+  member   = google_service_account.sa["build"].member
+}
+
 resource "google_storage_bucket_iam_member" "build_buckets" {
   for_each = toset([var.sources_bucket_name, var.state_bucket])
   bucket   = each.key
@@ -255,6 +341,17 @@ resource "google_storage_bucket_iam_member" "build_buckets" {
   member   = google_service_account.sa["build"].member
 }
 
+# Credentials for the cluster (container.clusters.get) and nothing in Kubernetes: the
+# landfall-deployer ClusterRole/Role in k8s/base grant what kubectl apply needs.
+resource "google_project_iam_member" "build_cluster_access" {
+  project = var.project_id
+  role    = "roles/container.clusterViewer"
+  member  = google_service_account.sa["build"].member
+}
+
+# Exactly the accounts the functions root names: the two runtime accounts
+# (converter, submitter), the push identity of the two subscriptions (invoker) and
+# the functions' build account (fn-build).
 resource "google_service_account_iam_member" "build_act_as" {
   for_each           = toset(["converter", "submitter", "invoker", "fn-build"])
   service_account_id = google_service_account.sa[each.key].name

@@ -28,8 +28,18 @@ variable "topic_name" {
   type        = string
 }
 
+variable "notification_topic_name" {
+  description = "Topic of the data bucket's incoming/ notifications (the deployer attaches the arrival subscription to it)."
+  type        = string
+}
+
 variable "repository_name" {
   description = "Artifact Registry repository resource name (projects/P/locations/L/repositories/R)."
+  type        = string
+}
+
+variable "functions_repository_name" {
+  description = "Artifact Registry repository ID of the functions' builds (the function-build account's only push target)."
   type        = string
 }
 

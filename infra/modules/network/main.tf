@@ -77,3 +77,16 @@ resource "google_compute_firewall" "master_to_webhooks" {
     metadata = "INCLUDE_ALL_METADATA"
   }
 }
+
+# on-training-request reaches the control plane's private endpoint through this
+# connector (egress to private ranges only); its range is an authorized network of
+# the cluster (infra/modules/gke), so no Google Cloud public range needs to be.
+resource "google_vpc_access_connector" "functions" {
+  project       = var.project_id
+  name          = "${var.name}-fn"
+  region        = var.region
+  network       = google_compute_network.vpc.name
+  ip_cidr_range = var.connector_cidr
+  min_instances = 2
+  max_instances = 3
+}

@@ -37,3 +37,13 @@ output "webhook_firewall_name" {
   description = "Name of the control-plane-to-nodes webhook firewall rule."
   value       = google_compute_firewall.master_to_webhooks.name
 }
+
+output "connector_id" {
+  description = "Serverless VPC Access connector of the submit function (projects/P/locations/R/connectors/C)."
+  value       = google_vpc_access_connector.functions.id
+}
+
+output "connector_cidr" {
+  description = "Range of the connector; an authorized network of the control plane."
+  value       = google_vpc_access_connector.functions.ip_cidr_range
+}

@@ -52,6 +52,16 @@ variable "services_cidr" {
   }
 }
 
+variable "connector_cidr" {
+  description = "The /28 of the Serverless VPC Access connector the submit function reaches the control plane through."
+  type        = string
+  default     = "10.40.0.0/28"
+  validation {
+    condition     = can(cidrhost(var.connector_cidr, 0)) && endswith(var.connector_cidr, "/28")
+    error_message = "connector_cidr must be a /28."
+  }
+}
+
 variable "master_cidr" {
   description = "The /28 of the private cluster's control plane; the source of the webhook firewall rule."
   type        = string

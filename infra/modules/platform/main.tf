@@ -17,11 +17,12 @@ module "services" {
 }
 
 module "network" {
-  source      = "../network"
-  project_id  = var.project_id
-  region      = var.region
-  name        = "landfall-${var.env}"
-  master_cidr = var.master_cidr
+  source         = "../network"
+  project_id     = var.project_id
+  region         = var.region
+  name           = "landfall-${var.env}"
+  master_cidr    = var.master_cidr
+  connector_cidr = var.connector_cidr
 
   depends_on = [module.services]
 }
@@ -69,16 +70,34 @@ module "gke" {
   services_range_name     = module.network.services_range_name
   master_cidr             = module.network.master_cidr
   master_authorized_cidrs = var.master_authorized_cidrs
-  node_tag                = module.network.node_tag
-  release_channel         = var.release_channel
-  node_service_account    = module.iam.emails["gke-nodes"]
-  gpu_machine_type        = var.gpu_machine_type
-  gpu_accelerator_type    = var.gpu_accelerator_type
-  gpu_accelerator_count   = var.gpu_accelerator_count
-  gpu_max_nodes           = var.gpu_max_nodes
-  gpu_spot                = var.gpu_spot
-  deletion_protection     = var.deletion_protection
-  labels                  = local.labels
+  internal_authorized_cidrs = [{
+    cidr_block   = module.network.connector_cidr
+    display_name = "submit function connector"
+  }]
+  node_tag              = module.network.node_tag
+  release_channel       = var.release_channel
+  node_service_account  = module.iam.emails["gke-nodes"]
+  gpu_machine_type      = var.gpu_machine_type
+  gpu_accelerator_type  = var.gpu_accelerator_type
+  gpu_accelerator_count = var.gpu_accelerator_count
+  gpu_max_nodes         = var.gpu_max_nodes
+  gpu_spot              = var.gpu_spot
+  deletion_protection   = var.deletion_protection
+  labels                = local.labels
+}
+
+module "triggers" {
+  source                 = "../triggers"
+  project_id             = var.project_id
+  env                    = var.env
+  region                 = var.region
+  state_bucket           = var.state_bucket
+  trainer_repository_id  = module.registry.repository_id
+  test_service_account   = module.iam.emails["test"]
+  deploy_service_account = module.iam.emails["build"]
+  github                 = var.github
+
+  depends_on = [module.services]
 }
 
 module "iam" {
@@ -89,9 +108,13 @@ module "iam" {
   sources_bucket_name = module.storage.sources_bucket_name
   state_bucket        = var.state_bucket
   topic_name          = module.pubsub.topic_name
-  repository_name     = module.registry.repository_id
-  repository_location = var.region
-  workload_pool       = module.gke.workload_pool
+  # The deployer attaches the arrival subscription to it.
+  notification_topic_name = module.pubsub.notification_topic_name
+  repository_name         = module.registry.repository_id
+  # Function builds push here only.
+  functions_repository_name = module.registry.functions_repository_id
+  repository_location       = var.region
+  workload_pool             = module.gke.workload_pool
 
   depends_on = [module.services]
 }

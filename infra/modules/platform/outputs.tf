@@ -66,8 +66,13 @@ output "cluster_location" {
 }
 
 output "gke_endpoint" {
-  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
-  value       = module.gke.endpoint
+  description = "Cluster API private endpoint (LANDFALL_GKE_ENDPOINT), reached through functions_connector."
+  value       = module.gke.private_endpoint
+}
+
+output "functions_connector" {
+  description = "VPC connector the submit function reaches the control plane through."
+  value       = module.network.connector_id
 }
 
 output "gke_ca_certificate" {
@@ -84,4 +89,14 @@ output "service_accounts" {
 output "webhook_firewall_rule" {
   description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
   value       = module.network.webhook_firewall_name
+}
+
+output "project_number" {
+  description = "Project number (the functions root names the Pub/Sub service agent with it)."
+  value       = data.google_project.this.number
+}
+
+output "functions_repository" {
+  description = "Artifact Registry repository of the functions' builds, projects/P/locations/L/repositories/R."
+  value       = module.registry.functions_repository_name
 }

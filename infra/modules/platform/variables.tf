@@ -66,8 +66,13 @@ variable "master_cidr" {
   type        = string
 }
 
+variable "connector_cidr" {
+  description = "The /28 of the submit function's VPC connector (an authorized network of the control plane)."
+  type        = string
+}
+
 variable "master_authorized_cidrs" {
-  description = "Extra networks (office/VPN) allowed to the control plane."
+  description = "The only outside networks allowed to the control plane: operators' CIDRs and the deploy build's private pool egress."
   type = list(object({
     cidr_block   = string
     display_name = string
@@ -82,4 +87,14 @@ variable "release_channel" {
 variable "deletion_protection" {
   description = "Protect the cluster against destroy."
   type        = bool
+}
+
+variable "github" {
+  description = "GitHub repository connected to Cloud Build and the branch that deploys (the test and deploy triggers, infra/modules/triggers); null: no triggers."
+  type = object({
+    owner  = string
+    name   = string
+    branch = string
+  })
+  default = null
 }

@@ -34,21 +34,14 @@ resource "google_pubsub_subscription" "dead_letter" {
 }
 
 # Dead-lettering is done by the Pub/Sub service agent: it must publish to the
-# dead-letter topics and acknowledge on the source subscriptions. The source
-# subscriptions (training requests and arrivals) are created with the functions
-# (infra/modules/functions); the subscriber grant is project-wide because the
-# deployer of that root may not set IAM policies, and it is held by Google's own
-# service agent only.
+# dead-letter topics (granted here, on each of those topics only) and acknowledge on
+# the source subscriptions. Its subscriber grant is on those two subscriptions
+# only (training requests and arrivals), next to them in infra/modules/functions;
+# it holds nothing project-wide.
 resource "google_pubsub_topic_iam_member" "dead_letter_publisher" {
   project = var.project_id
   topic   = google_pubsub_topic.dead_letter.name
   role    = "roles/pubsub.publisher"
-  member  = local.pubsub_service_agent
-}
-
-resource "google_project_iam_member" "service_agent_subscriber" {
-  project = var.project_id
-  role    = "roles/pubsub.subscriber"
   member  = local.pubsub_service_agent
 }
 

@@ -32,3 +32,8 @@ output "arrival_dead_letter_subscription_name" {
   description = "Short name of the subscription that keeps dead-lettered arrivals."
   value       = google_pubsub_subscription.arrival_dead_letter.name
 }
+
+output "notification_topic_name" {
+  description = "Short name of the incoming/ notification topic."
+  value       = google_pubsub_topic.notifications.name
+}

@@ -12,3 +12,13 @@ output "image_base" {
   description = "Image path without tag: LOCATION-docker.pkg.dev/PROJECT/REPO/trainer."
   value       = "${var.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.trainer.repository_id}/trainer"
 }
+
+output "functions_repository_id" {
+  description = "Repository ID of the functions' build images."
+  value       = google_artifact_registry_repository.functions.repository_id
+}
+
+output "functions_repository_name" {
+  description = "Resource name (projects/P/locations/L/repositories/R) of the functions' repository: build_config.docker_repository."
+  value       = google_artifact_registry_repository.functions.id
+}

@@ -18,6 +18,16 @@ variable "repository_id" {
   }
 }
 
+variable "functions_repository_id" {
+  description = "Docker repository of the functions' build images (the function-build account pushes here only)."
+  type        = string
+  default     = "landfall-functions"
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,62}$", var.functions_repository_id))
+    error_message = "functions_repository_id must be lowercase letters, digits and dashes."
+  }
+}
+
 variable "keep_recent" {
   description = "Number of most recent trainer image versions kept by the cleanup policy."
   type        = number

@@ -19,5 +19,6 @@ variable "services" {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "storage.googleapis.com",
+    "vpcaccess.googleapis.com",
   ]
 }

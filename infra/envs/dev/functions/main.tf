@@ -15,9 +15,13 @@ locals {
 }
 
 module "functions" {
-  source               = "../../../modules/functions"
-  project_id           = var.project_id
-  region               = var.region
+  source     = "../../../modules/functions"
+  project_id = var.project_id
+  region     = var.region
+  # Added to the platform outputs with the functions' repository: apply the platform first.
+  project_number       = local.platform.project_number
+  docker_repository    = local.platform.functions_repository
+  vpc_connector        = local.platform.functions_connector
   source_dir           = var.functions_source_dir
   sources_bucket_name  = local.platform.sources_bucket_name
   bucket_name          = local.platform.bucket_name

@@ -19,6 +19,8 @@ module "platform" {
   gpu_spot                = var.gpu_spot
   master_cidr             = var.master_cidr
   master_authorized_cidrs = var.master_authorized_cidrs
+  github                  = var.github
+  connector_cidr          = var.connector_cidr
   release_channel         = var.release_channel
   deletion_protection     = var.deletion_protection
 }

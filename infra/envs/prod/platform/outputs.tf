@@ -67,7 +67,7 @@ output "cluster_location" {
 }
 
 output "gke_endpoint" {
-  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
+  description = "Cluster API private endpoint (LANDFALL_GKE_ENDPOINT), reached through functions_connector."
   value       = module.platform.gke_endpoint
 }
 
@@ -85,4 +85,19 @@ output "service_accounts" {
 output "webhook_firewall_rule" {
   description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
   value       = module.platform.webhook_firewall_rule
+}
+
+output "project_number" {
+  description = "Project number (the functions root names the Pub/Sub service agent with it)."
+  value       = module.platform.project_number
+}
+
+output "functions_repository" {
+  description = "Artifact Registry repository of the functions' builds, projects/P/locations/L/repositories/R."
+  value       = module.platform.functions_repository
+}
+
+output "functions_connector" {
+  description = "VPC connector the submit function reaches the control plane's private endpoint through."
+  value       = module.platform.functions_connector
 }

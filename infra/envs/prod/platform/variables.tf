@@ -98,12 +98,28 @@ variable "master_cidr" {
 }
 
 variable "master_authorized_cidrs" {
-  description = "Extra networks (office/VPN) allowed to the control plane."
+  description = "The only outside networks that reach the control plane in prod: operators' CIDRs (office, VPN) and the deploy build's private pool egress (infra/README.md). Empty: the control plane is reachable from the VPC only."
   type = list(object({
     cidr_block   = string
     display_name = string
   }))
   default = []
+  validation {
+    condition = alltrue([
+      for c in var.master_authorized_cidrs : can(cidrhost(c.cidr_block, 0)) && tonumber(split("/", c.cidr_block)[1]) >= 16
+    ])
+    error_message = "Every entry needs a valid cidr_block of /16 or narrower: list specific networks, not the Internet."
+  }
+}
+
+variable "connector_cidr" {
+  description = "The /28 of the submit function's VPC connector (an authorized network of the control plane)."
+  type        = string
+  default     = "10.40.0.0/28"
+  validation {
+    condition     = can(cidrhost(var.connector_cidr, 0)) && endswith(var.connector_cidr, "/28")
+    error_message = "connector_cidr must be a /28."
+  }
 }
 
 variable "release_channel" {
@@ -120,4 +136,14 @@ variable "deletion_protection" {
   description = "Protect the cluster against destroy."
   type        = bool
   default     = true
+}
+
+variable "github" {
+  description = "GitHub repository connected to Cloud Build and the branch that deploys (the test and deploy triggers, infra/modules/triggers); null: no triggers."
+  type = object({
+    owner  = string
+    name   = string
+    branch = string
+  })
+  default = null
 }

@@ -1,0 +1,227 @@
+"""Least-privilege policy over the parsed IaC (python-hcl2) and the rendered overlays (kubectl kustomize).
+
+Every IAM grant in infra/ is enumerated: a project-level role is allowed only if listed below with its
+reason; every IAM condition's ``startsWith`` prefix ends in ``/``. Every RBAC rule of every rendered overlay
+is enumerated: no cluster-wide write (a ClusterRole write verb not limited to named objects).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .tools import INFRA, K8S, OVERLAYS, all_resources, blocks, expr_text, first, load_hcl, render_dir, render_overlay
+
+# (resource name, role) of every project-level grant, with why nothing narrower works.
+PROJECT_ROLES: dict[tuple[str, str], str] = {
+    ("submitter_cluster_access", "roles/container.clusterViewer"):
+        "container.clusters.get to fetch cluster credentials; no Kubernetes objects (RBAC in k8s/ does that)",
+    ("build_cluster_access", "roles/container.clusterViewer"):
+        "the deploy's cluster credentials; no Kubernetes objects (the landfall-deployer RBAC in k8s/ does that)",
+    ("invoker_run_invoker", "roles/run.invoker"):
+        "conditioned on the two functions' Cloud Run services by name",
+    ("nodes_default", "roles/container.defaultNodeServiceAccount"):
+        "GKE nodes' logs and metrics: Google's minimal node role, project-level by design",
+    ("fn_build_logs", "roles/logging.logWriter"): "build logs: a log entry's only parent is the project",
+    ("test_logs", "roles/logging.logWriter"): "build logs: a log entry's only parent is the project",
+    ("build_logs", "roles/logging.logWriter"): "build logs: a log entry's only parent is the project",
+    ("fn_build_sources", "roles/storage.objectViewer"):
+        "Cloud Functions' staging bucket is Google-created; conditioned on it and our sources bucket by name",
+    ("build_functions", "roles/cloudfunctions.developer"):
+        "a function-level grant cannot exist before the function; conditioned on the two functions by name",
+    ("build_subscriptions", "${google_project_iam_custom_role.subscription_deployer.name}"):
+        "subscriptions have no parent narrower than the project; custom role with subscription permissions only",
+}
+
+PROJECT_IAM = {"google_project_iam_member", "google_project_iam_binding"}
+# Conditions on these project-level grants are required: they name the resources.
+MUST_BE_CONDITIONED = {"invoker_run_invoker", "fn_build_sources", "build_functions"}
+BASIC_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate", "*"}
+# Verbs Kubernetes cannot limit with resourceNames: never cluster-wide.
+UNNAMEABLE = {"create", "deletecollection", "*"}
+
+
+def iam_grants() -> list[tuple[Path, str, str, dict[str, Any]]]:
+    return [r for r in all_resources() if r[1].endswith(("_iam_member", "_iam_binding", "_iam_policy"))]
+
+
+def _roles(body: dict[str, Any]) -> list[str]:
+    role = expr_text(body.get("role", ""))
+    if "each.key" in role or "each.value" in role:
+        return [str(v) for v in first(body["for_each"]) if isinstance(v, str)] if isinstance(
+            first(body["for_each"]), list) else [expr_text(body["for_each"])]
+    return [role]
+
+
+def test_iam_grants_are_found() -> None:
+    kinds = {kind for _, kind, _, _ in iam_grants()}
+    assert {"google_project_iam_member", "google_storage_bucket_iam_member", "google_pubsub_topic_iam_member",
+            "google_pubsub_subscription_iam_member", "google_service_account_iam_member",
+            "google_artifact_registry_repository_iam_member"} <= kinds
+
+
+def test_no_authoritative_or_basic_grants() -> None:
+    for path, kind, name, body in iam_grants():
+        assert not kind.endswith(("_iam_policy", "_iam_binding")), f"{path}: {kind}.{name} is authoritative"
+        assert not set(_roles(body)) & BASIC_ROLES, f"{path}: {kind}.{name}"
+
+
+def test_project_level_roles_are_allow_listed() -> None:
+    found = set()
+    for path, kind, name, body in iam_grants():
+        if kind not in PROJECT_IAM:
+            continue
+        for role in _roles(body):
+            found.add((name, role))
+            assert (name, role) in PROJECT_ROLES, f"{path}: {kind}.{name} grants {role} project-wide: not allow-listed"
+        if name in MUST_BE_CONDITIONED:
+            assert "condition" in body, f"{kind}.{name} must be conditioned"
+    assert found == set(PROJECT_ROLES), f"stale allow-list entries: {set(PROJECT_ROLES) - found}"
+    assert all(reason.strip() for reason in PROJECT_ROLES.values())
+
+
+def test_pubsub_agent_grants_are_on_its_resources() -> None:
+    agent = [(kind, name, body) for _, kind, name, body in iam_grants() if "pubsub_service_agent" in expr_text(
+        body.get("member", "")) or "gcp-sa-pubsub" in expr_text(body.get("member", ""))]
+    by_kind: dict[str, list[str]] = {}
+    for kind, _name, body in agent:
+        by_kind.setdefault(kind, []).append(expr_text(body["role"]))
+    assert set(by_kind) == {"google_pubsub_topic_iam_member", "google_pubsub_subscription_iam_member",
+                            "google_service_account_iam_member"}, by_kind
+    assert set(by_kind["google_pubsub_topic_iam_member"]) == {"roles/pubsub.publisher"}
+    assert set(by_kind["google_pubsub_subscription_iam_member"]) == {"roles/pubsub.subscriber"}
+    # The subscriber grant covers exactly the two subscriptions with a dead-letter policy.
+    fn = load_hcl(INFRA / "modules" / "functions" / "main.tf")
+    with_dlq = {n.strip('"') for b in blocks(fn, "resource") for k, named in b.items()
+                if k.strip('"') == "google_pubsub_subscription" for n, body in named.items()
+                if "dead_letter_policy" in body}
+    assert with_dlq == {"training_requests", "arrivals"}
+    sources = {expr_text(v) for b in blocks(fn, "locals") for v in first(b.get("dead_letter_sources", {})).values()}
+    assert sources == {f"${{google_pubsub_subscription.{s}.name}}" for s in with_dlq}, sources
+
+
+def test_deploy_account_acts_as_exactly_the_accounts_it_deploys() -> None:
+    act_as = [body for _, kind, _name, body in iam_grants()
+              if kind == "google_service_account_iam_member"
+              and expr_text(body["role"]) == "roles/iam.serviceAccountUser"]
+    assert len(act_as) == 1
+    assert 'sa["build"]' in expr_text(act_as[0]["member"])
+    accounts = set(re.findall(r"[\w-]+", expr_text(act_as[0]["for_each"]))) - {"toset"}
+    assert accounts == {"converter", "submitter", "invoker", "fn-build"}, accounts
+
+
+def test_repository_writers_push_to_their_own_repository() -> None:
+    writers = {name: expr_text(body["repository"]) for _, kind, name, body in iam_grants()
+               if kind == "google_artifact_registry_repository_iam_member"
+               and expr_text(body["role"]) == "roles/artifactregistry.writer"}
+    assert writers == {"build_push": "${var.repository_name}", "fn_build_push": "${var.functions_repository_name}"}
+
+
+# --- conditions --------------------------------------------------------------------------------------------
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def starts_with_args(text: str) -> list[str]:
+    """The literal argument of every ``startsWith(...)``, quotes and escapes removed."""
+    out = []
+    for m in re.finditer(r"startsWith\(", text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        out.append(text[m.end():i - 1].replace("\\", "").strip().strip('"'))
+    return out
+
+
+def condition_expressions(root: Path = INFRA) -> list[tuple[str, str]]:
+    """Every condition expression in ``root``, with the locals it refers to substituted."""
+    out = []
+    for path in sorted(root.rglob("*.tf")):
+        doc = load_hcl(path)
+        local_text = {k: " ".join(_strings(v)) for b in blocks(doc, "locals") for k, v in b.items()}
+        for block in blocks(doc, "resource"):
+            for kind, named in block.items():
+                for name, body in named.items():
+                    for cond in body.get("condition", []) if isinstance(body.get("condition"), list) else []:
+                        text = expr_text(cond["expression"])
+                        for key, value in local_text.items():
+                            text = text.replace(f"local.{key}", value)
+                        out.append((f"{path.relative_to(root)}:{kind.strip(chr(34))}.{name.strip(chr(34))}", text))
+    return out
+
+
+def test_every_condition_prefix_ends_in_slash() -> None:
+    conditions = condition_expressions()
+    assert len(conditions) >= 10
+    prefixes = 0
+    for where, text in conditions:
+        for arg in starts_with_args(text):
+            prefixes += 1
+            assert arg.endswith("/"), f"{where}: startsWith({arg!r}) matches any name that merely begins so"
+    assert prefixes >= 8
+
+
+def test_condition_check_catches_a_missing_slash(tmp_path: Path) -> None:
+    (tmp_path / "main.tf").write_text(
+        'locals {\n  p = "resource.name.startsWith(\\"projects/_/buckets/b\\")"\n}\n'
+        'resource "google_project_iam_member" "m" {\n  project = "p"\n  role = "r"\n  member = "m"\n'
+        '  condition {\n    title = "t"\n    expression = local.p\n  }\n}\n'
+    )
+    [(_where, text)] = condition_expressions(tmp_path)
+    assert starts_with_args(text) == ["projects/_/buckets/b"]
+
+
+# --- RBAC ----------------------------------------------------------------------------------------------------
+def _kueue_overlay(tmp: Path) -> Path:
+    """overlays/prod with the Kueue component switched on (a copy of k8s/, as tests/infra/test_kueue.py does)."""
+    from .test_kueue import enable_in_prod
+
+    k8s = tmp / "k8s"
+    shutil.copytree(K8S, k8s)
+    enable_in_prod(k8s)
+    return k8s / "overlays" / "prod"
+
+
+def cluster_wide_writes(objs: list[dict[str, Any]]) -> list[str]:
+    problems = []
+    for obj in objs:
+        if obj["kind"] != "ClusterRole":
+            continue
+        for rule in obj.get("rules", []):
+            verbs = set(rule.get("verbs", []))
+            writes = verbs & WRITE_VERBS
+            if not writes:
+                continue
+            if writes & UNNAMEABLE or not rule.get("resourceNames"):
+                problems.append(f"ClusterRole/{obj['metadata']['name']}: {sorted(writes)} on {rule.get('resources')}")
+    for obj in objs:
+        if obj["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert obj["roleRef"]["name"] not in ("cluster-admin", "admin", "edit"), obj["metadata"]
+    return problems
+
+
+@pytest.mark.parametrize("name", [*OVERLAYS, "prod+kueue"])
+def test_no_cluster_wide_write_verbs(name: str, tmp_path: Path) -> None:
+    objs = render_dir(_kueue_overlay(tmp_path)) if name == "prod+kueue" else render_overlay(name)
+    assert any(o["kind"] == "ClusterRole" for o in objs)
+    assert cluster_wide_writes(objs) == []
+
+
+def test_rbac_check_catches_cluster_wide_writes() -> None:
+    role = {"kind": "ClusterRole", "metadata": {"name": "x"},
+            "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "patch"]},
+                      {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["a"], "verbs": ["create"]},
+                      {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["a"], "verbs": ["patch"]}]}
+    assert len(cluster_wide_writes([role])) == 2
