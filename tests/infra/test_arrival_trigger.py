@@ -228,9 +228,21 @@ def test_invoker_may_call_the_arrival_function_and_nothing_from_eventarc() -> No
     callable_ = set(items(variables["function_names"]["default"]))
     assert callable_ == names == {"on-data-arrival", "on-training-request"}
     assert "function_names" not in module_calls(PLATFORM)["iam"]  # the default is what deploys
-    text = "\n".join(p.read_text() for p in sorted(INFRA.rglob("*.tf")))
-    assert "roles/eventarc." not in text
-    assert "eventarc.googleapis.com" not in text
+    # No role, API (google_project_service) or other attribute anywhere in infra/ names Eventarc.
+    values = [v for tf in sorted(INFRA.rglob("*.tf")) if ".terraform" not in tf.parts for v in _values(load_hcl(tf))]
+    assert values
+    assert not [v for v in values if "roles/eventarc." in v]
+    assert not [v for v in values if "eventarc.googleapis.com" in v]
+    assert not all_resources("google_eventarc_trigger")
+
+
+def _values(node: Any) -> list[str]:
+    """Every key and string value of a parsed .tf file (attribute values, block labels, expressions)."""
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in [str(k), *_values(v)]]
+    if isinstance(node, list):
+        return [s for v in node for s in _values(v)]
+    return [str(node)]
 
 
 # --- (d) the storage agent's grant ------------------------------------------------------------------------

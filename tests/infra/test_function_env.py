@@ -21,6 +21,8 @@ from .tools import (
     TRAINER_SA,
     blocks,
     find,
+    first,
+    labelled,
     load_hcl,
     render_overlay,
     unquote,
@@ -63,17 +65,27 @@ def _locals() -> dict[str, Any]:
     return out
 
 
+def _functions() -> dict[str, dict[str, Any]]:
+    """``resource "google_cloudfunctions2_function" "<name>"`` bodies of infra/modules/functions/main.tf."""
+    out: dict[str, dict[str, Any]] = {}
+    for block in blocks(load_hcl(FUNCTIONS / "main.tf"), "resource"):
+        for kind, named in block.items():
+            if kind.strip('"') == "google_cloudfunctions2_function":
+                out |= {name.strip('"'): body for name, body in named.items()}
+    return out
+
+
 def function_environments() -> dict[str, dict[str, str]]:
     """``{"on_data_arrival": {"LANDFALL_X": "<expr>", ...}, ...}`` from infra/modules/functions/main.tf."""
-    text = (FUNCTIONS / "main.tf").read_text()
     env_locals = _locals()
     out: dict[str, dict[str, str]] = {}
-    for m in re.finditer(r'resource "google_cloudfunctions2_function" "(\w+)" \{(.*?)\n\}', text, re.S):
-        ref = re.search(r"environment_variables\s+=\s+local\.(\w+)", m.group(2))
-        assert ref, f"{m.group(1)}: environment_variables must be a local map"
-        env = env_locals[ref.group(1)]
-        env = env[0] if isinstance(env, list) else env
-        out[m.group(1)] = {k: str(unquote(v)) for k, v in env.items()}
+    for name, body in _functions().items():
+        service = first(body.get("service_config"))
+        ref = isinstance(service, dict) and re.fullmatch(
+            r"\$\{local\.(\w+)\}", str(unquote(service.get("environment_variables"))))
+        assert ref, f"{name}: service_config.environment_variables must be a local map"
+        env = first(env_locals[ref.group(1)])
+        out[name] = {k: str(unquote(v)) for k, v in env.items()}
     return out
 
 
@@ -101,8 +113,9 @@ def test_submitter_environment_is_complete() -> None:
     assert env["LANDFALL_GKE_ENDPOINT"] == "${var.gke_endpoint}"
     # Terraform's cluster_ca_certificate is base64 PEM; landfall.core.kube decodes base64, PEM or a path.
     assert env["LANDFALL_GKE_CA_CERT"] == "${var.gke_ca_certificate}"
-    gke = (INFRA / "modules" / "gke" / "outputs.tf").read_text()
-    assert "master_auth[0].cluster_ca_certificate" in gke
+    gke = labelled(load_hcl(INFRA / "modules" / "gke" / "outputs.tf"), "output")
+    assert unquote(gke["ca_certificate"]["value"]) == (
+        "${google_container_cluster.this.master_auth[0].cluster_ca_certificate}")
 
 
 def test_converter_gets_no_cluster_access() -> None:
@@ -140,13 +153,28 @@ def test_reconciler_env_vars_are_config_fields(env: str) -> None:
     assert cfg.bucket and "GOOGLE_CLOUD_PROJECT" in values
 
 
+def _iam_resources(rtype: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for block in blocks(load_hcl(INFRA / "modules" / "iam" / "main.tf"), "resource"):
+        for kind, named in block.items():
+            if kind.strip('"') == rtype:
+                out |= {name.strip('"'): body for name, body in named.items()}
+    return out
+
+
 def test_reconciler_identity_has_workload_identity_in_infra() -> None:
-    iam = (INFRA / "modules" / "iam" / "main.tf").read_text()
-    assert "[${var.training_namespace}/${var.submitter_ksa}]" in iam
+    binding = _iam_resources("google_service_account_iam_member")["submitter_workload_identity"]
+    assert unquote(binding["service_account_id"]) == '${google_service_account.sa["submitter"].name}'
+    assert unquote(binding["role"]) == "roles/iam.workloadIdentityUser"
+    assert unquote(binding["member"]) == (
+        "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.submitter_ksa}]")
     variables = load_module(INFRA / "modules" / "iam").variables
     assert unquote(variables["submitter_ksa"]["default"]) == SUBMITTER_SA
     assert unquote(variables["training_namespace"]["default"]) == NAMESPACE
-    assert 'resource "google_service_account_iam_member" "submitter_workload_identity"' in iam
     # The reconciler reads manifests under tfrecords/: the submitter's only bucket grant.
-    assert re.search(r'"submitter_read_manifests".*?prefix_condition\["tfrecords"\]', iam, re.S)
+    read = _iam_resources("google_storage_bucket_iam_member")["submitter_read_manifests"]
+    assert unquote(read["member"]) == '${google_service_account.sa["submitter"].member}'
+    assert unquote(read["role"]) == "roles/storage.objectViewer"
+    condition = str(unquote(first(read["condition"])["expression"]))
+    assert re.match(r'\$\{local\.prefix_condition\["tfrecords"\]\}', condition), condition
     assert (K8S / "base" / "reconciler.yaml").is_file()

@@ -251,12 +251,3 @@ def test_placeholders_are_only_in_known_places() -> None:
     text = "".join(yaml.safe_dump(o) for o in render_overlay("dev"))
     assert "PROJECT_ID" in text  # replaced by Cloud Build, see the test above
     assert ":latest" not in text
-
-
-def test_readmes_cover_operator_install_and_cluster_pitfalls() -> None:
-    k8s_readme = (K8S / "README.md").read_text()
-    assert "manifests/overlays/standalone?ref=v1.9." in k8s_readme  # pinned to the v1.9 line
-    assert "kubectl -n kubeflow get pods" in k8s_readme
-    infra_readme = (K8S.parent / "infra" / "README.md").read_text()
-    for needle in ("443", "6443", "GPU pool", "Apply order", "kubectl -n kubeflow get pods"):
-        assert needle in infra_readme, needle

@@ -26,7 +26,10 @@ from .tools import (
     NAMESPACE,
     OVERLAYS,
     SUBMITTER_SA,
+    blocks,
     find,
+    first,
+    load_hcl,
     render_dir,
     render_overlay,
     run,
@@ -313,6 +316,25 @@ def test_quota_fits_the_rendered_tfjob_and_the_gpu_pool(objs: list[dict[str, Any
     assert per_pod["cpu"] <= cpus and per_pod["memory"] <= quantity(memory) and per_pod["nvidia.com/gpu"] <= gpus
 
 
+def gpu_pool_gets_the_gke_gpu_taint() -> None:
+    """GKE taints the nodes of a pool with GPUs (guest_accelerator) nvidia.com/gpu=present:NoSchedule itself; the
+    pool in infra/modules/gke must have its accelerators and declare no other taint."""
+    pools = {}
+    for block in blocks(load_hcl(INFRA / "modules" / "gke" / "main.tf"), "resource"):
+        for kind, named in block.items():
+            if kind.strip('"') == "google_container_node_pool":
+                pools |= {name.strip('"'): body for name, body in named.items()}
+    node_config = first(pools["gpu"]["node_config"])
+    accelerator = first(node_config["guest_accelerator"])
+    assert unquote(accelerator["type"]) == "${var.gpu_accelerator_type}"
+    assert unquote(accelerator["count"]) == "${var.gpu_accelerator_count}"
+    for taint in node_config.get("taint", []):
+        taint = {k: unquote(v) for k, v in first(taint).items()}
+        assert taint == {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}, taint
+    variables = load_module(INFRA / "modules" / "gke").variables
+    assert int(unquote(variables["gpu_accelerator_count"]["default"])) >= 1
+
+
 def test_flavor_selects_the_nodes_the_workers_select(objs: list[dict[str, Any]], worker: dict[str, Any]) -> None:
     rf = find(objs, "ResourceFlavor", flavor_name(objs))["spec"]
     pod = worker["pod"]
@@ -322,7 +344,7 @@ def test_flavor_selects_the_nodes_the_workers_select(objs: list[dict[str, Any]],
     assert rf["nodeLabels"]["cloud.google.com/gke-accelerator"] == unquote(variables["gpu_accelerator_type"]["default"])
     # The pool's taint (infra/modules/gke: GKE taints GPU nodes nvidia.com/gpu=present:NoSchedule) is
     # declared on the flavor, and the workers tolerate it, so Kueue admits them to this flavor.
-    assert "nvidia.com/gpu=present:NoSchedule" in (INFRA / "modules" / "gke" / "main.tf").read_text()
+    gpu_pool_gets_the_gke_gpu_taint()
     assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in rf["nodeTaints"]
     for taint in rf["nodeTaints"]:
         assert tolerates(pod["tolerations"], taint), taint
@@ -387,9 +409,3 @@ def test_kubernetes_objects_still_validate_strictly(objs: list[dict[str, Any]], 
                                                                                                f"{GROUP}/"))]))
     proc = run([tool("kubernetes-validate"), "--strict", "--quiet", "-k", "1.32.0", str(rendered)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_readme_documents_the_component() -> None:
-    readme = (K8S / "README.md").read_text()
-    for needle in ("components/kueue", f"LANDFALL_QUEUE_NAME={QUEUE}", "kueue.x-k8s.io/queue-name", "v1beta2"):
-        assert needle in readme, needle
