@@ -16,7 +16,9 @@ Flags
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
     --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
-    --collective auto|ring|nccl, --collective-timeout-s, --health-check-interval-s   distribution
+    --collective auto|ring|nccl, --collective-timeout-s   distribution
+    --health-check-interval-s accepted and ignored: TensorFlow 2.20's coordination service finds a
+                              dead peer by its missed heartbeats (10 s) whatever this says
     --verbose 0|1|2           Keras progress on stderr (default 2: one line per epoch)
 
 Cluster
@@ -29,13 +31,17 @@ Cluster
 Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
     0    trained (or the job dir already holds a finished run of the same length)
     1    unexpected error (a bug: not retried)
-    2    bad arguments
+    2    bad arguments or TF_CONFIG
     3    invalid input: a manifest whose shape or dtype disagrees with the model, a corrupt record,
          a shard that disagrees with its manifest, too little data for one batch
     4    not found: a manifest or a shard it lists does not exist
-    128  storage temporarily unavailable (retry)
-    129  the cluster failed: a peer worker died or a collective timed out (restart all workers)
-    A worker killed by a signal is retried by the operator as well.
+    128  storage or its credentials temporarily unreachable: Cloud Storage 429/5xx or connection
+         errors, the metadata server's token fetch failing (Workload Identity not ready yet) (retry)
+    129  the cluster failed: a peer worker died (while the cluster formed or after) or a collective
+         timed out, in any phase (restart all workers)
+    A worker killed by a signal is retried by the operator as well. Every phase (manifests, staging,
+    strategy, model build and variable broadcast, fit, saving) is classed by the one table in
+    ``trainer.errors``; the failed phase is logged and recorded in metrics.json (``failed_phase``).
 
 Job dir (see ``trainer.jobdir``)
     metrics.json (landfall.metrics/v1, rewritten atomically after every epoch), attempts.json,
@@ -70,7 +76,7 @@ from landfall.core.storage import Storage
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
-from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code
+from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
 from trainer.jobdir import METRICS, JobDir
 
 log = logs.get("trainer.task")
@@ -103,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--work-dir", help="local scratch folder (default under $TMPDIR)")
     a("--collective", choices=["auto", "ring", "nccl"])
     a("--collective-timeout-s", type=float)
-    a("--health-check-interval-s", type=float)
+    a("--health-check-interval-s", type=float,
+      help="ignored: the coordination service detects a dead peer by its missed heartbeats")
     a("--verbose", type=int, choices=[0, 1, 2])
     return p
 
@@ -186,19 +193,24 @@ def already_done(job: JobDir, cfg: TrainerConfig) -> bool:
 
 
 def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, metrics: Metrics) -> int:
+    """Each step runs in a ``phase``: what fails in it leaves classed (``trainer.errors``)."""
     fields = {"worker": cluster.worker_index, "num_workers": cluster.num_workers}
-    inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
-    metrics.doc.update(dataset=",".join(inputs.datasets), manifests=list(inputs.manifest_uris))
-    plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
-                                  cfg.validation_fraction, cfg.seed)
-    log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
-    if already_done(job, cfg):
+    with phase("reading the manifests"):  # the first storage call: the first token fetch
+        inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
+        metrics.doc.update(dataset=",".join(inputs.datasets), manifests=list(inputs.manifest_uris))
+        plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
+                                      cfg.validation_fraction, cfg.seed)
+        log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
+    with phase("reading the job dir"):
+        done = already_done(job, cfg)
+    if done:
         log.info("job dir already holds a finished run of this length; nothing to do", extra={"fields": fields})
         metrics.enabled = False
         return EXIT_OK
     work = work_dir_of(cfg, cluster)
-    paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
-    mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
+    with phase("staging the shards"):
+        paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
+        mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
 
     from trainer import train  # TensorFlow from here on
 
@@ -226,17 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         code = run(cfg, cluster, storage, job, metrics)
-    except Exception as exc:  # classified below: every failure leaves with a code the TFJob can act on
+    except Exception as exc:  # classed where it happened (trainer.errors.phase): a code the TFJob can act on
         code = exit_code(exc)
         retryable = code >= 128
+        failed_phase = phase_of(exc)
+        where = f" while {failed_phase}" if failed_phase else ""
+        fields = {"worker": cluster.worker_index, "exit_code": code, "retryable": retryable, "phase": failed_phase}
         if code == EXIT_BUG:
-            log.exception(f"training failed: {exc}", extra={"fields": {"worker": cluster.worker_index}})
+            log.exception(f"training failed{where}: {exc}", extra={"fields": fields})
         else:
-            log.error(f"training failed: {exc}", extra={"fields": {
-                "worker": cluster.worker_index, "exit_code": code, "retryable": retryable}})
+            log.error(f"training failed{where}: {exc}", extra={"fields": fields})
         try:
             metrics.update(status="failed", ended_at=utc_now(), error=str(exc), retryable=retryable,
-                           exit_code=code)
+                           exit_code=code, failed_phase=failed_phase)
         except Exception as write_exc:
             log.warning(f"could not record the failure in {METRICS}: {write_exc}")
     log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,

@@ -6,18 +6,15 @@ input fails fast without paying for TensorFlow.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import re
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import tensorflow as tf
@@ -30,25 +27,28 @@ from trainer import data
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
-from trainer.errors import ClusterFailure
+from trainer.errors import phase
 from trainer.inputs import Inputs, Plan
 from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
 
 log = logs.get("trainer.train")
 
-# Errors a lost peer or an aborted collective surfaces as: restart every worker.
-CLUSTER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.DeadlineExceededError,
-                  tf.errors.CancelledError)
+# Phases of ``fit``, each run in ``trainer.errors.phase``: what fails in one leaves classed.
+STRATEGY = "creating the strategy"
+ATTEMPT = "recording the attempt"
+RESTORE = "restoring the backup"
+BUILD = "building the model and broadcasting its variables"
+FIT = "training"
+SAVE = "saving the model"
+FINISH = "recording the result"
 
 
 def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
-    """MultiWorkerMirroredStrategy from ``TF_CONFIG`` (one process when it is absent)."""
-    try:  # how often the strategy pings its peers; a dead peer aborts collectives (UnavailableError)
-        from tensorflow.python.distribute import collective_all_reduce_strategy as cars
+    """MultiWorkerMirroredStrategy from ``TF_CONFIG`` (one process when it is absent).
 
-        cars.CollectiveAllReduceExtended._check_health_interval = max(1.0, cfg.health_check_interval_s)
-    except (ImportError, AttributeError):  # private API: keep TensorFlow's default when it moves
-        pass
+    A barrier: returns once every worker has joined the coordination service, which from then on
+    finds a dead peer by its missed heartbeats and aborts the collectives (UnavailableError).
+    """
     implementation = {
         "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
         "ring": tf.distribute.experimental.CommunicationImplementation.RING,
@@ -142,33 +142,45 @@ def _num(value) -> float | None:
 def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, paths: list[str], work: Path,
         mean, std, inputs: Inputs) -> int:
     """Trains to ``cfg.epochs`` (resuming from the job dir's backup), saves the model and records the run."""
-    strategy = make_strategy(cfg)  # a barrier: returns once every worker is up
-    sizes = batch_sizes(cfg, cluster, strategy, plan)
-    attempt = _start_attempt(cluster, job, metrics, strategy, plan, sizes, inputs)
-    backup, restored = _restore_backup(cluster, job, work)
-    log.info("training", extra={"fields": {"worker": cluster.worker_index, "replicas": strategy.num_replicas_in_sync,
+    fields = {"worker": cluster.worker_index}
+    with phase(STRATEGY):
+        log.info("waiting for every worker to join the cluster", extra={"fields": fields})
+        started = time.monotonic()
+        strategy = make_strategy(cfg)
+        sizes = batch_sizes(cfg, cluster, strategy, plan)
+        log.info("cluster ready", extra={"fields": {**fields, "replicas": strategy.num_replicas_in_sync,
+                                                    "waited_s": round(time.monotonic() - started, 3)}})
+    with phase(ATTEMPT):
+        attempt = _start_attempt(cluster, job, metrics, strategy, plan, sizes, inputs)
+    with phase(RESTORE):
+        backup, restored = _restore_backup(cluster, job, work)
+    log.info("training", extra={"fields": {**fields, "replicas": strategy.num_replicas_in_sync,
                                            "global_batch_size": plan.global_batch_size, "attempt": attempt,
                                            "backup_files": restored}})
-    keras.utils.set_random_seed(cfg.seed)
-    with strategy.scope():
-        model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
-    train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs)
-    timer = EpochTimer()
-    callbacks = [
-        timer,
-        keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
-        keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
-        EpochReporter(cluster, job, metrics, plan, work, attempt, timer),
-    ]
-    with _classed_errors(inputs):
+    with phase(BUILD):  # every variable's initial value is broadcast from worker 0: a collective
+        keras.utils.set_random_seed(cfg.seed)
+        with strategy.scope():
+            model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
+        log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
+    with phase(FIT):
+        train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs)
+        timer = EpochTimer()
+        callbacks = [
+            timer,
+            keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
+            keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
+            EpochReporter(cluster, job, metrics, plan, work, attempt, timer),
+        ]
         model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
                   validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
+    with phase(SAVE):
         save_model(model, cluster, job, work, mean, std, inputs)
     if cluster.is_chief:
-        job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
-        metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
-                       tensorboard=job.path(TENSORBOARD))
-    log.info("training finished", extra={"fields": {"worker": cluster.worker_index, "epochs": cfg.epochs}})
+        with phase(FINISH):
+            job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
+            metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
+                           tensorboard=job.path(TENSORBOARD))
+    log.info("training finished", extra={"fields": {**fields, "epochs": cfg.epochs}})
     return 0
 
 
@@ -202,7 +214,7 @@ def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribu
         previous = job.read_json(METRICS) or {}
         metrics.doc["epochs"] = list(previous.get("epochs") or [])
         metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
-    metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None,
+    metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None, failed_phase=None,
                        replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
                        validation_steps=sizes.val_steps, attempt=attempt,
                        instances={"total": inputs.count, "train": sum(plan.train_counts),
@@ -237,20 +249,6 @@ def _datasets(cfg: TrainerConfig, strategy: tf.distribute.Strategy, plan: Plan, 
     return train_ds, val_ds
 
 
-@contextlib.contextmanager
-def _classed_errors(inputs: Inputs) -> Iterator[None]:
-    """TensorFlow's errors during fit and save, as the trainer's exit classes."""
-    try:
-        yield
-    except CLUSTER_ERRORS as exc:
-        raise ClusterFailure(f"the cluster failed (a peer worker died or a collective timed out): "
-                             f"{type(exc).__name__}: {_first_line(exc)}") from exc
-    except tf.errors.DataLossError as exc:
-        raise Invalid(f"corrupt record in a shard: {_first_line(exc)}") from exc
-    except tf.errors.InvalidArgumentError as exc:
-        raise Invalid(f"a record does not decode as {list(inputs.shape)} float32: {_first_line(exc)}") from exc
-
-
 def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs) -> None:
     """Every worker saves (the strategy requires it); only the chief's copy goes to the job dir."""
     local = work / ("model" if cluster.is_chief else f"model-tmp-{cluster.worker_index}")
@@ -269,17 +267,3 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
     }, indent=2))
     job.mirror_up(local, MODEL, last=("saved_model.pb",))
 
-
-def _first_line(exc: BaseException) -> str:
-    """The informative part of a TensorFlow error: no "Graph execution error", frames or node names."""
-    text = getattr(exc, "message", None) or str(exc)
-    keep = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith((" ", "\t")) or line.startswith(
-                ("Graph execution error", "Detected at node", "Detected unsupported operations")):
-            continue
-        line = line.replace("<stack traces unavailable>", "")
-        line = re.sub(r"\[\[\{\{node [^}]*\}\}\]\]|\[Op:[^\]]*\]|\{\{function_node [^}]*\}\}", "", line).strip()
-        if line:
-            keep.append(line)
-    return " ".join(keep)[:500] or type(exc).__name__

@@ -6,10 +6,15 @@ writes (bad manifests, odd shard counts); the cross-stage test uses the real con
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -55,15 +60,115 @@ def write_dataset(storage: Storage, prefix: str, array: np.ndarray, shards: int 
     return uri
 
 
-def trainer_env(**extra: str) -> dict[str, str]:
+def trainer_env(**extra: str | None) -> dict[str, str]:
+    """This process's environment for a trainer; an ``extra`` value of None removes that variable."""
     env = dict(os.environ)
     env.update({"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1",
                 "CUDA_VISIBLE_DEVICES": ""})
     env.pop("TF_CONFIG", None)
-    env.update(extra)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env
 
 
-def run_trainer(args: list[str], timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+def run_trainer(args: list[str], timeout: float = 300, **env: str | None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainer.task", *args], cwd=REPO, env=trainer_env(**env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+# -- a GKE metadata server -------------------------------------------------------------------------
+
+SERVICE_ACCOUNTS = "/computeMetadata/v1/instance/service-accounts/"
+
+
+class MetadataServer:
+    """The GKE metadata server as google-auth talks to it (``GCE_METADATA_HOST``/``GCE_METADATA_IP``):
+    it answers the detection ping, 404s what it does not know (project id, universe domain: the
+    defaults), and serves the Workload Identity service account and its access tokens.
+
+    Like the GKE metadata server in the first moments of a new pod, before Workload Identity can
+    hand out tokens, it answers every request for the service account or a token with 503 until
+    ``make_ready()``: google-auth tries five times (1 + 2 + 4 + 8 s apart), then raises
+    ``TransportError`` ("Compute Engine Metadata server unavailable"), which the credentials
+    re-raise as ``RefreshError`` from it. (Not ready for a number of requests instead would not
+    do: the storage client refreshes its credentials from two threads at once, which share them.)
+    """
+
+    def __init__(self, ready: bool = True):
+        self.is_ready = ready
+        self.refused = 0
+        self.tokens = 0
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def make_ready(self) -> None:
+        with self.lock:
+            self.is_ready = True
+
+    def env(self, storage_url: str, sdk_config: Path) -> dict[str, str | None]:
+        """A trainer environment that authenticates through this server and reaches the storage
+        emulator with the token (``API_ENDPOINT_OVERRIDE``: a custom endpoint that keeps auth, where
+        ``STORAGE_EMULATOR_HOST`` would switch to anonymous credentials)."""
+        return {"GCE_METADATA_HOST": self.host, "GCE_METADATA_IP": self.host, "API_ENDPOINT_OVERRIDE": storage_url,
+                "STORAGE_EMULATOR_HOST": None, "GOOGLE_APPLICATION_CREDENTIALS": None, "NO_GCE_CHECK": None,
+                "CLOUDSDK_CONFIG": str(sdk_config)}  # no gcloud application-default credentials either
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path.startswith(SERVICE_ACCOUNTS):
+                    with owner.lock:
+                        ready = owner.is_ready
+                        owner.refused += not ready
+                    if not ready:
+                        return self._send(503, "text/plain", b"Workload Identity is not ready yet")
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self._send(403, "text/plain", b"Missing Metadata-Flavor:Google header.")
+                if path == "/":
+                    return self._send(200, "application/text", b"computeMetadata/")
+                if path == SERVICE_ACCOUNTS + "default/":
+                    return self._json({"aliases": ["default"], "email": "trainer@landfall-test.iam.gserviceaccount.com",
+                                       "scopes": ["https://www.googleapis.com/auth/cloud-platform"]})
+                if path == SERVICE_ACCOUNTS + "default/token":
+                    with owner.lock:
+                        owner.tokens += 1
+                    return self._json({"access_token": f"ya29.test-{owner.tokens}", "expires_in": 3599,
+                                       "token_type": "Bearer"})
+                return self._send(404, "text/html", b"not found")
+
+            def _json(self, doc: dict) -> None:
+                self._send(200, "application/json", json.dumps(doc).encode())
+
+            def _send(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+        return Handler
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[MetadataServer]:
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+            thread.join()

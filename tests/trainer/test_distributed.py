@@ -25,8 +25,10 @@ from tests.conftest import unique
 from tests.trainer.helpers import REPO, make_array, trainer_env
 from trainer.errors import EXIT_CLUSTER
 
-ARGS = ["--batch-size-per-worker", "64", "--units", "16,8", "--learning-rate", "0.005",
-        "--health-check-interval-s", "2", "--verbose", "0"]
+BUILD = "building the model and broadcasting its variables"
+STRATEGY = "creating the strategy"
+
+ARGS = ["--batch-size-per-worker", "64", "--units", "16,8", "--learning-rate", "0.005", "--verbose", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +48,18 @@ def converted(emulator_stack, tmp_path_factory) -> tuple[Storage, str, str]:
 class Cluster:
     """``n`` trainer processes, TF_CONFIG exactly as the Kubeflow training operator sets it."""
 
-    def __init__(self, args: list[str], logs: Path, n: int = 2):
+    def __init__(self, args: list[str], logs: Path, n: int = 2, start: int | None = None, **env: str):
+        """Starts the first ``start`` (default all) of the ``n`` workers, ``env`` added to their environment."""
         ports = free_ports(n)
         workers = [f"127.0.0.1:{p}" for p in ports]
         self.logs = [logs / f"worker-{i}.log" for i in range(n)]
         self.procs = []
-        for i in range(n):
+        for i in range(n if start is None else start):
             tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": i}})
             with open(self.logs[i], "w") as out:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "trainer.task", *args], cwd=REPO, stdout=out,
-                    stderr=subprocess.STDOUT, env=trainer_env(TF_CONFIG=tf_config)))
+                    stderr=subprocess.STDOUT, env=trainer_env(TF_CONFIG=tf_config, **env)))
 
     def wait(self, timeout: float = 240) -> list[int]:
         deadline = time.monotonic() + timeout
@@ -75,13 +78,14 @@ class Cluster:
     def tail(self, i: int, n: int = 4000) -> str:
         return f"--- worker {i} ---\n" + self.logs[i].read_text()[-n:]
 
-    def log_lines(self, i: int, message: str) -> list[dict]:
+    def log_lines(self, i: int, message: str | None = None, severity: str = "INFO") -> list[dict]:
+        """Worker ``i``'s JSON log entries of ``severity`` with this ``message`` (any, if None)."""
         out = []
         for line in self.logs[i].read_text().splitlines():
             if line.startswith("{"):
                 with contextlib.suppress(ValueError):
                     entry = json.loads(line)
-                    if entry.get("message") == message:
+                    if entry.get("severity") == severity and message in (None, entry.get("message")):
                         out.append(entry)
         return out
 
@@ -142,7 +146,7 @@ def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_pat
             time.sleep(0.1)
         first.procs[1].send_signal(signal.SIGKILL)  # worker 1 dies after epoch 1
         killed_at = time.monotonic()
-        # The chief must notice (peer health check) and exit with a retryable code, not hang.
+        # The chief must notice (missed coordination-service heartbeats) and exit with a retryable code, not hang.
         code = first.procs[0].wait(timeout=90)
         assert code == EXIT_CLUSTER and code >= 128, first.tail(0)
         assert time.monotonic() - killed_at < 60
@@ -161,3 +165,69 @@ def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_pat
     metrics = read_metrics(storage, job_dir)
     check_complete(metrics, "kill-and-resume", manifest, epochs=3, restarts=1)
     assert [e["attempt"] for e in metrics["epochs"]] == [1, 2, 2]
+
+
+def _failure(cluster: Cluster, i: int) -> dict:
+    [failure] = cluster.log_lines(i, severity="ERROR")
+    assert failure["message"].startswith(f"training failed while {failure['phase']}: the cluster failed"), failure
+    assert (failure["exit_code"], failure["retryable"]) == (EXIT_CLUSTER, True), failure
+    return failure
+
+
+def test_a_peer_lost_before_the_model_is_built_makes_the_job_restart(converted, tmp_path):
+    """A preempted node: worker 1 vanishes once the cluster has formed, before the model's variables
+    are broadcast from worker 0. Worker 0 must exit 129 (restart every worker), not 1 (the TFJob
+    would fail for good), and the restarted job trains."""
+    storage, bucket, manifest = converted
+    job_dir = f"gs://{bucket}/runs/lost-before-build"
+    args = ["--manifest", manifest, "--job-dir", job_dir, "--epochs", "2", *ARGS]
+    (tmp_path / "first").mkdir()
+    first = Cluster(args, tmp_path / "first", n=2)
+    try:
+        deadline = time.monotonic() + 180
+        while not first.log_lines(1, "cluster ready"):
+            assert time.monotonic() < deadline, first.tail(0) + first.tail(1)
+            assert first.procs[1].poll() is None, first.tail(1)
+            time.sleep(0.02)
+        first.procs[1].send_signal(signal.SIGKILL)  # worker 1 is gone before its first broadcast
+        code = first.procs[0].wait(timeout=90)  # the coordination service misses its heartbeats (10 s)
+        assert code == EXIT_CLUSTER, first.tail(0)
+    finally:
+        first.kill()
+    assert not first.log_lines(0, "model built"), first.tail(0)
+    assert _failure(first, 0)["phase"] == BUILD
+    metrics = read_metrics(storage, job_dir)
+    assert (metrics["status"], metrics["retryable"], metrics["exit_code"]) == ("failed", True, EXIT_CLUSTER)
+    assert metrics["failed_phase"] == BUILD and metrics["epochs"] == []
+
+    (tmp_path / "second").mkdir()
+    second = Cluster(args, tmp_path / "second", n=2)  # the operator restarts every replica, identically
+    assert second.wait() == [0, 0], second.tail(0) + second.tail(1)
+    metrics = read_metrics(storage, job_dir)
+    check_complete(metrics, "lost-before-build", manifest, epochs=2, restarts=1)
+    assert [e["attempt"] for e in metrics["epochs"]] == [2, 2]
+
+
+def test_a_peer_lost_while_the_cluster_forms_exits_retryable(converted, tmp_path):
+    """Three workers, the third not up yet: workers 0 and 1 wait in the strategy's barrier. Worker 1
+    dies there; the coordination service on worker 0 fails the barrier (an InternalError carrying
+    CoordinationServiceError) and worker 0 must exit 129 while creating the strategy, not 1."""
+    _storage, bucket, manifest = converted
+    args = ["--manifest", manifest, "--job-dir", f"gs://{bucket}/runs/lost-while-forming", "--epochs", "1", *ARGS]
+    # TensorFlow's own INFO log says when worker 1 has joined the coordination service (on worker 0, its leader).
+    cluster = Cluster(args, tmp_path, n=3, start=2, TF_CPP_MIN_LOG_LEVEL="0")
+    try:
+        deadline = time.monotonic() + 180
+        while "/job:worker/replica:0/task:1 has connected to coordination service" not in cluster.logs[0].read_text():
+            assert time.monotonic() < deadline, cluster.tail(0) + cluster.tail(1)
+            assert all(p.poll() is None for p in cluster.procs), cluster.tail(0) + cluster.tail(1)
+            time.sleep(0.05)
+        assert not cluster.log_lines(0, "cluster ready")  # still waiting for worker 2
+        cluster.procs[1].send_signal(signal.SIGKILL)
+        code = cluster.procs[0].wait(timeout=90)
+        assert code == EXIT_CLUSTER, cluster.tail(0)
+    finally:
+        cluster.kill()
+    failure = _failure(cluster, 0)
+    assert failure["phase"] == STRATEGY and "InternalError: Barrier failed" in failure["message"], failure
+    assert "task:1 heartbeat timeout" in failure["message"], failure

@@ -12,11 +12,19 @@ from collections.abc import Iterator
 
 import requests
 from google.api_core import exceptions as gexc
+from google.auth import exceptions as auth_exceptions
 
 from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
 
 TEMPORARY = (gexc.TooManyRequests, gexc.ServerError, gexc.DeadlineExceeded, gexc.Aborted, gexc.RetryError,
              requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A Google client or its credentials out of reach for now: the errors above, a transport error while
+    fetching a token (Workload Identity not ready in a new pod), or an auth error Google marks retryable."""
+    return isinstance(exc, (*TEMPORARY, auth_exceptions.TransportError)) or (
+        isinstance(exc, auth_exceptions.GoogleAuthError) and bool(getattr(exc, "retryable", False)))
 
 
 @contextlib.contextmanager
