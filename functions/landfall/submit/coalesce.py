@@ -68,10 +68,6 @@ class Advance:
     inputs: JobInputs | None = None
 
 
-def resolve_manifests(dataset: str, bucket: str, cfg: JobConfig, storage: Storage, layout: Layout) -> list[str]:
-    return [m.uri for m in _resolve(dataset, bucket, cfg.window, storage, layout)]
-
-
 def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> list[InputManifest]:
     """The manifests a job of ``dataset`` trains on, resolved now: all, or the newest ``window`` (by the
     generations the listing returns), leaving out retracted arrivals."""

@@ -21,12 +21,10 @@ from hypothesis import strategies as st
 
 from landfall.arrival import converter
 from landfall.arrival import handler as arrival
-from landfall.core import layout
+from landfall.core import layout, retractions
 from landfall.core.config import Layout
 from landfall.core.events import ObjectEvent
 from landfall.local.synthetic import time_series
-from landfall.submit.coalesce import resolve_manifests
-from landfall.submit.config import JobConfig
 from tests.conftest import unique
 
 NAME = "incoming/sensors/latest.npy"
@@ -63,7 +61,8 @@ def deleted(obj: ObjectEvent) -> ObjectEvent:
 
 
 def live(storage, bucket: str) -> list[str]:
-    return resolve_manifests("sensors", bucket, JobConfig(bucket=bucket), storage, Layout())
+    """What every job of the dataset resolves its manifests from (``landfall.submit.coalesce``)."""
+    return retractions.live_manifests(storage, layout.gs(bucket, layout.dataset_prefix(Layout(), "sensors")))
 
 
 def manifest_uri(bucket: str, obj: ObjectEvent) -> str:
