@@ -28,8 +28,8 @@ Policy ``allow``
     ``inputs.json`` makes a redelivery a duplicate.
 
 Object sizes do not grow with history: a TFJob carries the inputs URI and a few labels and annotations;
-inputs live in the bucket. Per request the work is constant (a hint read, one probe, one write, two gets
-of the head TFJob); a release lists the pending requests and the dataset's manifests once.
+inputs live in the bucket. Per request the work is constant (a hint read, one probe, one write, two reads
+of the head TFJob and of its ``submitted.json``); a release lists the pending requests and the dataset's manifests once.
 """
 
 from __future__ import annotations
@@ -190,13 +190,17 @@ def _ended(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> bool:
 def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple[str, dict | None]:
     """``ended``, ``active`` or ``created`` (now) for the released job ``name``, and its TFJob. A missing
     TFJob that was created ended (TTL, or deleted by hand); one never created (a crash after its release)
-    is created now."""
+    is created now.
+
+    ``submitted.json`` is read *before* the TFJob: read after, a releaser could create the TFJob and mark
+    it between the two reads, and a job that just started would look deleted, hence ended."""
+    submitted = ledger.was_submitted(name)
     try:
         job = backend.get(name)
         return ("ended" if tfjob.is_finished(job) else "active"), job
     except NotFound:
         pass
-    if ledger.was_submitted(name):
+    if submitted:
         return "ended", None
     _create_job(ledger.read_inputs(name), cfg, backend, ledger)
     return "created", None

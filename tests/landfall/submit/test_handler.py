@@ -15,12 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from landfall.core import layout
-from landfall.core.errors import TemporaryError
+from landfall.core.config import Layout
+from landfall.core.errors import NotFound, TemporaryError
 from landfall.core.messages import TrainingRequest
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
+from landfall.submit.ledger import Ledger
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.support import (
     consume,
@@ -254,6 +256,50 @@ def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket
     covered = {r["request_id"] for j in jobs for r in inputs_of(storage, j).requests}
     waiting = set(pending_of(storage, bucket, "race"))
     assert {r.request_id for r in arrivals} <= covered | waiting  # each is in a job, or waits for the next
+
+
+def test_a_job_created_between_a_consumers_two_reads_is_not_taken_for_deleted(emulator_stack, bucket, backend,
+                                                                              tmp_path, monkeypatch):
+    # The race CI found: consumer X reads the head TFJob (not there yet), the releaser creates it and marks
+    # it submitted, then X reads the marker. Read in that order, X took a job that had just started for one
+    # deleted, hence ended, and dropped requests as covered by it or released a second unfinished job.
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "between", tmp_path)
+    rt = runtime(emulator_stack, bucket, backend)
+    assert handle_message(first.to_json(), {}, rt) == "submitted"
+    set_state(backend, tfjob.name_of(backend.list("between")[0]), "Succeeded")
+    second = copy_arrival(storage, first, 1)
+    real_create, real_get = backend.create, backend.get
+
+    def crash(job):
+        raise TemporaryError("the releasing instance is slow: its TFJob is created later")
+
+    monkeypatch.setattr(backend, "create", crash)
+    with pytest.raises(TemporaryError):
+        handle_message(second.to_json(), {}, rt)  # job 2 released: inputs.json written, no TFJob yet
+    monkeypatch.setattr(backend, "create", real_create)
+    third = copy_arrival(storage, first, 2)  # arrives after job 2 was released: job 3 must train on it
+    ledger = Ledger(storage, bucket, Layout())
+    head = ledger.job_name("between", 2)
+
+    def get_while_the_releaser_finishes(name):
+        if name == head and not real_get_calls:
+            real_get_calls.append(name)
+            coalesce._create_job(ledger.read_inputs(head), rt.config, backend, ledger)  # TFJob, then marker
+            raise NotFound(f'tfjobs "{name}" not found')  # what X read a moment before
+        return real_get(name)
+
+    real_get_calls: list[str] = []
+    ledger.add_pending(third)  # X recorded it, then looks whether the head ended
+    monkeypatch.setattr(backend, "get", get_while_the_releaser_finishes)
+    assert coalesce.advance("between", rt.config, backend, ledger) == coalesce.Advance("active", head)
+    assert real_get_calls == [head]
+    assert handle_message(third.to_json(), {}, rt) == "coalesced"  # and a redelivery waits too
+    jobs = backend.list("between")
+    assert [inputs_of(storage, j).seq for j in jobs if not tfjob.is_finished(j)] == [2]
+    # Job 3 will train on it (second stays pending too: the slow release has not removed it yet; job 2
+    # covers it, so the next release drops it without a job of its own).
+    assert set(pending_of(storage, bucket, "between")) == {second.request_id, third.request_id}
 
 
 def test_a_job_deleted_by_hand_or_by_ttl_counts_as_finished(emulator_stack, bucket, backend, tmp_path):
