@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core.config import Seed, Settings
+from landfall.core.config import Seed, Settings, default_project
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +27,7 @@ class TrainerConfig(Settings):
     units: tuple[int, ...] = Seed.UNITS
     dropout: float = 0.2
     normalize: bool = True  # per-feature (x - mean) / std from the manifests' stats
+    warm_start: str = "auto"  # auto (the dataset's newest succeeded model) | none | a model URI
     # Input pipeline.
     shuffle_buffer: int = 16384
     download_workers: int = 8
@@ -37,6 +38,12 @@ class TrainerConfig(Settings):
     collective_timeout_s: float = 0.0  # 0: no per-collective timeout
     health_check_interval_s: float = 30.0  # how often MultiWorkerMirroredStrategy pings its peers
     verbose: int = 2  # Keras fit verbosity on stderr: 0 silent, 2 one line per epoch
+    # The verdict (trainer.verdict): evaluation against the champion, promotion, the result message.
+    promote_tolerance: float = 0.0  # promoted when loss <= champion's x (1 + tolerance)
+    threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
+    results_topic: str = "landfall-training-results"  # "" publishes no result message
+    models: str = ""  # where champions live; default: gs://BUCKET/models (local: <job dir>/../../models)
+    project: str = dataclasses.field(default_factory=default_project)
 
     def __post_init__(self) -> None:
         problems = []
@@ -56,6 +63,9 @@ class TrainerConfig(Settings):
             problems.append(f"timesteps and features must be >= 1, got {self.timesteps}, {self.features}")
         if self.collective.lower() not in ("auto", "ring", "nccl"):
             problems.append(f"collective must be auto, ring or nccl, got {self.collective!r}")
+        if self.promote_tolerance < 0 or not 0.0 < self.threshold_quantile < 1.0:
+            problems.append(f"promote tolerance must be >= 0 and threshold quantile in (0, 1), got "
+                            f"{self.promote_tolerance}, {self.threshold_quantile}")
         if problems:
             raise ValueError("; ".join(problems))
 

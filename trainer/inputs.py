@@ -288,6 +288,20 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     return dataclasses.replace(plan, mine=tuple(mine))
 
 
+def arrival_counts(inputs: Inputs, plan: Plan) -> list[dict]:
+    """Each arrival's (manifest's) instances and how the hold-out split them, in the plan's order."""
+    per: dict[str, dict] = {}
+    for uri, manifest in zip(inputs.manifest_uris, inputs.manifests, strict=True):
+        per[uri] = {"manifest": uri, "source": manifest.source.name, "instances": 0, "train": 0, "validation": 0}
+    for shard, salt in zip(plan.shards, plan.salts, strict=True):
+        held = int(is_validation(np.arange(shard.count, dtype=np.int64), salt, plan.threshold).sum())
+        entry = per[shard.manifest]
+        entry["instances"] += shard.count
+        entry["validation"] += held
+        entry["train"] += shard.count - held
+    return list(per.values())
+
+
 # -- staging --------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,9 @@ Flags
     --learning-rate, --validation-fraction, --seed
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
+    --warm-start auto|none|URI  initial weights: auto (default) the dataset's newest succeeded model, found
+                              from the predecessor named in --inputs; none; or a model folder or job dir
+                              (see ``trainer.warmstart``); recorded in metrics.json as warm_start_from
     --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
     --collective auto|ring|nccl, --collective-timeout-s   distribution
     --health-check-interval-s accepted and ignored: TensorFlow 2.20's coordination service finds a
@@ -74,6 +77,7 @@ from landfall.core.errors import Invalid
 from landfall.core.messages import METRICS_SCHEMA, utc_now
 from landfall.core.storage import Storage
 from trainer import inputs as inputs_mod
+from trainer import warmstart
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
 from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
@@ -103,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--timesteps", type=int)
     a("--features", type=int)
     a("--normalize", action=argparse.BooleanOptionalAction, default=None)
+    a("--warm-start", metavar="auto|none|URI", help="initial weights (default auto: the newest succeeded model)")
     a("--shuffle-buffer", type=int)
     a("--download-workers", type=int)
     a("--verify-crc32c", action=argparse.BooleanOptionalAction, default=None)
@@ -208,13 +213,20 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         metrics.enabled = False
         return EXIT_OK
     work = work_dir_of(cfg, cluster)
+    with phase("finding the warm start"):
+        start = warmstart.resolve(cfg, storage)
+        log.info(f"warm start: {start.model or 'none, fresh weights'} ({start.reason})",
+                 extra={"fields": {**fields, **start.record()}})
+        metrics.doc.update(start.record())
     with phase("staging the shards"):
         paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
+        weights = warmstart.fetch(storage, start, work / "warm-start")
         mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
 
     from trainer import train  # TensorFlow from here on
 
-    return train.fit(cfg, cluster, job, metrics, plan, [str(p) for p in paths], work, mean, std, inputs)
+    return train.fit(cfg, cluster, job, metrics, plan, [str(p) for p in paths], work, mean, std, inputs,
+                     start, weights)
 
 
 def main(argv: list[str] | None = None) -> int:

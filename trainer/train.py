@@ -17,18 +17,19 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from landfall.core import logs
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
-from trainer import data
+from trainer import data, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
 from trainer.errors import phase
-from trainer.inputs import Inputs, Plan
+from trainer.inputs import Inputs, Plan, arrival_counts
 from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
 
 log = logs.get("trainer.train")
@@ -84,12 +85,35 @@ class EpochTimer(keras.callbacks.Callback):
         return self.t_train - self.t0
 
 
+def per_worker(strategy: tf.distribute.Strategy, num_workers: int, values: list[float]) -> list[list[float]]:
+    """Every worker's ``values``, on every worker: one SUM all-reduce of a [workers, k] matrix in which each
+    worker fills its own row (the first local replica of a worker only). A collective: every worker must
+    call it at the same point, as every worker's callbacks do at the end of an epoch."""
+    per = max(1, strategy.num_replicas_in_sync // num_workers)
+
+    def mine(ctx: tf.distribute.experimental.ValueContext) -> tf.Tensor:
+        rows = np.zeros((num_workers, len(values)), np.float64)
+        if ctx.replica_id_in_sync_group % per == 0:
+            rows[ctx.replica_id_in_sync_group // per] = values
+        return tf.constant(rows)
+
+    total = strategy.reduce(tf.distribute.ReduceOp.SUM,
+                            strategy.experimental_distribute_values_from_function(mine), axis=None)
+    return total.numpy().tolist()
+
+
 class EpochReporter(keras.callbacks.Callback):
-    """One JSON log line per epoch per worker; on the chief, mirrors the job dir and rewrites metrics."""
+    """One JSON log line per epoch per worker; on the chief, mirrors the job dir and rewrites metrics.
+
+    Each epoch's entry holds what every worker did (examples it trained on, its training time), gathered
+    with one small all-reduce, so the job's record and the demo show the slowest worker, not the chief's.
+    """
 
     def __init__(self, cluster: Cluster, job: JobDir, metrics, plan: Plan, work: Path, attempt: int,
-                 timer: EpochTimer):
+                 timer: EpochTimer, strategy: tf.distribute.Strategy):
         super().__init__()
+        self.strategy = strategy
+        self.steps = 0
         self.timer = timer
         self.cluster = cluster
         self.job = job
@@ -100,6 +124,7 @@ class EpochReporter(keras.callbacks.Callback):
         self.first_epoch: int | None = None
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self.steps = 0
         if self.first_epoch is None:
             self.first_epoch = epoch
             done = [e for e in self.metrics.doc.get("epochs", []) if e.get("epoch", 0) <= epoch]
@@ -109,19 +134,29 @@ class EpochReporter(keras.callbacks.Callback):
                          extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1}})
             self.metrics.save()
 
+    def on_train_batch_end(self, batch: int, logs=None) -> None:
+        self.steps += 1
+
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         logs = logs or {}
         now = time.monotonic()
-        train_s = self.timer.train_s
-        examples = self.plan.steps_per_epoch * self.plan.global_batch_size
+        mine = [self.steps * self.plan.batch_size, self.timer.train_s, now - self.timer.t0]
+        rows = per_worker(self.strategy, self.cluster.num_workers, mine)
+        examples_per_worker = [int(r[0]) for r in rows]
+        train_s = [round(r[1], 3) for r in rows]
+        slowest = int(np.argmax(train_s))
+        examples = sum(examples_per_worker)
         entry = {
             "epoch": epoch + 1,
             "loss": _num(logs.get("loss")),
             "val_loss": _num(logs.get("val_loss")),
-            "wall_s": round(now - self.timer.t0, 3),
-            "train_s": round(train_s, 3),
+            "wall_s": round(max(r[2] for r in rows), 3),
+            "train_s": train_s[slowest],  # a synchronous step waits for the slowest worker
             "examples": examples,
-            "examples_per_s": round(examples / train_s, 1) if train_s > 0 else None,
+            "examples_per_worker": examples_per_worker,
+            "train_s_per_worker": train_s,
+            "slowest_worker": slowest,
+            "examples_per_s": round(examples / train_s[slowest], 1) if train_s[slowest] > 0 else None,
             "attempt": self.attempt,
             "finished_at": utc_now(),
         }
@@ -135,12 +170,18 @@ class EpochReporter(keras.callbacks.Callback):
             self.metrics.save()
 
 
+def _units(model: keras.Model) -> list[int]:
+    """The encoder's GRU widths (the model's ``units``)."""
+    grus = model_mod.gru_layers(model)
+    return [g.units for g in grus[: len(grus) // 2]]
+
+
 def _num(value) -> float | None:
     return None if value is None else float(value)
 
 
 def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, paths: list[str], work: Path,
-        mean, std, inputs: Inputs) -> int:
+        mean, std, inputs: Inputs, start: warmstart.WarmStart | None = None, weights: Path | None = None) -> int:
     """Trains to ``cfg.epochs`` (resuming from the job dir's backup), saves the model and records the run."""
     fields = {"worker": cluster.worker_index}
     with phase(STRATEGY):
@@ -162,6 +203,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         with strategy.scope():
             model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
         log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
+        start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
         train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs)
         timer = EpochTimer()
@@ -169,12 +211,12 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             timer,
             keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
             keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
-            EpochReporter(cluster, job, metrics, plan, work, attempt, timer),
+            EpochReporter(cluster, job, metrics, plan, work, attempt, timer, strategy),
         ]
         model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
                   validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
     with phase(SAVE):
-        save_model(model, cluster, job, work, mean, std, inputs)
+        save_model(model, cluster, job, work, mean, std, inputs, start)
     if cluster.is_chief:
         with phase(FINISH):
             job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
@@ -218,7 +260,9 @@ def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribu
                        replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
                        validation_steps=sizes.val_steps, attempt=attempt,
                        instances={"total": inputs.count, "train": sum(plan.train_counts),
-                                  "validation": sum(plan.val_counts)})
+                                  "validation": sum(plan.val_counts),
+                                  "per_worker_train": list(plan.train_counts),
+                                  "arrivals": arrival_counts(inputs, plan)})
     metrics.save()
     return attempt
 
@@ -249,7 +293,32 @@ def _datasets(cfg: TrainerConfig, strategy: tf.distribute.Strategy, plan: Plan, 
     return train_ds, val_ds
 
 
-def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs) -> None:
+def warm_start(model: keras.Model, start: warmstart.WarmStart | None, weights: Path | None, cluster: Cluster,
+               metrics) -> warmstart.WarmStart | None:
+    """Sets the predecessor's weights when every array fits; ``auto`` starts fresh (and says why) otherwise.
+    Every worker reads the same file, so the replicas agree without a broadcast."""
+    if start is None or weights is None:
+        return start
+    with np.load(weights) as npz:
+        arrays = [npz[f"arr_{i}"] for i in range(len(npz.files))]
+    want = [tuple(w.shape) for w in model.weights]  # shapes only: reading values can be a collective
+    have = [tuple(a.shape) for a in arrays]
+    if want != have:
+        why = f"{start.model}'s weights do not fit this model ({len(have)} arrays vs {len(want)}, shapes differ)"
+        if start.mode == "uri":
+            raise Invalid(f"--warm-start {why}")
+        start = dataclasses.replace(start, model=None, reason=why)
+        log.warning(f"warm start: fresh weights: {why}", extra={"fields": {"worker": cluster.worker_index}})
+        if cluster.is_chief:
+            metrics.update(**start.record())
+        return start
+    model.set_weights(arrays)
+    log.info(f"warm start from {start.model}", extra={"fields": {"worker": cluster.worker_index}})
+    return start
+
+
+def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs,
+               start: warmstart.WarmStart | None = None) -> None:
     """Every worker saves (the strategy requires it); only the chief's copy goes to the job dir."""
     local = work / ("model" if cluster.is_chief else f"model-tmp-{cluster.worker_index}")
     shutil.rmtree(local, ignore_errors=True)
@@ -258,12 +327,20 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
     # save_traces=False: the layers are all built-in, so Keras reloads them from their config, and
     # saving skips re-tracing every layer (seconds per worker); serving gets one explicit signature.
     model.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    # Every worker reads the weights: a BatchNormalization statistic is a sync-on-read variable, and
+    # reading it is an all-reduce that the chief alone would wait on forever.
+    weights = model.get_weights()
     if not cluster.is_chief:
         shutil.rmtree(local, ignore_errors=True)
         return
+    np.savez(local / warmstart.WEIGHTS, *weights)  # what a later job's warm start reads
     (local / "normalization.json").write_text(json.dumps({
         "shape": list(inputs.shape), "dtype": "float32", "normalized": mean is not None,
-        "mean": mean, "std": std,
+        "mean": mean, "std": std, "units": [int(u) for u in _units(model)],
+        # Even after a warm start the statistics are this job's inputs', not the predecessor's: the data
+        # moved on, and the weights adapt within the first epoch.
+        "statistics": "this job's inputs (count-weighted over its manifests)" if mean is not None else None,
+        "warm_start_from": start.model if start else None,
     }, indent=2))
     job.mirror_up(local, MODEL, last=("saved_model.pb",))
 

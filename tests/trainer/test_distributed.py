@@ -107,6 +107,14 @@ def check_complete(metrics: dict, job: str, manifest: str, epochs: int, restarts
     for e in metrics["epochs"]:
         assert {"epoch", "loss", "val_loss", "wall_s", "examples_per_s"} <= set(e)
         assert math.isfinite(e["loss"]) and math.isfinite(e["val_loss"]) and e["examples_per_s"] > 0
+        # What every worker did, gathered from both (not the chief's figures twice): balanced shares.
+        assert e["examples_per_worker"] == [metrics["steps_per_epoch"] * 64] * 2
+        assert e["examples"] == sum(e["examples_per_worker"])
+        assert len(e["train_s_per_worker"]) == 2 and e["train_s"] == max(e["train_s_per_worker"]) > 0
+        assert e["train_s_per_worker"][e["slowest_worker"]] == e["train_s"]
+    arrivals = metrics["instances"]["arrivals"]
+    assert [a["manifest"] for a in arrivals] == [manifest] and arrivals[0]["instances"] == metrics["instances"]["total"]
+    assert abs(metrics["instances"]["per_worker_train"][0] - metrics["instances"]["per_worker_train"][1]) <= 1
 
 
 def test_two_workers_train_in_step_and_report_metrics(converted, tmp_path):
