@@ -143,3 +143,12 @@ def test_no_hold_out_and_more_workers_than_shards():
     assert [p.val_slices for p in plans] == [(), (), ()] and plans[0].val_steps == 0
     assert [(s.start, s.stop) for p in plans for s in p.train_slices] == [(0, 333), (333, 666), (666, 1000)]
     assert dataclasses.replace(plans[2], worker_index=0) == plans[0]
+
+
+def test_the_benchmark_reports_full_epochs_where_round_robin_shards_starve_a_worker():
+    from landfall_bench.train import epoch_coverage
+
+    rows = epoch_coverage(batch=128)
+    assert {(r["set"], r["workers"]) for r in rows} == {(s, w) for s in ARRIVALS for w in (2, 3)}
+    assert all(r["ours_vs_floor"] >= 0.99 and r["ours"] > r["usual"] for r in rows), rows
+    assert [r["usual"] for r in rows if r["set"] in ("20000+100", "1+5000")] == [0.0] * 4  # no step: the job dies
