@@ -49,7 +49,10 @@ Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
 Job dir (see ``trainer.jobdir``)
     metrics.json (landfall.metrics/v1, rewritten atomically after every epoch), attempts.json,
     backup/ (BackupAndRestore: a restarted job resumes after its last finished epoch),
-    tensorboard/, model/ (SavedModel + normalization.json).
+    tensorboard/, model/ (SavedModel + normalization.json + weights.npz, which a later job's warm start
+    reads). Every epoch entry of metrics.json records the examples and training time of every worker
+    (``examples_per_worker``, ``train_s_per_worker``, ``slowest_worker``); ``instances.arrivals`` the
+    instances of each arrival; ``warm_start_from`` and ``warm_start`` where the weights came from and why.
 
 Why staging goes through the storage wrapper
     TensorFlow's own gs:// filesystem ignores STORAGE_EMULATOR_HOST, so it cannot read the local
