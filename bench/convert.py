@@ -10,6 +10,9 @@ so they share the machine's noise):
 - ``.npy`` conversion vs a plain copy of the file, streamed through the same storage layer (read and
   write in 8 MiB blocks, as any stream converter must), and vs the kernel's in-cache file copy;
 - peak RSS of a conversion (own process) at 1x and ``--scale``x the input: it must stay flat.
+
+``--tasks 1,2`` measures the ranged conversion instead (``landfall_bench.ranged``: 1 vs N task processes on a
+2 GiB ``.npy`` and a 1 GiB CSV, ``--size-scale`` for smaller ones, and a projection to larger inputs).
 """
 
 from __future__ import annotations
@@ -127,6 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="landfall-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.tasks:
+        from landfall_bench import ranged
+
+        result = ranged.measure(args, work)
+        ranged.report(args, result)
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     r, sizes = measure(args, work)
     report(args, r, sizes)
     if args.json:
@@ -145,6 +158,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-usual", action="store_true", help="skip the slow pandas + per-row Example baseline")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--workdir", help="where to put inputs and outputs (default: a temporary folder)")
+    from landfall_bench import ranged
+
+    ranged.add_arguments(p)
     return p
 
 

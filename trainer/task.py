@@ -42,9 +42,15 @@ Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
          errors, the metadata server's token fetch failing (Workload Identity not ready yet) (retry)
     129  the cluster failed: a peer worker died (while the cluster formed or after) or a collective
          timed out, in any phase (restart all workers)
-    A worker killed by a signal is retried by the operator as well. Every phase (manifests, staging,
-    strategy, model build and variable broadcast, fit, saving) is classed by the one table in
+    A worker killed by a signal is retried by the operator as well. Every phase (manifests, warm start,
+    staging, strategy, model build and variable broadcast, fit, saving, the verdict) is classed by the one table in
     ``trainer.errors``; the failed phase is logged and recorded in metrics.json (``failed_phase``).
+
+Verdict and result (see ``trainer.verdict``)
+    After saving, the chief evaluates the model against its dataset's champion on its held-out share
+    (MSE in original units), writes model/threshold.json, promotes it or keeps the champion
+    (models/<dataset>/champion.json, generation-guarded) and records ``verdict`` in metrics.json; at the
+    very end it publishes the run's one landfall.result/v1 message (guarded by runs/<job>/result.json).
 
 Job dir (see ``trainer.jobdir``)
     metrics.json (landfall.metrics/v1, rewritten atomically after every epoch), attempts.json,
@@ -80,7 +86,7 @@ from landfall.core.errors import Invalid
 from landfall.core.messages import METRICS_SCHEMA, utc_now
 from landfall.core.storage import Storage
 from trainer import inputs as inputs_mod
-from trainer import warmstart
+from trainer import verdict, warmstart
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
 from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
@@ -268,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                            exit_code=code, failed_phase=failed_phase)
         except Exception as write_exc:
             log.warning(f"could not record the failure in {METRICS}: {write_exc}")
+    if metrics.enabled:  # the chief announces the finished run once (a retryable failure is not the end)
+        verdict.publish_result(cfg, job, metrics.doc, storage)
     log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,
                                                  "wall_s": round(time.monotonic() - started, 3)}})
     return code

@@ -24,7 +24,7 @@ import tf_keras as keras
 from landfall.core import logs
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
-from trainer import data, warmstart
+from trainer import data, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -41,6 +41,7 @@ RESTORE = "restoring the backup"
 BUILD = "building the model and broadcasting its variables"
 FIT = "training"
 SAVE = "saving the model"
+EVALUATE = "evaluating against the champion"
 FINISH = "recording the result"
 
 
@@ -218,6 +219,9 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
     with phase(SAVE):
         save_model(model, cluster, job, work, mean, std, inputs, start)
     if cluster.is_chief:
+        with phase(EVALUATE):  # the chief alone, on its saved copy (trainer.verdict says why)
+            metrics.doc.update(verdict.conclude(cfg, job, metrics, work / "model", plan, paths, inputs, mean, std,
+                                                job.storage))
         with phase(FINISH):
             job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
             metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),

@@ -35,11 +35,13 @@ PROJECT_ROLES: dict[tuple[str, str], str] = {
         "a function-level grant cannot exist before the function; conditioned on the two functions by name",
     ("build_subscriptions", "${google_project_iam_custom_role.subscription_deployer.name}"):
         "subscriptions have no parent narrower than the project; custom role with subscription permissions only",
+    ("build_convert_job", "${google_project_iam_custom_role.job_deployer.name}"):
+        "a job-level grant cannot exist before the job; custom role without run, conditioned on the job by name",
 }
 
 PROJECT_IAM = {"google_project_iam_member", "google_project_iam_binding"}
 # Conditions on these project-level grants are required: they name the resources.
-MUST_BE_CONDITIONED = {"invoker_run_invoker", "fn_build_sources", "build_functions"}
+MUST_BE_CONDITIONED = {"invoker_run_invoker", "fn_build_sources", "build_functions", "build_convert_job"}
 BASIC_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate", "*"}
 # Verbs Kubernetes cannot limit with resourceNames: never cluster-wide.
@@ -112,7 +114,7 @@ def test_deploy_account_acts_as_exactly_the_accounts_it_deploys() -> None:
     assert len(act_as) == 1
     assert 'sa["build"]' in expr_text(act_as[0]["member"])
     accounts = set(re.findall(r"[\w-]+", expr_text(act_as[0]["for_each"]))) - {"toset"}
-    assert accounts == {"converter", "submitter", "invoker", "fn-build"}, accounts
+    assert accounts == {"converter", "submitter", "invoker", "fn-build", "convert-job"}, accounts
 
 
 def test_repository_writers_push_to_their_own_repository() -> None:

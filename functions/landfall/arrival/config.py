@@ -8,6 +8,7 @@ from landfall.core.config import Seed, Settings, default_project
 
 CSV_HEADER_MODES = ("auto", "present", "absent")
 DELETE_POLICIES = ("retract", "keep")
+JOBS_BACKENDS = ("cloudrun", "local")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,6 +27,15 @@ class ConverterConfig(Settings):
     on_delete: str = "retract"  # retract | keep: what deleting (or archiving) a live arrival does
     request_topic: str = "landfall-training-requests"
     storage_retry_s: float = 30.0  # then the platform retries the whole event
+    # Large arrivals (landfall.arrival.route): above the threshold the function starts a Cloud Run job.
+    inline_max_bytes: int | None = None  # None: per format, from the function's timeout (route.inline_limit)
+    task_bytes: int = 2 * 1024**3  # a splittable object gets one task per this many bytes ...
+    max_tasks: int = 32  # ... but at most this many
+    convert_job: str = "landfall-convert"  # the Cloud Run job: a name in `region`, or projects/P/locations/L/jobs/J
+    region: str = "us-central1"
+    cloud_run_endpoint: str = ""  # another Cloud Run API endpoint (tests: a fake), REST, anonymous
+    jobs_backend: str = "cloudrun"  # cloudrun | local (`landfall up`: the local operator runs the tasks)
+    local_state: str = "./.landfall/local"  # jobs_backend=local: where executions are recorded
     project: str = dataclasses.field(default_factory=default_project)
 
     def __post_init__(self) -> None:
@@ -33,6 +43,10 @@ class ConverterConfig(Settings):
             raise ValueError(f"csv_header must be one of {CSV_HEADER_MODES}, not {self.csv_header!r}")
         if self.on_delete not in DELETE_POLICIES:
             raise ValueError(f"on_delete must be one of {DELETE_POLICIES}, not {self.on_delete!r}")
+        if self.jobs_backend not in JOBS_BACKENDS:
+            raise ValueError(f"jobs_backend must be one of {JOBS_BACKENDS}, not {self.jobs_backend!r}")
+        if self.task_bytes < 1 or self.max_tasks < 1:
+            raise ValueError("task_bytes and max_tasks must be at least 1")
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -85,6 +85,31 @@ class RunningStats:
         self.max = np.maximum(self.max, rows.max(axis=0).reshape(-1, self.features).max(axis=0))
         return True
 
+    def merge(self, other: RunningStats) -> None:
+        """Adds another part's statistics (Chan et al.): as if its batches had been added here."""
+        if not other.n:
+            return
+        delta = other.mean - self.mean
+        total = self.n + other.n
+        self.mean = self.mean + delta * other.n / total
+        self.m2 = self.m2 + other.m2 + delta**2 * self.n * other.n / total
+        self.n = total
+        self.min = np.minimum(self.min, other.min)
+        self.max = np.maximum(self.max, other.max)
+
+    def to_dict(self) -> dict[str, object]:
+        """Exact in JSON (floats round-trip); min/max are ``None`` while empty (JSON has no infinity)."""
+        return {"n": self.n, "mean": self.mean.tolist(), "m2": self.m2.tolist(),
+                "min": self.min.tolist() if self.n else None, "max": self.max.tolist() if self.n else None}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> RunningStats:
+        stats = cls(len(raw["mean"]), int(raw["n"]))
+        stats.mean, stats.m2 = np.array(raw["mean"], dtype=float), np.array(raw["m2"], dtype=float)
+        if stats.n:
+            stats.min, stats.max = np.array(raw["min"], dtype=float), np.array(raw["max"], dtype=float)
+        return stats
+
     def result(self) -> FeatureStats:
         std = np.sqrt(self.m2 / max(self.n, 1))
         return FeatureStats(self.mean.tolist(), std.tolist(), self.min.tolist(), self.max.tolist())
@@ -213,9 +238,10 @@ class Decoder:
     framing and writing in the caller's thread (numpy releases the GIL).
     """
 
-    def __init__(self, cfg: ConverterConfig):
+    def __init__(self, cfg: ConverterConfig, first_row: int = 0):
         self.cfg = cfg
         self.stats = RunningStats(cfg.features)
+        self.first_row = first_row  # of the file, for messages: a ranged task starts further in
         self.seen = 0
         self.dropped = 0
 
@@ -227,7 +253,7 @@ class Decoder:
         for chunk in _checked(decoded):
             kept, lost = chunk, 0
             if not self.stats.update(chunk):
-                kept, lost = finite_rows(chunk, self.cfg, self.seen)
+                kept, lost = finite_rows(chunk, self.cfg, self.first_row + self.seen)
                 self.stats.update(kept)
             self.seen += len(chunk)
             self.dropped += lost
@@ -267,20 +293,24 @@ def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndar
     slots: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
 
+    def offer(item: object) -> bool:
+        """Queues ``item`` unless the consumer stopped (it may stop early and never take it)."""
+        while not stop.is_set():
+            try:
+                slots.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        slots.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer(chunk):
                     return
-            slots.put(done)
+            offer(done)
         except BaseException as exc:  # handed to the consumer
-            slots.put(exc)
+            offer(exc)
 
     worker = threading.Thread(target=produce, name="landfall-decode", daemon=True)
     worker.start()

@@ -99,6 +99,16 @@ def decide(cells: list[str], width: int, header_mode: str) -> CsvLayout:
 
 
 def read_csv(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]]:
+    decided, head = decide_layout(fh, cfg)
+    chunks = parse_blocks(line_blocks(fh, b"" if decided.header else head), cfg, decided, RowIndex(0))
+    return chunks, decided.record()
+
+
+def decide_layout(fh: BinaryIO, cfg: ConverterConfig) -> tuple[CsvLayout, bytes]:
+    """Reads the first line (``fh`` at the file's start) and decides the layout from it.
+
+    Returns the layout and that line (without a BOM, with its line end); ``fh`` is left after it.
+    """
     head = fh.readline(MAX_LINE_BYTES)
     bom = head.startswith(BOM)
     if bom:
@@ -111,11 +121,34 @@ def read_csv(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]
     width = cfg.timesteps * cfg.features
     decided = dataclasses.replace(decide(_first_row(line), width, cfg.csv_header), bom=bom,
                                   crlf=head.endswith(b"\r\n"))
-    chunks = _body(fh, b"" if decided.header else head, cfg, width, decided)
-    return chunks, decided.record()
+    return decided, head
 
 
-def _line_blocks(fh: BinaryIO, carry: bytes) -> Iterator[bytes]:
+class RowIndex:
+    """The row number a headerless index column must hold next.
+
+    ``start=None``: taken from the first row parsed (a ranged task does not know how many rows precede its
+    range); ``first`` then says which it was, for the committer to check that the ranges join up.
+    """
+
+    def __init__(self, start: int | None = 0):
+        self.first = start
+        self.next = start
+
+    def check(self, index: np.ndarray) -> None:
+        if self.next is None:
+            if not len(index):
+                return
+            self.first = self.next = int(index[0])
+        wrong = np.flatnonzero(index != np.arange(self.next, self.next + len(index)))
+        if len(wrong):
+            row = self.next + int(wrong[0])
+            raise BadInput("wrong_column_count", f"the first column counts rows like an index until row {row}, "
+                           f"which holds {index[wrong[0]]}: the CSV has one column too many")
+        self.next += len(index)
+
+
+def line_blocks(fh: BinaryIO, carry: bytes) -> Iterator[bytes]:
     """Blocks of about ``BLOCK_BYTES`` that end at a line break (values hold no line breaks)."""
     while True:
         data = fh.read(BLOCK_BYTES)
@@ -153,13 +186,15 @@ def _parse_block(block: bytes, names: list[str], types: dict[str, pa.DataType]) 
         raise _csv_error(exc) from None
 
 
-def _body(fh: BinaryIO, carry: bytes, cfg: ConverterConfig, width: int, decided: CsvLayout) -> Chunks:
+def parse_blocks(blocks: Iterator[bytes], cfg: ConverterConfig, decided: CsvLayout, rows: RowIndex) -> Chunks:
     """Parses line-aligned blocks on ``PARSERS`` threads (pyarrow releases the GIL), in order.
+
+    ``rows`` checks a headerless index column (unused otherwise).
 
     Faster than pyarrow's streaming reader, which parses one block at a time, and unlike reading the
     whole file at once, memory stays bounded by the blocks in flight.
     """
-    values = [f"c{i}" for i in range(width)]
+    values = [f"c{i}" for i in range(cfg.timesteps * cfg.features)]
     names = [INDEX, *values] if decided.index_column else values
     types = {n: pa.float32() for n in values}
     counted = decided.index_column and not decided.header  # a headerless index must count rows
@@ -167,32 +202,23 @@ def _body(fh: BinaryIO, carry: bytes, cfg: ConverterConfig, width: int, decided:
         types = {INDEX: pa.int64(), **types}
     pending: collections.deque[concurrent.futures.Future[pa.Table]] = collections.deque()
     pool = concurrent.futures.ThreadPoolExecutor(PARSERS, thread_name_prefix="landfall-csv")
-    rows = 0
+    index = rows if counted else None
     try:
-        for block in _line_blocks(fh, carry):
+        for block in blocks:
             pending.append(pool.submit(_parse_block, block, names, types))
             if len(pending) >= IN_FLIGHT:
-                table = pending.popleft().result()
-                yield from _table_chunks(table, cfg, rows if counted else None)
-                rows += table.num_rows
+                yield from _table_chunks(pending.popleft().result(), cfg, index)
         while pending:
-            table = pending.popleft().result()
-            yield from _table_chunks(table, cfg, rows if counted else None)
-            rows += table.num_rows
+            yield from _table_chunks(pending.popleft().result(), cfg, index)
     finally:
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True)
 
 
-def _table_chunks(table: pa.Table, cfg: ConverterConfig, first_row: int | None) -> Chunks:
-    if first_row is not None:
-        index = table.column(INDEX).to_numpy(zero_copy_only=False)
-        wrong = np.flatnonzero(index != np.arange(first_row, first_row + len(index)))
-        if len(wrong):
-            row = first_row + int(wrong[0])
-            raise BadInput("wrong_column_count", f"the first column counts rows like an index until row {row}, "
-                           f"which holds {index[wrong[0]]}: the CSV has one column too many")
+def _table_chunks(table: pa.Table, cfg: ConverterConfig, rows: RowIndex | None) -> Chunks:
+    if rows is not None:
+        rows.check(table.column(INDEX).to_numpy(zero_copy_only=False))
         table = table.drop_columns([INDEX])
     for batch in table.to_batches(max_chunksize=cfg.chunk_instances):
         if batch.num_rows:

@@ -75,6 +75,11 @@ def read(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Reading:
         raise out_of_memory(exc) from exc
 
 
+def guarded(fh: BinaryIO) -> Any:
+    """``fh`` failing in its own terms (see ``_Source``), for readers called without ``read``."""
+    return _Source(fh)
+
+
 def out_of_memory(exc: MemoryError) -> TemporaryError:
     return TemporaryError(f"out of memory while decoding the input ({type(exc).__name__}: {exc}); "
                           "a retry runs on a fresh instance")
@@ -152,7 +157,21 @@ def _check_shape(shape: tuple[int, ...], cfg: ConverterConfig) -> None:
         raise BadInput("absurd_shape", f"header declares {shape[0]} instances (limit {cfg.max_instances})")
 
 
-def read_npy(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
+@dataclasses.dataclass(frozen=True)
+class NpyHeader:
+    """A checked ``.npy`` header: the array's shape and dtype, and where its data starts."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    offset: int
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.shape[1:])) * self.dtype.itemsize
+
+
+def npy_header(fh: BinaryIO, size: int, cfg: ConverterConfig) -> NpyHeader:
+    """Reads and checks the header (``fh`` at the file's start); leaves ``fh`` at the first data byte."""
     try:
         version = np.lib.format.read_magic(fh)
         if version == (1, 0):
@@ -176,18 +195,24 @@ def read_npy(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
         raise BadInput("corrupt_npy",
                        f"header declares {shape} {dtype} ({expected} data bytes) but the file {what} "
                        f"({size - header_len} data bytes)")
-    return _npy_body(fh, shape, dtype, cfg)
+    return NpyHeader(tuple(shape), dtype, header_len)
 
 
-def _npy_body(fh: BinaryIO, shape: tuple[int, ...], dtype: np.dtype, cfg: ConverterConfig) -> Chunks:
-    n = shape[0]
-    row_bytes = int(np.prod(shape[1:])) * dtype.itemsize
-    done = 0
-    while done < n:
-        k = min(cfg.chunk_instances, n - done)
+def read_npy(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
+    header = npy_header(fh, size, cfg)
+    return npy_rows(fh, header, 0, header.shape[0], cfg)
+
+
+def npy_rows(fh: BinaryIO, header: NpyHeader, start: int, stop: int, cfg: ConverterConfig) -> Chunks:
+    """Instances ``start:stop``, read from ``fh`` positioned at instance ``start``."""
+    shape, dtype, row_bytes = header.shape, header.dtype, header.row_bytes
+    done = start
+    while done < stop:
+        k = min(cfg.chunk_instances, stop - done)
         buf = _read_exact(fh, k * row_bytes)
         if len(buf) < k * row_bytes:
-            raise BadInput("corrupt_npy", f"data ends after {done + len(buf) // row_bytes} of {n} instances")
+            raise BadInput("corrupt_npy",
+                           f"data ends after {done + len(buf) // row_bytes} of {shape[0]} instances")
         yield np.frombuffer(buf, dtype=dtype).astype("<f4", copy=False).reshape(k, *shape[1:])
         done += k
 
@@ -276,7 +301,8 @@ PARQUET_BUFFER_BYTES = 64 * 2**20
 _MIN_COLUMN_BUFFER = 64 * 1024
 
 
-def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
+def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int] | None = None) -> Chunks:
+    """All rows, or only those of row ``groups`` (in file order): a ranged task's share."""
     with _parquet_errors("not a valid Parquet file"):
         meta = pq.read_metadata(fh)
         share = PARQUET_BUFFER_BYTES // max(meta.num_columns, 1)
@@ -292,14 +318,14 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
         if pa.types.is_fixed_size_list(schema[0].type) and schema[0].type.list_size != width:
             raise BadInput("shape_mismatch", f"list column {schema[0].name!r} holds "
                            f"{schema[0].type.list_size} values per row, expected T*F = {width}")
-        return _guard_parquet(_parquet_lists(pf, cfg, width))
+        return _guard_parquet(_parquet_lists(pf, cfg, width, groups))
     if len(schema) != width:
         raise BadInput("wrong_column_count", f"the Parquet file has {len(schema)} columns, expected one "
                        f"fixed-size list column or T*F = {width} float columns")
     bad = [f.name for f in schema if not pa.types.is_floating(f.type)]
     if bad:
         raise BadInput("bad_dtype", f"columns {bad[:3]} are {schema.field(bad[0]).type}, not floats")
-    return _guard_parquet(_parquet_columns(pf, cfg))
+    return _guard_parquet(_parquet_columns(pf, cfg, groups))
 
 
 def _guard_parquet(chunks: Chunks) -> Chunks:
@@ -323,14 +349,25 @@ def _parquet_errors(what: str) -> Iterator[None]:
         raise BadInput("corrupt_parquet", f"{what}: {exc}") from None
 
 
-def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig) -> Chunks:
-    for batch in pf.iter_batches(batch_size=cfg.chunk_instances):
+def parquet_metadata(fh: BinaryIO) -> pq.FileMetaData:
+    with _parquet_errors("not a valid Parquet file"):
+        return pq.read_metadata(fh)
+
+
+def _batches(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> Iterator[pa.RecordBatch]:
+    if groups is not None and not groups:
+        return iter(())
+    return pf.iter_batches(batch_size=cfg.chunk_instances, row_groups=groups)
+
+
+def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> Chunks:
+    for batch in _batches(pf, cfg, groups):
         if batch.num_rows:
             yield columns_to_instances([c.cast(pa.float32()) for c in batch.columns], cfg)
 
 
-def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int) -> Chunks:
-    for batch in pf.iter_batches(batch_size=cfg.chunk_instances):
+def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups: list[int] | None) -> Chunks:
+    for batch in _batches(pf, cfg, groups):
         col = batch.column(0)
         if col.null_count:
             raise BadInput("missing_values", f"{col.null_count} rows of the list column are null")

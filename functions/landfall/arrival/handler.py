@@ -7,6 +7,11 @@ crash between the manifest and the publish; consumers drop the duplicate by ``re
 Unordered delivery: only the object's live generation is converted and requested. A newer generation
 retracts the older ones (``landfall.core.retractions``) and a delete retracts the deleted one; the
 finalize of an older generation that comes late converts and requests nothing.
+
+Large objects: above ``landfall.arrival.route``'s threshold the object is not converted here; one execution
+of the Cloud Run job is started (guarded against redeliveries) and the handler returns ``dispatched``. The
+job's tasks convert it, and their committer calls ``after_conversion`` as this handler does after an
+in-process conversion.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import logging
 import uuid
 from typing import Literal
 
-from landfall.arrival import converter
+from landfall.arrival import converter, formats, route
 from landfall.arrival.config import ConverterConfig
 from landfall.core import layout, rejections, retractions
+from landfall.core.cloudrun import CloudRunJobs, LocalJobs
 from landfall.core.config import Layout
 from landfall.core.errors import BadInput, Invalid, NotFound
 from landfall.core.events import ObjectEvent
@@ -29,14 +35,21 @@ from landfall.core.storage import Storage
 
 log = logging.getLogger("landfall.arrival")
 
-Outcome = Literal["ignored", "converted", "duplicate", "rejected", "superseded", "retracted"]
+Outcome = Literal["ignored", "converted", "duplicate", "rejected", "superseded", "retracted", "dispatched"]
 ArrivalRuntime = Runtime[ConverterConfig]
+
+
+def jobs_of(config: ConverterConfig) -> CloudRunJobs | LocalJobs:
+    """Where large objects are converted: the Cloud Run job, or on ``landfall up`` the local operator."""
+    if config.jobs_backend == "local":
+        return LocalJobs(config.local_state, config.project, config.region)
+    return CloudRunJobs(config.project, config.region, config.cloud_run_endpoint or None)
 
 
 def runtime_from_env() -> ArrivalRuntime:
     config = ConverterConfig.load()
     return Runtime(config, Layout.load(), Storage(config.project, retry_deadline_s=config.storage_retry_s),
-                   PubSub(config.project))
+                   PubSub(config.project), jobs=jobs_of(config))
 
 
 @functools.cache
@@ -60,11 +73,15 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
             return "superseded"
         manifest_uri = layout.gs(obj.bucket, layout.manifest_name(rt.layout, arrival.dataset, aid))
         outcome: Outcome = "duplicate" if rt.storage.exists(manifest_uri) else "converted"
-        manifest = _existing(manifest_uri, rt) if outcome == "duplicate" else _convert(arrival, rt)
-        # Overwritten or deleted while we converted: its successor's event (or this check) retracts it.
-        if _superseded(arrival, rt):
-            return "superseded"
-        older = retractions.retract_older(rt.storage, rt.layout, arrival)
+        if outcome == "duplicate":
+            manifest = _existing(manifest_uri, rt)
+        else:
+            fmt = formats.format_of(obj.name)
+            size = obj.size if obj.size is not None else rt.storage.stat(layout.gs(obj.bucket, obj.name),
+                                                                         obj.generation).size
+            if not route.converts_inline(fmt, size, rt.config):
+                return route.dispatch(arrival, fmt, size, rt)  # the Cloud Run job converts it
+            manifest = _convert(arrival, rt)
     except NotFound:
         # This generation was overwritten or deleted before we read it; its successor has its own event.
         log.warning("%s generation %s is gone; skipping", obj.name, obj.generation,
@@ -73,10 +90,38 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
     except BadInput as exc:
         _reject(obj, dataset, aid, exc, rt)
         return "rejected"
+    return after_conversion(manifest, rt, outcome=outcome)
+
+
+def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
+                     outcome: Outcome = "converted") -> Outcome:
+    """What follows a committed manifest, whoever converted: this handler, or the committer of the Cloud Run
+    job's tasks (``landfall.arrival.ranged.run_task(on_committed=after_conversion)``, from
+    ``landfall.arrival.task``). Returns ``outcome``, or ``superseded``.
+
+    The arrival is the manifest's ``source`` (bucket, name, generation). If the object was overwritten or
+    deleted meanwhile, its arrival is retracted and nothing is published (its successor's event, or this
+    check, retracts it); else older generations of the object are retracted and the training request is
+    published (deterministic ``request_id``: a repeat is dropped downstream). ``rt`` defaults to this
+    process's runtime, built from the environment (``runtime()``). Temporary failures raise.
+    """
+    rt = rt or runtime()
+    bucket, name, generation = manifest.source.bucket, manifest.source.name, int(manifest.source.generation)
+    arrival = layout.parse_arrival(bucket, name, generation, rt.layout)
+    aid = arrival.arrival_id
+    manifest_uri = layout.gs(bucket, layout.manifest_name(rt.layout, arrival.dataset, aid))
+    try:
+        if _superseded(arrival, rt):
+            return "superseded"
+        older = retractions.retract_older(rt.storage, rt.layout, arrival)
+    except NotFound:
+        log.warning("%s generation %s is gone; skipping", name, generation,
+                    extra={"arrival_id": aid, "dataset": arrival.dataset})
+        return "superseded"
     _publish(arrival, manifest_uri, rt)
-    log.info("%s %s: %d instances in %d shards", "converted" if outcome == "converted" else "already converted",
-             obj.name, manifest.count, len(manifest.shards),
-             extra={"arrival_id": aid, "dataset": dataset,
+    log.info("%s %s: %d instances in %d shards", "already converted" if outcome == "duplicate" else "converted",
+             name, manifest.count, len(manifest.shards),
+             extra={"arrival_id": aid, "dataset": arrival.dataset,
                     "fields": {"manifest": manifest_uri, "count": manifest.count, "shards": len(manifest.shards),
                                "dropped": manifest.dropped_nonfinite, "retracted_generations": older}})
     return outcome

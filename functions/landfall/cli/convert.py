@@ -1,7 +1,8 @@
 """``landfall convert SRC --out DST``: the data-arrival conversion from the command line.
 
 Same code as the function: SRC and DST may be local paths or gs:// URIs. Bad input exits 2 with one
-line naming the file and the reason; a storage outage exits 75 (EX_TEMPFAIL).
+line naming the file and the reason; a storage outage exits 75 (EX_TEMPFAIL). ``--tasks N`` (N > 1) runs the
+ranged conversion as N local processes (``landfall.arrival.ranged_local``), as a Cloud Run job would.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from landfall.arrival import converter
+from landfall.arrival import converter, ranged_local
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput, NotFound, TemporaryError
+from landfall.core.messages import Manifest
 from landfall.core.storage import Storage
 
 
@@ -23,6 +25,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard-target-bytes", type=int, help="about this many bytes per shard (default 128 MiB)")
     p.add_argument("--drop-nonfinite", action="store_true", default=None, help="drop NaN/Inf instances")
     p.add_argument("--npz-array", help="the array to take from an .npz holding several")
+    p.add_argument("--tasks", type=int, default=1,
+                   help="convert in N processes, each a disjoint range of SRC (ranged conversion; default 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,11 +40,17 @@ def run(args: argparse.Namespace) -> int:
     cfg = ConverterConfig.load(timesteps=shape[0], features=shape[1], shard_target_bytes=args.shard_target_bytes,
                                drop_nonfinite=args.drop_nonfinite, npz_array=args.npz_array)
     dataset = args.dataset or args.src.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0]
-    progress = _progress_bar()
+    if args.tasks < 1:
+        print(f"landfall convert: --tasks {args.tasks} must be at least 1", file=sys.stderr)
+        return 2
+    progress = _progress_bar() if args.tasks == 1 else None
     try:
-        manifest = converter.convert(args.src, args.out, dataset, cfg, Storage(cfg.project),
-                                     progress=progress.update if progress else None)
-    except BadInput as exc:
+        if args.tasks > 1:
+            manifest = _ranged(args, dataset, cfg)
+        else:
+            manifest = converter.convert(args.src, args.out, dataset, cfg, Storage(cfg.project),
+                                         progress=progress.update if progress else None)
+    except (BadInput, _Rejected) as exc:
         print(f"landfall convert: {args.src}: {exc.reason}: {exc.detail}", file=sys.stderr)
         return 2
     except NotFound as exc:
@@ -58,6 +68,29 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {shard.uri}  {shard.count} records  {shard.bytes} bytes")
     print(f"  {args.out.rstrip('/')}/manifest.json")
     return 0
+
+
+class _Rejected(Exception):
+    """A ranged task's rejection record, as the tasks wrote it (``landfall.rejection/v1``)."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+
+def _ranged(args: argparse.Namespace, dataset: str, cfg: ConverterConfig) -> Manifest:
+    """N task processes; the flags reach them as ``LANDFALL_*`` settings."""
+    settings = {"LANDFALL_TIMESTEPS": str(cfg.timesteps), "LANDFALL_FEATURES": str(cfg.features),
+                "LANDFALL_SHARD_TARGET_BYTES": str(cfg.shard_target_bytes),
+                "LANDFALL_DROP_NONFINITE": str(cfg.drop_nonfinite).lower(), "LANDFALL_NPZ_ARRAY": cfg.npz_array or ""}
+    run = ranged_local.run_local(args.src, args.out, tasks=args.tasks, dataset=dataset, settings=settings,
+                                 storage=Storage(cfg.project))
+    if run.manifest is not None:
+        return run.manifest
+    if run.rejection is not None:
+        raise _Rejected(run.rejection["reason"], run.rejection["detail"])
+    failed = [t.index for t in run.tasks if t.returncode != 0]
+    raise TemporaryError(f"tasks {failed} failed after {max(t.attempts for t in run.tasks)} attempts")
 
 
 class _Bar:

@@ -22,6 +22,9 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--bucket")
         p.add_argument("--workers", type=int, help="workers of each local TFJob (default 2)")
         p.add_argument("--epochs", type=int)
+        p.add_argument("--inline-max-bytes", type=int,
+                       help="larger arrivals are converted by Cloud Run job tasks, here processes the local operator "
+                            "starts (LANDFALL_INLINE_MAX_BYTES; default: the deployed per-format thresholds)")
     elif name == "demo":
         # Defaults finish in about 1.5 minutes on 2 CPU cores with the seed's model; the batch is
         # smaller than the seed's 1024 so the small dataset still gives the optimizer enough steps.
@@ -35,6 +38,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                        help="fail a stage that makes no progress for this many seconds")
         p.add_argument("--no-follow-up", action="store_true", help="skip the second, coalesced arrival")
         p.add_argument("--keep-running", action="store_true", help="leave the stack up afterwards")
+        p.add_argument("--inline-max-bytes", type=int,
+                       help="e.g. 4000000: the uploads are converted by Cloud Run job tasks (local processes)")
     elif name == "upload":
         p.add_argument("file")
         p.add_argument("--dataset", required=True)
@@ -61,7 +66,7 @@ def up(args: argparse.Namespace) -> int:
     logs.setup()
     cfg = StackConfig.load(state_dir=args.state_dir, pubsub_port=args.pubsub_port, gcs_port=args.gcs_port,
                            arrival_port=args.arrival_port, submit_port=args.submit_port, bucket=args.bucket,
-                           workers=args.workers, epochs=args.epochs)
+                           workers=args.workers, epochs=args.epochs, inline_max_bytes=args.inline_max_bytes)
     stack = Stack(cfg)
     try:
         stack.start()
@@ -97,7 +102,7 @@ def demo(args: argparse.Namespace) -> int:
     return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs,
                                 batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
                                 stage_timeout=args.stage_timeout, keep_running=args.keep_running,
-                                follow_up=not args.no_follow_up))
+                                follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes))
 
 
 def upload(args: argparse.Namespace) -> int:

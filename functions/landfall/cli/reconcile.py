@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat)
+    from landfall.core.pubsub import PubSub
+
+    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat, PubSub(cfg.project))
 
 
 def check_heartbeat(path: str, max_age_s: float) -> int:

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import layout, logs
+from landfall.core import champion, layout, logs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.layout import MANIFEST, RETRACTION
@@ -61,7 +61,20 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
     epochs = raw.get("epochs") or []
     last = epochs[-1] if epochs else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
-            **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last}}
+            **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last},
+            **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss") if k in raw}}
+
+
+def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
+    """The dataset's champion (``models/<dataset>/champion.json``), or None."""
+    try:
+        current, _ = champion.read(storage, layout.gs(bucket, champion.MODELS_PREFIX.strip("/")), ds)
+    except (LandfallError, ValueError):
+        return None
+    if current is None:
+        return None
+    return {"run": current.run, "seq": current.seq, "reason": current.reason, "promoted_by": current.promoted_by,
+            "promoted_at": current.promoted_at, "loss": current.loss, "model": current.model}
 
 
 def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
@@ -143,6 +156,8 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             out["reconcile_error"] = f"{type(exc).__name__}: {exc}"
     if cfg.bucket:
         out["datasets"] = _datasets(storage, cfg.bucket, lay, dataset)
+        for ds, entry in out["datasets"].items():
+            entry["champion"] = _champion(storage, cfg.bucket, ds)
     for job in backend.list(dataset):
         name = tfjob.name_of(job)
         bucket = cfg.bucket or tfjob.bucket_of(job)
@@ -197,11 +212,15 @@ def status(args: argparse.Namespace) -> int:
         for r in counts.get("latest_retractions", []):
             by = f" by generation {r['by_generation']}" if r.get("by_generation") else ""
             print(f"  retracted {r.get('name')}#{r.get('generation')}: {r.get('reason')}{by}")
+        if counts.get("champion"):
+            c = counts["champion"]
+            print(f"  champion  {c['run']} #{c['seq']} ({c['reason']} by {c['promoted_by']} at {c['promoted_at']}, "
+                  f"loss {c['loss']})")
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         m = j["metrics"] or {}
         metrics = (f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
-                   if m else "-")
+                   + (f" verdict={m['verdict']}" if m.get("verdict") else "") if m else "-")
         manifests = "-" if j["manifests"] is None else j["manifests"]
         print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
               f"{metrics}")

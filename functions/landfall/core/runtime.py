@@ -25,3 +25,4 @@ class Runtime(Generic[ConfigT]):
     storage: Storage
     pubsub: PubSub | None = None
     backend: Any = None  # the submit stage's TFJob backend (a landfall.submit.backends.Backend)
+    jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.core.cloudrun.CloudRunJobs or LocalJobs)

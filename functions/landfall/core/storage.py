@@ -13,8 +13,10 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -62,6 +64,11 @@ def join(base: str, *parts: str) -> str:
     for p in parts:
         out = f"{out}/{p.strip('/')}"
     return out
+
+
+def _local_generation(data: bytes) -> int:
+    """A positive stand-in for a generation on local disk: from the content (never 0, which means absent)."""
+    return int.from_bytes(hashlib.sha256(data).digest()[:7], "big") | 1
 
 
 class _ChecksumWriter:
@@ -171,7 +178,7 @@ class Storage:
         if not is_gs(uri):
             path = Path(uri)
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")  # per writer thread
             tmp.write_bytes(data)
             if if_absent:
                 try:
@@ -189,6 +196,53 @@ class Storage:
             blob.upload_from_string(
                 data, content_type=content_type, if_generation_match=0 if if_absent else None, retry=self.retry,
             )
+
+    # -- conditional updates (compare-and-swap on the object's generation) -------------------------
+    def read_generation(self, uri: str) -> tuple[bytes, int]:
+        """The object's bytes and the generation they belong to (``NotFound`` if absent).
+
+        On local disk the "generation" is a number derived from the content (there is no counter), which is
+        enough for ``write_if_generation``: the same content is the same state."""
+        if not is_gs(uri):
+            try:
+                data = Path(uri).read_bytes()
+            except FileNotFoundError:
+                raise NotFound(f"{uri}: not found") from None
+            return data, _local_generation(data)
+        with mapped_errors(uri):
+            blob = self._blob(uri)
+            data = blob.download_as_bytes(retry=self.retry)
+            return data, int(blob.generation or 0)
+
+    def write_if_generation(self, uri: str, data: bytes, generation: int, *,
+                            content_type: str = "application/json") -> int:
+        """Writes ``data`` only if the object is still at ``generation`` (0: only if it does not exist);
+        returns the new generation. A lost race raises ``AlreadyExists`` (HTTP 412, as for ``if_absent``):
+        re-read and decide again. One-request upload, so the precondition holds on the emulator too."""
+        if not is_gs(uri):
+            path = Path(uri)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            import fcntl
+
+            with open(path.with_name(f".{path.name}.lock"), "a+b") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    current = _local_generation(path.read_bytes())
+                except FileNotFoundError:
+                    current = 0
+                if current != generation:
+                    raise AlreadyExists(f"{uri}: generation {current}, not {generation}")
+                tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+                tmp.write_bytes(data)
+                os.replace(tmp, path)
+            return _local_generation(data)
+        with mapped_errors(uri):
+            blob = self._blob(uri)
+            # A retried request whose first try landed would see its own write and fail the precondition:
+            # a spurious AlreadyExists, which the caller's re-read resolves.
+            blob.upload_from_string(data, content_type=content_type, if_generation_match=generation,
+                                    retry=self.retry)
+            return int(blob.generation or 0)
 
     def delete(self, uri: str, missing_ok: bool = True) -> None:
         if not is_gs(uri):

@@ -4,10 +4,16 @@
 2. upload a seed-shaped synthetic dataset to ``incoming/<dataset>/`` (the GCS notification drives
    everything from there);
 3. follow every stage live: shards converted, request published, TFJob created and its state, each
-   epoch's loss and time per worker (from the replicas' logs);
+   epoch's loss, once per job, with the examples every worker trained on and the slowest worker's time
+   (from the job's metrics.json), and where each job's weights came from (its warm start);
 4. while that job trains, upload a second arrival: it waits as a pending request (no TFJob waits
    suspended), and one follow-up job is released when the first ends, training on both arrivals;
-5. write ``metrics/<job>.json``, ``training.png`` and ``summary.txt`` to ``--out``.
+5. name the dataset's champion and each job's verdict, then score a small new file with a few spiked
+   instances with the champion and report how many were flagged;
+6. write ``metrics/<job>.json``, ``training.png`` (losses, epoch times, the scored file's error histogram
+   with the threshold), ``scores/`` and ``summary.txt`` to ``--out``; the summary compares the follow-up's
+   first-epoch validation loss with its predecessor's last (a warm start continues where the predecessor
+   ended instead of starting over).
 
 A stage that fails, or makes no progress for ``--stage-timeout`` seconds, ends the demo with exit 1 and
 a line naming the stage.
@@ -25,11 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from landfall.core import champion
 from landfall.core.errors import LandfallError
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.local import plots
+from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob
@@ -54,6 +62,7 @@ class DemoOptions:
     stage_timeout: float = 150.0
     keep_running: bool = False
     follow_up: bool = True
+    inline_max_bytes: int | None = None  # smaller than the uploads: they take the Cloud Run job path
 
 
 class Follower:
@@ -67,7 +76,7 @@ class Follower:
         self.watch = watch_subscription
         self.t0 = time.monotonic()
         self.seen: set[str] = set()
-        self.log_offsets: dict[Path, int] = {}
+        self.warm_said: set[str] = set()
         self.epoch_seen: dict[str, int] = {}
         self.states: dict[str, str] = {}
         self.requests: list[dict[str, Any]] = []
@@ -114,24 +123,25 @@ class Follower:
             return None
 
     def _epochs(self, name: str) -> None:
-        folder = Path(self.stack.info["local_state"]) / "logs" / name
-        for log in sorted(folder.glob("worker-*.log")):
-            offset = self.log_offsets.get(log, 0)
-            with open(log, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-            end = data.rfind(b"\n") + 1
-            self.log_offsets[log] = offset + end
-            for line in data[:end].splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if entry.get("message") == "epoch":
-                    self.epoch_seen[name] = max(self.epoch_seen.get(name, 0), int(entry["epoch"]))
-                    self.say(f"{name} worker {entry.get('worker')} epoch {entry['epoch']}: loss {entry['loss']:.4f} "
-                             f"val_loss {entry.get('val_loss', float('nan')):.4f} in {entry['wall_s']:.1f}s "
-                             f"({entry.get('examples_per_s', 0):.0f} examples/s)")
+        """One line per finished epoch of the job (not one per worker), from its metrics.json."""
+        try:
+            m = json.loads(self.storage.read_bytes(tfjob.job_dir(self.stack.cfg.bucket, name) + "/metrics.json"))
+        except (LandfallError, ValueError):
+            return  # not written yet
+        if name not in self.warm_said and "warm_start" in m:
+            self.warm_said.add(name)
+            reason = (m.get("warm_start") or {}).get("reason", "")
+            self.say(f"{name} starts from {m['warm_start_from']} ({reason})" if m.get("warm_start_from")
+                     else f"{name} starts from fresh weights ({reason})")
+        for e in m.get("epochs") or []:
+            if int(e["epoch"]) <= self.epoch_seen.get(name, 0):
+                continue
+            self.epoch_seen[name] = int(e["epoch"])
+            shares = e.get("examples_per_worker") or []
+            self.say(f"{name} epoch {e['epoch']}: loss {e['loss']:.4f} val_loss {_fmt(e.get('val_loss'))}, "
+                     f"{e.get('examples', 0)} examples ({' + '.join(map(str, shares)) or '?'} on "
+                     f"{len(shares)} workers), slowest worker {e.get('slowest_worker', 0)} "
+                     f"{e.get('train_s', 0.0):.1f}s ({e.get('examples_per_s') or 0:.0f} examples/s)")
 
     def jobs(self) -> list[dict[str, Any]]:
         return self.backend.list(self.opts.dataset)
@@ -169,7 +179,8 @@ def run(opts: DemoOptions) -> int:
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     trainer_args = ("--units", opts.units, "--verbose", "0")
     cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs,
-                           batch_size_per_worker=opts.batch_size_per_worker, trainer_args=trainer_args)
+                           batch_size_per_worker=opts.batch_size_per_worker, trainer_args=trainer_args,
+                           inline_max_bytes=opts.inline_max_bytes)
     started = time.monotonic()
     stack = Stack(cfg)
     try:
@@ -197,7 +208,8 @@ def run(opts: DemoOptions) -> int:
             expected_jobs = 2
         follower.wait("training", lambda: len(follower.jobs()) >= expected_jobs
                       and all(tfjob.state(j) == "Succeeded" for j in follower.jobs()))
-        report = write_report(out, stack, follower, time.monotonic() - started)
+        scored = judge_and_score(follower, stack, opts, out)
+        report = write_report(out, stack, follower, time.monotonic() - started, scored)
         print("\n" + report)
         if opts.keep_running:
             print(f"\nthe stack keeps running (Ctrl-C stops it):\n{stack.exports()}", flush=True)
@@ -213,7 +225,26 @@ def run(opts: DemoOptions) -> int:
         stack.stop()
 
 
-def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float) -> str:
+def judge_and_score(follower: Follower, stack: Stack, opts: DemoOptions, out: Path) -> InjectedScore | None:
+    """Names the dataset's champion, then scores a small new file with injected anomalies with it."""
+    root = champion.models_root(tfjob.job_dir(stack.cfg.bucket, "any"))
+    current, _ = champion.read(follower.storage, root, opts.dataset)
+    if current is None:
+        follower.say(f"no champion for dataset {opts.dataset} (no job was evaluated)")
+        return None
+    follower.say(f"champion of {opts.dataset}: {current.run} ({current.model}), loss {_fmt(current.loss)}")
+    # Drawn as the training data was (same generator and size, so the same amplitudes), without anomalies.
+    normal = time_series(opts.instances, seed=1, anomaly_fraction=0.0)[:512]
+    scored = score_injected(current.model, out / "scores", normal=normal, storage=follower.storage)
+    follower.say(f"scored {len(scored.errors)} new instances, {len(scored.injected)} of them spiked: "
+                 f"{scored.caught} of {len(scored.injected)} flagged, {scored.false_alarms} false alarms, "
+                 f"threshold {scored.threshold:.4g} (p{(scored.quantile or 0) * 100:g} of the held-out errors; "
+                 f"scores: {scored.out})")
+    return scored
+
+
+def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
+                 scored: InjectedScore | None = None) -> str:
     jobs = sorted(follower.jobs(), key=tfjob.created_at)
     metrics = []
     for job in jobs:
@@ -221,7 +252,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float) 
         raw = follower.storage.read_bytes(tfjob.job_dir(stack.cfg.bucket, name) + "/metrics.json")
         (out / "metrics" / f"{name}.json").write_bytes(raw)
         metrics.append(json.loads(raw))
-    png = plots.training_curves(metrics, out / "training.png")
+    png = plots.training_curves(metrics, out / "training.png", scored)
     lines = [f"Landfall demo: {len(jobs)} job(s) for dataset '{follower.opts.dataset}' in {elapsed_s:.0f}s"]
     for job, m in zip(jobs, metrics, strict=True):
         epochs = m.get("epochs") or []
@@ -233,8 +264,41 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float) 
             f"{len(epochs)} epochs, final loss {last.get('loss', float('nan')):.4f} "
             f"val_loss {last.get('val_loss', float('nan')):.4f}, median epoch "
             f"{np.median([e['wall_s'] for e in epochs]) if epochs else float('nan'):.1f}s, restarts {m.get('restarts')}"
-            + (f", follow-up of {after} (coalesced arrival)" if after else ""))
+            + (f", follow-up of {after} (coalesced arrival)" if after else "")
+            + (f"; verdict {m['verdict']} (loss {_fmt(m.get('challenger_loss'))} vs champion "
+               f"{_fmt(m.get('champion_loss'))})" if m.get("verdict") else ""))
+    lines += warm_start_lines(metrics)
+    champions = [m for m in metrics if m.get("champion")]
+    if champions:
+        lines.append(f"champion: {champions[-1].get('champion_run')} ({champions[-1]['champion']})")
+    if scored:
+        lines.append(f"scoring: {scored.caught} of {len(scored.injected)} injected anomalies flagged, "
+                     f"{scored.false_alarms} false alarms of {len(scored.errors) - len(scored.injected)} "
+                     f"at threshold {scored.threshold:.4g}")
     lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"state:   {stack.cfg.state}"]
     text = "\n".join(lines)
     (out / "summary.txt").write_text(text + "\n")
     return text
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
+def warm_start_lines(metrics: list[dict[str, Any]]) -> list[str]:
+    """For each job that started from another's model: its first-epoch validation loss against the
+    predecessor's last (goal: within 5%, rather than back where a fresh model starts)."""
+    by_model = {m.get("model"): m for m in metrics if m.get("model")}
+    lines = []
+    for m in metrics:
+        before = by_model.get(m.get("warm_start_from"))
+        if not before or not m.get("epochs") or not before.get("epochs"):
+            continue
+        first, last = m["epochs"][0].get("val_loss"), before["epochs"][-1].get("val_loss")
+        fresh = before["epochs"][0].get("val_loss")
+        if first is None or last is None:
+            continue
+        lines.append(f"warm start: {m['job']} began from {before['job']}'s model: first-epoch val_loss {first:.4f} "
+                     f"vs its predecessor's last {last:.4f} ({(first / last - 1) * 100:+.1f}%; the predecessor's "
+                     f"fresh first epoch was {_fmt(fresh)})")
+    return lines

@@ -19,7 +19,9 @@ environment as the functions; SIGTERM or SIGINT stops it: it stops its replicas'
    replicas (new ports, the trainer resumes from its BackupAndRestore backup) until ``backoffLimit``
    restarts were spent (then ``Failed``, reason ``BackoffLimitExceeded``);
 4. enforces ``activeDeadlineSeconds`` from the job's first start (``Failed``, ``DeadlineExceeded``);
-5. stops the replicas of a job that was suspended or deleted.
+5. stops the replicas of a job that was suspended or deleted;
+6. plays Cloud Run for the arrival stage's large objects: runs the job executions recorded in the same
+   state folder (``landfall.local.cloudrun``: one process per task, ``python -m landfall.arrival.task``).
 
 Status is recorded in the TFJob object as the training operator records it: ``status.conditions``
 (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``; one entry per type,
@@ -117,6 +119,9 @@ class Operator:
         self.env = dict(os.environ if env is None else env)
         self.running: dict[str, RunningJob] = {}
         self.stopping = threading.Event()
+        from landfall.local.cloudrun import LocalCloudRun  # it imports stop_group from here
+
+        self.cloud_run = LocalCloudRun(state_dir, self.env)
 
     # -- status -----------------------------------------------------------------------------------------
     def _set_condition(self, job: dict[str, Any], kind: str, reason: str, message: str,
@@ -250,6 +255,20 @@ class Operator:
                 log.warning("reconcile failed (will retry): %s", exc)
             except Exception:  # a bug or an odd object must not stop the jobs this operator runs
                 log.exception("reconcile failed (will retry)")
+        if self.config is not None and self.storage is not None and os.environ.get("PUBSUB_EMULATOR_HOST"):
+            try:  # as the reconciler does: announce the jobs that ended with no chief to do so
+                from landfall.core.pubsub import PubSub
+                from landfall.reconcile import announce
+
+                if getattr(self, "_pubsub", None) is None:
+                    self._pubsub = PubSub(self.config.project)
+                announce.announce_finished(self.backend, self.storage, self._pubsub, self.config)
+            except Exception as exc:  # a missing topic or an odd record must not stop the jobs
+                log.debug("announcing results failed (will retry): %s", exc)
+        try:
+            self.cloud_run.tick()
+        except Exception:  # an odd record must not stop the TFJobs this operator runs
+            log.exception("local Cloud Run tick failed (will retry)")
         jobs = {tfjob.name_of(j): j for j in self.backend.list()}
         for name, rj in list(self.running.items()):
             job = jobs.get(name)
@@ -288,6 +307,7 @@ class Operator:
         self._poll(job, rj)
 
     def stop_all(self) -> None:
+        self.cloud_run.stop_all()
         for rj in list(self.running.values()):
             self._stop(rj)
 

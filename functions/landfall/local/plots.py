@@ -15,10 +15,14 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def training_curves(metrics: list[dict[str, Any]], path: Path) -> Path:
-    """Train and validation loss per epoch, and each epoch's wall time, for every job."""
+def training_curves(metrics: list[dict[str, Any]], path: Path, scored: Any = None) -> Path:
+    """Train and validation loss per epoch, and each epoch's wall time, for every job; with ``scored``
+    (``landfall.local.anomalies.score_injected``'s result) a third panel: its error histogram and threshold."""
     plt = _pyplot()
-    fig, (ax_loss, ax_time) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 3 if scored else 2, figsize=(18 if scored else 12, 4.5))
+    ax_loss, ax_time = axes[0], axes[1]
+    if scored:
+        _error_histogram(axes[2], scored if isinstance(scored, dict) else scored.as_dict())
     for m in metrics:
         epochs = m.get("epochs") or []
         xs = [e["epoch"] for e in epochs]
@@ -68,3 +72,41 @@ def scaling(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def anomaly_scores(scored: Any, path: Path) -> Path:
+    """The scoring panel: the error histogram with the threshold, and each instance's error with the injected
+    anomalies marked. ``scored`` is ``landfall.local.anomalies.score_injected``'s result (or its ``as_dict()``)."""
+    s = scored if isinstance(scored, dict) else scored.as_dict()
+    plt = _pyplot()
+    fig, (ax_hist, ax_err) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _error_histogram(ax_hist, s)
+    errors, injected = s["errors"], set(s["injected"])
+    ax_err.scatter(range(len(errors)), errors, s=6, color="tab:blue", label="instances")
+    ax_err.scatter(sorted(injected), [errors[i] for i in sorted(injected)], s=30, facecolors="none",
+                   edgecolors="tab:orange", label="injected anomalies")
+    ax_err.axhline(s["threshold"], color="red", linestyle="--", label="threshold")
+    ax_err.set_yscale("log")
+    caught = len(set(s["flagged"]) & injected)
+    ax_err.set(title=f"{caught} of {len(injected)} injected flagged, "
+                     f"{len(set(s['flagged']) - injected)} false alarms of {len(errors) - len(injected)}",
+               xlabel="instance", ylabel="MSE (original units)")
+    for ax in (ax_hist, ax_err):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _error_histogram(ax: Any, s: dict[str, Any]) -> None:
+    edges, counts = s["histogram"]["edges"], s["histogram"]["counts"]
+    if counts:
+        ax.stairs(counts, edges, fill=True, alpha=0.6)
+        ax.set_xscale("log")
+    quantile = f"p{s['quantile'] * 100:g}" if s.get("quantile") else "threshold"
+    ax.axvline(s["threshold"], color="red", linestyle="--", label=f"threshold ({quantile} of held-out errors)")
+    ax.set(title="Reconstruction error of a scored file", xlabel="MSE (original units)", ylabel="instances")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)

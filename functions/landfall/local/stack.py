@@ -8,7 +8,9 @@ Processes (each its own process group, stopped by its own id, logs under ``<stat
   ``functions/main.py``, each fed by a push subscription from the emulator, as Eventarc and Pub/Sub
   push to the deployed functions (the request subscription has the production dead-letter policy);
 - the local operator (``landfall operator``), the ``local`` backend's controller, which runs the TFJobs
-  the submit function records.
+  the submit function records, and plays Cloud Run for objects above the inline threshold
+  (``LANDFALL_INLINE_MAX_BYTES``, ``StackConfig.inline_max_bytes``): the arrival function records one job
+  execution and the operator runs its tasks as processes (``landfall.local.cloudrun``).
 
 Everything lives under one state folder; ``<state>/stack.json`` describes the running stack (endpoints,
 pids) and doubles as the lock: a second ``up`` on the same folder while one runs says so and stops.
@@ -53,12 +55,16 @@ class StackConfig(Settings):
     notification_topic: str = "landfall-gcs-notifications"
     request_topic: str = "landfall-training-requests"
     dead_letter_topic: str = "landfall-training-requests-dead-letter"
+    results_topic: str = "landfall-training-results"  # finished jobs' landfall.result/v1 (and a pull subscription)
     max_delivery_attempts: int = 5
     # The TFJobs the submit function renders here (CPU, small enough for a laptop).
     workers: int = 2
     epochs: int = 3
     batch_size_per_worker: int = 256
     trainer_args: tuple[str, ...] = ()
+    # Objects above this many bytes take the large-file path: the arrival function records a Cloud Run
+    # execution and the local operator runs its tasks (None: the deployed per-format thresholds).
+    inline_max_bytes: int | None = None
 
     @property
     def state(self) -> Path:
@@ -188,9 +194,10 @@ class Stack:
         self.procs.append(pubsub_proc)
         os.environ["PUBSUB_EMULATOR_HOST"] = pubsub_host
         pubsub = PubSub(cfg.project)
-        for topic in (cfg.notification_topic, cfg.request_topic, cfg.dead_letter_topic):
+        for topic in (cfg.notification_topic, cfg.request_topic, cfg.dead_letter_topic, cfg.results_topic):
             pubsub.ensure_topic(topic)
         pubsub.ensure_subscription(cfg.dead_letter_topic, cfg.dead_letter_topic)  # what `landfall status` reads
+        pubsub.ensure_subscription(cfg.results_topic, cfg.results_topic)  # training results, for whoever pulls
         gcs_proc, gcs_url = emulators.start_gcs(state, pubsub_host, cfg.project, cfg.notification_topic,
                                                 object_prefix="incoming/", port=cfg.gcs_port or None)
         self.procs.append(gcs_proc)
@@ -209,6 +216,7 @@ class Stack:
             "LANDFALL_BUCKET": cfg.bucket,
             "LANDFALL_REQUEST_TOPIC": cfg.request_topic,
             "LANDFALL_DEAD_LETTER_SUBSCRIPTION": cfg.dead_letter_topic,
+            "LANDFALL_RESULTS_TOPIC": cfg.results_topic,
             "LANDFALL_BACKEND": "local",
             "LANDFALL_LOCAL_STATE": str(local_state),
             "LANDFALL_WORKERS": str(cfg.workers),
@@ -217,6 +225,8 @@ class Stack:
             "LANDFALL_BATCH_SIZE_PER_WORKER": str(cfg.batch_size_per_worker),
             "LANDFALL_TRAINER_ARGS": json.dumps(list(cfg.trainer_args)),
             "LANDFALL_TRAINER_IMAGE": "local",
+            "LANDFALL_JOBS_BACKEND": "local",  # the local operator plays Cloud Run (landfall.local.cloudrun)
+            **({"LANDFALL_INLINE_MAX_BYTES": str(cfg.inline_max_bytes)} if cfg.inline_max_bytes is not None else {}),
             "PYTHONUNBUFFERED": "1",
         }
 

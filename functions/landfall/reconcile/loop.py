@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from landfall.core.errors import TemporaryError
 
@@ -34,8 +34,12 @@ MAX_HEARTBEAT_AGE_S = 120.0  # well above a pass (storage retries are bounded at
 
 
 def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
-        heartbeat: str | Path | None = None) -> int:
-    """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0."""
+        heartbeat: str | Path | None = None, pubsub: Any = None) -> int:
+    """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0.
+
+    With ``pubsub``, each pass also announces finished jobs that have no result yet
+    (``landfall.reconcile.announce``: a job that failed without a chief to do so)."""
+    from landfall.reconcile import announce
     from landfall.submit import coalesce
 
     beat(heartbeat)
@@ -44,6 +48,10 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
             released = coalesce.reconcile(backend, storage, cfg)
             if released:
                 log.info("released %s", ", ".join(released), extra={"fields": {"released": released}})
+            if pubsub is not None:
+                announced = announce.announce_finished(backend, storage, pubsub, cfg)
+                if announced:
+                    log.info("announced %s", ", ".join(announced), extra={"fields": {"announced": announced}})
         except TemporaryError as exc:
             log.warning("reconcile pass failed (will retry): %s", exc)
         except Exception as exc:  # any object, any bug: log it and go on, the next pass may succeed

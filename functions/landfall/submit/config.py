@@ -48,6 +48,7 @@ class JobConfig(Settings):
     # Pub/Sub (republish, status).
     request_topic: str = "landfall-training-requests"
     dead_letter_subscription: str = "landfall-training-requests-dead-letter"
+    results_topic: str = "landfall-training-results"  # the reconciler announces jobs that ended without a chief
     project: str = dataclasses.field(default_factory=default_project)
 
     def __post_init__(self) -> None:

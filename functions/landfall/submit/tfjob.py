@@ -112,7 +112,8 @@ def container(cfg: JobConfig, name: str, inputs_uri: str, runs_prefix: str = "ru
         "image": cfg.trainer_image,
         "command": ["python", "-m", "trainer.task"],
         "args": container_args(cfg, name, inputs_uri, runs_prefix),
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
+        # The project names the results topic the chief publishes to (trainer.verdict.publish_result).
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "GOOGLE_CLOUD_PROJECT", "value": cfg.project}],
         "resources": resources,
     }
 

@@ -36,6 +36,16 @@ locals {
   converter_env = {
     GOOGLE_CLOUD_PROJECT   = var.project_id
     LANDFALL_REQUEST_TOPIC = var.request_topic_id
+    # Above its size threshold (landfall.arrival.route) an arrival is converted by this job's
+    # tasks: the function starts one execution, at most max_tasks tasks (the job's parallelism).
+    LANDFALL_CONVERT_JOB = google_cloud_run_v2_job.convert.id
+    LANDFALL_MAX_TASKS   = tostring(var.convert_job.parallelism)
+  }
+  # The job's tasks (python -m landfall.arrival.task) read ConverterConfig too; the execution adds
+  # LANDFALL_SOURCE_BUCKET/NAME/GENERATION, Cloud Run CLOUD_RUN_TASK_INDEX/COUNT.
+  convert_job_env = {
+    GOOGLE_CLOUD_PROJECT   = var.project_id
+    LANDFALL_REQUEST_TOPIC = var.request_topic_id
   }
   submitter_env = {
     GOOGLE_CLOUD_PROJECT              = var.project_id
@@ -125,6 +135,57 @@ resource "google_cloudfunctions2_function" "on_training_request" {
     service_account_email         = var.service_accounts.submitter
     environment_variables         = local.submitter_env
   }
+}
+
+# Large arrivals: the Cloud Run job on-data-arrival starts (landfall.arrival.route), one
+# execution per arrival, each task converting a share of the object (landfall.arrival.ranged)
+# from the converter image (converter/Dockerfile, pushed by Cloud Build as converter:$SHORT_SHA).
+# task_count is the job's default; every execution overrides it from the object's size.
+resource "google_cloud_run_v2_job" "convert" {
+  project             = var.project_id
+  name                = var.convert_job.name
+  location            = var.region
+  labels              = var.labels
+  deletion_protection = false
+
+  template {
+    labels      = var.labels
+    task_count  = 1
+    parallelism = var.convert_job.parallelism
+
+    template {
+      service_account = var.service_accounts.convert-job
+      timeout         = "${var.convert_job.timeout_seconds}s"
+      max_retries     = var.convert_job.max_retries
+
+      containers {
+        image = var.converter_image
+        resources {
+          limits = {
+            cpu    = var.convert_job.cpu
+            memory = var.convert_job.memory
+          }
+        }
+        dynamic "env" {
+          for_each = local.convert_job_env
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+}
+
+# The converter function's account may start this job with overrides (task count, env), on
+# this job only: no project-wide Cloud Run grant.
+resource "google_cloud_run_v2_job_iam_member" "converter_runs_convert_job" {
+  project  = var.project_id
+  location = google_cloud_run_v2_job.convert.location
+  name     = google_cloud_run_v2_job.convert.name
+  role     = "roles/run.jobsExecutorWithOverrides"
+  member   = "serviceAccount:${var.service_accounts.converter}"
 }
 
 # Neither function has an Eventarc trigger: each is fed by a push subscription

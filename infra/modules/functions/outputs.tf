@@ -28,11 +28,17 @@ output "trainer_image" {
   value       = var.trainer_image
 }
 
+output "convert_job" {
+  description = "The Cloud Run job converting large arrivals (projects/P/locations/L/jobs/J: the function's LANDFALL_CONVERT_JOB)."
+  value       = google_cloud_run_v2_job.convert.id
+}
+
 output "environment" {
   description = "Environment variables of each function, by function name (the submitter's holds the cluster CA)."
   value = {
     on-data-arrival     = local.converter_env
     on-training-request = local.submitter_env
+    landfall-convert    = local.convert_job_env
   }
   sensitive = true
 }

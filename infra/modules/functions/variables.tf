@@ -126,13 +126,47 @@ variable "trainer_service_account" {
 }
 
 variable "service_accounts" {
-  description = "Emails of the converter, submitter, invoker and fn-build accounts (infra/modules/iam output)."
+  description = "Emails of the converter, submitter, invoker, fn-build and convert-job accounts (infra/modules/iam output)."
   type = object({
-    converter = string
-    submitter = string
-    invoker   = string
-    fn-build  = string
+    converter   = string
+    submitter   = string
+    invoker     = string
+    fn-build    = string
+    convert-job = string
   })
+}
+
+variable "converter_image" {
+  description = "Full converter image reference the Cloud Run job runs (python -m landfall.arrival.task)."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z0-9.-]+(:[0-9]+)?/.+[:@].+$", var.converter_image))
+    error_message = "converter_image must be a registry path with a tag or digest."
+  }
+}
+
+variable "convert_job" {
+  description = "The Cloud Run job converting large arrivals: its name (the deployer's grant in infra/modules/iam names it), sizing of each task, retries, and parallelism (also the function's LANDFALL_MAX_TASKS)."
+  type = object({
+    name            = string
+    memory          = string
+    cpu             = string
+    timeout_seconds = number
+    max_retries     = number
+    parallelism     = number
+  })
+  default = {
+    name            = "landfall-convert"
+    memory          = "2Gi"
+    cpu             = "1"
+    timeout_seconds = 3600
+    max_retries     = 3
+    parallelism     = 32
+  }
+  validation {
+    condition     = var.convert_job.timeout_seconds <= 86400 && var.convert_job.max_retries >= 1 && var.convert_job.parallelism >= 1
+    error_message = "A task runs at most 24 h; at least one retry (temporary failures exit 75); parallelism >= 1."
+  }
 }
 
 variable "converter" {

@@ -7,20 +7,22 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "models"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
 
   accounts = {
     converter = "Landfall converter (on-data-arrival): incoming/ -> tfrecords/, publishes training requests"
-    submitter = "Landfall submitter (on-training-request): reads manifests, creates TFJobs"
-    trainer   = "Landfall trainer (TFJob pods via Workload Identity): tfrecords/ -> runs/"
-    invoker   = "Landfall invoker: Pub/Sub push identity that calls the functions"
-    gke-nodes = "Landfall GKE nodes: logs, metrics, image pulls"
-    test      = "Landfall tests (Cloud Build test trigger): writes logs, holds no deploy rights"
-    build     = "Landfall deploy (Cloud Build deploy trigger): pushes the image, deploys functions and manifests"
-    fn-build  = "Landfall function builds: builds the functions' containers"
+    # account_id landfall-convert-job (30 characters at most)
+    convert-job = "Landfall convert job (Cloud Run job tasks): large arrivals, incoming/ -> tfrecords/"
+    submitter   = "Landfall submitter (on-training-request): reads manifests, creates TFJobs"
+    trainer     = "Landfall trainer (TFJob pods via Workload Identity): tfrecords/ -> runs/"
+    invoker     = "Landfall invoker: Pub/Sub push identity that calls the functions"
+    gke-nodes   = "Landfall GKE nodes: logs, metrics, image pulls"
+    test        = "Landfall tests (Cloud Build test trigger): writes logs, holds no deploy rights"
+    build       = "Landfall deploy (Cloud Build deploy trigger): pushes the image, deploys functions and manifests"
+    fn-build    = "Landfall function builds: builds the functions' containers"
   }
 }
 
@@ -67,6 +69,45 @@ resource "google_pubsub_topic_iam_member" "converter_publish" {
   member  = google_service_account.sa["converter"].member
 }
 
+# --- convert job (Cloud Run job landfall-convert) ------------------------------
+# Large arrivals are converted by the tasks of the Cloud Run job (infra/modules/functions,
+# landfall.arrival.ranged) running as this account: the converter function's object rights,
+# mirrored (read incoming/; write tfrecords/, tmp/ and rejected/) and publish on the
+# training-request topic (the committing task publishes the request). Nothing else.
+
+resource "google_storage_bucket_iam_member" "convert_job_read_incoming" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["convert-job"].member
+  condition {
+    title      = "incoming-only"
+    expression = "${local.prefix_condition["incoming"]} || ${local.list_condition}"
+  }
+}
+
+resource "google_storage_bucket_iam_member" "convert_job_write" {
+  # Tasks rewrite their own deterministic parts on a retry: objectUser.
+  for_each = toset(["tfrecords", "rejected", "tmp"])
+  bucket   = var.bucket_name
+  role     = "roles/storage.objectUser"
+  member   = google_service_account.sa["convert-job"].member
+  condition {
+    title      = "${each.key}-only"
+    expression = local.prefix_condition[each.key]
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "convert_job_publish" {
+  project = var.project_id
+  topic   = var.topic_name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.sa["convert-job"].member
+}
+
+# Starting the job is granted on the job itself (google_cloud_run_v2_job_iam_member in
+# infra/modules/functions, next to the job): the converter account may run that job with
+# overrides, nothing else in Cloud Run.
+
 # --- submitter --------------------------------------------------------------
 
 resource "google_storage_bucket_iam_member" "submitter_read_manifests" {
@@ -100,7 +141,7 @@ resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   member = google_service_account.sa["submitter"].member
   condition {
     title      = "requests-and-job-inputs"
-    expression = "${local.prefix_condition["requests"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\")))"
+    expression = "${local.prefix_condition["requests"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\") || resource.name.endsWith(\"/result.json\")))"
   }
 }
 
@@ -125,6 +166,27 @@ resource "google_service_account_iam_member" "submitter_workload_identity" {
   member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.submitter_ksa}]"
 }
 
+# The reconciler (acting as this account) announces jobs that ended without a chief to do
+# so (landfall.reconcile.announce): it reads runs/<job>/metrics.json, creates and completes
+# runs/<job>/result.json (granted with the bookkeeping above) and publishes on the results
+# topic only. The results topic has exactly two publishers: this account and the trainer's.
+resource "google_storage_bucket_iam_member" "submitter_read_job_metrics" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["submitter"].member
+  condition {
+    title      = "job-metrics-only"
+    expression = "${local.prefix_condition["runs"]} && resource.name.endsWith(\"/metrics.json\")"
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "submitter_publish_results" {
+  project = var.project_id
+  topic   = var.results_topic_name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.sa["submitter"].member
+}
+
 # --- trainer ----------------------------------------------------------------
 
 resource "google_storage_bucket_iam_member" "trainer_read_tfrecords" {
@@ -146,6 +208,26 @@ resource "google_storage_bucket_iam_member" "trainer_write_runs" {
     title      = "runs-only"
     expression = local.prefix_condition["runs"]
   }
+}
+
+# The verdict (trainer.verdict): the chief reads and rewrites models/<dataset>/champion.json
+# (generation-guarded) and creates models/<dataset>/history/<n>.json; nothing else there.
+resource "google_storage_bucket_iam_member" "trainer_write_models" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["trainer"].member
+  condition {
+    title      = "models-only"
+    expression = local.prefix_condition["models"]
+  }
+}
+
+# The chief announces the run it finished on the results topic; publish only, on that topic only.
+resource "google_pubsub_topic_iam_member" "trainer_publish_results" {
+  project = var.project_id
+  topic   = var.results_topic_name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.sa["trainer"].member
 }
 
 resource "google_service_account_iam_member" "trainer_workload_identity" {
@@ -261,6 +343,9 @@ resource "google_project_iam_member" "test_logs" {
 #                                 objects in the sources and state buckets
 #   kubectl apply -k overlay   -> container.clusterViewer (credentials only) + the
 #                                 landfall-deployer RBAC in k8s/base (named objects)
+#   the convert job            -> push the converter image to the same repository as the
+#                                 trainer's; the landfall job deployer role on that one
+#                                 job by name; actAs its account (convert-job)
 
 # Build logs: a log entry's only parent is the project.
 resource "google_project_iam_member" "build_logs" {
@@ -341,6 +426,41 @@ resource "google_storage_bucket_iam_member" "build_buckets" {
   member   = google_service_account.sa["build"].member
 }
 
+# The Cloud Run job landfall-convert (infra/modules/functions): create, update and delete
+# it and bind who may run it (setIamPolicy on it), nothing else. Like the functions, a
+# job-level grant cannot exist before the job, so the grant is on the project, conditioned
+# on that job's name and the region's long-running operations terraform polls; the custom
+# role cannot run jobs (run.jobs.run*) or touch services. roles/run.developer would add
+# both, and roles/run.admin every other Cloud Run permission.
+resource "google_project_iam_custom_role" "job_deployer" {
+  project     = var.project_id
+  role_id     = "landfallJobDeployer"
+  title       = "Landfall job deployer"
+  description = "Create, update and delete Landfall's Cloud Run job and its IAM; run nothing."
+  permissions = [
+    "run.jobs.create",
+    "run.jobs.delete",
+    "run.jobs.get",
+    "run.jobs.getIamPolicy",
+    "run.jobs.setIamPolicy",
+    "run.jobs.update",
+    "run.operations.get",
+  ]
+}
+
+resource "google_project_iam_member" "build_convert_job" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.job_deployer.name
+  member  = google_service_account.sa["build"].member
+  condition {
+    title = "landfall-convert-job-only"
+    expression = join(" || ", [
+      "resource.name == \"projects/${var.project_id}/locations/${var.region}/jobs/${var.convert_job_name}\"",
+      "resource.name.startsWith(\"projects/${var.project_id}/locations/${var.region}/operations/\")",
+    ])
+  }
+}
+
 # Credentials for the cluster (container.clusters.get) and nothing in Kubernetes: the
 # landfall-deployer ClusterRole/Role in k8s/base grant what kubectl apply needs.
 resource "google_project_iam_member" "build_cluster_access" {
@@ -350,10 +470,10 @@ resource "google_project_iam_member" "build_cluster_access" {
 }
 
 # Exactly the accounts the functions root names: the two runtime accounts
-# (converter, submitter), the push identity of the two subscriptions (invoker) and
-# the functions' build account (fn-build).
+# (converter, submitter), the push identity of the two subscriptions (invoker), the
+# functions' build account (fn-build) and the convert job's account (convert-job).
 resource "google_service_account_iam_member" "build_act_as" {
-  for_each           = toset(["converter", "submitter", "invoker", "fn-build"])
+  for_each           = toset(["converter", "submitter", "invoker", "fn-build", "convert-job"])
   service_account_id = google_service_account.sa[each.key].name
   role               = "roles/iam.serviceAccountUser"
   member             = google_service_account.sa["build"].member

@@ -23,6 +23,12 @@ variable "state_bucket" {
   type        = string
 }
 
+variable "results_topic_name" {
+  description = "Training-results topic: the trainer and the reconciler (submitter account) publish to it."
+  type        = string
+  default     = "landfall-training-results"
+}
+
 variable "topic_name" {
   description = "Training-request topic the converter publishes to."
   type        = string
@@ -75,4 +81,10 @@ variable "function_names" {
   description = "Cloud Run functions the invoker account may call (the push targets of both subscriptions)."
   type        = list(string)
   default     = ["on-data-arrival", "on-training-request"]
+}
+
+variable "convert_job_name" {
+  description = "Name of the Cloud Run job that converts large arrivals (infra/modules/functions); the deployer's job rights name it."
+  type        = string
+  default     = "landfall-convert"
 }

@@ -108,6 +108,7 @@ module "iam" {
   sources_bucket_name = module.storage.sources_bucket_name
   state_bucket        = var.state_bucket
   topic_name          = module.pubsub.topic_name
+  results_topic_name  = module.pubsub.results_topic_name
   # The deployer attaches the arrival subscription to it.
   notification_topic_name = module.pubsub.notification_topic_name
   repository_name         = module.registry.repository_id

@@ -10,6 +10,18 @@ resource "google_pubsub_topic" "requests" {
   message_retention_duration = var.message_retention
 }
 
+# Every finished training job's one result (landfall.result/v1: dataset, job, status,
+# verdict, losses, model and champion URIs). Published by the trainer's chief and by the
+# reconciler (for a job that ended without a chief to do so); the publishers are granted
+# on this topic only, in infra/modules/iam. Consumers attach their own subscriptions.
+resource "google_pubsub_topic" "results" {
+  # checkov:skip=CKV_GCP_83:Results carry job names, losses and URIs only, no data; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.results_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
 resource "google_pubsub_topic" "dead_letter" {
   # checkov:skip=CKV_GCP_83:Dead-lettered requests carry object paths only; Google-managed encryption is enough.
   project                    = var.project_id

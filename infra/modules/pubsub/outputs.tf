@@ -37,3 +37,8 @@ output "notification_topic_name" {
   description = "Short name of the incoming/ notification topic."
   value       = google_pubsub_topic.notifications.name
 }
+
+output "results_topic_name" {
+  description = "Short name of the training-results topic."
+  value       = google_pubsub_topic.results.name
+}

@@ -18,6 +18,12 @@ variable "topic_name" {
   default     = "landfall-training-requests"
 }
 
+variable "results_topic_name" {
+  description = "Topic every finished training job's result (landfall.result/v1) is published to."
+  type        = string
+  default     = "landfall-training-results"
+}
+
 variable "dead_letter_topic_name" {
   description = "Topic that receives requests the submitter failed on max_delivery_attempts times."
   type        = string

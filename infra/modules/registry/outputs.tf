@@ -13,6 +13,11 @@ output "image_base" {
   value       = "${var.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.trainer.repository_id}/trainer"
 }
 
+output "converter_image_base" {
+  description = "Converter image path without tag (the Cloud Run job's): LOCATION-docker.pkg.dev/PROJECT/REPO/converter, in the trainer's repository."
+  value       = "${var.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.trainer.repository_id}/converter"
+}
+
 output "functions_repository_id" {
   description = "Repository ID of the functions' build images."
   value       = google_artifact_registry_repository.functions.repository_id

@@ -28,9 +28,24 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(tmp_path):
     for m in metrics:
         assert m["schema"] == METRICS_SCHEMA and m["status"] == "succeeded" and len(m["epochs"]) == 2
     assert sorted(len(m["manifests"]) for m in metrics) == [1, 2]  # the follow-up trains on both arrivals
+    first, follow_up = sorted(metrics, key=lambda m: len(m["manifests"]))
+    assert first["warm_start_from"] is None and follow_up["warm_start_from"] == first["model"]  # a warm start
+    assert f"{follow_up['job']} starts from {first['model']}" in proc.stdout
+    # One line per epoch per job (not per worker), with what every worker did and the slowest one's time.
+    epoch_lines = [line for line in proc.stdout.splitlines() if " epoch " in line and "slowest worker" in line]
+    assert len(epoch_lines) == 4, epoch_lines
+    assert all("on 2 workers" in line for line in epoch_lines)
     assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (out / "summary.txt").read_text()
     assert "2 job(s)" in summary and "follow-up of" in summary
+    assert f"warm start: {follow_up['job']} began from {first['job']}'s model: first-epoch val_loss" in summary
+    # Every job ends in a verdict; the demo names the champion and scores a spiked file with it.
+    assert first["verdict"] == "promoted" and follow_up["verdict"] in ("promoted", "kept_champion")
+    champion = follow_up["champion_run"]
+    assert champion == (follow_up["job"] if follow_up["verdict"] == "promoted" else first["job"])
+    assert f"champion of demo: {champion}" in proc.stdout and f"champion: {champion}" in summary
+    assert "scored 512 new instances, 8 of them spiked" in proc.stdout
+    assert (out / "scores" / "injected.scores.parquet").exists()
     assert not (out / "stack" / "stack.json").exists()  # the stack was stopped
 
 

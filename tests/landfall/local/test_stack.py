@@ -1,4 +1,9 @@
-"""End to end on this machine: ``landfall up`` on real emulators, an upload, one TFJob to Succeeded."""
+"""End to end on this machine: ``landfall up`` on real emulators, an upload, one TFJob to Succeeded.
+
+The stack runs with a tiny inline threshold (``--inline-max-bytes``), so the upload takes the large-file path:
+the arrival function records one Cloud Run execution, the local operator runs its three tasks as processes
+(``python -m landfall.arrival.task``), and the committing task publishes the request. The in-process path is
+covered function by function (tests/functions, tests/landfall/arrival)."""
 
 from __future__ import annotations
 
@@ -48,10 +53,11 @@ def _wait(predicate, timeout: float, what: str):
 def stack(tmp_path):
     state = tmp_path / "state"
     env = {**os.environ, "LANDFALL_EPOCHS": "2", "LANDFALL_BATCH_SIZE_PER_WORKER": "64",
-           "LANDFALL_TRAINER_ARGS": TRAINER_ARGS}
+           "LANDFALL_TRAINER_ARGS": TRAINER_ARGS, "LANDFALL_TASK_BYTES": "300000"}  # the upload: 3 tasks
     for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT"):
         env.pop(key, None)  # the stack starts its own emulators
-    proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+    proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state),
+                             "--inline-max-bytes", "100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
@@ -101,10 +107,16 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
         pubsub.publish("landfall-gcs-notifications", note.data, note.attributes)
 
     backend = LocalBackend(info["local_state"])
+    executions = Path(info["local_state"]) / "cloudrun" / "executions"
+    [execution] = _wait(lambda: sorted(executions.glob("*[!s].json")), 60, "the Cloud Run execution")
+    assert json.loads(execution.read_text())["task_count"] == 3
     job = _wait(lambda: [j for j in backend.list("plant") if tfjob.is_finished(j)], 240, "the TFJob to finish")[0]
     assert tfjob.state(job) == "Succeeded"
     time.sleep(3)  # let the replayed notifications run through the functions
     assert len(backend.list("plant")) == 1
+    assert len(list(executions.glob("*[!s].json"))) == 1  # the replayed notifications started none
+    status = json.loads(execution.with_name(execution.name[:-len(".json")] + ".status.json").read_text())
+    assert status["state"] == "Succeeded" and len(status["tasks"]) == 3
     storage = Storage(info["project"])
     assert len(storage.list(f"gs://{info['bucket']}/tfrecords/plant/", suffix="manifest.json")) == 1
     metrics = json.loads(storage.read_bytes(tfjob.job_dir(info["bucket"], tfjob.name_of(job)) + "/metrics.json"))

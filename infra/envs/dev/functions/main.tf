@@ -35,11 +35,15 @@ module "functions" {
   gke_endpoint                 = local.platform.gke_endpoint
   gke_ca_certificate           = local.platform.gke_ca_certificate
   trainer_image                = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
+  # Added to the platform outputs with the convert job: apply the platform first.
+  converter_image = "${local.platform.converter_image_base}:${var.converter_image_tag}"
   service_accounts = {
     converter = local.platform.service_accounts["converter"]
     submitter = local.platform.service_accounts["submitter"]
     invoker   = local.platform.service_accounts["invoker"]
     fn-build  = local.platform.service_accounts["fn-build"]
+    # The convert job's account, added to the platform with the job: apply the platform first.
+    convert-job = local.platform.service_accounts["convert-job"]
   }
   labels = local.labels
 }

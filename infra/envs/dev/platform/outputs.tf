@@ -56,6 +56,11 @@ output "trainer_image_base" {
   value       = module.platform.trainer_image_base
 }
 
+output "converter_image_base" {
+  description = "Converter image path without tag (the convert job's); Cloud Build pushes :$SHORT_SHA here."
+  value       = module.platform.converter_image_base
+}
+
 output "cluster_name" {
   description = "GKE cluster name (gcloud container clusters get-credentials)."
   value       = module.platform.cluster_name

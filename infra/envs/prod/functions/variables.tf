@@ -27,6 +27,15 @@ variable "trainer_image_tag" {
   }
 }
 
+variable "converter_image_tag" {
+  description = "Tag of the converter image the Cloud Run job landfall-convert runs; Cloud Build passes $SHORT_SHA."
+  type        = string
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.converter_image_tag))
+    error_message = "converter_image_tag must be a valid Docker tag."
+  }
+}
+
 variable "functions_source_dir" {
   description = "The functions/ folder, relative to this root."
   type        = string

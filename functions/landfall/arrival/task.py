@@ -1,0 +1,74 @@
+"""``python -m landfall.arrival.task``: one task of a ranged conversion (a Cloud Run job task, or a local process).
+
+Environment: ``CLOUD_RUN_TASK_INDEX``, ``CLOUD_RUN_TASK_COUNT`` (set by Cloud Run); ``LANDFALL_SOURCE_BUCKET``
+(empty: ``LANDFALL_SOURCE_NAME`` is a local path), ``LANDFALL_SOURCE_NAME``, ``LANDFALL_SOURCE_GENERATION``
+(the execution's overrides); optionally ``LANDFALL_TASK_OUT`` and ``LANDFALL_TASK_DATASET`` (``landfall convert
+--tasks``: an output folder instead of the arrival's, and nothing is published). The converter's settings
+come from ``ConverterConfig.load()`` (``LANDFALL_*``).
+
+Exit 0 when the task is done: its part written, the manifest committed (and published), or the arrival
+rejected for good or superseded (a retry would not help). Exit 75 on a temporary error, so Cloud Run
+retries the task (``max_retries``). Logs are JSON lines (``landfall.core.logs``); the last one carries the
+task's peak RSS.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from landfall.arrival import ranged
+from landfall.arrival.config import ConverterConfig
+from landfall.core import logs
+from landfall.core.errors import TemporaryError
+from landfall.core.messages import Manifest
+from landfall.core.storage import Storage
+
+log = logging.getLogger("landfall.arrival.task")
+EX_TEMPFAIL = 75
+
+
+def peak_rss_mib() -> float | None:
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        return None
+
+
+def publisher() -> Callable[[Manifest], Any]:
+    """What follows a committed manifest, as after an in-process conversion: ``handler.after_conversion``
+    (retract older generations, publish the training request). Imported only by the committer's caller."""
+    from landfall.arrival.handler import after_conversion
+
+    return after_conversion
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    logs.setup()
+    index, count = int(env.get("CLOUD_RUN_TASK_INDEX", "0")), int(env.get("CLOUD_RUN_TASK_COUNT", "1"))
+    out = env.get("LANDFALL_TASK_OUT") or None
+    fields: dict[str, Any] = {"task": index, "tasks": count}
+    try:
+        cfg = ConverterConfig.load(env)
+        storage = Storage(cfg.project, retry_deadline_s=cfg.storage_retry_s)
+        result = ranged.run_task(
+            storage, cfg, bucket=env.get("LANDFALL_SOURCE_BUCKET", ""), name=env["LANDFALL_SOURCE_NAME"],
+            generation=int(env["LANDFALL_SOURCE_GENERATION"]), index=index, count=count,
+            dataset=env.get("LANDFALL_TASK_DATASET") or None, out=out,
+            on_committed=None if out else publisher())
+    except TemporaryError as exc:
+        log.warning("task %d of %d: temporary failure, the task will be retried: %s", index, count, exc,
+                    extra={"fields": {**fields, "peak_rss_mib": peak_rss_mib()}})
+        return EX_TEMPFAIL
+    fields.update(outcome=result.outcome, instances=result.instances, peak_rss_mib=peak_rss_mib())
+    log.info("task %d of %d: %s", index, count, result.outcome, extra={"fields": fields})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""``landfall score SRC --dataset D [--model URI] [--out FILE] [--threshold X]``: anomaly scores for every instance.
+
+SRC is any input the converter reads (``.npy``, ``.npz``, ``.csv``, ``.csv.gz``, ``.parquet``; local or gs://),
+read with the converter's own streaming readers (``landfall.arrival.formats``), or a ``manifest.json`` whose
+TFRecord shards are read record by record. Every instance is scored with the dataset's champion
+(``models/<dataset>/champion.json``), or the model ``--model`` names (``runs/<job>/model``): its
+reconstruction MSE in the data's original units (``trainer.scoring``), and ``anomaly`` = error > the model's
+threshold (``threshold.json``, or ``--threshold``). The output is a Parquet file (``index``, ``error``,
+``anomaly``), written one row group per input chunk, so peak memory stays flat whatever the input size.
+A summary goes to stdout: count, anomalies, error quantiles (``--json`` for the machine-readable form).
+Exit 2 for bad input or a missing model, 75 when storage is temporarily unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from landfall.core import champion, logs
+from landfall.core.errors import BadInput, Invalid, NotFound, TemporaryError
+from landfall.core.storage import Storage
+
+RECORDS_PER_CHUNK = 4096
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", help="input file (.npy, .npz, .csv, .csv.gz, .parquet) or a manifest.json; local or gs://")
+    p.add_argument("--dataset", required=True, help="whose champion scores (unless --model)")
+    p.add_argument("--model", help="a model URI (runs/<job>/model) instead of the champion")
+    p.add_argument("--out", help="Parquet output (default: <src name>.scores.parquet here)")
+    p.add_argument("--threshold", type=float, help="anomaly threshold (default: the model's threshold.json)")
+    p.add_argument("--bucket", help="bucket of the champion (LANDFALL_BUCKET)")
+    p.add_argument("--models", help="champions root (default gs://BUCKET/models)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from landfall.local.stack import use_running_stack
+
+    logs.setup("WARNING")
+    use_running_stack(args=args)
+    try:
+        summary = score(args)
+    except (BadInput, Invalid, NotFound) as exc:
+        print(f"landfall score: {exc}", file=sys.stderr)
+        return 2
+    except TemporaryError as exc:
+        print(f"landfall score: temporary failure, retry: {exc}", file=sys.stderr)
+        return 75
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    q = summary["quantiles"]
+    share = summary["anomalies"] / summary["count"] if summary["count"] else 0.0
+    print(f"{summary['count']} instances scored with {summary['model']}: {summary['anomalies']} anomalies "
+          f"({share:.2%}) above {summary['threshold']:.6g}")
+    if q:
+        print("error quantiles: " + ", ".join(f"{k} {v:.6g}" for k, v in q.items())
+              + f", max {summary['max']:.6g}")
+    print(f"  {summary['out']}")
+    return 0
+
+
+def model_of(args: argparse.Namespace, storage: Storage) -> str:
+    if args.model:
+        return args.model
+    from landfall.cli.common import job_config
+
+    cfg = job_config(args, "bucket")
+    if not (args.models or cfg.bucket):
+        raise Invalid("no model: pass --model, or --bucket (LANDFALL_BUCKET) for the dataset's champion")
+    root = args.models or f"gs://{cfg.bucket}/{champion.MODELS_PREFIX.strip('/')}"
+    current, _ = champion.read(storage, root, args.dataset)
+    if current is None:
+        raise NotFound(f"dataset {args.dataset} has no champion under {root}: pass --model")
+    return current.model
+
+
+def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
+    """Float32 ``[k, T, F]`` chunks of SRC, streamed."""
+    if src.endswith(".json"):
+        yield from _manifest_chunks(src, storage, shape)
+        return
+    from landfall.arrival import formats
+    from landfall.arrival.config import ConverterConfig
+
+    cfg = ConverterConfig.load(timesteps=shape[0], features=shape[1])
+    size = storage.stat(src).size
+    with storage.open_read(src) as fh:
+        yield from formats.read(formats.format_of(src), fh, size, cfg).chunks
+
+
+def _manifest_chunks(uri: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
+    from landfall.core.messages import Manifest
+    from landfall.core.records import decode_example, iter_records
+
+    manifest = Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")
+    if tuple(manifest.shape) != tuple(shape):
+        raise Invalid(f"manifest {uri}: instances of shape {manifest.shape}, the model expects {list(shape)}")
+    base = uri.rsplit("/", 1)[0]
+    for shard in manifest.shards:
+        shard_uri = shard.uri if "://" in shard.uri or shard.uri.startswith("/") else f"{base}/{shard.uri}"
+        batch: list[np.ndarray] = []
+        with storage.open_read(shard_uri) as fh:
+            try:
+                for record in iter_records(fh):
+                    batch.append(decode_example(record, tuple(shape)))
+                    if len(batch) == RECORDS_PER_CHUNK:
+                        yield np.stack(batch)
+                        batch = []
+            except ValueError as exc:
+                raise Invalid(f"shard {shard_uri}: {exc}") from None
+        if batch:
+            yield np.stack(batch)
+
+
+def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
+    from trainer import scoring
+
+    storage = storage or Storage()
+    model = model_of(args, storage)
+    scorer = scoring.Scorer.load(storage, model)
+    threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer)
+    shape = scorer.shape or (36, 10)
+    out = args.out or f"{Path(args.src.rstrip('/')).name.split('.', 1)[0]}.scores.parquet"
+    summary = scoring.score_chunks(chunks_of(args.src, storage, shape), scorer, out, threshold)  # type: ignore[arg-type]
+    return {**summary.as_dict(), "model": model, "src": args.src}

@@ -1,0 +1,167 @@
+"""Every finished job announced once: the result message (``landfall.result/v1``) and its guard.
+
+The message (topic ``landfall-training-results``, ordering key = dataset, attributes ``schema``, ``dataset``,
+``job``, ``status``, ``verdict``): ``dataset``, ``job``, ``status`` (``succeeded`` | ``failed``), ``verdict``
+(``promoted`` | ``kept_champion`` | ``not_evaluated``), ``challenger_loss``, ``champion_loss``, ``model``
+(this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
+``threshold``, ``error`` (a failure's message), ``arrivals`` (``{count, ids, inputs}``: how many requests
+the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI that lists them all, so the
+message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``.
+
+The guard, ``runs/<job>/result.json``: the message is written there create-only *first*, then published,
+then the marker is updated (generation-guarded) with ``published_at`` and the message id. Whoever finds a
+marker without ``published_at`` publishes the message it holds (not a new one) and completes it. So:
+- redelivery, a second chief attempt, a reconciler restart, the chief and the reconciler racing: one of
+  them creates the marker; the others see it and send nothing once it is complete;
+- a crash between the publish and the marker update sends the *same* message again on the next try
+  (at-least-once, never lost). Consumers that must not see a result twice drop repeats by the message's
+  ``job`` (it is the idempotency key: one result per job, whoever sends it).
+We chose this over "marker means sent" (at-most-once) because a lost result leaves a verdict unannounced
+for good, while a repeat is recognisable by its job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from landfall.core import logs
+from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.messages import JobInputs, utc_now
+from landfall.core.storage import Storage, join
+
+log = logs.get("landfall.core.results")
+
+RESULT_SCHEMA = "landfall.result/v1"
+RESULT = "result.json"
+RESULTS_TOPIC = "landfall-training-results"
+MAX_IDS = 20  # arrivals listed by id in a message; the rest are counted, and listed in inputs.json
+STATUSES = ("succeeded", "failed")
+VERDICTS = ("promoted", "kept_champion", "not_evaluated")
+ATTEMPTS = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    dataset: str
+    job: str
+    status: str  # succeeded | failed
+    verdict: str  # promoted | kept_champion | not_evaluated
+    challenger_loss: float | None = None
+    champion_loss: float | None = None
+    model: str | None = None
+    champion: str | None = None
+    threshold: float | None = None
+    error: str | None = None
+    arrivals: dict[str, Any] = dataclasses.field(default_factory=dict)  # {count, ids, inputs}
+    published_by: str = "chief"  # chief | reconciler
+    finished_at: str = dataclasses.field(default_factory=utc_now)
+    schema: str = RESULT_SCHEMA
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise Invalid(f"result status {self.status!r} is not one of {STATUSES}")
+        if self.verdict not in VERDICTS:
+            raise Invalid(f"result verdict {self.verdict!r} is not one of {VERDICTS}")
+
+    def to_json(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    def attributes(self) -> dict[str, str]:
+        return {"schema": self.schema, "dataset": self.dataset, "job": self.job, "status": self.status,
+                "verdict": self.verdict}
+
+    @classmethod
+    def from_json(cls, text: str | bytes, where: str = "result") -> Result:
+        try:
+            raw = json.loads(text)
+            if raw.get("schema") != RESULT_SCHEMA:
+                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {RESULT_SCHEMA!r}")
+            fields = {f.name for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in raw.items() if k in fields})
+        except Invalid:
+            raise
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise Invalid(f"{where}: not a valid {RESULT_SCHEMA}: {exc}") from None
+
+
+def arrivals(storage: Storage, inputs_uri: str | None, max_ids: int = MAX_IDS) -> dict[str, Any]:
+    """What the job covered, bounded: ``{count, ids (at most max_ids request ids), inputs}``."""
+    if not inputs_uri:
+        return {"count": 0, "ids": [], "inputs": None}
+    try:
+        inputs = JobInputs.from_json(storage.read_bytes(inputs_uri), inputs_uri)
+    except (NotFound, Invalid):
+        return {"count": None, "ids": [], "inputs": inputs_uri}
+    ids = [str(r.get("request_id")) for r in inputs.requests]
+    return {"count": len(ids), "ids": ids[:max_ids], "inputs": inputs_uri}
+
+
+def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, inputs_uri: str | None,
+                 storage: Storage, published_by: str, error: str | None = None) -> Result:
+    """The message for a job from its ``metrics.json`` (possibly empty: a job that died early)."""
+    verdict = doc.get("verdict") if status == "succeeded" else None
+    return Result(
+        dataset=dataset or str(doc.get("dataset") or ""), job=job, status=status,
+        verdict=verdict if verdict in VERDICTS else "not_evaluated",
+        challenger_loss=doc.get("challenger_loss"), champion_loss=doc.get("champion_loss"),
+        model=doc.get("model") if status == "succeeded" else None, champion=doc.get("champion"),
+        threshold=(doc.get("threshold") or {}).get("value") if isinstance(doc.get("threshold"), dict) else None,
+        error=error if error is not None else (doc.get("error") if status == "failed" else None),
+        arrivals=arrivals(storage, inputs_uri), published_by=published_by,
+        finished_at=str(doc.get("ended_at") or utc_now()),
+    )
+
+
+def marker_uri(job_dir: str) -> str:
+    return join(job_dir, RESULT)
+
+
+def read_marker(storage: Storage, job_dir: str) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(storage.read_bytes(marker_uri(job_dir)))
+    except NotFound:
+        return None
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def announce(storage: Storage, pubsub: Any, topic: str, job_dir: str, result: Result) -> bool:
+    """Publishes ``result`` unless the job's result was published already; True if this call published.
+
+    Create-only marker first, then publish, then complete the marker (see the module docstring). A marker
+    left incomplete by a crash is published as it stands: the message first decided, not ``result``."""
+    uri = marker_uri(job_dir)
+    for _ in range(ATTEMPTS):
+        try:
+            data, generation = storage.read_generation(uri)
+        except NotFound:
+            body = {"message": json.loads(result.to_json()), "published_at": None, "message_id": None}
+            try:
+                generation = storage.write_if_generation(uri, json.dumps(body, sort_keys=True).encode(), 0)
+            except AlreadyExists:
+                continue  # someone else decided first: read what they decided
+            data = json.dumps(body, sort_keys=True).encode()
+        try:
+            body = json.loads(data)
+            message = Result.from_json(json.dumps(body["message"]), uri)
+        except (ValueError, KeyError, TypeError, Invalid) as exc:
+            raise Invalid(f"{uri}: not a result marker: {exc}") from None
+        if body.get("published_at"):
+            return False
+        message_id = pubsub.publish(topic, message.to_json(), message.attributes(), ordering_key=message.dataset)
+        done = {**body, "published_at": utc_now(), "message_id": message_id}
+        try:
+            storage.write_if_generation(uri, json.dumps(done, sort_keys=True).encode(), generation)
+        except AlreadyExists:
+            # Another sender completed it meanwhile (it published too: a repeat, recognisable by job).
+            log.warning("result of %s was published by two senders at once", message.job,
+                        extra={"job": message.job, "dataset": message.dataset})
+        log.info("result published", extra={"job": message.job, "dataset": message.dataset,
+                                            "fields": {"status": message.status, "verdict": message.verdict,
+                                                       "message_id": message_id, "topic": topic,
+                                                       "published_by": message.published_by}})
+        return True
+    raise AlreadyExists(f"{uri}: kept changing while announcing the result")

@@ -1,0 +1,218 @@
+"""The verdict (``trainer.verdict``): evaluation against the champion on the same held-out instances,
+promotion with the generation guard, the threshold beside the model, and the result message.
+
+Tiny models (GRU 8 -> 4, 8 timesteps x 3 features) saved as ``trainer.train.save_model`` saves them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np
+import pytest
+
+from landfall.core import champion, results
+from landfall.core.errors import NotFound
+from landfall.core.storage import Storage
+from tests.trainer.helpers import make_array, write_dataset
+from trainer import inputs as inputs_mod
+from trainer.config import TrainerConfig
+from trainer.jobdir import MODEL, JobDir
+from trainer.task import Metrics
+
+SHAPE = (8, 3)
+UNITS = (8, 4)
+
+
+def _save(model, local: Path, mean, std) -> None:
+    """What ``trainer.train.save_model`` writes: a SavedModel with its serving signature + normalization.json."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, *SHAPE], tf.float32, name="x")
+    serve = tf.function(lambda x: {"reconstruction": model(x, training=False)}, input_signature=[spec])
+    model.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    (local / "normalization.json").write_text(json.dumps(
+        {"shape": list(SHAPE), "dtype": "float32", "normalized": mean is not None, "mean": mean, "std": std}))
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory):
+    """One dataset on local disk, its plan and staged shards, and two models: a trained one and an untrained one."""
+    import tf_keras as keras
+
+    from trainer.model import build_model
+
+    root = tmp_path_factory.mktemp("verdict")
+    storage = Storage()
+    x = make_array(400, seed=3, shape=SHAPE)
+    manifest = write_dataset(storage, str(root / "tfrecords" / "demo" / "a1"), x, shards=2)
+    cfg = TrainerConfig(manifests=(manifest,), job_dir=str(root / "runs" / "job-x"), timesteps=SHAPE[0],
+                        features=SHAPE[1], units=UNITS, batch_size_per_worker=32, validation_fraction=0.25,
+                        dropout=0.0, results_topic="")
+    inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
+    plan = inputs_mod.plan_inputs(inputs, 1, 0, 32, cfg.validation_fraction, cfg.seed)
+    paths = [str(p) for p in inputs_mod.stage(storage, plan, root / "shards")]
+    mean, std = inputs.feature_stats()
+    keras.utils.set_random_seed(1)
+    trained = build_model(*SHAPE, UNITS, 0.0, 1e-2)
+    z = ((x - np.array(mean)) / np.array(std)).astype(np.float32)
+    trained.fit(z, z, epochs=30, batch_size=64, verbose=0)
+    untrained = build_model(*SHAPE, UNITS, 0.0, 1e-2)
+    saved = {}
+    for key, model in (("trained", trained), ("untrained", untrained)):
+        saved[id(model)] = root / "saved" / key
+        _save(model, saved[id(model)], mean, std)
+    return {"saved": saved, "root": root, "storage": storage, "cfg": cfg, "inputs": inputs, "plan": plan,
+            "paths": paths, "mean": mean, "std": std, "trained": trained, "untrained": untrained, "x": x}
+
+
+def _conclude(s, name: str, model, **cfg_overrides):
+    import dataclasses
+
+    from trainer import verdict
+
+    cfg = dataclasses.replace(s["cfg"], job_dir=str(s["root"] / "runs" / name), **cfg_overrides)
+    job = JobDir(s["storage"], cfg.job_dir)
+    shutil.copytree(s["saved"][id(model)], job.path(MODEL))  # as trainer.train.save_model leaves it
+    metrics = Metrics(job, {"job": name, "dataset": "demo"}, enabled=True)
+    fields = verdict.conclude(cfg, job, metrics, model, s["plan"], s["paths"], s["inputs"], s["mean"], s["std"],
+                              s["storage"])
+    return cfg, job, fields
+
+
+def test_first_model_is_promoted_a_worse_one_keeps_it_a_better_one_replaces_it_and_rollback_restores(setting):
+    s = setting
+    root = str(s["root"] / "models")
+    # 1. the untrained model is the dataset's first: promoted, with its threshold beside it.
+    _, job_a, a = _conclude(s, "job-a", s["untrained"])
+    assert a["verdict"] == "promoted" and a["champion_loss"] is None and a["champion_run"] == "job-a"
+    threshold = json.loads(Path(job_a.path(MODEL, "threshold.json")).read_text())
+    assert threshold["quantile"] == 0.99 and set(threshold["quantiles"]) == {"p50", "p95", "p99", "p99.9"}
+    assert threshold["instances"] == a["evaluation"]["instances"] == sum(s["plan"].val_counts) > 50
+    assert threshold["quantiles"]["p50"] <= threshold["value"] <= threshold["quantiles"]["p99.9"]
+    # 2. the trained model beats it on the same held-out instances, in original units: promoted.
+    _, _, b = _conclude(s, "job-b", s["trained"])
+    assert b["verdict"] == "promoted" and b["champion_run"] == "job-b"
+    assert b["champion_loss"] == pytest.approx(a["challenger_loss"], rel=1e-4)  # the same instances, the same scale
+    assert b["challenger_loss"] < b["champion_loss"]
+    # 3. the untrained model again is worse: the champion stays, both losses recorded.
+    _, _, c = _conclude(s, "job-c", s["untrained"])
+    assert c["verdict"] == "kept_champion" and c["champion_run"] == "job-b"
+    assert c["challenger_loss"] > c["champion_loss"] == pytest.approx(b["challenger_loss"], rel=1e-4)
+    # ... unless the tolerance lets it through.
+    _, _, d = _conclude(s, "job-d", s["untrained"], promote_tolerance=1e6)
+    assert d["verdict"] == "promoted" and d["champion_run"] == "job-d"
+    current, _ = champion.read(s["storage"], root, "demo")
+    assert (current.run, current.seq, current.previous, current.reason) == ("job-d", 3, 2, "evaluated")
+    assert [champion.read_history(s["storage"], root, "demo", n).run for n in (1, 2, 3)] == ["job-a", "job-b", "job-d"]
+    # Rollback restores the previous champion (job-b), a second one the one before it (job-a).
+    out = champion.rollback(s["storage"], root, "demo", by="tester")
+    assert (out.champion.run, out.champion.reason, out.champion.promoted_by, out.champion.rolled_back) == (
+        "job-b", "rollback", "tester", 3)
+    out = champion.rollback(s["storage"], root, "demo", by="tester")
+    assert out.champion.run == "job-a" and out.champion.seq == 5
+    with pytest.raises(NotFound):
+        champion.rollback(s["storage"], root, "demo", by="tester")
+    assert [champion.read_history(s["storage"], root, "demo", n).run for n in range(1, 6)] == [
+        "job-a", "job-b", "job-d", "job-b", "job-a"]
+
+
+def test_no_held_out_data_is_not_evaluated(setting, tmp_path):
+    s = setting
+    plan = inputs_mod.plan_inputs(s["inputs"], 1, 0, 32, 0.0, 42)
+    from trainer import verdict
+
+    job = JobDir(s["storage"], str(tmp_path / "runs" / "job-n"))
+    fields = verdict.conclude(s["cfg"], job, Metrics(job, {"job": "job-n"}, True), s["trained"], plan,
+                              [str(p) for p in inputs_mod.stage(s["storage"], plan, tmp_path / "shards")],
+                              s["inputs"], s["mean"], s["std"], s["storage"])
+    assert fields["verdict"] == "not_evaluated" and fields["evaluation"]["reason"] == "no held-out instance"
+
+
+@pytest.mark.parametrize("where", ["local", "gcs"])
+def test_two_jobs_finishing_together_make_one_champion_and_overwrite_nothing(where, tmp_path, request):
+    """Both read the same champion, evaluate it (held at a barrier so both decide on the same generation) and
+    write: exactly one write lands; the loser re-reads, compares with the winner and decides again."""
+    if where == "gcs":
+        stack = request.getfixturevalue("emulator_stack")
+        bucket = request.getfixturevalue("bucket")
+        storage, root = stack.storage, f"gs://{bucket}/models"
+    else:
+        storage, root = Storage(), str(tmp_path / "models")
+    champion.force(storage, root, "d", run="old", model="m/old", evaluation={"loss": 3.0}, by="setup")
+    true_loss = {"m/old": 3.0, "m/good": 1.0, "m/bad": 2.0}
+    barrier = threading.Barrier(2, timeout=20)
+    outcomes: dict[str, tuple] = {}
+
+    def evaluate(current):
+        if current.run == "old":
+            barrier.wait()
+        return true_loss[current.model]
+
+    def finish(run: str) -> None:
+        try:
+            outcomes[run] = champion.promote_evaluated(storage, root, "d", run=run, model=f"m/{run}",
+                                                       loss=true_loss[f"m/{run}"], evaluate=evaluate)
+        except Exception as exc:  # reported below: a thread's exception would otherwise pass unseen
+            outcomes[run] = (exc,)
+
+    threads = [threading.Thread(target=finish, args=(r,)) for r in ("good", "bad")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not [o for o in outcomes.values() if isinstance(o[0], Exception)], outcomes
+    current, _ = champion.read(storage, root, "d")
+    assert current.run == "good"  # whatever the order, the better one is the champion
+    good, bad = outcomes["good"], outcomes["bad"]
+    assert good[0].promoted
+    if bad[0].promoted:  # bad won the race, then good replaced it after comparing with it
+        assert good[1] == 2.0 and current.previous == bad[0].champion.seq
+        runs = ["old", "bad", "good"]
+    else:  # good won; bad re-read and compared with good
+        assert bad[1] == 1.0 and bad[0].champion.run == "good"
+        runs = ["old", "good"]
+    assert current.seq == len(runs)
+    assert [champion.read_history(storage, root, "d", n).run for n in range(1, len(runs) + 1)] == runs
+    with pytest.raises(NotFound):
+        champion.read_history(storage, root, "d", len(runs) + 1)
+
+
+def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, setting):
+    from landfall.core.messages import InputManifest, JobInputs
+    from trainer import verdict
+
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    topic = f"results-{bucket}"
+    pubsub.ensure_topic(topic)
+    pubsub.ensure_subscription(topic, topic)
+    job_dir = f"gs://{bucket}/runs/job-r"
+    inputs_uri = f"{job_dir}/inputs.json"
+    requests = [{"request_id": f"r{i}", "reason": "arrival", "manifest": "gs://b/m"} for i in range(50)]
+    storage.write_bytes(inputs_uri, JobInputs("demo", "job-r", 1, [InputManifest("gs://b/m", 1)], requests).to_json())
+    import dataclasses
+
+    cfg = dataclasses.replace(setting["cfg"], job_dir=job_dir, manifests=(inputs_uri,), results_topic=topic,
+                              project=emulator_stack.project)
+    job = JobDir(storage, job_dir)
+    doc = {"job": "job-r", "dataset": "demo", "status": "succeeded", "verdict": "promoted", "challenger_loss": 0.5,
+           "champion_loss": 0.7, "model": f"{job_dir}/model", "champion": f"{job_dir}/model",
+           "threshold": {"value": 1.25}}
+    assert not verdict.publish_result(cfg, job, {**doc, "status": "failed", "retryable": True}, storage, pubsub)
+    assert verdict.publish_result(cfg, job, doc, storage, pubsub)
+    assert not verdict.publish_result(cfg, job, doc, storage, pubsub)  # a second attempt of the chief
+    from tests.conftest import pull_all
+
+    got = pull_all(pubsub, topic, timeout_s=6.0)
+    assert len(got) == 1
+    message = results.Result.from_json(got[0].data)
+    assert (message.status, message.verdict, message.threshold, message.published_by) == (
+        "succeeded", "promoted", 1.25, "chief")
+    assert message.arrivals == {"count": 50, "ids": [f"r{i}" for i in range(results.MAX_IDS)], "inputs": inputs_uri}
+    assert got[0].attributes["job"] == "job-r"
+    assert json.loads(storage.read_bytes(f"{job_dir}/result.json"))["published_at"]

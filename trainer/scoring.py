@@ -1,0 +1,254 @@
+"""Reconstruction errors in the data's original units, for the verdict and for ``landfall score``.
+
+A ``Scorer`` wraps one model with its own normalisation: instances (float32 ``[n, T, F]`` in original
+units) are normalised with the model's ``normalization.json`` statistics, reconstructed, the reconstruction
+de-normalised, and each instance's error is the mean squared difference over its ``T x F`` values. So two
+models trained with different statistics are compared on the same scale.
+
+``score_chunks`` streams: it writes a Parquet row group per input chunk (``index``, ``error``, ``anomaly``)
+and keeps only a fixed-size log-spaced histogram of the errors for the summary quantiles, so its memory
+does not grow with the input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np
+
+from landfall.core.champion import NORMALIZATION, THRESHOLD
+from landfall.core.errors import Invalid, NotFound
+from landfall.core.storage import Storage, is_gs
+
+PREDICT_BATCH = 1024
+QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
+# Summary histogram: log10(error) from 1e-12 to 1e12, 200 bins a decade (quantiles within ~1.2 %).
+HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
+
+
+@dataclasses.dataclass
+class Scorer:
+    predict: Callable[[np.ndarray], np.ndarray]  # normalised [n, T, F] -> normalised reconstruction
+    mean: np.ndarray | None
+    std: np.ndarray | None
+    shape: tuple[int, int] | None = None
+    threshold: dict[str, Any] | None = None  # threshold.json of the model, when it has one
+    uri: str = ""
+
+    @classmethod
+    def from_model(cls, model: Any, mean: Any = None, std: Any = None, shape: tuple[int, int] | None = None,
+                   uri: str = "") -> Scorer:
+        """A Keras model in memory (the challenger, just trained)."""
+        def predict(x: np.ndarray) -> np.ndarray:
+            return np.asarray(model(x, training=False))
+
+        return cls(predict, _vector(mean), _vector(std), shape, None, uri)
+
+    @classmethod
+    def load(cls, storage: Storage, model_uri: str, cache_dir: str | Path | None = None) -> Scorer:
+        """A saved model (``runs/<job>/model``): its SavedModel serving signature, ``normalization.json`` and
+        ``threshold.json``. A gs:// model is downloaded into ``cache_dir`` (reused there if already downloaded;
+        default: a temporary folder, removed once the model is loaded). ``NotFound`` when the model is
+        missing, ``Invalid`` when it cannot be loaded."""
+        if is_gs(model_uri) and cache_dir is None:
+            with tempfile.TemporaryDirectory(prefix="landfall-model-") as tmp:
+                return cls.load(storage, model_uri, tmp)
+        import tensorflow as tf
+
+        local = Path(model_uri)
+        if is_gs(model_uri):
+            local = Path(cache_dir) / hashlib.sha256(model_uri.encode()).hexdigest()[:16]  # type: ignore[arg-type]
+            if not (local / "saved_model.pb").exists():
+                tmp = local.with_name(local.name + f".part-{os.getpid()}")
+                shutil.rmtree(tmp, ignore_errors=True)
+                if storage.sync_down(model_uri, tmp) == 0:
+                    raise NotFound(f"model {model_uri} holds no files")
+                shutil.rmtree(local, ignore_errors=True)
+                os.replace(tmp, local)
+        if not (local / "saved_model.pb").exists():
+            raise NotFound(f"model {model_uri}: no saved_model.pb")
+        try:
+            norm = json.loads((local / NORMALIZATION).read_text())
+        except (OSError, ValueError) as exc:
+            raise Invalid(f"model {model_uri}: unreadable {NORMALIZATION}: {exc}") from None
+        threshold = None
+        if (local / THRESHOLD).exists():
+            try:
+                threshold = json.loads((local / THRESHOLD).read_text())
+            except ValueError:
+                threshold = None
+        try:
+            serve = tf.saved_model.load(str(local)).signatures["serving_default"]
+        except Exception as exc:  # a corrupt or foreign SavedModel: TensorFlow raises many kinds
+            raise Invalid(f"model {model_uri}: cannot be loaded: {type(exc).__name__}: {exc}") from None
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return serve(x=tf.constant(x, tf.float32))["reconstruction"].numpy()
+
+        normalized = bool(norm.get("normalized"))
+        shape = tuple(norm["shape"]) if norm.get("shape") else None
+        return cls(predict, _vector(norm.get("mean")) if normalized else None,
+                   _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri)  # type: ignore[arg-type]
+
+    def errors(self, x: np.ndarray) -> np.ndarray:
+        """Per-instance MSE in original units, float64 ``[n]``."""
+        x = np.asarray(x, np.float32)
+        if self.shape is not None and tuple(x.shape[1:]) != tuple(self.shape):
+            raise Invalid(f"instances of shape {list(x.shape[1:])}, the model {self.uri or ''} expects "
+                          f"{list(self.shape)}")
+        out = np.empty(len(x), np.float64)
+        for start in range(0, len(x), PREDICT_BATCH):
+            batch = x[start:start + PREDICT_BATCH]
+            z = (batch - self.mean) / self.std if self.mean is not None else batch
+            recon = self.predict(np.ascontiguousarray(z, np.float32)).astype(np.float64)
+            if self.mean is not None:
+                recon = recon * self.std + self.mean
+            out[start:start + len(batch)] = ((recon - batch.astype(np.float64)) ** 2).mean(axis=(1, 2))
+        return out
+
+    def errors_of(self, blocks: Iterable[np.ndarray]) -> np.ndarray:
+        parts = [self.errors(b) for b in blocks if len(b)]
+        return np.concatenate(parts) if parts else np.empty(0, np.float64)
+
+
+def _vector(values: Any) -> np.ndarray | None:
+    return None if values is None else np.asarray(values, np.float64)
+
+
+def quantiles(errors: np.ndarray) -> dict[str, float]:
+    return {k: float(np.quantile(errors, q)) for k, q in QUANTILES.items()} if len(errors) else {}
+
+
+def threshold_doc(errors: np.ndarray, quantile: float) -> dict[str, Any]:
+    """``threshold.json`` (``landfall.threshold/v1``): the anomaly threshold and the error quantiles."""
+    from landfall.core.champion import THRESHOLD_SCHEMA
+
+    return {"schema": THRESHOLD_SCHEMA, "metric": "mse_original_units", "quantile": quantile,
+            "value": float(np.quantile(errors, quantile)), "quantiles": quantiles(errors),
+            "instances": len(errors)}
+
+
+class Histogram:
+    """Fixed log-spaced bins of the errors: flat memory whatever the count; approximate quantiles."""
+
+    def __init__(self) -> None:
+        self.bins = int((HIST_HI - HIST_LO) * HIST_PER_DECADE)
+        self.counts = np.zeros(self.bins + 2, np.int64)  # [under, bins..., over]
+        self.count = 0
+        self.min = float("inf")
+        self.max = float("-inf")
+
+    def add(self, errors: np.ndarray) -> None:
+        if not len(errors):
+            return
+        logs = np.log10(np.maximum(errors, 1e-300))
+        idx = np.floor((logs - HIST_LO) * HIST_PER_DECADE).astype(np.int64) + 1
+        np.add.at(self.counts, np.clip(idx, 0, self.bins + 1), 1)
+        self.count += len(errors)
+        self.min = min(self.min, float(errors.min()))
+        self.max = max(self.max, float(errors.max()))
+
+    def quantile(self, q: float) -> float:
+        if not self.count:
+            return float("nan")
+        rank = q * (self.count - 1)
+        i = int(np.searchsorted(np.cumsum(self.counts), rank, side="right"))
+        if i == 0:
+            return self.min
+        if i > self.bins:
+            return self.max
+        centre = 10 ** (HIST_LO + (i - 0.5) / HIST_PER_DECADE)
+        return float(min(max(centre, self.min), self.max))
+
+    def quantiles(self) -> dict[str, float]:
+        return {k: self.quantile(q) for k, q in QUANTILES.items()} if self.count else {}
+
+    def coarse(self, bins: int = 40) -> dict[str, list[float]]:
+        """A plot-sized histogram between the observed min and max (log-spaced edges)."""
+        if not self.count:
+            return {"edges": [], "counts": []}
+        lo, hi = np.log10(max(self.min, 1e-300)), np.log10(max(self.max, 1e-300))
+        hi = hi if hi > lo else lo + 1e-6
+        centres = HIST_LO + (np.arange(self.bins) + 0.5) / HIST_PER_DECADE
+        edges = np.linspace(lo, hi, bins + 1)
+        inner = self.counts[1:-1]
+        counts, _ = np.histogram(np.clip(centres, lo, hi), bins=edges, weights=inner)
+        counts[0] += self.counts[0]
+        counts[-1] += self.counts[-1]
+        return {"edges": (10 ** edges).tolist(), "counts": counts.astype(int).tolist()}
+
+
+@dataclasses.dataclass
+class Summary:
+    count: int
+    anomalies: int
+    threshold: float
+    quantiles: dict[str, float]
+    min: float
+    max: float
+    out: str
+    histogram: Histogram
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "anomalies": self.anomalies, "threshold": self.threshold,
+                "quantiles": self.quantiles, "min": self.min, "max": self.max, "out": self.out}
+
+
+def score_chunks(chunks: Iterable[np.ndarray], scorer: Scorer, out: str | Path, threshold: float,
+                 on_chunk: Callable[[np.ndarray, np.ndarray], None] | None = None) -> Summary:
+    """Scores every instance of ``chunks`` (float32 ``[k, T, F]`` each, original units) and writes ``out``,
+    a Parquet file with ``index`` (int64, the instance's position in the input), ``error`` (float64) and
+    ``anomaly`` (error > threshold), one row group per chunk. ``on_chunk(index, errors)`` sees each chunk."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("index", pa.int64()), ("error", pa.float64()), ("anomaly", pa.bool_())])
+    hist = Histogram()
+    n = anomalies = 0
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        with pq.ParquetWriter(str(tmp), schema) as writer:
+            for chunk in chunks:
+                if not len(chunk):
+                    continue
+                errors = scorer.errors(chunk)
+                index = np.arange(n, n + len(errors), dtype=np.int64)
+                flags = errors > threshold
+                writer.write_table(pa.table({"index": index, "error": errors, "anomaly": flags}, schema=schema))
+                hist.add(errors)
+                anomalies += int(flags.sum())
+                n += len(errors)
+                if on_chunk:
+                    on_chunk(index, errors)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return Summary(n, anomalies, float(threshold), hist.quantiles(), hist.min if n else float("nan"),
+                   hist.max if n else float("nan"), str(out), hist)
+
+
+def threshold_of(scorer: Scorer) -> float:
+    """The model's anomaly threshold (``threshold.json`` ``value``); ``Invalid`` when it has none."""
+    value = (scorer.threshold or {}).get("value")
+    if value is None:
+        raise Invalid(f"model {scorer.uri} has no {THRESHOLD} (a model trained before verdicts, or with no "
+                      "held-out data): pass --threshold")
+    return float(value)
+
+
+def blocks_of(x: np.ndarray, size: int = 4096) -> Iterator[np.ndarray]:
+    for start in range(0, len(x), size):
+        yield x[start:start + size]
+
