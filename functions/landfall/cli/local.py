@@ -38,8 +38,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                        help="fail a stage that makes no progress for this many seconds")
         p.add_argument("--no-follow-up", action="store_true", help="skip the second, coalesced arrival")
         p.add_argument("--keep-running", action="store_true", help="leave the stack up afterwards")
-        p.add_argument("--inline-max-bytes", type=int,
-                       help="e.g. 4000000: the uploads are converted by Cloud Run job tasks (local processes)")
+        p.add_argument("--inline-max-bytes", type=int, default=8_000_000,
+                       help="uploads larger than this are converted by Cloud Run job tasks, here local processes "
+                            "(default 8000000: the first upload of the default demo takes that path)")
+        p.add_argument("--task-bytes", type=int, default=4_000_000,
+                       help="bytes per conversion task of such an upload (default 4000000: three tasks)")
     elif name == "upload":
         p.add_argument("file")
         p.add_argument("--dataset", required=True)
@@ -102,7 +105,8 @@ def demo(args: argparse.Namespace) -> int:
     return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs,
                                 batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
                                 stage_timeout=args.stage_timeout, keep_running=args.keep_running,
-                                follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes))
+                                follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes,
+                                task_bytes=args.task_bytes))
 
 
 def upload(args: argparse.Namespace) -> int:

@@ -65,6 +65,7 @@ class StackConfig(Settings):
     # Objects above this many bytes take the large-file path: the arrival function records a Cloud Run
     # execution and the local operator runs its tasks (None: the deployed per-format thresholds).
     inline_max_bytes: int | None = None
+    task_bytes: int | None = None  # bytes per conversion task of such an object (None: the deployed 2 GiB)
 
     @property
     def state(self) -> Path:
@@ -227,6 +228,7 @@ class Stack:
             "LANDFALL_TRAINER_IMAGE": "local",
             "LANDFALL_JOBS_BACKEND": "local",  # the local operator plays Cloud Run (landfall.local.cloudrun)
             **({"LANDFALL_INLINE_MAX_BYTES": str(cfg.inline_max_bytes)} if cfg.inline_max_bytes is not None else {}),
+            **({"LANDFALL_TASK_BYTES": str(cfg.task_bytes)} if cfg.task_bytes is not None else {}),
             "PYTHONUNBUFFERED": "1",
         }
 

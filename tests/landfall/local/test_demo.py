@@ -12,7 +12,9 @@ from landfall.core.messages import METRICS_SCHEMA
 def _demo(tmp_path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "landfall.cli", "demo", "--instances", "768", "--epochs", "2", "--units", "8,4",
-         "--batch-size-per-worker", "64", "--out", str(tmp_path / "out"), *extra],
+         "--batch-size-per-worker", "64", "--out", str(tmp_path / "out"),
+         # The first upload (1.1 MB) takes the large-file path in 3 tasks; the second (0.55 MB) stays inline.
+         "--inline-max-bytes", "800000", "--task-bytes", "400000", *extra],
         capture_output=True, text=True, timeout=480)
 
 
@@ -20,7 +22,9 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(tmp_path):
     proc = _demo(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = tmp_path / "out"
-    for stage in ("converted incoming/demo/part-1.npy", "training request published", "TFJob", "epoch 1",
+    for stage in ("incoming/demo/part-1.npy is over the function's inline limit: Cloud Run job landfall-convert "
+                  "converts it with 3 task(s)", "converted incoming/demo/part-1.npy", "training request published",
+                  "TFJob", "epoch 1",
                   "second arrival while training", "as the follow-up of", "Succeeded"):
         assert stage in proc.stdout, stage
     metrics = [json.loads(p.read_text()) for p in sorted((out / "metrics").glob("*.json"))]
