@@ -142,8 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     r, sizes = measure(args, work)
     report(args, r, sizes)
+    per_format = None
+    if args.rates:
+        from landfall_bench import rates
+
+        n = args.instances  # the files measure() wrote
+        per_format = rates.measure(work, work / f"data-{n}.csv", work / f"data-{n}.npy", args.repeat)
+        rates.report(per_format)
     if args.json:
-        Path(args.json).write_text(json.dumps({"instances": args.instances, **r, **sizes}, indent=2))
+        Path(args.json).write_text(json.dumps({"instances": args.instances, **r, **sizes, "rates": per_format},
+                                              indent=2))
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -158,6 +166,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-usual", action="store_true", help="skip the slow pandas + per-row Example baseline")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("--workdir", help="where to put inputs and outputs (default: a temporary folder)")
+    p.add_argument("--rates", action=argparse.BooleanOptionalAction, default=True,
+                   help="also MB/s per vCPU for every format (one pinned task each) and the inline threshold")
     from landfall_bench import ranged
 
     ranged.add_arguments(p)

@@ -10,12 +10,15 @@ injected, and a plot-sized histogram of the errors with the threshold.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from landfall.core.storage import Storage
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter is not the demo's output
 
 
 @dataclasses.dataclass(frozen=True)
