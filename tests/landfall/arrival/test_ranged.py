@@ -8,6 +8,10 @@ import gzip
 import io
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -222,3 +226,52 @@ def test_the_task_entry_point_reads_cloud_run_variables(files, tmp_path, monkeyp
 
     monkeypatch.setattr(ranged, "run_task", unavailable)
     assert task.main({**env, "CLOUD_RUN_TASK_INDEX": "0"}) == task.EX_TEMPFAIL  # Cloud Run retries the task
+
+
+KILLED_AFTER_ONE_SHARD = """
+import contextlib, os, signal, sys
+from landfall.core import storage
+
+real = storage.Storage.open_write
+
+
+@contextlib.contextmanager
+def open_write(self, uri):
+    with real(self, uri) as writer:
+        yield writer
+    if "/t00001/" in uri:  # its first shard is complete: the node goes away now, no cleanup, no exit code
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+storage.Storage.open_write = open_write
+from landfall.arrival import task
+sys.exit(task.main())
+"""
+
+
+def test_a_task_killed_by_sigkill_mid_way_and_rerun_gives_the_same_manifest(files, tmp_path):
+    clean_out = str(tmp_path / "clean" / "o")
+    clean = committed(run_all(Storage(), CFG, files["csv"], clean_out, 3))
+    out = str(tmp_path / "killed" / "o")
+    gen = Storage().stat(files["csv"]).generation
+    env = {**os.environ, "CLOUD_RUN_TASK_INDEX": "1", "CLOUD_RUN_TASK_COUNT": "3", "LANDFALL_SOURCE_BUCKET": "",
+           "LANDFALL_SOURCE_NAME": files["csv"], "LANDFALL_SOURCE_GENERATION": str(gen), "LANDFALL_TASK_OUT": out,
+           "LANDFALL_TASK_DATASET": "d", "LANDFALL_SHARD_TARGET_BYTES": "60000", "LANDFALL_CHUNK_INSTANCES": "40"}
+    killed = subprocess.run([sys.executable, "-c", KILLED_AFTER_ONE_SHARD], env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert list((tmp_path / "killed" / "o").rglob("*.tfrecord"))  # it got somewhere before it died
+    task = dict(bucket="", name=files["csv"], generation=gen, count=3, out=out, dataset="d")
+    for index in (0, 2):
+        assert ranged.run_task(Storage(), CFG, index=index, **task).outcome == "part_written"  # 1 is missing
+    retried = subprocess.run([sys.executable, "-m", "landfall.arrival.task"], env=env, capture_output=True,
+                             text=True, timeout=120)  # Cloud Run's retry of task 1, the same variables
+    assert retried.returncode == 0, retried.stderr[-2000:]
+    manifest = json.loads((tmp_path / "killed" / "o" / "manifest.json").read_text())
+    late = ranged.run_task(Storage(), CFG, index=1, **task)  # a late duplicate reads the committed manifest back
+    assert late.outcome == "duplicate" and late.manifest is not None
+    result = late.manifest
+    assert comparable(result, out) == comparable(clean, clean_out)
+    assert manifest["count"] == clean.count == N
+    for got, want in zip(result.shards, clean.shards, strict=True):
+        assert Path(got.uri).read_bytes() == Path(want.uri).read_bytes()
