@@ -1,7 +1,8 @@
 """``landfall status [--dataset NAME] [--json] [--reconcile]``: what the system holds and does, read from the bucket
 and the jobs.
 
-Arrivals per dataset (live, and retracted because their object was overwritten or deleted) and rejections,
+Arrivals per dataset (live, converting on the Cloud Run job, and retracted because their object was overwritten
+or deleted) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
 (peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
@@ -17,6 +18,7 @@ import json
 import sys
 from typing import Any
 
+from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import champion, layout, logs
 from landfall.core.config import Layout
@@ -86,18 +88,22 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
 
     tprefix = layout.gs(bucket, lay.tfrecords_prefix)
     folders: dict[tuple[str, str], dict[str, Any]] = {}
-    records = ("/" + MANIFEST, "/" + RETRACTION)
+    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH)
     for info in storage.list_objects(tprefix + (f"{dataset}/" if dataset else ""), suffix=records):
         parts = info.uri[len(tprefix):].split("/")
         if len(parts) == 3:  # <dataset>/<arrival-id>/<record>
             folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
     retracted: dict[str, list[Any]] = {}
+    converting: dict[str, list[Any]] = {}
     for (ds, _), records in folders.items():
         if RETRACTION in records:
             entry(ds)["retracted"] += 1
             retracted.setdefault(ds, []).append(records[RETRACTION])
-        else:
+        elif MANIFEST in records:
             entry(ds)["arrivals"] += 1
+        else:  # dispatched to the Cloud Run job, no manifest yet: converting, or its execution failed for good
+            entry(ds)["converting"] = entry(ds).get("converting", 0) + 1
+            converting.setdefault(ds, []).append(records[DISPATCH])
     qprefix = layout.gs(bucket, lay.requests_prefix)
     for uri in storage.list(qprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
         ds, _, rest = uri[len(qprefix):].partition("/")
@@ -112,6 +118,9 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
     for ds, infos in retracted.items():
         out[ds]["latest_retractions"] = [_summary(storage, i.uri, ("source", "reason", "by_generation", "retracted_at"))
                                          for i in _newest(infos)]
+    for ds, infos in converting.items():
+        out[ds]["latest_converting"] = [_summary(storage, i.uri, ("source", "job", "execution", "task_count",
+                                                                  "updated_at")) for i in _newest(infos)]
     for ds, infos in rejected.items():
         out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
                                         for i in _newest(infos)]
@@ -206,7 +215,12 @@ def status(args: argparse.Namespace) -> int:
         return code
     for ds, counts in sorted(report["datasets"].items()):
         print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
-              f"{counts['rejected']} rejected, {counts.get('pending', 0)} request(s) waiting for the next job")
+              f"{counts['rejected']} rejected, {counts.get('converting', 0)} converting on Cloud Run, "
+              f"{counts.get('pending', 0)} request(s) waiting for the next job")
+        for r in counts.get("latest_converting", []):
+            print(f"  converting {r.get('name')}#{r.get('generation')}: Cloud Run execution {r.get('execution')} "
+                  f"({r.get('task_count')} tasks, dispatched {r.get('updated_at')}; no manifest yet: if the "
+                  f"execution failed for good, rerun it as the README says)")
         for r in counts.get("latest_rejections", []):
             print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from landfall import cli
+from landfall.arrival import route
 from landfall.core import rejections, retractions
 from landfall.core.config import Layout
 from landfall.core.layout import Arrival
@@ -85,6 +86,10 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
                                 dataset="shown", source={"bucket": bucket, "name": "incoming/shown/x.csv",
                                                          "generation": 7}),
                       "x.csv", storage=storage, lay=Layout(), bucket=bucket, key="x.csv-g7")
+    # An arrival dispatched to the Cloud Run job whose manifest is not there yet.
+    big = Arrival(bucket, "incoming/shown/big.csv", 9, "shown", "big-g9")
+    storage.write_bytes(route.marker_uri(big, Layout()),
+                        route.Marker("landfall-convert", 4, 1.0, "landfall-convert-abc12").to_json(big))
     dead = f"dl-{bucket}"
     ps.ensure_topic(dead)
     ps.ensure_subscription(dead, dead)
@@ -101,6 +106,9 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     assert [(r["name"], r["generation"], r["reason"]) for r in shown["latest_rejections"]] == [
         ("incoming/shown/x.csv", 7, "quoted_newline")]
     assert report["datasets"]["_invalid"]["rejected"] == 1
+    assert shown["converting"] == 1 and [(r["name"], r["generation"], r["execution"], r["task_count"])
+                                         for r in shown["latest_converting"]] == [
+        ("incoming/shown/big.csv", 9, "landfall-convert-abc12", 4)]
     (job,) = report["jobs"]
     assert job["name"] == name and job["state"] == "Running" and job["requests"] == [request.request_id]
     assert job["metrics"]["loss"] == 0.5 and job["metrics"]["epochs"] == 1
@@ -109,7 +117,8 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     assert cli.main(["status", "--dataset", "shown"]) == 0
     text = capsys.readouterr().out
     assert name in text and "Running" in text and "dead-letter: 1" in text
-    assert "1 arrivals, 1 retracted, 1 rejected" in text and "quoted_newline" in text
+    assert "1 arrivals, 1 retracted, 1 rejected, 1 converting on Cloud Run" in text and "quoted_newline" in text
+    assert "converting incoming/shown/big.csv#9: Cloud Run execution landfall-convert-abc12 (4 tasks" in text
     assert "retracted incoming/shown/part-1.npy#1: superseded by generation 2" in text
 
 
