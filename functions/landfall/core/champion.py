@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from landfall.core import logs
-from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.messages import utc_now
+from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
+from landfall.core.messages import decode, utc_now
 from landfall.core.storage import Storage, is_gs, join
 
 log = logs.get("landfall.core.champion")
@@ -74,16 +74,7 @@ class Champion:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str = "champion") -> Champion:
-        try:
-            raw = json.loads(text)
-            if raw.get("schema") != CHAMPION_SCHEMA:
-                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {CHAMPION_SCHEMA!r}")
-            fields = {f.name for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in raw.items() if k in fields})
-        except Invalid:
-            raise
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise Invalid(f"{where}: not a valid {CHAMPION_SCHEMA}: {exc}") from None
+        return decode(cls, text, CHAMPION_SCHEMA, where)  # type: ignore[no-any-return]
 
 
 @dataclasses.dataclass(frozen=True)

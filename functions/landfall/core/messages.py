@@ -25,6 +25,25 @@ INPUTS_SCHEMA = "landfall.inputs/v1"
 REASONS = ("arrival", "manual")
 
 
+def decode(cls: Any, text: str | bytes, schema: str, where: str, build: Any = None) -> Any:
+    """Every contract's reader: JSON, the expected ``schema``, then ``build(raw)`` (default: the dataclass
+    from the fields it knows, so a newer writer's extra fields are ignored); anything malformed is one
+    ``Invalid`` naming ``where`` and the reason."""
+    try:
+        raw = json.loads(text)
+        found = raw.get("schema") if isinstance(raw, dict) else None
+        if found != schema:
+            raise Invalid(f"{where}: schema is {found!r}, expected {schema!r}")
+        if build is not None:
+            return build(raw)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in fields})
+    except Invalid:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise Invalid(f"{where}: not a valid {schema}: {exc}") from None
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -75,22 +94,9 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str = "manifest") -> Manifest:
-        try:
-            raw = json.loads(text)
-            if raw.get("schema") != MANIFEST_SCHEMA:
-                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {MANIFEST_SCHEMA!r}")
-            manifest = cls(
-                **{
-                    **raw,
-                    "source": Source(**raw["source"]),
-                    "shards": [Shard(**s) for s in raw["shards"]],
-                    "stats": FeatureStats(**raw["stats"]),
-                }
-            )
-        except Invalid:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise Invalid(f"{where}: not a valid {MANIFEST_SCHEMA}: {exc}") from None
+        manifest: Manifest = decode(cls, text, MANIFEST_SCHEMA, where, lambda raw: cls(**{
+            **raw, "source": Source(**raw["source"]), "shards": [Shard(**s) for s in raw["shards"]],
+            "stats": FeatureStats(**raw["stats"])}))
         manifest.check(where)
         return manifest
 
@@ -215,12 +221,5 @@ class JobInputs:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str = "inputs") -> JobInputs:
-        try:
-            raw = json.loads(text)
-            if raw.get("schema") != INPUTS_SCHEMA:
-                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {INPUTS_SCHEMA!r}")
-            return cls(**{**raw, "manifests": [InputManifest(**m) for m in raw["manifests"]]})
-        except Invalid:
-            raise
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise Invalid(f"{where}: not a valid {INPUTS_SCHEMA}: {exc}") from None
+        return decode(cls, text, INPUTS_SCHEMA, where,  # type: ignore[no-any-return]
+                      lambda raw: cls(**{**raw, "manifests": [InputManifest(**m) for m in raw["manifests"]]}))

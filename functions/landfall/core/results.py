@@ -28,7 +28,7 @@ from typing import Any
 
 from landfall.core import logs
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
-from landfall.core.messages import JobInputs, utc_now
+from landfall.core.messages import JobInputs, decode, utc_now
 from landfall.core.storage import Storage, join
 
 log = logs.get("landfall.core.results")
@@ -74,16 +74,7 @@ class Result:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str = "result") -> Result:
-        try:
-            raw = json.loads(text)
-            if raw.get("schema") != RESULT_SCHEMA:
-                raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {RESULT_SCHEMA!r}")
-            fields = {f.name for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in raw.items() if k in fields})
-        except Invalid:
-            raise
-        except (ValueError, TypeError, AttributeError) as exc:
-            raise Invalid(f"{where}: not a valid {RESULT_SCHEMA}: {exc}") from None
+        return decode(cls, text, RESULT_SCHEMA, where)  # type: ignore[no-any-return]
 
 
 def arrivals(storage: Storage, inputs_uri: str | None, max_ids: int = MAX_IDS) -> dict[str, Any]:
