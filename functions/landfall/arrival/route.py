@@ -1,19 +1,23 @@
 """Routing by size: convert in the function, or start one execution of the Cloud Run job (issue #15).
 
 **The ceiling.** An event-driven function runs at most 540 s; the converter is deployed with 1 vCPU and
-2 GiB (``infra/modules/functions``, ``var.converter``). Measured per core (``landfall bench convert``): CSV
-~140 MB/s, ``.npy`` ~250 MB/s, ``.csv.gz`` ~96 MB/s of *uncompressed* text. A file past the ceiling is
-killed on every attempt, and the push subscription retries it until it is dead-lettered, so the function
-converts in-process only what finishes well inside its timeout.
+2 GiB (``infra/modules/functions``, ``var.converter``). A file past the ceiling is killed on every attempt,
+and the push subscription retries it until it is dead-lettered, so the function converts in-process only
+what finishes well inside its timeout.
 
 **Decision: a threshold per format**, on the object's stored size, half of ``timeout x rate x vCPUs``
-(``inline_limit``; the half leaves room for storage latency and a slower machine):
+(``inline_limit``; the half leaves room for storage latency and a slower machine). The rates are measured
+by ``landfall bench convert`` (its ``--rates`` table: one task pinned to one CPU, as the 1-vCPU function
+runs, object bytes over the wall time less start-up; 100,000 seed-shaped instances, 2026-11-30, on the
+2-core development machine):
 
-| format | rate, object bytes/s per vCPU | default threshold (540 s, 1 vCPU) |
-|---|---|---|
-| ``.npy`` | 250 MB/s | 67.5 GB |
-| ``.csv``, ``.parquet`` | 140 MB/s (Parquet: not measured; CSV's figure) | 37.8 GB |
-| ``.csv.gz``, ``.npz`` | 96 MB/s of text / 4 (a gzip ratio float text stays under) = 24 MB/s | 6.48 GB |
+| format | measured, stored bytes/s per vCPU | rate used | threshold (540 s, 1 vCPU) |
+|---|---|---|---|
+| ``.npy`` | 216 MB/s | 216 MB/s | 58.3 GB |
+| ``.csv`` | 115 MB/s | 115 MB/s | 31.1 GB |
+| ``.parquet`` | 189 MB/s (snappy, 360 float columns) | 140 MB/s: codecs and layouts vary | 37.8 GB |
+| ``.csv.gz`` | 33 MB/s (level 6, ratio 2.3) | 33 MB/s | 8.9 GB |
+| ``.npz`` | 112 MB/s (noisy floats barely compress) | 54 MB/s: ``.npy``'s rate over a ratio of 4 | 14.6 GB |
 
 ``LANDFALL_INLINE_MAX_BYTES`` replaces all three with one figure (tests and the demo set it tiny, so
 small files take the large-file path).
@@ -73,13 +77,13 @@ log = logging.getLogger("landfall.arrival.route")
 FUNCTION_TIMEOUT_S = 540  # infra/modules/functions var.converter.timeout_seconds
 FUNCTION_VCPUS = 1  # var.converter.cpu
 SAFETY = 0.5
-GZIP_RATIO = 4  # uncompressed/compressed that float text stays under
-RATES = {  # object bytes per second per vCPU (landfall bench convert)
-    "npy": 250e6,
-    "csv": 140e6,
+NPZ_RATIO = 4  # a compressible array's stored bytes expand this much: its rate is .npy's over it
+RATES = {  # stored bytes per second per vCPU, measured (landfall bench convert --rates; see the table above)
+    "npy": 216e6,
+    "csv": 115e6,
     "parquet": 140e6,
-    "csv.gz": 96e6 / GZIP_RATIO,
-    "npz": 96e6 / GZIP_RATIO,
+    "csv.gz": 33e6,
+    "npz": 216e6 / NPZ_RATIO,
 }
 SPLITTABLE = ("npy", "csv", "parquet")
 ENV_BUCKET, ENV_NAME, ENV_GENERATION = "LANDFALL_SOURCE_BUCKET", "LANDFALL_SOURCE_NAME", "LANDFALL_SOURCE_GENERATION"

@@ -57,9 +57,9 @@ def marker(storage, bucket: str, obj) -> dict:
 
 def test_default_thresholds_are_half_of_timeout_times_rate() -> None:
     cfg = ConverterConfig.load({})
-    assert route.inline_limit("npy", cfg) == 67_500_000_000
-    assert route.inline_limit("csv", cfg) == route.inline_limit("parquet", cfg) == 37_800_000_000
-    assert route.inline_limit("csv.gz", cfg) == route.inline_limit("npz", cfg) == 6_480_000_000
+    assert route.inline_limit("npy", cfg) == 58_320_000_000
+    assert route.inline_limit("csv", cfg) == 31_050_000_000 and route.inline_limit("parquet", cfg) == 37_800_000_000
+    assert route.inline_limit("csv.gz", cfg) == 8_910_000_000 and route.inline_limit("npz", cfg) == 14_580_000_000
     one = ConverterConfig.load({"LANDFALL_INLINE_MAX_BYTES": "1000"})
     assert {route.inline_limit(f, one) for f in route.RATES} == {1000}
     assert route.converts_inline("csv", 1000, one) and not route.converts_inline("csv", 1001, one)
