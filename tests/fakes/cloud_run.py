@@ -27,9 +27,10 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
+
+from tests.fakes.http import JSONHandler, LoopbackServer
 
 RUN_PATH = re.compile(r"^/v2/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/jobs/(?P<job>[^/:]+):run$")
 STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
@@ -65,47 +66,26 @@ class FakeCloudRun:
         self._failures: list[int] = []
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(JSONHandler):
+            content_type = "application/json; charset=UTF-8"
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self, method: str) -> None:
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            def respond(self, method: str) -> None:
                 try:
-                    body = json.loads(raw or b"{}")
+                    body = json.loads(self.body_bytes() or b"{}")
                 except ValueError:
-                    self._send(400, error_body(400, "Invalid JSON payload received."))
+                    self.send_json(400, error_body(400, "Invalid JSON payload received."))
                     return
-                self._send(*api.handle(method, urlparse(self.path).path, body))
+                self.send_json(*api.handle(method, urlparse(self.path).path, body))
 
-            def do_GET(self) -> None:
-                self._handle("GET")
-
-            def do_POST(self) -> None:
-                self._handle("POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.http = LoopbackServer(Handler)
+        self.endpoint = f"http://{self.http.address}"
 
     def __enter__(self) -> FakeCloudRun:
-        self._thread.start()
+        self.http.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
     # -- test controls -----------------------------------------------------------------------------------
     def add_job(self, project: str, location: str, job: str, task_count: int = 1) -> str:

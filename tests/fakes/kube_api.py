@@ -58,9 +58,10 @@ import re
 import threading
 import uuid
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlparse
+
+from tests.fakes.http import JSONHandler, LoopbackServer
 
 _PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?(/status)?/?$")
 _RESTART = ("Always", "OnFailure", "Never", "ExitCode")
@@ -336,53 +337,25 @@ class FakeKubeAPI:
         self._version = 0
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self, method: str) -> None:
+        class Handler(JSONHandler):
+            def respond(self, method: str) -> None:
                 url = urlparse(self.path)
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                raw = self.body_bytes()
                 # like the API server, nothing over the body limit is decoded
                 body = json.loads(raw or b"null") if len(raw) <= MAX_BODY_BYTES else None
                 code, out = api.handle(method, url.path, parse_qs(url.query), body,
                                        self.headers.get("Content-Type", ""), body_size=len(raw))
-                self._send(code, out)
+                self.send_json(code, out)
 
-            def do_GET(self) -> None:
-                self._handle("GET")
-
-            def do_POST(self) -> None:
-                self._handle("POST")
-
-            def do_PATCH(self) -> None:
-                self._handle("PATCH")
-
-            def do_DELETE(self) -> None:
-                self._handle("DELETE")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.http = LoopbackServer(Handler)
+        self.host = f"http://{self.http.address}"
 
     def __enter__(self) -> FakeKubeAPI:
-        self._thread.start()
+        self.http.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
     # -- test controls -----------------------------------------------------------------------------------
     def fail_next(self, n: int, code: int = 503) -> None:

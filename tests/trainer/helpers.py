@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ from landfall.core.layout import shard_name
 from landfall.core.messages import FeatureStats, Manifest, Shard, Source
 from landfall.core.records import RecordFramer
 from landfall.core.storage import Storage, join
+from tests.fakes.http import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE = (36, 10)
@@ -102,9 +103,8 @@ class MetadataServer:
         self.refused = 0
         self.tokens = 0
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackServer(self._handler())
+        self.host = self.http.address
 
     def make_ready(self) -> None:
         with self.lock:
@@ -164,11 +164,8 @@ class MetadataServer:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[MetadataServer]:
-        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        thread.start()
+        self.http.start()
         try:
             yield self
         finally:
-            self.server.shutdown()
-            self.server.server_close()
-            thread.join()
+            self.http.stop()
