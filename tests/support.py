@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import threading
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import numpy as np
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout
+from landfall.core import layout, records
 from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
 from landfall.core.messages import JobInputs, Manifest, TrainingRequest
@@ -126,3 +127,13 @@ def pending_of(storage, bucket: str, dataset: str) -> list[str]:
     """The request ids waiting for the dataset's next job."""
     prefix = layout.gs(bucket, f"{Layout().requests_prefix}{dataset}/pending/")
     return sorted(u[len(prefix):].removesuffix(".json") for u in storage.list(prefix, suffix=".json"))
+
+
+def read_back(storage, manifest: Manifest) -> np.ndarray:
+    """Every instance a manifest's shards hold, in order, read with the project's record reader."""
+    out = []
+    for shard in manifest.shards:
+        body = storage.read_bytes(shard.uri)
+        assert len(body) == shard.bytes
+        out += [records.decode_example(r, tuple(manifest.shape)) for r in records.iter_records(io.BytesIO(body))]
+    return np.stack(out)

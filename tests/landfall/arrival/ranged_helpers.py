@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
 
 from landfall.arrival import converter, ranged
 from landfall.arrival.config import ConverterConfig
-from landfall.core import records
 from landfall.core.messages import Manifest
 from landfall.core.storage import Storage
+from tests.support import read_back
 
 
 def run_all(storage: Storage, cfg: ConverterConfig, src: str, out: str, count: int, order=None,
@@ -28,14 +27,6 @@ def committed(results: list[ranged.TaskResult]) -> Manifest:
     assert winners[0].manifest is not None
     return winners[0].manifest
 
-
-def read_back(storage: Storage, manifest: Manifest) -> np.ndarray:
-    out = []
-    for shard in manifest.shards:
-        body = storage.read_bytes(shard.uri)
-        assert len(body) == shard.bytes
-        out += [records.decode_example(r, tuple(manifest.shape)) for r in records.iter_records(io.BytesIO(body))]
-    return np.stack(out)
 
 
 def in_process(storage: Storage, cfg: ConverterConfig, src: str, out: str) -> Manifest:

@@ -15,13 +15,14 @@ import pytest
 
 from landfall.arrival import converter
 from landfall.arrival import handler as arrival
-from landfall.core import layout, records
+from landfall.core import layout
 from landfall.core.errors import TemporaryError
 from landfall.core.events import ObjectEvent
 from landfall.core.messages import REQUEST_SCHEMA, Manifest
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.landfall.arrival import badfiles
+from tests.support import read_back
 
 N = 600
 
@@ -55,14 +56,6 @@ def parquet_bytes(table: pa.Table) -> bytes:
     pq.write_table(table, buf)
     return buf.getvalue()
 
-
-def read_back(storage, manifest: Manifest) -> np.ndarray:
-    out = []
-    for shard in manifest.shards:
-        body = storage.read_bytes(shard.uri)
-        assert len(body) == shard.bytes
-        out += [records.decode_example(r, tuple(manifest.shape)) for r in records.iter_records(io.BytesIO(body))]
-    return np.stack(out)
 
 
 def load_manifest(storage, bucket: str, obj: ObjectEvent) -> Manifest:
