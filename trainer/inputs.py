@@ -88,6 +88,11 @@ def _shard_uri(manifest_uri: str, uri: str) -> str:
     return join(base, uri) if is_gs(base) else posixpath.normpath(os.path.join(base, uri))
 
 
+def inputs_uri(args: list[str] | tuple[str, ...]) -> str | None:
+    """The released job's ``inputs.json`` among the trainer's ``--inputs``/``--manifest`` arguments, if any."""
+    return next((a for a in args if a.endswith("/" + INPUTS_NAME)), None)
+
+
 def resolve_manifest_uris(storage: Storage, args: list[str] | tuple[str, ...]) -> list[str]:
     """An ``inputs.json`` argument lists a job's manifests; another ``.json`` is a manifest; anything else
     is a prefix whose live (not retracted) manifests are all used."""

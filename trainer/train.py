@@ -22,6 +22,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from landfall.core import logs
+from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
 from trainer import data, verdict, warmstart
@@ -338,7 +339,7 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
         shutil.rmtree(local, ignore_errors=True)
         return
     np.savez(local / warmstart.WEIGHTS, *weights)  # what a later job's warm start reads
-    (local / "normalization.json").write_text(json.dumps({
+    (local / NORMALIZATION).write_text(json.dumps({
         "shape": list(inputs.shape), "dtype": "float32", "normalized": mean is not None,
         "mean": mean, "std": std, "units": [int(u) for u in _units(model)],
         # Even after a warm start the statistics are this job's inputs', not the predecessor's: the data

@@ -47,7 +47,7 @@ from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
 from trainer import scoring
 from trainer.config import TrainerConfig
-from trainer.inputs import INPUTS_NAME, Inputs, Plan
+from trainer.inputs import Inputs, Plan, inputs_uri
 from trainer.jobdir import MODEL, JobDir
 
 log = logs.get("trainer.verdict")
@@ -136,10 +136,6 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     return fields
 
 
-def inputs_uri_of(cfg: TrainerConfig) -> str | None:
-    return next((m for m in cfg.manifests if m.endswith("/" + INPUTS_NAME)), None)
-
-
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,
                    pubsub: PubSub | None = None) -> bool:
     """Announces the finished run once (``landfall.core.results.announce``); True if this call published.
@@ -157,7 +153,7 @@ def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage
     run = str(doc.get("job") or job.uri.rstrip("/").rsplit("/", 1)[-1])
     try:
         message = results.from_metrics(doc, job=run, dataset=str(doc.get("dataset") or ""), status=status,
-                                       inputs_uri=inputs_uri_of(cfg), storage=storage, published_by="chief")
+                                       inputs_uri=inputs_uri(cfg.manifests), storage=storage, published_by="chief")
         return results.announce(storage, pubsub or PubSub(cfg.project), cfg.results_topic, job.uri, message)
     except Exception as exc:  # the run is over either way: the reconciler is the backstop
         log.warning(f"result not published ({exc}); the reconciler sends it once the job has finished",

@@ -25,20 +25,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 from pathlib import Path
 
 from landfall.core import logs
+from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.messages import JobInputs
 from landfall.core.storage import Storage, join
 from trainer.config import TrainerConfig
+from trainer.inputs import INPUTS_NAME, inputs_uri
+from trainer.jobdir import METRICS, MODEL, JobDir
 
 log = logs.get("trainer.warmstart")
 
 WEIGHTS = "weights.npz"  # beside the SavedModel: the arrays of ``model.get_weights()``, in order
 MAX_HOPS = 10  # predecessors looked at, newest first, before giving up
-INPUTS_NAME = "inputs.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,15 +61,15 @@ def resolve(cfg: TrainerConfig, storage: Storage) -> WarmStart:
         return WarmStart(None, "--warm-start none", "none")
     if choice.lower() != "auto":
         return _explicit(choice, cfg, storage)
-    inputs_uri = next((m for m in cfg.manifests if m.endswith("/" + INPUTS_NAME)), None)
-    if inputs_uri is None:
+    released = inputs_uri(cfg.manifests)
+    if released is None:
         return WarmStart(None, "no predecessor known: trained from --manifest, not from a released job's "
                                "inputs.json (pass --warm-start URI to start from a model)", "auto")
     try:
-        current = JobInputs.from_json(storage.read_bytes(inputs_uri), inputs_uri)
+        current = JobInputs.from_json(storage.read_bytes(released), released)
     except (NotFound, Invalid) as exc:
-        return WarmStart(None, f"cannot read {inputs_uri}: {exc}", "auto")
-    runs = inputs_uri.rsplit("/", 2)[0]  # gs://B/runs/<job>/inputs.json -> gs://B/runs
+        return WarmStart(None, f"cannot read {released}: {exc}", "auto")
+    runs = released.rsplit("/", 2)[0]  # gs://B/runs/<job>/inputs.json -> gs://B/runs
     job, skipped = current.after, []
     for _ in range(MAX_HOPS):
         if not job:
@@ -91,23 +92,21 @@ def _predecessor(storage: Storage, runs: str, job: str, dataset: str,
     before = None
     with contextlib.suppress(NotFound, Invalid):  # a job started by hand has no inputs.json
         before = JobInputs.from_json(storage.read_bytes(join(job_dir, INPUTS_NAME))).after
-    metrics = _read_json(storage, join(job_dir, "metrics.json"))
+    metrics = JobDir(storage, job_dir).read_json(METRICS)
     if metrics is None:
         return None, "no metrics.json", before
     if metrics.get("status") != "succeeded" or not metrics.get("model"):
         return None, f"status {metrics.get('status')!r}", before
     if metrics.get("dataset") != dataset:
         return None, f"dataset {metrics.get('dataset')!r}", before
-    if tuple(metrics.get("units") or ()) != tuple(cfg.units):
-        return None, f"its GRU widths are {metrics.get('units')}, this job's {list(cfg.units)}", before
     model, why = _fits(storage, str(metrics["model"]), cfg)
     return model, why, before
 
 
 def _explicit(uri: str, cfg: TrainerConfig, storage: Storage) -> WarmStart:
     model = uri.rstrip("/")
-    if not storage.exists(join(model, WEIGHTS)) and storage.exists(join(model, "model", WEIGHTS)):
-        model = join(model, "model")  # a job dir
+    if not storage.exists(join(model, WEIGHTS)) and storage.exists(join(model, MODEL, WEIGHTS)):
+        model = join(model, MODEL)  # a job dir
     found, why = _fits(storage, model, cfg)
     if found is None:
         if why.startswith("no "):
@@ -119,22 +118,14 @@ def _explicit(uri: str, cfg: TrainerConfig, storage: Storage) -> WarmStart:
 def _fits(storage: Storage, model: str, cfg: TrainerConfig) -> tuple[str | None, str]:
     if not storage.exists(join(model, WEIGHTS)):
         return None, f"no {WEIGHTS} in {model} (saved by a trainer without warm starts)"
-    norm = _read_json(storage, join(model, "normalization.json")) or {}
+    norm = JobDir(storage, model).read_json(NORMALIZATION) or {}
     shape = tuple(norm.get("shape") or ())
     if shape != tuple(cfg.shape):
         return None, f"its instances are {list(shape)}, this job's {list(cfg.shape)}"
     units = tuple(norm.get("units") or ())
-    if units and units != tuple(cfg.units):
+    if units != tuple(cfg.units):
         return None, f"its GRU widths are {list(units)}, this job's {list(cfg.units)}"
     return model, "fits"
-
-
-def _read_json(storage: Storage, uri: str) -> dict | None:
-    try:
-        doc = json.loads(storage.read_bytes(uri))
-    except (NotFound, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
 
 
 def fetch(storage: Storage, start: WarmStart, local_dir: Path) -> Path | None:
