@@ -81,7 +81,8 @@ class Inputs:
         return mean.tolist(), std.tolist()
 
 
-def _shard_uri(manifest_uri: str, uri: str) -> str:
+def shard_uri(manifest_uri: str, uri: str) -> str:
+    """A manifest's shard URI, absolute: as written, or relative to the manifest's folder."""
     if is_gs(uri) or os.path.isabs(uri):
         return uri
     base = manifest_uri.rsplit("/", 1)[0]
@@ -142,7 +143,7 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
             raise Invalid(f"manifest {uri} lists no shards")
         manifests.append(manifest)
         for s in manifest.shards:
-            ref = ShardRef(_shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri)
+            ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
             shards.setdefault(ref.uri, ref)

@@ -46,7 +46,7 @@ def roots(args: argparse.Namespace) -> tuple[Storage, str, str]:
     cfg = job_config(args, "bucket")
     if not (args.models or cfg.bucket):
         raise Invalid("no bucket: pass --bucket (or LANDFALL_BUCKET), or --models")
-    models = args.models or f"gs://{cfg.bucket}/{champion.MODELS_PREFIX.strip('/')}"
+    models = args.models or champion.bucket_root(cfg.bucket)
     runs = getattr(args, "runs", None) or (f"gs://{cfg.bucket}/{Layout.load().runs_prefix.strip('/')}"
                                           if cfg.bucket else "")
     return Storage(cfg.project), models, runs

@@ -74,7 +74,7 @@ def model_of(args: argparse.Namespace, storage: Storage) -> str:
     cfg = job_config(args, "bucket")
     if not (args.models or cfg.bucket):
         raise Invalid("no model: pass --model, or --bucket (LANDFALL_BUCKET) for the dataset's champion")
-    root = args.models or f"gs://{cfg.bucket}/{champion.MODELS_PREFIX.strip('/')}"
+    root = args.models or champion.bucket_root(cfg.bucket)
     current, _ = champion.read(storage, root, args.dataset)
     if current is None:
         raise NotFound(f"dataset {args.dataset} has no champion under {root}: pass --model")
@@ -98,13 +98,13 @@ def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np
 def _manifest_chunks(uri: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
     from landfall.core.messages import Manifest
     from landfall.core.records import decode_example, iter_records
+    from trainer import inputs
 
     manifest = Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")
     if tuple(manifest.shape) != tuple(shape):
         raise Invalid(f"manifest {uri}: instances of shape {manifest.shape}, the model expects {list(shape)}")
-    base = uri.rsplit("/", 1)[0]
     for shard in manifest.shards:
-        shard_uri = shard.uri if "://" in shard.uri or shard.uri.startswith("/") else f"{base}/{shard.uri}"
+        shard_uri = inputs.shard_uri(uri, shard.uri)
         batch: list[np.ndarray] = []
         with storage.open_read(shard_uri) as fh:
             try:

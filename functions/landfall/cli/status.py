@@ -70,7 +70,7 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
 def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
     """The dataset's champion (``models/<dataset>/champion.json``), or None."""
     try:
-        current, _ = champion.read(storage, layout.gs(bucket, champion.MODELS_PREFIX.strip("/")), ds)
+        current, _ = champion.read(storage, champion.bucket_root(bucket), ds)
     except (LandfallError, ValueError):
         return None
     if current is None:

@@ -84,13 +84,17 @@ class Outcome:
     replaced: Champion | None  # the one it replaced (promoted) or the one that stays (kept)
 
 
+def bucket_root(bucket: str, models_prefix: str = MODELS_PREFIX) -> str:
+    """Where a bucket's datasets keep their champions: ``gs://BUCKET/models``."""
+    return f"gs://{bucket}/{models_prefix.strip('/')}"
+
+
 def models_root(job_dir: str, models_prefix: str = MODELS_PREFIX) -> str:
     """Where a job dir's datasets keep their champions: ``gs://BUCKET/models`` for ``gs://BUCKET/<runs>/<job>``;
     for a local job dir ``<...>/runs/<job>``, the folder ``<...>/models`` beside ``runs`` (for any other local
     job dir, ``models`` beside the job dir)."""
     if is_gs(job_dir):
-        bucket = job_dir[5:].split("/", 1)[0]
-        return f"gs://{bucket}/{models_prefix.strip('/')}"
+        return bucket_root(job_dir[5:].split("/", 1)[0], models_prefix)
     parent = os.path.dirname(os.path.abspath(job_dir.rstrip("/")))
     if os.path.basename(parent) == "runs":
         parent = os.path.dirname(parent)

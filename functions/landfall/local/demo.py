@@ -238,7 +238,7 @@ def run(opts: DemoOptions) -> int:
 
 def judge_and_score(follower: Follower, stack: Stack, opts: DemoOptions, out: Path) -> InjectedScore | None:
     """Names the dataset's champion, then scores a small new file with injected anomalies with it."""
-    root = champion.models_root(tfjob.job_dir(stack.cfg.bucket, "any"))
+    root = champion.bucket_root(stack.cfg.bucket)
     current, _ = champion.read(follower.storage, root, opts.dataset)
     if current is None:
         follower.say(f"no champion for dataset {opts.dataset} (no job was evaluated)")
