@@ -90,7 +90,6 @@ def run_task(storage: Storage, cfg: ConverterConfig, *, bucket: str, name: str, 
     if not 0 <= index < count:
         raise ValueError(f"task index {index} is not in 0..{count - 1}")
     lay = lay or Layout.load()
-    context = {"component": "ranged", "arrival_id": layout.arrival_id(name, generation)}
     try:
         job = parts.resolve(bucket, name, generation, count, dataset, out, lay)
     except BadInput as exc:
