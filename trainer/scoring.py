@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -246,9 +246,3 @@ def threshold_of(scorer: Scorer) -> float:
         raise Invalid(f"model {scorer.uri} has no {THRESHOLD} (a model trained before verdicts, or with no "
                       "held-out data): pass --threshold")
     return float(value)
-
-
-def blocks_of(x: np.ndarray, size: int = 4096) -> Iterator[np.ndarray]:
-    for start in range(0, len(x), size):
-        yield x[start:start + size]
-

@@ -228,13 +228,3 @@ def rollback(storage: Storage, root: str, dataset: str, *, by: str) -> Outcome:
                                    previous=before.previous, rolled_back=current.seq)
 
     return update(storage, root, dataset, decide)
-
-
-def read_threshold(storage: Storage, model_uri: str) -> dict[str, Any] | None:
-    try:
-        raw = json.loads(storage.read_bytes(join(model_uri, THRESHOLD)))
-    except NotFound:
-        return None
-    except ValueError:
-        return None
-    return raw if isinstance(raw, dict) else None
