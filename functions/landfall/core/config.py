@@ -88,3 +88,6 @@ class Layout(Settings):
     rejected_prefix: str = "rejected/"
     runs_prefix: str = "runs/"
     requests_prefix: str = "requests/"  # the submit stage's bookkeeping: pending requests, each dataset's head
+    # One create-only record per training request ever received (landfall.submit.ledger); kept apart from
+    # requests/ because that is listed and these are only ever read by name.
+    received_prefix: str = "received/"

@@ -15,6 +15,8 @@ Policies ``coalesce`` (default) and ``forbid``
        a miss is a temporary error, never a job without its data). ``runs/<job>/inputs.json`` is created
        create-only (of concurrent releasers exactly one wins; the others look again and find the job
        active), then the TFJob, which names only that URI, then the covered pending records are removed.
+    A request recorded before (``received/<D>/<request_id>.json``) is a duplicate delivery, however late:
+    it is not recorded again, and only what its first delivery may have left undone (a release) is done.
     A pending request that the head already covers (its id, or for an arrival its manifest, is in the
     head's inputs) is a duplicate delivery: the release removes it without starting a job for it. (So a
     redelivery while the head runs is answered ``coalesced``; after it ended, ``duplicate``.)
@@ -28,8 +30,9 @@ Policy ``allow``
     ``inputs.json`` makes a redelivery a duplicate.
 
 Object sizes do not grow with history: a TFJob carries the inputs URI and a few labels and annotations;
-inputs live in the bucket. Per request the work is constant (a hint read, one probe, one write, two reads
-of the head TFJob and of its ``submitted.json``); a release lists the pending requests and the dataset's manifests once.
+inputs live in the bucket. Per request the work is constant (a hint read, one probe, reads of the head TFJob
+and of its ``submitted.json``, one existence check, two writes); a release lists the pending requests and the
+dataset's manifests once.
 """
 
 from __future__ import annotations
@@ -94,25 +97,32 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
         return _own_job(request, cfg, backend, ledger)
     seq = ledger.head_seq(request.dataset)
     head = ledger.job_name(request.dataset, seq) if seq else None
-    recorded = False
+    recorded, state = False, "ended"
     if head is not None:
         state, job = _state(head, cfg, backend, ledger)
         if job is not None and tfjob.made_for(job, request.request_id):
             return Decision("duplicate", head, "this job was made for it")
         if state == "created" and _covers(ledger.read_inputs(head), request):  # a crash left it without TFJob
             return Decision("submitted", head, "released before; its TFJob created now")
-        if state != "ended":
-            if cfg.concurrency == "forbid":
-                return Decision("dropped", head, f"job {head} is not finished (policy forbid)")
-            # Waits for the next release, which drops it if the head covers it already (a redelivery):
-            # deciding that here would read the head's inputs, which grow with the dataset, per request.
-            ledger.add_pending(request)
-            recorded = True
-            # Look again once recorded: had the head ended meanwhile, nobody else might release for us.
-            if not _ended(head, cfg, backend, ledger):
-                return Decision("coalesced", head, f"waits for {head} to finish")
+    if ledger.was_received(request):
+        # A redelivery, possibly after later jobs: it waits, or a released job covered it. Its first
+        # delivery may have died before releasing, so advance, but never record it twice.
+        step = advance(request.dataset, cfg, backend, ledger)
+        if step.state == "released" and step.inputs and _covers(step.inputs, request):
+            return Decision("submitted", step.job, f"{len(step.inputs.manifests)} manifests")
+        return Decision("duplicate", step.job, "received before")
+    if head is not None and state != "ended":
+        if cfg.concurrency == "forbid":
+            return Decision("dropped", head, f"job {head} is not finished (policy forbid)")
+        # Waits for the next release, which drops it if the head covers it already (a redelivery):
+        # deciding that here would read the head's inputs, which grow with the dataset, per request.
+        ledger.record(request)
+        recorded = True
+        # Look again once recorded: had the head ended meanwhile, nobody else might release for us.
+        if not _ended(head, cfg, backend, ledger):
+            return Decision("coalesced", head, f"waits for {head} to finish")
     if not recorded:
-        ledger.add_pending(request)
+        ledger.record(request)
     step = advance(request.dataset, cfg, backend, ledger)
     if step.state == "released" and step.inputs and _covers(step.inputs, request):
         return Decision("submitted", step.job, f"{len(step.inputs.manifests)} manifests")

@@ -3,6 +3,11 @@
 - ``gs://B/requests/<D>/pending/<request_id>.json``: a request not yet covered by a released job (the
   request as received). Written on receipt, deleted once a released job covers it. A waiting follow-up
   *is* this set: no TFJob waits suspended (Kueue owns ``suspend``), so the set is bounded by what waits.
+- ``gs://B/received/<D>/<request_id>.json``: this request was recorded pending before (it is written
+  after the pending record, create-only, and never removed; the bucket's lifecycle deletes it after
+  Pub/Sub's longest retention). A later delivery of the same request, however late, is a duplicate,
+  even once the job that covered it is TTL-deleted and later jobs have run. Read by name only, never
+  listed, so nothing grows with history.
 - ``gs://B/runs/<job>/inputs.json`` (``landfall.inputs/v1``): what job ``seq`` of a dataset trains on.
   Created once (``ifGenerationMatch=0``) when the job is released; whoever creates it released the job,
   so of any number of concurrent releasers exactly one wins. Job ``seq+1`` is only ever created by one
@@ -45,6 +50,20 @@ class Ledger:
     def add_pending(self, request: TrainingRequest) -> None:
         self.storage.write_bytes(self._pending_prefix(request.dataset) + f"{request.request_id}.json",
                                  request.to_json(), content_type="application/json")
+
+    def _received_uri(self, request: TrainingRequest) -> str:
+        return gs(self.bucket, f"{self.layout.received_prefix}{request.dataset}/{request.request_id}.json")
+
+    def record(self, request: TrainingRequest) -> None:
+        """Pending first, then received: a request found received was pending once, so it waits for the
+        next release or a released job covered it."""
+        self.add_pending(request)
+        with contextlib.suppress(AlreadyExists):
+            self.storage.write_bytes(self._received_uri(request), request.to_json(), if_absent=True,
+                                     content_type="application/json")
+
+    def was_received(self, request: TrainingRequest) -> bool:
+        return self.storage.exists(self._received_uri(request))
 
     def pending(self, dataset: str) -> list[TrainingRequest]:
         """The dataset's pending requests, oldest first (a request that vanished meanwhile is skipped)."""

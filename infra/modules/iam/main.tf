@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "models"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -132,7 +132,8 @@ resource "google_storage_bucket_iam_member" "submitter_write_rejections" {
 }
 
 # The submit stage's bookkeeping (landfall.submit.ledger): requests waiting for their
-# dataset's next job under requests/ (written, read, deleted once covered), and each
+# dataset's next job under requests/ (written, read, deleted once covered), each request's
+# create-only record under received/ (how a late redelivery is recognised), and each
 # released job's runs/<job>/inputs.json and submitted.json (created once, read). Nothing
 # else under runs/: the trainer's metrics and models stay out of its reach.
 resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
@@ -141,7 +142,7 @@ resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   member = google_service_account.sa["submitter"].member
   condition {
     title      = "requests-and-job-inputs"
-    expression = "${local.prefix_condition["requests"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\") || resource.name.endsWith(\"/result.json\")))"
+    expression = "${local.prefix_condition["requests"]} || ${local.prefix_condition["received"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\") || resource.name.endsWith(\"/result.json\")))"
   }
 }
 

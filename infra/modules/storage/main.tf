@@ -49,6 +49,18 @@ resource "google_storage_bucket" "data" {
     }
   }
 
+  # received/ holds one record per training request (landfall.submit.ledger), read by name to
+  # recognise a redelivery. Pub/Sub keeps a message at most 31 days, so none can come later.
+  lifecycle_rule {
+    condition {
+      age            = 32
+      matches_prefix = ["received/"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
   # tmp/ holds the shards of conversion attempts; a crashed attempt's leftovers go after a day.
   lifecycle_rule {
     condition {

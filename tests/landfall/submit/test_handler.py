@@ -83,7 +83,7 @@ def test_a_burst_of_50_while_a_job_runs_makes_exactly_one_follow_up(emulator_sta
     assert sorted(pending_of(storage, bucket, "burst")) == sorted(r.request_id for r in burst)
 
     # Duplicates of the burst while they wait: still nothing new.
-    assert handle_message(burst[7].to_json(), {}, rt) == "coalesced"
+    assert handle_message(burst[7].to_json(), {}, rt) == "duplicate"  # received before: not recorded twice
     assert len(backend.list("burst")) == 1
 
     # The active job ends; the next request (or a reconcile) releases the follow-up, which trains on all.
@@ -230,6 +230,31 @@ def test_a_window_and_manual_reruns(emulator_stack, bucket, tmp_path):
     assert handle_message(manual.to_json(), {}, window) == "submitted"
     assert handle_message(manual.to_json(), {}, window) == "duplicate"
     assert len(window.backend.list("win")) == 2
+
+
+def test_a_late_redelivery_after_later_jobs_runs_nothing_again(emulator_stack, bucket, backend, tmp_path):
+    """Pub/Sub may redeliver a request long after it was handled (an ack lost, a seek). By then the job it
+    made ended and was TTL-deleted and later jobs ran, so no job in sight covers it: a manual request's id is
+    only in an old job's inputs, and under a window an old arrival's manifest is in no newer job's."""
+    storage = emulator_stack.storage
+    first = convert_arrival(storage, bucket, "late", tmp_path)
+    rt = runtime(emulator_stack, bucket, backend, window=1)
+    manual = TrainingRequest("late", first.manifest, "manual-late-1", reason="manual")
+    names = []
+    for request in (first, manual, "second"):
+        if request == "second":  # arrives after the others' jobs, so the window leaves the first out
+            request = copy_arrival(storage, first, 2)
+        assert handle_message(request.to_json(), {}, rt) == "submitted"
+        (made,) = {tfjob.name_of(j) for j in backend.list("late")} - set(names)
+        names.append(made)
+        set_state(backend, names[-1], "Succeeded")
+    backend.delete(names[0])  # ttlSecondsAfterFinished
+    backend.delete(names[1])
+    for request in (manual, first, manual):
+        assert handle_message(request.to_json(), {}, rt) == "duplicate"
+    assert pending_of(storage, bucket, "late") == []
+    assert coalesce.reconcile(backend, storage, rt.config) == []
+    assert sorted(tfjob.name_of(j) for j in backend.list("late")) == [names[2]]
 
 
 def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket, tmp_path):
