@@ -111,7 +111,7 @@ def test_pipeline_does_what_the_readme_says() -> None:
     assert "kubectl apply" in steps["deploy-manifests"]
     assert "sed " not in DEPLOY.read_text()
     # k8s/base/project.env: every key the base's replacements read (the reconciler's project and bucket).
-    for key in ("GSA_DOMAIN=", "PROJECT_ID=", "BUCKET="):
+    for key in ("GSA_DOMAIN=", "PROJECT_ID=", "BUCKET=", "TRAINER_IMAGE="):
         assert key in steps["deploy-manifests"], key
     assert "terraform output -raw bucket_name > /workspace/bucket_name" in steps["deploy-functions"]
     assert "/workspace/bucket_name" in steps["deploy-manifests"]

@@ -17,7 +17,7 @@ from .tools import (
     K8S,
     NAMESPACE,
     OVERLAYS,
-    SUBMITTER_SA,
+    RECONCILER_SA,
     TRAINER_SA,
     blocks,
     find,
@@ -29,7 +29,7 @@ from .tools import (
 )
 
 FUNCTIONS = INFRA / "modules" / "functions"
-RECONCILER = "landfall-reconciler"
+RECONCILER = RECONCILER_SA
 
 
 def _config_classes() -> dict[str, tuple[type, ...]]:
@@ -153,6 +153,24 @@ def test_reconciler_env_vars_are_config_fields(env: str) -> None:
     assert cfg.bucket and "GOOGLE_CLOUD_PROJECT" in values
 
 
+# What only the function needs: it reaches the API from outside the cluster, and republishes.
+FUNCTION_ONLY = {"LANDFALL_GKE_ENDPOINT", "LANDFALL_GKE_CA_CERT", "LANDFALL_REQUEST_TOPIC",
+                 "LANDFALL_DEAD_LETTER_SUBSCRIPTION"}
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_the_reconciler_renders_jobs_with_the_functions_settings(env: str) -> None:
+    """Whichever releases a job, the function or the reconciler, renders its TFJob: every setting the
+    function is given (the trainer image above all) the reconciler is given too."""
+    function = {k for k in function_environments()["on_training_request"] if k.startswith("LANDFALL_")}
+    dep = find(render_overlay(env), "Deployment", RECONCILER)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    reconciler = {e["name"] for e in c["env"]}
+    missing = sorted(function - FUNCTION_ONLY - reconciler)
+    assert not missing, f"the reconciler would release jobs without {missing}"
+    assert "LANDFALL_TRAINER_IMAGE" in reconciler and "LANDFALL_TRAINER_IMAGE" in function
+
+
 def _iam_resources(rtype: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for block in blocks(load_hcl(INFRA / "modules" / "iam" / "main.tf"), "resource"):
@@ -163,18 +181,45 @@ def _iam_resources(rtype: str) -> dict[str, dict[str, Any]]:
 
 
 def test_reconciler_identity_has_workload_identity_in_infra() -> None:
-    binding = _iam_resources("google_service_account_iam_member")["submitter_workload_identity"]
-    assert unquote(binding["service_account_id"]) == '${google_service_account.sa["submitter"].name}'
+    """Its own Google account, reachable from its own KSA only; the submitter account from no KSA at all."""
+    bindings = _iam_resources("google_service_account_iam_member")
+    binding = bindings["reconciler_workload_identity"]
+    assert unquote(binding["service_account_id"]) == '${google_service_account.sa["reconciler"].name}'
     assert unquote(binding["role"]) == "roles/iam.workloadIdentityUser"
-    assert unquote(binding["member"]) == (
-        "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.submitter_ksa}]")
     variables = load_module(INFRA / "modules" / "iam").variables
-    assert unquote(variables["submitter_ksa"]["default"]) == SUBMITTER_SA
+    assert "submitter_ksa" not in variables
+    assert unquote(variables["reconciler_ksa"]["default"]) == RECONCILER_SA
     assert unquote(variables["training_namespace"]["default"]) == NAMESPACE
-    # The reconciler reads manifests under tfrecords/: the submitter's only bucket grant.
-    read = _iam_resources("google_storage_bucket_iam_member")["submitter_read_manifests"]
-    assert unquote(read["member"]) == '${google_service_account.sa["submitter"].member}'
+    member = str(unquote(binding["member"]))
+    for var in ("workload_pool", "training_namespace", "reconciler_ksa"):
+        default = variables[var].get("default")
+        member = member.replace(f"${{var.{var}}}", str(unquote(default)) if default is not None else "POOL")
+    assert member == f"serviceAccount:POOL[{NAMESPACE}/{RECONCILER_SA}]", member
+    # Workload Identity is granted on the trainer and reconciler accounts only, each to its own KSA.
+    wi = {name: unquote(b["service_account_id"]) for name, b in bindings.items()
+          if unquote(b["role"]) == "roles/iam.workloadIdentityUser"}
+    assert wi == {"trainer_workload_identity": '${google_service_account.sa["trainer"].name}',
+                  "reconciler_workload_identity": '${google_service_account.sa["reconciler"].name}'}, wi
+    # The reconciler lists manifests under tfrecords/ (as the submitter does).
+    read = _iam_resources("google_storage_bucket_iam_member")["reconciler_read_manifests"]
+    assert unquote(read["member"]) == '${google_service_account.sa["reconciler"].member}'
     assert unquote(read["role"]) == "roles/storage.objectViewer"
     condition = str(unquote(first(read["condition"])["expression"]))
     assert re.match(r'\$\{local\.prefix_condition\["tfrecords"\]\}', condition), condition
     assert (K8S / "base" / "reconciler.yaml").is_file()
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_pods_run_as_the_ksa_infra_binds(env: str) -> None:
+    """The Deployment's ServiceAccount is the KSA the Workload Identity binding names, annotated for the
+    Google account that binding is on (landfall-<key of the accounts map>)."""
+    variables = load_module(INFRA / "modules" / "iam").variables
+    objs = render_overlay(env)
+    pod = find(objs, "Deployment", RECONCILER)["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == unquote(variables["reconciler_ksa"]["default"])
+    sa = find(objs, "ServiceAccount", pod["serviceAccountName"])
+    accounts = next(first(b["accounts"]) for b in blocks(load_hcl(INFRA / "modules" / "iam" / "main.tf"), "locals")
+                    if "accounts" in b)
+    assert "reconciler" in accounts
+    gsa = sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+    assert gsa.split("@")[0] == "landfall-reconciler" == RECONCILER_SA

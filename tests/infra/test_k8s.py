@@ -14,6 +14,7 @@ from .tools import (
     K8S,
     NAMESPACE,
     OVERLAYS,
+    RECONCILER_SA,
     SUBMITTER_SA,
     TRAINER_SA,
     find,
@@ -25,7 +26,7 @@ from .tools import (
 
 KUBERNETES_VERSION = "1.32.0"
 CUSTOM_GROUPS = ("kubeflow.org/",)  # custom resources have no schema in kubernetes-validate
-RECONCILER = "landfall-reconciler"
+RECONCILER = RECONCILER_SA  # the Deployment, its ServiceAccount and its Google account share the name
 
 
 def test_overlays_exist() -> None:
@@ -78,11 +79,17 @@ def test_default_storage_class_provisions_dynamically(env: str) -> None:
 @pytest.mark.parametrize("env", OVERLAYS)
 def test_service_accounts_use_workload_identity(env: str) -> None:
     objs = render_overlay(env)
-    for name in (TRAINER_SA, SUBMITTER_SA):
+    for name in (TRAINER_SA, RECONCILER_SA):
         sa = find(objs, "ServiceAccount", name)
         gsa = sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
-        assert gsa.startswith(f"{name}@") and gsa.endswith(".iam.gserviceaccount.com"), gsa
+        assert gsa == f"{name}@PROJECT_ID.iam.gserviceaccount.com", gsa  # project.env's placeholder domain
         assert sa.get("automountServiceAccountToken") is False
+    # The submit function runs outside the cluster: no pod, so no ServiceAccount, acts as it.
+    assert not [o for o in objs if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == SUBMITTER_SA]
+    annotated = {o["metadata"]["name"]: o["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
+                 for o in objs if o["kind"] == "ServiceAccount"
+                 and "iam.gke.io/gcp-service-account" in o["metadata"].get("annotations", {})}
+    assert set(annotated) == {TRAINER_SA, RECONCILER_SA}, annotated
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
@@ -99,14 +106,31 @@ def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
     assert all("/" not in r for rule in role["rules"] for r in rule["resources"])
     binding = find(objs, "RoleBinding", SUBMITTER_SA)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SUBMITTER_SA}
-    subjects = {(s["kind"], s["name"].split("@")[0]) for s in binding["subjects"]}
-    assert subjects == {("ServiceAccount", SUBMITTER_SA), ("User", SUBMITTER_SA)}
+    # The function's Google identity only: no pod runs as a landfall-submitter ServiceAccount any more.
+    subjects = [(s["kind"], s["name"]) for s in binding["subjects"]]
+    assert subjects == [("User", f"{SUBMITTER_SA}@PROJECT_ID.iam.gserviceaccount.com")], subjects
     # Nothing cluster-wide names the submitter, and nothing grants tfjobs cluster-wide.
     for obj in objs:
         if obj["kind"] == "ClusterRoleBinding":
             assert all(SUBMITTER_SA not in s["name"] for s in obj["subjects"])
         if obj["kind"] == "ClusterRole":
             assert all("tfjobs" not in r.get("resources", []) for r in obj["rules"])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_reconciler_has_its_own_tfjob_role(env: str) -> None:
+    """The reconciler's own Role and RoleBinding: create/get/list tfjobs, bound to its ServiceAccount only
+    (tests/infra/test_policy.py checks that no other binding gives it more)."""
+    objs = render_overlay(env)
+    role = find(objs, "Role", RECONCILER_SA)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get", "list"]}
+    ]
+    binding = find(objs, "RoleBinding", RECONCILER_SA)
+    assert binding["metadata"]["namespace"] == NAMESPACE
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RECONCILER_SA}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RECONCILER_SA, "namespace": NAMESPACE}]
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
@@ -129,15 +153,16 @@ def test_quota_caps_gpus_and_limit_range_exists(env: str) -> None:
 
 @pytest.mark.parametrize("env", OVERLAYS)
 def test_reconciler_deployment(env: str) -> None:
-    """`landfall operator` against the cluster: one replica, the trainer image, the submitter's identity, no GPU,
+    """`landfall operator` against the cluster: one replica, the trainer image, its own identity, no GPU,
     hardened (restricted Pod Security), in-cluster API access (no GKE endpoint), small resources."""
     objs = render_overlay(env)
     dep = find(objs, "Deployment", RECONCILER)
     assert dep["metadata"]["namespace"] == NAMESPACE
     assert dep["spec"]["replicas"] == 1
     pod = dep["spec"]["template"]["spec"]
-    assert pod["serviceAccountName"] == SUBMITTER_SA
-    find(objs, "ServiceAccount", SUBMITTER_SA)
+    assert pod["serviceAccountName"] == RECONCILER_SA
+    sa = find(objs, "ServiceAccount", RECONCILER_SA)
+    assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].split("@")[0] == RECONCILER_SA
     # landfall.core.kube loads the in-cluster config from the mounted token; the ServiceAccount does not automount it.
     assert pod["automountServiceAccountToken"] is True
     (c,) = pod["containers"]
@@ -218,6 +243,7 @@ def test_cloud_build_image_override_and_project_domain(tmp_path: Path) -> None:
     shutil.copytree(K8S, k8s)
     (k8s / "base" / "project.env").write_text(
         "GSA_DOMAIN=acme-ml.iam.gserviceaccount.com\nPROJECT_ID=acme-ml\nBUCKET=acme-ml-landfall\n"
+        f"TRAINER_IMAGE=europe-west4-docker.pkg.dev/acme-ml/landfall/trainer@sha256:{'a' * 64}\n"
     )
     deploy = tmp_path / "deploy"
     deploy.mkdir()
@@ -239,10 +265,14 @@ def test_cloud_build_image_override_and_project_domain(tmp_path: Path) -> None:
     assert container["image"] == f"europe-west4-docker.pkg.dev/acme-ml/landfall/trainer@{digest}"
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["GOOGLE_CLOUD_PROJECT"] == "acme-ml" and env["LANDFALL_BUCKET"] == "acme-ml-landfall"
-    sa = find(objs, "ServiceAccount", TRAINER_SA)
-    assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == (
-        "landfall-trainer@acme-ml.iam.gserviceaccount.com"
-    )
+    # The jobs it releases run the image it runs: the one Cloud Build pushed.
+    assert env["LANDFALL_TRAINER_IMAGE"] == container["image"]
+    # The replacements fill the domain into every Workload Identity annotation.
+    for name in (TRAINER_SA, RECONCILER_SA):
+        sa = find(objs, "ServiceAccount", name)
+        assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == (
+            f"{name}@acme-ml.iam.gserviceaccount.com"
+        )
     users = [s["name"] for o in objs if o["kind"].endswith("RoleBinding") for s in o["subjects"] if s["kind"] == "User"]
     assert users and all(u.endswith("@acme-ml.iam.gserviceaccount.com") for u in users)
 

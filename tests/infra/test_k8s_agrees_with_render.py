@@ -1,6 +1,6 @@
 """The TFJob the submitter creates (landfall.submit.tfjob, the code behind `landfall render-tfjob`) fits the cluster
 that k8s/ sets up: same namespace, an existing Workload Identity ServiceAccount, the common labels, and
-RBAC that lets the submitter create exactly that kind of object."""
+RBAC that lets both releasers (the submit function and the reconciler) create exactly that kind of object."""
 
 from __future__ import annotations
 
@@ -9,7 +9,18 @@ from typing import Any
 import pytest
 
 from .test_terraform import load_module
-from .tools import APP_LABELS, INFRA, NAMESPACE, OVERLAYS, SUBMITTER_SA, TRAINER_SA, find, render_overlay, unquote
+from .tools import (
+    APP_LABELS,
+    INFRA,
+    NAMESPACE,
+    OVERLAYS,
+    RECONCILER_SA,
+    SUBMITTER_SA,
+    TRAINER_SA,
+    find,
+    render_overlay,
+    unquote,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +59,10 @@ def test_labels_agree(env: str, job: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
-def test_submitter_role_covers_the_job(env: str, job: dict[str, Any]) -> None:
+@pytest.mark.parametrize("releaser", [SUBMITTER_SA, RECONCILER_SA])
+def test_releaser_roles_cover_the_job(env: str, releaser: str, job: dict[str, Any]) -> None:
     group = job["apiVersion"].split("/")[0]
-    role = find(render_overlay(env), "Role", SUBMITTER_SA)
+    role = find(render_overlay(env), "Role", releaser)
     assert role["metadata"]["namespace"] == job["metadata"]["namespace"]
     (rule,) = role["rules"]
     assert rule["apiGroups"] == [group] and rule["resources"] == ["tfjobs"] and job["kind"] == "TFJob"
@@ -98,9 +110,9 @@ def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any])
     assert cfg.namespace == defaults.namespace
     assert cfg.trainer_service_account == defaults.trainer_service_account == TRAINER_SA
     assert cfg.backend == "kubernetes"
-    # It runs as the submitter ServiceAccount, which the RoleBinding grants what coalesce.reconcile uses.
-    assert pod["serviceAccountName"] == SUBMITTER_SA
-    binding = find(objs, "RoleBinding", SUBMITTER_SA)
-    assert {"kind": "ServiceAccount", "name": SUBMITTER_SA, "namespace": cfg.namespace} in binding["subjects"]
+    # It runs as its own ServiceAccount, which its RoleBinding grants what coalesce.reconcile uses.
+    assert pod["serviceAccountName"] == RECONCILER_SA
+    binding = find(objs, "RoleBinding", RECONCILER_SA)
+    assert {"kind": "ServiceAccount", "name": RECONCILER_SA, "namespace": cfg.namespace} in binding["subjects"]
     (rule,) = find(objs, "Role", binding["roleRef"]["name"])["rules"]
     assert {"get", "list", "create"} <= set(rule["verbs"]) and rule["resources"] == [job["kind"].lower() + "s"]

@@ -14,7 +14,20 @@ from typing import Any
 
 import pytest
 
-from .tools import INFRA, K8S, OVERLAYS, all_resources, blocks, expr_text, first, load_hcl, render_dir, render_overlay
+from .tools import (
+    INFRA,
+    K8S,
+    NAMESPACE,
+    OVERLAYS,
+    RECONCILER_SA,
+    all_resources,
+    blocks,
+    expr_text,
+    first,
+    load_hcl,
+    render_dir,
+    render_overlay,
+)
 
 # (resource name, role) of every project-level grant, with why nothing narrower works.
 PROJECT_ROLES: dict[tuple[str, str], str] = {
@@ -124,6 +137,119 @@ def test_repository_writers_push_to_their_own_repository() -> None:
     assert writers == {"build_push": "${var.repository_name}", "fn_build_push": "${var.functions_repository_name}"}
 
 
+# --- one account per workload: the submitter and the reconciler ------------------------------------------
+BUCKET = "projects/_/buckets/BUCKET/objects"
+OBJECT, BUCKET_TYPE = "storage.googleapis.com/Object", "storage.googleapis.com/Bucket"
+
+
+def held_by(account: str) -> dict[str, tuple[str, str, str, str]]:
+    """Grants whose member is the account ``landfall-<account>``: name -> (kind, role, target, condition)."""
+    out = {}
+    for _path, kind, name, body in iam_grants():
+        if expr_text(body.get("member", "")) != f'${{google_service_account.sa["{account}"].member}}':
+            continue
+        target = expr_text(body.get("bucket") or body.get("topic") or body.get("project")
+                           or body.get("service_account_id") or body.get("repository") or "")
+        cond = body.get("condition")
+        out[name] = (kind, expr_text(body["role"]), target, expr_text(first(cond)["expression"]) if cond else "")
+    return out
+
+
+def admits(condition: str, name: str, rtype: str = OBJECT) -> bool:
+    """Evaluates an iam module condition (startsWith/endsWith/==, ||, &&, the module's locals) for one
+    resource of the data bucket (``name`` relative to its objects, "" for the bucket itself)."""
+    text = re.sub(r'\$\{local\.prefix_condition\["(\w+)"\]\}', rf'resource.name.startsWith("{BUCKET}/\1/")', condition)
+    text = text.replace("${local.list_condition}", f'resource.type == "{BUCKET_TYPE}"')
+    if not text:
+        return True  # unconditional
+    for cel, py in (("resource.name.startsWith(", "n.startswith("), ("resource.name.endsWith(", "n.endswith("),
+                    ("resource.name ==", "n =="), ("resource.type ==", "t =="), ("||", " or "), ("&&", " and ")):
+        text = text.replace(cel, py)
+    assert "${" not in text and "resource." not in text, f"cannot evaluate {condition!r}: {text!r}"
+    full = f"{BUCKET}/{name}" if name else BUCKET.removesuffix("/objects")
+    return bool(eval(text, {"__builtins__": {}}, {"n": full, "t": rtype if name else BUCKET_TYPE}))
+
+
+def bucket_access(account: str, name: str) -> set[str]:
+    """The roles ``account`` holds on one object of the data bucket ("" = the bucket itself: listing)."""
+    return {role for kind, role, target, cond in held_by(account).values()
+            if kind == "google_storage_bucket_iam_member" and target == "${var.bucket_name}" and admits(cond, name)}
+
+
+def test_condition_evaluator() -> None:
+    cond = '${local.prefix_condition["runs"]} && (resource.name.endsWith("/a.json") || resource.name.endsWith("/b"))'
+    assert admits(cond, "runs/j/a.json") and admits(cond, "runs/j/b")
+    assert not admits(cond, "runs/j/c.json") and not admits(cond, "models/j/a.json")
+    assert not admits(cond, "runsx/a.json")
+    assert admits('${local.prefix_condition["tfrecords"]} || ${local.list_condition}', "")
+    assert not admits('${local.prefix_condition["tfrecords"]}', "")
+
+
+VIEW, USE = "roles/storage.objectViewer", "roles/storage.objectUser"
+# The submit stage's bookkeeping (landfall.submit.ledger), which both releasers write.
+BOOKKEEPING = ["requests/ds/pending/r1.json", "requests/ds/head.json", "received/ds/r1.json",
+               "runs/ds-1/inputs.json", "runs/ds-1/submitted.json"]
+# Other stages' objects: neither releaser touches them (the reconciler reads runs/*/metrics.json only).
+OTHERS = ["runs/ds-1/checkpoint", "runs/ds-1/model/saved_model.pb", "models/ds/champion.json",
+          "incoming/ds/x.npy", "tmp/a/part-0"]
+
+
+def test_submitter_holds_only_what_the_function_needs() -> None:
+    grants = held_by("submitter")
+    assert {n: g[:3] for n, g in grants.items()} == {
+        "submitter_read_manifests": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "submitter_write_rejections": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
+        "submitter_bookkeeping": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
+        "submitter_cluster_access": ("google_project_iam_member", "roles/container.clusterViewer", "${var.project_id}"),
+    }, grants
+    # Not the results topic (no topic at all), not the reconciler's result records or the job metrics.
+    assert not [g for g in grants.values() if g[0] == "google_pubsub_topic_iam_member"]
+    assert not [g for g in grants.values() if "metrics.json" in g[3] or "result.json" in g[3]], grants
+    for name in [*BOOKKEEPING, "rejected/ds/request-r1.json"]:
+        assert USE in bucket_access("submitter", name), name
+    assert bucket_access("submitter", "tfrecords/ds/a1/manifest.json") == {VIEW}
+    assert bucket_access("submitter", "") == {VIEW}  # listing manifests
+    for name in [*OTHERS, "runs/ds-1/metrics.json", "runs/ds-1/result.json"]:
+        assert bucket_access("submitter", name) == set(), name
+
+
+def test_reconciler_holds_exactly_its_grants() -> None:
+    grants = held_by("reconciler")
+    assert {n: g[:3] for n, g in grants.items()} == {
+        "reconciler_read_manifests": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "reconciler_bookkeeping": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
+        "reconciler_read_job_metrics": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "reconciler_publish_results": ("google_pubsub_topic_iam_member", "roles/pubsub.publisher",
+                                       "${var.results_topic_name}"),
+    }, grants
+    # Releasing: the submit stage's bookkeeping and the manifests; announcing: metrics read, result written.
+    for name in [*BOOKKEEPING, "runs/ds-1/result.json"]:
+        assert bucket_access("reconciler", name) == {USE}, name
+    assert bucket_access("reconciler", "tfrecords/ds/a1/manifest.json") == {VIEW}
+    assert bucket_access("reconciler", "tfrecords/ds/a1/retracted.json") == {VIEW}
+    assert bucket_access("reconciler", "") == {VIEW}
+    assert bucket_access("reconciler", "runs/ds-1/metrics.json") == {VIEW}
+    for name in [*OTHERS, "rejected/ds/request-r1.json"]:
+        assert bucket_access("reconciler", name) == set(), name
+    # Nothing project-wide (it reaches the Kubernetes API with its in-cluster token, not clusterViewer).
+    assert not [n for n, g in grants.items() if g[0] in PROJECT_IAM]
+
+
+def test_results_topic_has_exactly_two_publishers() -> None:
+    publishers = {expr_text(body["member"]) for _, kind, _n, body in iam_grants()
+                  if kind == "google_pubsub_topic_iam_member"
+                  and expr_text(body["topic"]) == "${var.results_topic_name}"}
+    assert publishers == {'${google_service_account.sa["trainer"].member}',
+                          '${google_service_account.sa["reconciler"].member}'}, publishers
+
+
+def test_nobody_acts_as_the_reconciler_account_but_its_ksa() -> None:
+    on_it = [(name, expr_text(body["role"])) for _, kind, name, body in iam_grants()
+             if kind == "google_service_account_iam_member"
+             and 'sa["reconciler"]' in expr_text(body["service_account_id"])]
+    assert on_it == [("reconciler_workload_identity", "roles/iam.workloadIdentityUser")], on_it
+
+
 # --- conditions --------------------------------------------------------------------------------------------
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
@@ -227,3 +353,61 @@ def test_rbac_check_catches_cluster_wide_writes() -> None:
                       {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["a"], "verbs": ["create"]},
                       {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": ["a"], "verbs": ["patch"]}]}
     assert len(cluster_wide_writes([role])) == 2
+
+
+# Subjects that include the reconciler's pods (its ServiceAccount, its username, the groups it is in).
+RECONCILER_USER = f"system:serviceaccount:{NAMESPACE}:{RECONCILER_SA}"
+RECONCILER_GROUPS = {"system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"}
+RECONCILER_MAY = {("kubeflow.org", "tfjobs", verb) for verb in ("create", "get", "list")}
+
+
+def _covers_reconciler(subject: dict[str, Any]) -> bool:
+    if subject["kind"] == "ServiceAccount":
+        return subject["name"] == RECONCILER_SA and subject.get("namespace") == NAMESPACE
+    if subject["kind"] == "User":
+        return subject["name"] == RECONCILER_USER
+    return subject["kind"] == "Group" and subject["name"] in RECONCILER_GROUPS
+
+
+def reconciler_permissions(objs: list[dict[str, Any]]) -> tuple[set[tuple[str, str, str]], list[str]]:
+    """(apiGroup, resource, verb) the rendered RBAC gives the reconciler's pods, and what is wrong beyond that
+    (a cluster-wide binding, resourceNames, a binding to a role that is not rendered)."""
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+             for o in objs if o["kind"] in ("Role", "ClusterRole")}
+    granted, problems = set(), []
+    for b in objs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding") or not any(map(_covers_reconciler, b["subjects"])):
+            continue
+        where = f"{b['kind']}/{b['metadata']['name']}"
+        if b["kind"] == "ClusterRoleBinding":
+            problems.append(f"{where}: cluster-wide")
+        ns = b["metadata"].get("namespace") if b["roleRef"]["kind"] == "Role" else None
+        role = roles.get((b["roleRef"]["kind"], ns, b["roleRef"]["name"]))
+        if role is None:
+            problems.append(f"{where}: {b['roleRef']['kind']}/{b['roleRef']['name']} is not among the rendered objects")
+            continue
+        for rule in role.get("rules", []):
+            if rule.get("resourceNames") or rule.get("nonResourceURLs"):
+                problems.append(f"{where}: {rule}")
+            granted |= {(g, r, v) for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+                        for v in rule.get("verbs", [])}
+    return granted, problems
+
+
+@pytest.mark.parametrize("name", [*OVERLAYS, "prod+kueue"])
+def test_reconciler_may_only_create_get_list_tfjobs(name: str, tmp_path: Path) -> None:
+    objs = render_dir(_kueue_overlay(tmp_path)) if name == "prod+kueue" else render_overlay(name)
+    granted, problems = reconciler_permissions(objs)
+    assert problems == []
+    assert granted == RECONCILER_MAY, granted - RECONCILER_MAY or RECONCILER_MAY - granted
+
+
+def test_reconciler_rbac_check_catches_more() -> None:
+    objs = render_overlay(OVERLAYS[0])
+    wider = [*objs, {"kind": "ClusterRoleBinding", "metadata": {"name": "x"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                     "subjects": [{"kind": "Group", "name": f"system:serviceaccounts:{NAMESPACE}"}]}]
+    assert reconciler_permissions(wider)[1]  # cluster-wide, and a role that is not rendered
+    role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == RECONCILER_SA)
+    role["rules"][0]["verbs"].append("patch")
+    assert ("kubeflow.org", "tfjobs", "patch") in reconciler_permissions(objs)[0]

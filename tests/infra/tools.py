@@ -19,7 +19,8 @@ OVERLAYS = sorted(p.name for p in (K8S / "overlays").iterdir() if p.is_dir())
 
 NAMESPACE = "landfall-training"
 TRAINER_SA = "landfall-trainer"
-SUBMITTER_SA = "landfall-submitter"
+SUBMITTER_SA = "landfall-submitter"  # the submit function: a Google identity only (RBAC User), no KSA
+RECONCILER_SA = "landfall-reconciler"  # the reconciler Deployment: KSA, Google account and RBAC names
 APP_LABELS = {
     "app.kubernetes.io/name": "landfall",
     "app.kubernetes.io/managed-by": "landfall",

@@ -17,6 +17,7 @@ locals {
     # account_id landfall-convert-job (30 characters at most)
     convert-job = "Landfall convert job (Cloud Run job tasks): large arrivals, incoming/ -> tfrecords/"
     submitter   = "Landfall submitter (on-training-request): reads manifests, creates TFJobs"
+    reconciler  = "Landfall reconciler (Deployment via Workload Identity): releases follow-ups, announces results"
     trainer     = "Landfall trainer (TFJob pods via Workload Identity): tfrecords/ -> runs/"
     invoker     = "Landfall invoker: Pub/Sub push identity that calls the functions"
     gke-nodes   = "Landfall GKE nodes: logs, metrics, image pulls"
@@ -135,14 +136,15 @@ resource "google_storage_bucket_iam_member" "submitter_write_rejections" {
 # dataset's next job under requests/ (written, read, deleted once covered), each request's
 # create-only record under received/ (how a late redelivery is recognised), and each
 # released job's runs/<job>/inputs.json and submitted.json (created once, read). Nothing
-# else under runs/: the trainer's metrics and models stay out of its reach.
+# else under runs/: the trainer's metrics and models, and the reconciler's result.json,
+# stay out of its reach.
 resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   bucket = var.bucket_name
   role   = "roles/storage.objectUser"
   member = google_service_account.sa["submitter"].member
   condition {
     title      = "requests-and-job-inputs"
-    expression = "${local.prefix_condition["requests"]} || ${local.prefix_condition["received"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\") || resource.name.endsWith(\"/result.json\")))"
+    expression = "${local.prefix_condition["requests"]} || ${local.prefix_condition["received"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\")))"
   }
 }
 
@@ -157,35 +159,60 @@ resource "google_project_iam_member" "submitter_cluster_access" {
   member  = google_service_account.sa["submitter"].member
 }
 
-# The landfall-reconciler Deployment (k8s/base/reconciler.yaml) runs in the cluster
-# as the landfall-submitter KSA and releases follow-up TFJobs; releasing lists the
-# dataset's manifests, so it acts as this account (tfrecords/ read above; RBAC for
-# the tfjobs). The binding names that one KSA, nothing else in the namespace.
-resource "google_service_account_iam_member" "submitter_workload_identity" {
-  service_account_id = google_service_account.sa["submitter"].name
+# --- reconciler ---------------------------------------------------------------
+# The landfall-reconciler Deployment (k8s/base/reconciler.yaml). It releases follow-up jobs
+# with the submit stage's code (landfall.submit.coalesce), so it holds the submitter's
+# bucket rights except rejected/ (it rejects nothing), and it announces jobs that ended
+# without a chief (landfall.reconcile.announce). It reaches the Kubernetes API with its
+# in-cluster ServiceAccount token (RBAC in k8s/base/rbac.yaml), so no clusterViewer.
+
+resource "google_service_account_iam_member" "reconciler_workload_identity" {
+  service_account_id = google_service_account.sa["reconciler"].name
   role               = "roles/iam.workloadIdentityUser"
-  member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.submitter_ksa}]"
+  member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.reconciler_ksa}]"
 }
 
-# The reconciler (acting as this account) announces jobs that ended without a chief to do
-# so (landfall.reconcile.announce): it reads runs/<job>/metrics.json, creates and completes
-# runs/<job>/result.json (granted with the bookkeeping above) and publishes on the results
-# topic only. The results topic has exactly two publishers: this account and the trainer's.
-resource "google_storage_bucket_iam_member" "submitter_read_job_metrics" {
+# Releasing lists the dataset's manifests (and retraction records) under tfrecords/.
+resource "google_storage_bucket_iam_member" "reconciler_read_manifests" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
-  member = google_service_account.sa["submitter"].member
+  member = google_service_account.sa["reconciler"].member
+  condition {
+    title      = "tfrecords-only"
+    expression = "${local.prefix_condition["tfrecords"]} || ${local.list_condition}"
+  }
+}
+
+# The submitter's bookkeeping (above), plus runs/<job>/result.json: announcing creates it
+# create-only before publishing and completes it after (landfall.core.results).
+resource "google_storage_bucket_iam_member" "reconciler_bookkeeping" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["reconciler"].member
+  condition {
+    title      = "requests-job-inputs-and-results"
+    expression = "${local.prefix_condition["requests"]} || ${local.prefix_condition["received"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\") || resource.name.endsWith(\"/result.json\")))"
+  }
+}
+
+# An announced result is built from runs/<job>/metrics.json: read only, nothing else the
+# trainer writes.
+resource "google_storage_bucket_iam_member" "reconciler_read_job_metrics" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["reconciler"].member
   condition {
     title      = "job-metrics-only"
     expression = "${local.prefix_condition["runs"]} && resource.name.endsWith(\"/metrics.json\")"
   }
 }
 
-resource "google_pubsub_topic_iam_member" "submitter_publish_results" {
+# The results topic has exactly two publishers: this account and the trainer's.
+resource "google_pubsub_topic_iam_member" "reconciler_publish_results" {
   project = var.project_id
   topic   = var.results_topic_name
   role    = "roles/pubsub.publisher"
-  member  = google_service_account.sa["submitter"].member
+  member  = google_service_account.sa["reconciler"].member
 }
 
 # --- trainer ----------------------------------------------------------------

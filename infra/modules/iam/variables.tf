@@ -24,7 +24,7 @@ variable "state_bucket" {
 }
 
 variable "results_topic_name" {
-  description = "Training-results topic: the trainer and the reconciler (submitter account) publish to it."
+  description = "Training-results topic: the trainer and the reconciler accounts publish to it."
   type        = string
   default     = "landfall-training-results"
 }
@@ -71,10 +71,10 @@ variable "trainer_ksa" {
   default     = "landfall-trainer"
 }
 
-variable "submitter_ksa" {
-  description = "Kubernetes ServiceAccount of the landfall-reconciler Deployment (acts as the submitter account)."
+variable "reconciler_ksa" {
+  description = "Kubernetes ServiceAccount of the landfall-reconciler Deployment (acts as the reconciler account)."
   type        = string
-  default     = "landfall-submitter"
+  default     = "landfall-reconciler"
 }
 
 variable "function_names" {
