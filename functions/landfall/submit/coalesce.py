@@ -18,8 +18,8 @@ Policies ``coalesce`` (default) and ``forbid``
     A request recorded before (``received/<D>/<request_id>.json``) is a duplicate delivery, however late:
     it is not recorded again, and only what its first delivery may have left undone (a release) is done.
     A pending request that the head already covers (its id, or for an arrival its manifest, is in the
-    head's inputs) is a duplicate delivery: the release removes it without starting a job for it. (So a
-    redelivery while the head runs is answered ``coalesced``; after it ended, ``duplicate``.)
+    head's inputs) is a duplicate delivered concurrently with its first (before ``received`` existed): the
+    release removes it without starting a job for it.
     Nothing waits as a suspended TFJob: Kueue owns ``spec.runPolicy.suspend``, and the pending set is the
     follow-up. ``reconcile()`` (``landfall reconcile``, the local operator, ``landfall status --reconcile``)
     releases the next job of every dataset with pending requests once its head ended, so a follow-up
