@@ -223,3 +223,21 @@ def test_reconciler_pods_run_as_the_ksa_infra_binds(env: str) -> None:
     assert "reconciler" in accounts
     gsa = sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"]
     assert gsa.split("@")[0] == "landfall-reconciler" == RECONCILER_SA
+
+
+def test_each_converter_is_told_its_own_memory() -> None:
+    """The function and the Cloud Run job's tasks reject Parquet too wide for their own memory
+    (parquet_too_wide), so each gets the figure Terraform sizes it with, in MiB."""
+    from landfall.arrival.config import ConverterConfig
+
+    env_locals = _locals()
+    job_env = {k: str(unquote(v)) for k, v in first(env_locals["convert_job_env"]).items()}
+    assert function_environments()["on_data_arrival"]["LANDFALL_MEMORY_LIMIT_MIB"] == (
+        "${tostring(local.memory_mib.converter)}")
+    assert job_env["LANDFALL_MEMORY_LIMIT_MIB"] == "${tostring(local.memory_mib.convert_job)}"
+    sizes = str(unquote(first(env_locals["memory_mib"])))
+    assert "var.converter.memory" in sizes and "var.convert_job.memory" in sizes
+    variables = load_module(FUNCTIONS).variables
+    for name in ("converter", "convert_job"):  # the defaults agree with the class's, for `landfall convert`
+        assert first(variables[name]["default"])["memory"] == "2Gi"
+    assert ConverterConfig().memory_limit_mib == 2048

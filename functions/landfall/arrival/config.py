@@ -23,6 +23,9 @@ class ConverterConfig(Settings):
     max_instances: int = 1_000_000_000  # an .npy header declaring more is rejected before any read
     max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb
     chunk_instances: int = 8192  # instances converted per step: bounds memory
+    # The memory this process may use (the function's, or the Cloud Run task's; infra sets it from theirs). A
+    # Parquet file whose column readers would not fit is rejected (parquet_too_wide) rather than killed.
+    memory_limit_mib: int = 2048
     csv_header: str = "auto"  # auto | present | absent (landfall.arrival.csvfile)
     on_delete: str = "retract"  # retract | keep: what deleting (or archiving) a live arrival does
     request_topic: str = "landfall-training-requests"

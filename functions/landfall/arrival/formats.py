@@ -301,13 +301,22 @@ PARQUET_BUFFER_BYTES = 64 * 2**20
 _MIN_COLUMN_BUFFER = 64 * 1024
 
 
+# Beyond the buffers, pyarrow holds one decoded page (and its dictionary) per column being read, so a wide
+# file's floor is columns x page whatever its row-group size: pandas' defaults (1 MiB pages, dictionaries) cost
+# about 2.2 MiB a column. The metadata holds no page sizes, so the cost is measured: the first batch of
+# PROBE_COLUMNS columns, scaled to all of them (linear: 8 columns predict 360 within 1%).
+PROBE_COLUMNS = 8
+READERS_SHARE = 0.6  # of memory_limit_mib for the column readers; the rest: interpreter, batches, shard writer
+
+
 def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int] | None = None) -> Chunks:
     """All rows, or only those of row ``groups`` (in file order): a ranged task's share."""
     with _parquet_errors("not a valid Parquet file"):
         meta = pq.read_metadata(fh)
         share = PARQUET_BUFFER_BYTES // max(meta.num_columns, 1)
-        pf = pq.ParquetFile(fh, metadata=meta, pre_buffer=False,
-                            buffer_size=min(READ_CHUNK, max(_MIN_COLUMN_BUFFER, share)))
+        options = {"metadata": meta, "pre_buffer": False,
+                   "buffer_size": min(READ_CHUNK, max(_MIN_COLUMN_BUFFER, share))}
+        pf = pq.ParquetFile(fh, **options)
         schema = pf.schema_arrow
     width = cfg.timesteps * cfg.features
     if len(schema) == 1 and (pa.types.is_fixed_size_list(schema[0].type) or pa.types.is_list(schema[0].type)
@@ -325,7 +334,37 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
     bad = [f.name for f in schema if not pa.types.is_floating(f.type)]
     if bad:
         raise BadInput("bad_dtype", f"columns {bad[:3]} are {schema.field(bad[0]).type}, not floats")
+    with _parquet_errors("cannot read the Parquet data"):
+        _check_width(pq.ParquetFile(fh, **options), cfg, groups)
     return _guard_parquet(_parquet_columns(pf, cfg, groups))
+
+
+def column_readers_bytes(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None = None) -> int:
+    """What reading all of ``pf``'s columns at once holds in Arrow's memory pool, predicted from the first
+    batch of ``PROBE_COLUMNS`` of them."""
+    names = pf.schema_arrow.names
+    if len(names) <= PROBE_COLUMNS or pf.metadata.num_rows == 0 or (groups is not None and not groups):
+        return 0
+    pool = pa.default_memory_pool()
+    before = pool.bytes_allocated()
+    batches = pf.iter_batches(batch_size=cfg.chunk_instances, row_groups=groups[:1] if groups else None,
+                              columns=names[:PROBE_COLUMNS])
+    first = next(batches, None)
+    used = max(0, pool.bytes_allocated() - before)
+    del first, batches
+    return used * len(names) // PROBE_COLUMNS
+
+
+def _check_width(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> None:
+    need = column_readers_bytes(pf, cfg, groups)
+    budget = int(cfg.memory_limit_mib * 2**20 * READERS_SHARE)
+    if need > budget:
+        columns = len(pf.schema_arrow)
+        raise BadInput("parquet_too_wide", f"reading its {columns} columns at once holds about {need >> 20} MiB of "
+                       f"pages and dictionaries ({need / columns / 2**20:.1f} MiB a column), more than the "
+                       f"{budget >> 20} MiB this converter's {cfg.memory_limit_mib} MiB leave for them: write "
+                       "it as one fixed-size list column, or with smaller pages (data_page_size) and no "
+                       "dictionary (use_dictionary=False)")
 
 
 def _guard_parquet(chunks: Chunks) -> Chunks:

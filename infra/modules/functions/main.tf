@@ -33,9 +33,16 @@ resource "google_storage_bucket_object" "source" {
 # bucket comes from the event), on-training-request landfall.submit.config.JobConfig and
 # Layout. Only the submitter holds the cluster endpoint and CA.
 locals {
+  # Each converter's memory in MiB ("2Gi" or "512Mi"): a Parquet file too wide for it is rejected up
+  # front (landfall.arrival.formats, parquet_too_wide) instead of being killed on every retry.
+  memory_mib = {
+    for name, size in { converter = var.converter.memory, convert_job = var.convert_job.memory } :
+    name => endswith(size, "Gi") ? tonumber(trimsuffix(size, "Gi")) * 1024 : tonumber(trimsuffix(size, "Mi"))
+  }
   converter_env = {
-    GOOGLE_CLOUD_PROJECT   = var.project_id
-    LANDFALL_REQUEST_TOPIC = var.request_topic_id
+    GOOGLE_CLOUD_PROJECT      = var.project_id
+    LANDFALL_REQUEST_TOPIC    = var.request_topic_id
+    LANDFALL_MEMORY_LIMIT_MIB = tostring(local.memory_mib.converter)
     # Above its size threshold (landfall.arrival.route) an arrival is converted by this job's
     # tasks: the function starts one execution, at most max_tasks tasks (the job's parallelism).
     LANDFALL_CONVERT_JOB = google_cloud_run_v2_job.convert.id
@@ -44,8 +51,9 @@ locals {
   # The job's tasks (python -m landfall.arrival.task) read ConverterConfig too; the execution adds
   # LANDFALL_SOURCE_BUCKET/NAME/GENERATION, Cloud Run CLOUD_RUN_TASK_INDEX/COUNT.
   convert_job_env = {
-    GOOGLE_CLOUD_PROJECT   = var.project_id
-    LANDFALL_REQUEST_TOPIC = var.request_topic_id
+    GOOGLE_CLOUD_PROJECT      = var.project_id
+    LANDFALL_REQUEST_TOPIC    = var.request_topic_id
+    LANDFALL_MEMORY_LIMIT_MIB = tostring(local.memory_mib.convert_job)
   }
   submitter_env = {
     GOOGLE_CLOUD_PROJECT              = var.project_id

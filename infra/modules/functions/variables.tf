@@ -167,6 +167,10 @@ variable "convert_job" {
     condition     = var.convert_job.timeout_seconds <= 86400 && var.convert_job.max_retries >= 1 && var.convert_job.parallelism >= 1
     error_message = "A task runs at most 24 h; at least one retry (temporary failures exit 75); parallelism >= 1."
   }
+  validation {
+    condition     = can(regex("^[0-9]+(Gi|Mi)$", var.convert_job.memory))
+    error_message = "memory in Gi or Mi (e.g. 2Gi): it is also the tasks' LANDFALL_MEMORY_LIMIT_MIB."
+  }
 }
 
 variable "converter" {
@@ -188,6 +192,10 @@ variable "converter" {
   validation {
     condition     = var.converter.timeout_seconds <= 540 && var.converter.max_instances >= 1
     error_message = "The timeout is also the arrival subscription's ack deadline: at most 540 s (Pub/Sub allows 600); max_instances must be >= 1."
+  }
+  validation {
+    condition     = can(regex("^[0-9]+(Gi|Mi)$", var.converter.memory))
+    error_message = "memory in Gi or Mi (e.g. 2Gi): it is also the function's LANDFALL_MEMORY_LIMIT_MIB."
   }
 }
 
