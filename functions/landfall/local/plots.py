@@ -40,10 +40,7 @@ def training_curves(metrics: list[dict[str, Any]], path: Path, scored: Any = Non
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def scaling(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
@@ -68,10 +65,7 @@ def scaling(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
         ax.set_xticks(workers)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def anomaly_scores(scored: Any, path: Path) -> Path:
@@ -91,9 +85,12 @@ def anomaly_scores(scored: Any, path: Path) -> Path:
     ax_err.set(title=f"{caught} of {len(injected)} injected flagged, "
                      f"{len(set(s['flagged']) - injected)} false alarms of {len(errors) - len(injected)}",
                xlabel="instance", ylabel="MSE (original units)")
-    for ax in (ax_hist, ax_err):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    ax_err.grid(alpha=0.3)  # the histogram's panel has its grid and legend from _error_histogram
+    ax_err.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
