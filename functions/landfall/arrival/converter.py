@@ -22,7 +22,7 @@ from landfall import __version__
 from landfall.arrival import formats
 from landfall.arrival.config import ConverterConfig
 from landfall.core import records
-from landfall.core.errors import AlreadyExists, BadInput
+from landfall.core.errors import BadInput
 from landfall.core.layout import shard_name
 from landfall.core.messages import FeatureStats, Manifest, Shard, Source
 from landfall.core.storage import Storage, join
@@ -274,11 +274,9 @@ def _publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], ou
 
 def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
     """Writes the manifest last and create-only: the commit point readers wait for."""
-    try:
-        # The count in the object's metadata lets a release list counts without reading each manifest.
-        storage.write_bytes(manifest_uri, manifest.to_json().encode(), if_absent=True,
-                            content_type="application/json", metadata={"count": str(manifest.count)})
-    except AlreadyExists:
+    # The count in the object's metadata lets a release list counts without reading each manifest.
+    if not storage.create(manifest_uri, manifest.to_json().encode(), content_type="application/json",
+                          metadata={"count": str(manifest.count)}):
         # A concurrent delivery finished first; its manifest describes the same bytes.
         return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)
     return manifest

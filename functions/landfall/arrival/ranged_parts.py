@@ -23,7 +23,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import RunningStats
 from landfall.core import layout
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists, BadInput, NotFound, TemporaryError
+from landfall.core.errors import BadInput, NotFound, TemporaryError
 from landfall.core.messages import Manifest, Shard, Source
 from landfall.core.storage import Storage, join
 
@@ -98,9 +98,7 @@ def mark_rejected(storage: Storage, cfg: ConverterConfig, job: Job, rejection: d
     """Writes the marker create-only (a stale one is replaced); whether this call wrote it."""
     data = json.dumps({"rejection": rejection, "generation": job.generation, "config": fingerprint(cfg)},
                       sort_keys=True).encode()
-    try:
-        storage.write_bytes(job.marker, data, if_absent=True, content_type="application/json")
-    except AlreadyExists:
+    if not storage.create(job.marker, data, content_type="application/json"):
         if rejected(storage, cfg, job) is not None:
             return False
         storage.write_bytes(job.marker, data, content_type="application/json")
@@ -164,10 +162,8 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
                                                                                                     strict=True)],
         stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=parts[0]["csv"],
     )
-    try:
-        storage.write_bytes(job.manifest, manifest.to_json().encode(), if_absent=True,
-                            content_type="application/json", metadata={"count": str(manifest.count)})
-    except AlreadyExists:
+    if not storage.create(job.manifest, manifest.to_json().encode(), content_type="application/json",
+                          metadata={"count": str(manifest.count)}):
         return None  # another task committed the same arrival
     return manifest
 

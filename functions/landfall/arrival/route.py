@@ -66,7 +66,7 @@ from typing import Any, Literal
 
 from landfall.arrival.config import ConverterConfig
 from landfall.core import layout
-from landfall.core.errors import AlreadyExists, LandfallError, NotFound, TemporaryError
+from landfall.core.errors import LandfallError, NotFound, TemporaryError
 from landfall.core.layout import Arrival
 from landfall.core.messages import utc_now
 from landfall.core.runtime import Runtime
@@ -151,18 +151,16 @@ def dispatch(arrival: Arrival, fmt: str, size: int, rt: Runtime[ConverterConfig]
     count = task_count(fmt, size, cfg)
     context = {"arrival_id": arrival.arrival_id, "dataset": arrival.dataset}
     marker = Marker(cfg.convert_job, count, time.time())
-    try:
-        rt.storage.write_bytes(uri, marker.to_json(arrival), if_absent=True, content_type="application/json")
-    except AlreadyExists:
+    if not rt.storage.create(uri, marker.to_json(arrival), content_type="application/json"):
         found = Marker.read(rt.storage, uri)
         if found is None:  # removed by a failed start meanwhile: the event comes back
-            raise TemporaryError(f"{uri}: dispatch marker vanished; retrying") from None
+            raise TemporaryError(f"{uri}: dispatch marker vanished; retrying")
         if found.execution:
             log.info("%s: execution %s already started", arrival.name, found.execution,
                      extra={**context, "fields": {"execution": found.execution, "marker": uri}})
             return "duplicate"
         if time.time() - found.created < CLAIM_GRACE_S:
-            raise TemporaryError(f"{uri}: another handler is starting the job; retrying later") from None
+            raise TemporaryError(f"{uri}: another handler is starting the job; retrying later")
         log.warning("%s: dispatch marker without an execution (a crashed start): starting it again", arrival.name,
                     extra={**context, "fields": {"marker": uri}})
     try:

@@ -24,7 +24,6 @@ Used by the trainer (``trainer.verdict``) and the CLI (``landfall promote``, ``l
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import getpass
 import json
@@ -139,9 +138,9 @@ def read_history(storage: Storage, root: str, dataset: str, seq: int) -> Champio
 
 
 def _record_history(storage: Storage, root: str, champion: Champion) -> None:
-    with contextlib.suppress(AlreadyExists):  # written before (or by a racer): history is create-only
-        storage.write_bytes(history_uri(root, champion.dataset, champion.seq), champion.to_json(), if_absent=True,
-                            content_type="application/json")
+    # Written before (or by a racer) is as good: history is create-only.
+    storage.create(history_uri(root, champion.dataset, champion.seq), champion.to_json(),
+                   content_type="application/json")
 
 
 def update(storage: Storage, root: str, dataset: str,

@@ -14,7 +14,6 @@ import logging
 
 from landfall.core import layout
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists
 from landfall.core.layout import MANIFEST, RETRACTION, Arrival
 from landfall.core.messages import Retraction
 from landfall.core.storage import ObjectInfo, Storage
@@ -28,9 +27,7 @@ def retract(storage: Storage, lay: Layout, arrival: Arrival, reason: str, by_gen
     record = Retraction(dataset=arrival.dataset, arrival_id=arrival.arrival_id, reason=reason,
                         by_generation=by_generation,
                         source={"bucket": arrival.bucket, "name": arrival.name, "generation": arrival.generation})
-    try:
-        storage.write_bytes(uri, record.to_json(), if_absent=True, content_type="application/json")
-    except AlreadyExists:
+    if not storage.create(uri, record.to_json(), content_type="application/json"):
         return False
     log.info("retracted %s generation %d: %s", arrival.name, arrival.generation, reason,
              extra={"arrival_id": arrival.arrival_id, "dataset": arrival.dataset,

@@ -197,6 +197,16 @@ class Storage:
                 data, content_type=content_type, if_generation_match=0 if if_absent else None, retry=self.retry,
             )
 
+    def create(self, uri: str, data: bytes, *, content_type: str = "application/octet-stream",
+               metadata: dict[str, str] | None = None) -> bool:
+        """Writes ``data`` only if ``uri`` does not exist (``ifGenerationMatch=0``): False if it did. Of any
+        number of concurrent creators exactly one gets True: the records that decide who acts use it."""
+        try:
+            self.write_bytes(uri, data, if_absent=True, content_type=content_type, metadata=metadata)
+        except AlreadyExists:
+            return False
+        return True
+
     # -- conditional updates (compare-and-swap on the object's generation) -------------------------
     def read_generation(self, uri: str) -> tuple[bytes, int]:
         """The object's bytes and the generation they belong to (``NotFound`` if absent).

@@ -22,13 +22,12 @@
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import json
 from typing import Any
 
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import gs
 from landfall.core.messages import JobInputs, TrainingRequest
 from landfall.core.storage import Storage
@@ -58,9 +57,7 @@ class Ledger:
         """Pending first, then received: a request found received was pending once, so it waits for the
         next release or a released job covered it."""
         self.add_pending(request)
-        with contextlib.suppress(AlreadyExists):
-            self.storage.write_bytes(self._received_uri(request), request.to_json(), if_absent=True,
-                                     content_type="application/json")
+        self.storage.create(self._received_uri(request), request.to_json(), content_type="application/json")
 
     def was_received(self, request: TrainingRequest) -> bool:
         return self.storage.exists(self._received_uri(request))
@@ -117,10 +114,7 @@ class Ledger:
 
     def create_inputs(self, inputs: JobInputs) -> bool:
         """Releases the job: False if someone else released this ``seq`` first."""
-        try:
-            self.storage.write_bytes(self.inputs_uri(inputs.job), inputs.to_json(), if_absent=True,
-                                     content_type="application/json")
-        except AlreadyExists:
+        if not self.storage.create(self.inputs_uri(inputs.job), inputs.to_json(), content_type="application/json"):
             return False
         if inputs.seq:  # numbered jobs only (not the per-request jobs of policy allow)
             self.storage.write_bytes(self._hint_uri(inputs.dataset), json.dumps({"seq": inputs.seq}).encode(),
@@ -128,9 +122,7 @@ class Ledger:
         return True
 
     def mark_submitted(self, job: str) -> None:
-        with contextlib.suppress(AlreadyExists):
-            self.storage.write_bytes(self._submitted_uri(job), b"{}", if_absent=True,
-                                     content_type="application/json")
+        self.storage.create(self._submitted_uri(job), b"{}", content_type="application/json")
 
     def was_submitted(self, job: str) -> bool:
         return self.storage.exists(self._submitted_uri(job))
