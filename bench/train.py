@@ -207,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-train", action="store_true", help="input pipeline only")
     p.add_argument("--coverage-batch", type=int, default=128, help="per-worker batch for the coverage table "
                    "(the demo's; at the seed's 1024 the small sets give the usual way no step at all)")
+    p.add_argument("--arrivals", help="instead: start-up and one epoch against the arrival count, before and after "
+                   "compaction, e.g. 1,2000,10000 (landfall_bench.arrivals)")
+    p.add_argument("--arrival-instances", type=int, default=100_000,
+                   help="with --arrivals: the dataset's instances at every arrival count")
     p.add_argument("--work-dir", help="scratch folder (default: a temporary one)")
     p.add_argument("--json", help="also write the results to this file")
     return p
@@ -214,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.arrivals:
+        from landfall_bench import arrivals
+
+        return arrivals.main(args)
     coverage = epoch_coverage(args.coverage_batch)
     print(f"epoch coverage (examples per epoch / training instances), batch {args.coverage_batch} per worker:")
     for row in coverage:

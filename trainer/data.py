@@ -20,6 +20,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from collections.abc import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from landfall.core.records import FEATURE_KEY
@@ -30,19 +31,29 @@ READ_BUFFER = 4 * 1024 * 1024
 BLOCK = 1024  # records read, filtered and parsed together
 
 
-def read_blocks(slices: Sequence[tuple[str, int, int, int]], threshold: int, split: str, *,
+def read_blocks(slices: Sequence[tuple[str, int, int, Sequence[tuple[int, int]]]], threshold: int, split: str, *,
                 deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
-    """Vectors of serialized records of ``split`` from ``slices``: ``(path, salt, start, stop)``, the records
-    ``[start, stop)`` of a staged shard whose hold-out salt is ``salt`` (``ALL``: every record of them)."""
+    """Vectors of serialized records of ``split`` from ``slices``: ``(path, start, stop, segments)``, the
+    records ``[start, stop)`` of a staged file, where ``segments`` are ``(first, salt)``: from record
+    ``first`` on (ascending, the first at ``start``) the hold-out hash of record ``i`` is
+    ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a compacted file holds many arrivals, each with its salt).
+    ``ALL``: every record of them."""
     if split not in (TRAIN, VALIDATION, ALL):
         raise ValueError(f"split must be {TRAIN}, {VALIDATION} or {ALL}, got {split!r}")
     paths = [str(s[0]) for s in slices]
+    firsts = [int(f) for s in slices for f, _ in s[3]]
+    salts = [int(v) for s in slices for _, v in s[3]]
+    ends = np.cumsum([len(s[3]) for s in slices], dtype=np.int64)
+    los = (ends - [len(s[3]) for s in slices]).tolist()
     files = tf.data.Dataset.from_tensor_slices((
         tf.constant(paths, tf.string, shape=[len(paths)]),
         tf.constant([s[1] for s in slices], tf.int64, shape=[len(paths)]),
         tf.constant([s[2] for s in slices], tf.int64, shape=[len(paths)]),
-        tf.constant([s[3] for s in slices], tf.int64, shape=[len(paths)]),
+        tf.constant(los, tf.int64, shape=[len(paths)]),
+        tf.constant(ends.tolist(), tf.int64, shape=[len(paths)]),
     ))
+    all_firsts = tf.constant(firsts, tf.int64, shape=[len(firsts)])
+    all_salts = tf.constant(salts, tf.int64, shape=[len(salts)])
     if shuffle_files is not None and len(paths) > 1:
         files = files.shuffle(len(paths), seed=shuffle_files, reshuffle_each_iteration=True)
     # With no hold-out every record is a training record: training needs no mask then.
@@ -53,15 +64,18 @@ def read_blocks(slices: Sequence[tuple[str, int, int, int]], threshold: int, spl
         held_out = hashed < threshold
         return held_out if split == VALIDATION else tf.logical_not(held_out)
 
-    def one_file(path: tf.Tensor, salt: tf.Tensor, start: tf.Tensor, stop: tf.Tensor) -> tf.data.Dataset:
+    def one_file(path: tf.Tensor, start: tf.Tensor, stop: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor
+                 ) -> tf.data.Dataset:
         records = tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER).skip(start).take(stop - start)
         blocks = records.batch(BLOCK)
         if not filtered:
             return blocks
+        seg_firsts, seg_salts = all_firsts[lo:hi], all_salts[lo:hi]
 
         def select(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
             index = start + block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
-            return tf.boolean_mask(records, keep(index, salt))
+            which = tf.searchsorted(seg_firsts, index, side="right", out_type=tf.int64) - 1
+            return tf.boolean_mask(records, keep(index, tf.gather(seg_salts, which)))
 
         return blocks.enumerate().map(select)
 
@@ -91,14 +105,25 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
     return parse
 
 
-def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, int]]:
-    """This worker's planned record ranges of ``split`` as ``(path, salt, start, stop)``; ``paths`` are
-    the staged files, in the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
+def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, int]]]]:
+    """This worker's planned record ranges of ``split`` as ``(path, start, stop, segments)`` in file record
+    positions, consecutive ranges of one file merged into one (a compacted file is opened once, not once
+    per arrival in it); ``paths`` are the staged files, in the order of ``plan.mine`` (as
+    ``trainer.inputs.stage`` returns them)."""
     if len(paths) != len(plan.mine):
         raise ValueError(f"{len(paths)} staged paths for the plan's {len(plan.mine)} shards")
     local = dict(zip(plan.mine, paths, strict=True))
     chosen = plan.train_slices if split == TRAIN else plan.val_slices
-    return [(str(local[s.shard]), plan.salts[s.shard], s.start, s.stop) for s in chosen]
+    out: list[tuple[str, int, int, list[tuple[int, int]]]] = []
+    for s in chosen:
+        piece = plan.shards[s.shard]
+        path, start, stop = str(local[s.shard]), piece.start + s.start, piece.start + s.stop
+        salt = (plan.salts[s.shard] - piece.start * HASH_MULTIPLIER) % HASH_MODULUS  # in file positions
+        if out and out[-1][0] == path and out[-1][2] == start:
+            out[-1] = (path, out[-1][1], stop, [*out[-1][3], (start, salt)])
+        else:
+            out.append((path, start, stop, [(start, salt)]))
+    return out
 
 
 def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], split: str, *, mean=None, std=None,

@@ -29,7 +29,7 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from landfall.core import logs
+from landfall.core import logs, snapshots
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import RETRACTION
 from landfall.core.messages import JobInputs, Manifest
@@ -42,15 +42,23 @@ MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
 HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
 HASH_MODULUS = 2**32
+READ_WORKERS = 16  # manifests and snapshot parts read at once
 
 
 @dataclasses.dataclass(frozen=True)
 class ShardRef:
+    """Records ``[start, start + count)`` of the file ``uri``, all of one arrival (``arrival``), whose first is
+    that arrival's record ``arrival_start``. A converted arrival's shard is one whole file; a compacted
+    shard is one ``ShardRef`` per arrival it holds."""
+
     uri: str
     count: int
-    bytes: int
+    bytes: int  # of the whole file
     crc32c: str
-    manifest: str  # the manifest that lists it (for error messages)
+    manifest: str  # the arrival's manifest (for error messages and the per-arrival counts)
+    start: int = 0
+    arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
+    arrival_start: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +67,10 @@ class Inputs:
     manifests: tuple[Manifest, ...]
     shards: tuple[ShardRef, ...]
     shape: tuple[int, int]
+    # (count, mean, std) of what the snapshot adds: its shards' merged statistics, and each arrival in it
+    # retracted since with a negative count (its own statistics taken back out).
+    snapshot_stats: tuple[tuple[int, list[float], list[float]], ...] = ()
+    snapshot_datasets: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -66,13 +78,15 @@ class Inputs:
 
     @property
     def datasets(self) -> list[str]:
-        return sorted({m.dataset for m in self.manifests})
+        return sorted({m.dataset for m in self.manifests} | set(self.snapshot_datasets))
 
     def feature_stats(self) -> tuple[list[float], list[float]]:
-        """Count-weighted mean and standard deviation per feature over all manifests."""
-        counts = np.array([m.count for m in self.manifests], dtype=np.float64)
-        means = np.array([m.stats.mean for m in self.manifests], dtype=np.float64)
-        stds = np.array([m.stats.std for m in self.manifests], dtype=np.float64)
+        """Count-weighted mean and standard deviation per feature (the Chan merge of the arrivals' statistics)
+        over all manifests and the snapshot's shards."""
+        parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
+        counts = np.array([p[0] for p in parts], dtype=np.float64)
+        means = np.array([p[1] for p in parts], dtype=np.float64)
+        stds = np.array([p[2] for p in parts], dtype=np.float64)
         total = counts.sum()
         mean = (counts[:, None] * means).sum(0) / total
         second = (counts[:, None] * (stds**2 + means**2)).sum(0) / total
@@ -97,13 +111,22 @@ def inputs_uri(args: list[str] | tuple[str, ...]) -> str | None:
 def resolve_manifest_uris(storage: Storage, args: list[str] | tuple[str, ...]) -> list[str]:
     """An ``inputs.json`` argument lists a job's manifests; another ``.json`` is a manifest; anything else
     is a prefix whose live (not retracted) manifests are all used."""
+    return _resolve(storage, args)[0]
+
+
+def _resolve(storage: Storage, args: list[str] | tuple[str, ...]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """The manifests, and the snapshots with the arrivals to skip in each (``landfall.inputs/v2``)."""
     uris: list[str] = []
+    snaps: list[tuple[str, list[str]]] = []
     for arg in args:
         if arg.endswith("/" + INPUTS_NAME):
             try:
-                uris.extend(JobInputs.from_json(storage.read_bytes(arg), f"inputs {arg}").manifest_uris)
+                job = JobInputs.from_json(storage.read_bytes(arg), f"inputs {arg}")
             except NotFound:
                 raise NotFound(f"inputs {arg} does not exist") from None
+            uris.extend(job.manifest_uris)
+            if job.snapshot:
+                snaps.append((job.snapshot, list(job.skip)))
             continue
         if arg.endswith(".json"):
             uris.append(arg)
@@ -116,45 +139,89 @@ def resolve_manifest_uris(storage: Storage, args: list[str] | tuple[str, ...]) -
             raise NotFound(f"no {MANIFEST_NAME} under {prefix}")
         uris.extend(found)
     out = list(dict.fromkeys(uris))  # keep order, drop repeats
-    if not out:
+    if not out and not snaps:
         raise Invalid("no manifest given: pass --manifest URI (a manifest.json or a dataset prefix)")
-    return out
+    return out, snaps
+
+
+def _read_manifest(storage: Storage, uri: str, shape: tuple[int, int]) -> Manifest:
+    try:
+        text = storage.read_bytes(uri)
+    except NotFound:
+        raise NotFound(f"manifest {uri} does not exist") from None
+    manifest = Manifest.from_json(text, where=f"manifest {uri}")
+    if manifest.dtype != DTYPE:
+        raise Invalid(f"manifest {uri}: dtype is {manifest.dtype!r}, the trainer reads {DTYPE!r} records")
+    if tuple(manifest.shape) != tuple(shape):
+        raise Invalid(
+            f"manifest {uri}: instance shape is {list(manifest.shape)}, the model expects "
+            f"{list(shape)} [timesteps, features] (set --timesteps/--features to train on other shapes)"
+        )
+    if not manifest.shards:
+        raise Invalid(f"manifest {uri} lists no shards")
+    return manifest
+
+
+def _snapshot_shards(storage: Storage, uri: str, skip: list[str], shape: tuple[int, int], pool: ThreadPoolExecutor
+                     ) -> tuple[list[ShardRef], list[tuple[int, list[float], list[float]]], str]:
+    """A snapshot's records as one ``ShardRef`` per arrival range, less the ``skip`` arrivals, and the
+    statistics they add (each skipped arrival's own taken back out, read from its manifest)."""
+    snap = snapshots.read(storage, uri)
+    snapshots.check_shape(snap, shape, f"snapshot {uri}")
+    held = snapshots.read_shards(storage, snap)
+    gone = set(skip)
+    refs, stats, found = [], [], []
+    for shard in held:
+        if shard.stats.get("count"):
+            stats.append((int(shard.stats["count"]), shard.stats["mean"], shard.stats["std"]))
+        for aid, start, count, first in shard.ranges:
+            if aid in gone:
+                found.append(aid)
+                continue
+            refs.append(ShardRef(shard.uri, int(count), int(shard.bytes), shard.crc32c, snap.manifest_of(aid),
+                                 int(start), aid, int(first)))
+    retracted = pool.map(lambda a: _read_manifest(storage, snap.manifest_of(a), shape), sorted(set(found)))
+    stats.extend((-m.count, m.stats.mean, m.stats.std) for m in retracted)
+    return refs, stats, snap.dataset
 
 
 def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: tuple[int, int]) -> Inputs:
-    """Reads and validates the manifests; raises ``Invalid`` or ``NotFound`` (permanent)."""
-    uris = resolve_manifest_uris(storage, args)
-    manifests: list[Manifest] = []
-    shards: dict[str, ShardRef] = {}
-    for uri in uris:
-        try:
-            text = storage.read_bytes(uri)
-        except NotFound:
-            raise NotFound(f"manifest {uri} does not exist") from None
-        manifest = Manifest.from_json(text, where=f"manifest {uri}")
-        if manifest.dtype != DTYPE:
-            raise Invalid(f"manifest {uri}: dtype is {manifest.dtype!r}, the trainer reads {DTYPE!r} records")
-        if tuple(manifest.shape) != tuple(shape):
-            raise Invalid(
-                f"manifest {uri}: instance shape is {list(manifest.shape)}, the model expects "
-                f"{list(shape)} [timesteps, features] (set --timesteps/--features to train on other shapes)"
-            )
-        if not manifest.shards:
-            raise Invalid(f"manifest {uri} lists no shards")
-        manifests.append(manifest)
+    """Reads and validates the manifests (and a job's snapshot), all in parallel; raises ``Invalid`` or
+    ``NotFound`` (permanent). The snapshot's shards come first, then the manifests' in their order."""
+    uris, snaps = _resolve(storage, args)
+    shards: dict[tuple[str, int], ShardRef] = {}
+    stats: list[tuple[int, list[float], list[float]]] = []
+    names: list[str] = []
+    with ThreadPoolExecutor(READ_WORKERS) as pool:
+        pending = [pool.submit(_snapshot_shards, storage, uri, skip, shape, pool) for uri, skip in snaps]
+        manifests = list(pool.map(lambda u: _read_manifest(storage, u, shape), uris))
+        for future in pending:
+            refs, more, dataset = future.result()
+            for ref in refs:
+                shards.setdefault((ref.uri, ref.start), ref)
+            stats.extend(more)
+            names.append(dataset)
+    for uri, manifest in zip(uris, manifests, strict=True):
+        first = 0
         for s in manifest.shards:
-            ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri)
+            ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
+                           first)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
-            shards.setdefault(ref.uri, ref)
-    return Inputs(tuple(uris), tuple(manifests), tuple(shards.values()), tuple(shape))  # type: ignore[arg-type]
+            first += ref.count
+            shards.setdefault((ref.uri, 0), ref)
+    return Inputs(tuple(uris), tuple(manifests), tuple(shards.values()), tuple(shape),  # type: ignore[arg-type]
+                  tuple(stats), tuple(names))
 
 
 # -- the plan -------------------------------------------------------------------------------------
 
 
-def shard_salt(seed: int, uri: str) -> int:
-    return zlib.crc32(f"{seed}/{uri}".encode())
+def shard_salt(seed: int, shard: ShardRef) -> int:
+    """The hold-out salt of ``shard``'s first record: a function of its arrival and its index in the arrival
+    (never of the file it is in), so compaction moves records without moving them across the split."""
+    base = zlib.crc32(f"{seed}/{shard.arrival or shard.uri}".encode())
+    return (base + shard.arrival_start * HASH_MULTIPLIER) % HASH_MODULUS
 
 
 def holdout_threshold(fraction: float) -> int:
@@ -256,7 +323,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     the remainder of one global batch.
     """
     shards = inputs.shards
-    salts = [shard_salt(seed, s.uri) for s in shards]
+    salts = [shard_salt(seed, s) for s in shards]
     threshold = holdout_threshold(validation_fraction)
     offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
     val_masks = [is_validation(np.arange(s.count, dtype=np.int64), salt, threshold)
@@ -301,7 +368,8 @@ def arrival_counts(inputs: Inputs, plan: Plan) -> list[dict]:
         per[uri] = {"manifest": uri, "source": manifest.source.name, "instances": 0, "train": 0, "validation": 0}
     for shard, salt in zip(plan.shards, plan.salts, strict=True):
         held = int(is_validation(np.arange(shard.count, dtype=np.int64), salt, plan.threshold).sum())
-        entry = per[shard.manifest]
+        entry = per.setdefault(shard.manifest, {"manifest": shard.manifest, "source": None, "instances": 0,
+                                                "train": 0, "validation": 0})
         entry["instances"] += shard.count
         entry["validation"] += held
         entry["train"] += shard.count - held
@@ -338,6 +406,9 @@ def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verif
     whose size or crc32c disagrees with its manifest raises ``Invalid`` (both permanent).
     """
     local_dir.mkdir(parents=True, exist_ok=True)
+    first: dict[str, int] = {}  # a compacted file holds many of the plan's pieces: staged once
+    for i in plan.mine:
+        first.setdefault(plan.shards[i].uri, i)
 
     def one(i: int) -> Path:
         shard = plan.shards[i]
@@ -356,10 +427,12 @@ def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verif
         os.replace(tmp, path)
         return path
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(plan.mine) or 1))) as pool:
-        paths = list(pool.map(one, plan.mine))
-    total = sum(p.stat().st_size for p in paths)
-    log.info("staged shards", extra={"fields": {"shards": len(paths), "bytes": total, "dir": str(local_dir)}})
+    files = sorted(set(first.values()))
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(files) or 1))) as pool:
+        staged = dict(zip(files, pool.map(one, files), strict=True))
+    paths = [staged[first[plan.shards[i].uri]] for i in plan.mine]
+    total = sum(p.stat().st_size for p in staged.values())
+    log.info("staged shards", extra={"fields": {"shards": len(staged), "bytes": total, "dir": str(local_dir)}})
     return paths
 
 

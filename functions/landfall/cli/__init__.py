@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rollback": ("landfall.cli.models", "restore a dataset's previous champion"),
     "score": ("landfall.cli.score", "anomaly scores for every instance of a file, with the champion or a model"),
     "reconcile": ("landfall.cli.reconcile", "start waiting follow-up TFJobs on a cluster (the reconciler Deployment)"),
+    "compact": ("landfall.cli.compact", "compact a dataset's small arrivals into large shards and snapshot it"),
     "operator": ("landfall.cli.operator", "run recorded TFJobs on this machine (the local backend's controller)"),
     "up": ("landfall.cli.local", "start the whole stack on this machine on real emulators"),
     "demo": ("landfall.cli.local", "run the whole flow end to end on this machine"),

@@ -91,3 +91,6 @@ class Layout(Settings):
     # One create-only record per training request ever received (landfall.submit.ledger); kept apart from
     # requests/ because that is listed and these are only ever read by name.
     received_prefix: str = "received/"
+    # Compaction (landfall.arrival.compact): compacted shards, and the snapshots that name them.
+    compacted_prefix: str = "compacted/"
+    snapshots_prefix: str = "snapshots/"

@@ -22,17 +22,18 @@ METRICS_SCHEMA = "landfall.metrics/v1"
 REJECTION_SCHEMA = "landfall.rejection/v1"
 RETRACTION_SCHEMA = "landfall.retraction/v1"
 INPUTS_SCHEMA = "landfall.inputs/v1"
+INPUTS_SNAPSHOT_SCHEMA = "landfall.inputs/v2"  # v1 plus ``snapshot`` and ``skip``: ``manifests`` is the delta
 REASONS = ("arrival", "manual")
 
 
-def decode(cls: Any, text: str | bytes, schema: str, where: str, build: Any = None) -> Any:
+def decode(cls: Any, text: str | bytes, schema: str | tuple[str, ...], where: str, build: Any = None) -> Any:
     """Every contract's reader: JSON, the expected ``schema``, then ``build(raw)`` (default: the dataclass
     from the fields it knows, so a newer writer's extra fields are ignored); anything malformed is one
     ``Invalid`` naming ``where`` and the reason."""
     try:
         raw = json.loads(text)
         found = raw.get("schema") if isinstance(raw, dict) else None
-        if found != schema:
+        if found not in (schema if isinstance(schema, tuple) else (schema,)):
             raise Invalid(f"{where}: schema is {found!r}, expected {schema!r}")
         if build is not None:
             return build(raw)
@@ -200,6 +201,9 @@ class JobInputs:
     Written once (create-only) before the TFJob exists; the TFJob names only this URI, so its size does
     not grow with the arrivals or requests it covers. ``seq`` numbers a dataset's jobs 1, 2, 3...; ``after``
     is the job it follows. ``requests`` are the requests it covers: ``{request_id, reason, manifest}``.
+    With a ``snapshot`` (``landfall.inputs/v2``, ``landfall.core.snapshots``) the job trains on that
+    snapshot's compacted shards, less the arrivals in ``skip`` (retracted since), plus ``manifests``,
+    the arrivals the snapshot does not hold; without one (v1) on ``manifests`` alone.
     """
 
     dataset: str
@@ -211,6 +215,8 @@ class JobInputs:
     window: int = 0
     released_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = INPUTS_SCHEMA
+    snapshot: str | None = None
+    skip: list[str] = dataclasses.field(default_factory=list)  # arrival ids in the snapshot, retracted since
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
@@ -221,5 +227,5 @@ class JobInputs:
 
     @classmethod
     def from_json(cls, text: str | bytes, where: str = "inputs") -> JobInputs:
-        return decode(cls, text, INPUTS_SCHEMA, where,  # type: ignore[no-any-return]
+        return decode(cls, text, (INPUTS_SCHEMA, INPUTS_SNAPSHOT_SCHEMA), where,  # type: ignore[no-any-return]
                       lambda raw: cls(**{**raw, "manifests": [InputManifest(**m) for m in raw["manifests"]]}))

@@ -53,7 +53,13 @@ class ListedManifest:
 def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], set[str]]:
     """Arrival folders directly under ``prefix`` (whose ids begin with ``start``): {folder: manifest}
     and the retracted folders."""
-    manifests, retracted = {}, set()
+    manifests, retracted = _listed(storage, prefix, start)
+    return manifests, set(retracted)
+
+
+def _listed(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], dict[str, ObjectInfo]]:
+    """{folder: manifest object} and {folder: retraction object} of the arrivals directly under ``prefix``."""
+    manifests, retracted = {}, {}
     for info in storage.list_objects(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION)):
         folder, _, leaf = info.uri.rpartition("/")
         if "/" in folder[len(prefix):]:
@@ -61,20 +67,36 @@ def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, 
         if leaf == MANIFEST:
             manifests[folder] = info
         else:
-            retracted.add(folder)
+            retracted[folder] = info
     return manifests, retracted
+
+
+def _listed_manifest(info: ObjectInfo) -> ListedManifest:
+    count = (info.metadata or {}).get("count")
+    return ListedManifest(info.uri, info.generation, int(count) if count and count.isdigit() else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """One listing of a dataset: its live manifests and, for each retracted arrival that has a manifest,
+    the manifest and the retraction record's generation (when it was retracted)."""
+
+    live: list[ListedManifest]
+    retracted: list[tuple[ListedManifest, int]]
+
+
+def list_dataset(storage: Storage, prefix: str) -> Listing:
+    manifests, retracted = _listed(storage, prefix)
+    live = [_listed_manifest(info) for folder, info in sorted(manifests.items()) if folder not in retracted]
+    gone = [(_listed_manifest(manifests[folder]), info.generation) for folder, info in sorted(retracted.items())
+            if folder in manifests]
+    return Listing(live, gone)
 
 
 def live_manifest_objects(storage: Storage, prefix: str) -> list[ListedManifest]:
     """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted,
     with the generation and count the listing returns (no read per manifest)."""
-    manifests, retracted = _records(storage, prefix)
-    out = []
-    for folder, info in sorted(manifests.items()):
-        if folder not in retracted:
-            count = (info.metadata or {}).get("count")
-            out.append(ListedManifest(info.uri, info.generation, int(count) if count and count.isdigit() else None))
-    return out
+    return list_dataset(storage, prefix).live
 
 
 def live_manifests(storage: Storage, prefix: str) -> list[str]:

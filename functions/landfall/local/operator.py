@@ -211,6 +211,21 @@ class Operator:
                                                 "failed": sum(c not in (0, None) for c in codes)}},
                  **self._local_status(rj)}
         self._set_condition(job, kind, reason, message, extra)
+        self._compact(job)
+
+    def _compact(self, job: dict[str, Any]) -> None:
+        """As the Cloud Run job does past its thresholds: compacts the dataset of a job that just ended."""
+        dataset = job["metadata"].get("labels", {}).get(tfjob.DATASET_LABEL)
+        if self.config is None or self.storage is None or not self.config.bucket or not dataset:
+            return
+        try:
+            from landfall.arrival.config import ConverterConfig
+            from landfall.local import compaction
+
+            compaction.run(self.storage, self.config.bucket, dataset, ConverterConfig.load().shard_target_bytes,
+                           policy=self.config.concurrency, if_needed=True)
+        except Exception:  # compaction is an optimisation: it must never stop the jobs this operator runs
+            log.exception("compacting %s failed (will retry after its next job)", dataset)
 
     def _poll(self, job: dict[str, Any], rj: RunningJob) -> None:
         name = rj.name

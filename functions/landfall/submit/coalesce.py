@@ -41,7 +41,7 @@ import contextlib
 import dataclasses
 import logging
 
-from landfall.core import retractions
+from landfall.core import retractions, snapshots
 from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
 from landfall.core.layout import dataset_prefix, gs, split_gs
@@ -71,13 +71,15 @@ class Advance:
     inputs: JobInputs | None = None
 
 
-def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> list[InputManifest]:
+def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> tuple[
+        list[InputManifest], retractions.Listing]:
     """The manifests a job of ``dataset`` trains on, resolved now: all, or the newest ``window`` (by the
-    generations the listing returns), leaving out retracted arrivals."""
-    found = retractions.live_manifest_objects(storage, gs(bucket, dataset_prefix(layout, dataset)))
+    generations the listing returns), leaving out retracted arrivals; and the listing itself."""
+    listing = retractions.list_dataset(storage, gs(bucket, dataset_prefix(layout, dataset)))
+    found = listing.live
     if window and len(found) > window:
         found = sorted(sorted(found, key=lambda i: (i.generation, i.uri))[-window:], key=lambda i: i.uri)
-    return [InputManifest(uri=i.uri, generation=i.generation, count=i.count) for i in found]
+    return [InputManifest(uri=i.uri, generation=i.generation, count=i.count) for i in found], listing
 
 
 def job_name_for(dataset: str, policy: str, *, request_id: str = "", seq: int = 1) -> str:
@@ -169,7 +171,7 @@ def _covers(inputs: JobInputs, request: TrainingRequest) -> bool:
 def _inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest], cfg: JobConfig,
             ledger: Ledger) -> JobInputs:
     """Lists the manifests *after* the requests were listed, so each request's manifest is there."""
-    manifests = _resolve(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+    manifests, listing = _resolve(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
     listed = {m.uri for m in manifests}
     for r in requests:
         if (r.reason == "arrival" and r.manifest not in listed and not cfg.window
@@ -180,8 +182,11 @@ def _inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRe
         raise TemporaryError(f"dataset {dataset} has no manifest to train on (is the bucket gs://{ledger.bucket} "
                              "right?); the requests stay pending")
     job = ledger.job_name(dataset, seq)
-    return JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
-                     requests=[request_entry(r) for r in requests], after=after, window=cfg.window)
+    inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
+                       requests=[request_entry(r) for r in requests], after=after, window=cfg.window)
+    # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
+    return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
+                                                             ledger.layout)
 
 
 def _create_job(inputs: JobInputs, cfg: JobConfig, backend: Backend, ledger: Ledger) -> None:

@@ -1,0 +1,252 @@
+"""Compaction: a dataset's small arrivals rewritten into shards of about ``LANDFALL_SHARD_TARGET_BYTES``,
+and the snapshot that names them (``landfall.core.snapshots``), created last.
+
+``compact(storage, bucket, dataset)``:
+1. Reads the newest snapshot (if any) and its shards; writes this attempt's ``fence`` object under its own
+   folder ``gs://B/compacted/<D>/<seq>-<token>/`` and takes its generation; then lists the dataset's
+   manifests and retractions (strongly consistent: every manifest below the fence is listed).
+2. Keeps the previous snapshot's entries that are large (at least half the target) and hold no arrival
+   retracted since; rewrites the rest without the retracted arrivals; adds the live arrivals below the
+   fence that it does not hold. An arrival of at least half the target bytes is named in place (its own
+   shards, never copied); smaller ones are concatenated whole (TFRecord files concatenate: every record
+   carries its own framing) into new shards, cut between arrivals once past the target.
+3. Writes the new shards, then the parts, then creates ``snapshots/<D>/<seq+1>.json`` (create-only). A
+   crash or a lost race leaves the previous snapshot in force; the loser's folder is never named by any
+   snapshot (nothing reads it; ``collect`` does not remove such folders yet).
+
+Every arrival's statistics are merged with the converter's Chan merge (``RunningStats.merge``), so a
+compacted shard's statistics are those of its arrivals, merged as the trainer merges manifests. Arrival
+shards are checked against their manifest's size and crc32c before they are copied. The arrivals' own
+shards and manifests stay (the manifest remains the commit point, ``landfall score`` reads it).
+
+Where it runs: ``landfall compact`` (locally, and by the local operator after each job it runs), and
+``should_compact`` is the trigger: uncompacted arrivals past ``COMPACT_ARRIVALS`` or ``COMPACT_BYTES``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import google_crc32c
+import numpy as np
+
+from landfall.arrival.converter import RunningStats
+from landfall.core import records, retractions, snapshots
+from landfall.core.config import Layout
+from landfall.core.errors import Invalid
+from landfall.core.layout import dataset_prefix, gs, shard_name
+from landfall.core.messages import Manifest
+from landfall.core.snapshots import CompactedShard, Snapshot
+from landfall.core.storage import Storage, crc32c_b64, join
+
+COMPACT_ARRIVALS = 256  # uncompacted arrivals that trigger a compaction ...
+COMPACT_BYTES = 256 * 1024 * 1024  # ... or uncompacted bytes
+READ_WORKERS = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    snapshot: str | None  # the snapshot created, or None (nothing to do, or another compactor won)
+    shards: int = 0
+    written: int = 0  # new shards written
+    arrivals: int = 0
+    dropped: int = 0  # retracted arrivals rewritten out
+    detail: str = ""
+
+
+def _stats_of(manifest: Manifest) -> RunningStats:
+    stats = RunningStats(len(manifest.stats.mean), int(manifest.count))
+    stats.mean = np.array(manifest.stats.mean, dtype=float)
+    stats.m2 = np.array(manifest.stats.std, dtype=float) ** 2 * manifest.count
+    stats.min, stats.max = np.array(manifest.stats.min, dtype=float), np.array(manifest.stats.max, dtype=float)
+    return stats
+
+
+def _stats_doc(stats: RunningStats) -> dict[str, list[float]]:
+    result = stats.result()
+    return {"count": stats.n, "mean": result.mean, "std": result.std, "min": result.min, "max": result.max}
+
+
+def _abs(base: str, uri: str) -> str:
+    """A manifest's shard URI, absolute (as the trainer's ``shard_uri`` resolves it)."""
+    return uri if uri.startswith("gs://") or uri.startswith("/") else join(base, uri)
+
+
+def _read_manifest(storage: Storage, uri: str) -> Manifest:
+    return Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")
+
+
+def _checked(storage: Storage, uri: str, size: int, crc: str) -> bytes:
+    data = storage.read_bytes(uri)
+    checksum = google_crc32c.Checksum()
+    checksum.update(data)
+    if len(data) != size or (crc and crc32c_b64(checksum) != crc):
+        raise Invalid(f"shard {uri} is not the {size} bytes with crc32c {crc} its manifest or snapshot says")
+    return data
+
+
+def pending_work(storage: Storage, bucket: str, dataset: str, layout: Layout | None = None) -> tuple[int, int]:
+    """The dataset's live arrivals no snapshot holds yet: how many, and their shards' bytes (from the
+    listing's object sizes: no manifest is read)."""
+    layout = layout or Layout()
+    prefix = gs(bucket, dataset_prefix(layout, dataset))
+    found = snapshots.latest(storage, bucket, layout, dataset)
+    fence = found[1].fence if found else 0
+    live = [m for m in retractions.list_dataset(storage, prefix).live if m.generation >= fence]
+    folders = {m.uri.rsplit("/", 1)[0] + "/" for m in live}
+    size = sum(i.size for i in storage.list_objects(prefix, suffix=records.SHARD_SUFFIX)
+               if i.uri.rsplit("/", 1)[0] + "/" in folders)
+    return len(live), size
+
+
+def should_compact(storage: Storage, bucket: str, dataset: str, layout: Layout | None = None,
+                   arrivals: int | None = None, size: int | None = None) -> bool:
+    count, held = pending_work(storage, bucket, dataset, layout)
+    return count >= (arrivals or COMPACT_ARRIVALS) or held >= (size or COMPACT_BYTES)
+
+
+class _Writer:
+    """Concatenates whole arrivals' records into shards of about ``target`` bytes under ``prefix``."""
+
+    def __init__(self, storage: Storage, prefix: str, target: int):
+        self.storage, self.prefix, self.target = storage, prefix, target
+        self.pending: list[tuple[str, list[bytes], RunningStats]] = []  # (arrival id, its data, its stats)
+        self.held = 0
+        self.out: list[CompactedShard] = []
+
+    def add(self, aid: str, data: list[bytes], stats: RunningStats) -> None:
+        size = sum(len(d) for d in data)
+        if self.pending and self.held + size > self.target:
+            self.flush()
+        self.pending.append((aid, data, stats))
+        self.held += size
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        uri = join(self.prefix, shard_name(len(self.out), 0).replace("-of-00000", ""))
+        merged = RunningStats(len(self.pending[0][2].mean))
+        ranges, at = [], 0
+        with self.storage.open_write(uri) as fh:
+            for aid, data, stats in self.pending:
+                for d in data:
+                    fh.write(d)
+                ranges.append([aid, at, stats.n, 0])
+                at += stats.n
+                merged.merge(stats)
+            size, crc = fh.size, fh.crc32c
+        self.out.append(CompactedShard(uri, at, size, crc, _stats_doc(merged), ranges))
+        self.pending, self.held = [], 0
+
+
+def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layout: Layout | None = None
+            ) -> Result:
+    layout = layout or Layout()
+    prefix = gs(bucket, dataset_prefix(layout, dataset))
+    found = snapshots.latest(storage, bucket, layout, dataset)
+    prev_uri, prev = found if found else (None, None)
+    held = snapshots.read_shards(storage, prev) if prev else []
+    seq = (prev.seq if prev else 0) + 1
+    folder = snapshots.attempt_prefix(bucket, layout, dataset, seq)
+    fence_uri = folder + "fence"
+    storage.write_bytes(fence_uri, b"{}", content_type="application/json")
+    fence = storage.list_objects(fence_uri)[0].generation
+    listing = retractions.list_dataset(storage, prefix)
+    retracted = {m.uri.rsplit("/", 2)[-2] for m, _ in listing.retracted}
+    have = {r[0] for s in held for r in s.ranges}
+    new = [m for m in listing.live if m.generation < fence and m.uri.rsplit("/", 2)[-2] not in have]
+    keep, redo = [], []
+    for shard in held:
+        hit = any(r[0] in retracted for r in shard.ranges)
+        in_place = not shard.uri.startswith(gs(bucket, layout.compacted_prefix))
+        if in_place:
+            if not hit:
+                keep.append(shard)
+        elif hit or shard.bytes < target_bytes // 2:
+            redo.append(shard)
+        else:
+            keep.append(shard)
+    dropped = sum(1 for s in held for r in s.ranges if r[0] in retracted)
+    if not new and not redo and not dropped:
+        storage.delete(fence_uri)
+        return Result(None, len(held), detail="nothing to compact")
+
+    shape = prev.shape if prev else None
+    writer = _Writer(storage, folder, target_bytes)
+    in_place: list[CompactedShard] = []
+    arrivals_prefix = prefix
+
+    with ThreadPoolExecutor(READ_WORKERS) as pool:
+        # Rewritten shards: their live arrivals' records (whole arrivals) and each arrival's own statistics.
+        for shard in redo:
+            data = _checked(storage, shard.uri, shard.bytes, shard.crc32c)
+            live = [r for r in shard.ranges if r[0] not in retracted]
+            record = len(data) // shard.count
+            manifests = pool.map(lambda r: _read_manifest(storage, f"{arrivals_prefix}{r[0]}/manifest.json"), live)
+            for (aid, start, count, _), manifest in zip(live, manifests, strict=True):
+                writer.add(aid, [data[start * record:(start + count) * record]], _stats_of(manifest))
+        manifests = list(pool.map(lambda m: _read_manifest(storage, m.uri), new))
+        for listed, manifest in zip(new, manifests, strict=True):
+            if shape is None:
+                shape = list(manifest.shape)
+            elif list(manifest.shape) != list(shape):
+                continue  # a shape the dataset's snapshot does not hold: it stays in the delta
+            base = listed.uri.rsplit("/", 1)[0]
+            size = sum(s.bytes for s in manifest.shards)
+            aid = manifest.arrival_id
+            if size >= target_bytes // 2:
+                first, stats = 0, _stats_doc(_stats_of(manifest))
+                for s in manifest.shards:
+                    in_place.append(CompactedShard(_abs(base, s.uri), s.count, s.bytes, s.crc32c,
+                                                   stats if first == 0 else {"count": 0}, [[aid, 0, s.count, first]]))
+                    first += s.count
+                continue
+            uris = [_abs(base, s.uri) for s in manifest.shards]
+            parts = list(pool.map(_checked, [storage] * len(uris), uris, [s.bytes for s in manifest.shards],
+                                  [s.crc32c for s in manifest.shards]))
+            writer.add(aid, parts, _stats_of(manifest))
+        writer.flush()
+    shards = keep + in_place + writer.out
+    if not shards or shape is None:
+        storage.delete(fence_uri)
+        return Result(None, 0, detail="no live arrivals")
+    part_uris = []
+    for i, part in enumerate(snapshots.split_parts(shards)):
+        uri = f"{folder}part-{i:05d}.json"
+        storage.write_bytes(uri, snapshots.part_json(part), content_type="application/json")
+        part_uris.append(uri)
+    snap = Snapshot(dataset=dataset, seq=seq, fence=fence, shape=list(shape), arrivals_prefix=arrivals_prefix,
+                    parts=part_uris, count=sum(r[2] for s in shards for r in s.ranges),
+                    arrivals=len({r[0] for s in shards for r in s.ranges}), shards=len(shards), previous=prev_uri)
+    uri = snapshots.snapshot_uri(bucket, layout, dataset, seq)
+    if not storage.create(uri, snap.to_json(), content_type="application/json"):
+        return Result(None, len(held), detail=f"another compaction created {uri} first")
+    return Result(uri, len(shards), len(writer.out), snap.arrivals, dropped, "compacted")
+
+
+def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: set[int],
+            layout: Layout | None = None, now: float | None = None, grace_s: float = snapshots.GRACE_S) -> list[str]:
+    """Applies the collection rule (``landfall.core.snapshots``): deletes the collectable snapshots, then
+    the parts and compacted shards only they name. Returns what it deleted."""
+    layout = layout or Layout()
+    now = time.time() if now is None else now
+    uris = snapshots.listed(storage, bucket, layout, dataset)
+    every = [(u, snapshots.read(storage, u)) for u in uris]
+    gone = {s.seq for s in snapshots.collectable([s for _, s in every], named_by_unfinished, now, grace_s)}
+    if not gone:
+        return []
+    dead = [(s, snapshots.read_shards(storage, s)) for _, s in every if s.seq in gone]
+    kept = [(s, snapshots.read_shards(storage, s)) for _, s in every if s.seq not in gone]
+    compacted = gs(bucket, layout.compacted_prefix)
+    doomed = [u for u in snapshots.unreferenced(dead, kept) if u.startswith(compacted)]
+    deleted = [u for u, s in every if s.seq in gone]
+    for u in deleted:  # the snapshot first: nothing names its objects once it is gone
+        storage.delete(u)
+    for u in doomed:
+        storage.delete(u)
+    folders = {u.rsplit("/", 1)[0] + "/" for u in doomed}
+    for folder in folders:
+        storage.delete(folder + "fence")
+    return deleted + doomed
