@@ -134,7 +134,7 @@ def _inputs(storage: Any, job: dict[str, Any]) -> dict[str, Any]:
     except (LandfallError, ValueError):
         return {"manifests": None, "requests": [], "seq": None}
     return {"manifests": len(inputs.manifests), "requests": [r["request_id"] for r in inputs.requests],
-            "seq": inputs.seq}
+            "seq": inputs.seq, "snapshot": inputs.snapshot}  # with a snapshot, manifests is the delta
 
 
 def _newest(infos: list[Any]) -> list[Any]:

@@ -92,6 +92,8 @@ def test_compaction_keeps_records_statistics_and_the_holdout(emulator_stack, buc
     plan = plan_inputs(after, 1, 0, 1, FRACTION, SEED)
     paths = [str(p) for p in stage(storage, plan, tmp_path / "staged")]
     assert len(set(paths)) == files_after
+    # Each file is opened once a pass, however many arrivals it holds.
+    assert len(data._slices(plan, paths, data.TRAIN)) == files_after
     val = np.concatenate(list(data.read_instances(plan, paths, SHAPE, data.VALIDATION).as_numpy_iterator()))
     marks = {(int(x[0, 0]), int(x[0, 1])) for x in val}
     by_aid = {arrival_of(bucket, "ds", k).arrival_id: k for k in [*range(40), 99]}
