@@ -12,7 +12,7 @@ and the snapshot that names them (``landfall.core.snapshots``), created last.
    carries its own framing) into new shards, cut between arrivals once past the target.
 3. Writes the new shards, then the parts, then creates ``snapshots/<D>/<seq+1>.json`` (create-only). A
    crash or a lost race leaves the previous snapshot in force; the loser's folder is never named by any
-   snapshot (nothing reads it; ``collect`` does not remove such folders yet).
+   snapshot, and ``collect`` removes it once a snapshot of its number or a later one exists.
 
 Every arrival's statistics are merged with the converter's Chan merge (``RunningStats.merge``), so a
 compacted shard's statistics are those of its arrivals, merged as the trainer merges manifests. Arrival
@@ -223,30 +223,36 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
     uri = snapshots.snapshot_uri(bucket, layout, dataset, seq)
     if not storage.create(uri, snap.to_json(), content_type="application/json"):
         return Result(None, len(held), detail=f"another compaction created {uri} first")
+    storage.delete(fence_uri)  # its generation is in the snapshot; a folder left with one lost or crashed
     return Result(uri, len(shards), len(writer.out), snap.arrivals, dropped, "compacted")
 
 
 def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: set[int],
             layout: Layout | None = None, now: float | None = None, grace_s: float = snapshots.GRACE_S) -> list[str]:
     """Applies the collection rule (``landfall.core.snapshots``): deletes the collectable snapshots, then
-    the parts and compacted shards only they name. Returns what it deleted."""
+    every object under ``compacted/<D>/`` that no kept snapshot names, in the folders of attempts numbered
+    at most the newest snapshot's ``seq`` (the deleted snapshots' own shards and parts, and what lost races
+    and crashes left; an attempt numbered past it may still be running). Returns what it deleted."""
     layout = layout or Layout()
     now = time.time() if now is None else now
-    uris = snapshots.listed(storage, bucket, layout, dataset)
-    every = [(u, snapshots.read(storage, u)) for u in uris]
-    gone = {s.seq for s in snapshots.collectable([s for _, s in every], named_by_unfinished, now, grace_s)}
-    if not gone:
+    every = [snapshots.read(storage, u) for u in snapshots.listed(storage, bucket, layout, dataset)]
+    if not every:
         return []
-    dead = [(s, snapshots.read_shards(storage, s)) for _, s in every if s.seq in gone]
-    kept = [(s, snapshots.read_shards(storage, s)) for _, s in every if s.seq not in gone]
-    compacted = gs(bucket, layout.compacted_prefix)
-    doomed = [u for u in snapshots.unreferenced(dead, kept) if u.startswith(compacted)]
-    deleted = [u for u, s in every if s.seq in gone]
-    for u in deleted:  # the snapshot first: nothing names its objects once it is gone
+    gone = {s.seq for s in snapshots.collectable(every, named_by_unfinished, now, grace_s)}
+    kept = [s for s in every if s.seq not in gone]
+    named = {u for s in kept for u in [*s.parts, *(shard.uri for shard in snapshots.read_shards(storage, s))]}
+    deleted = [snapshots.snapshot_uri(bucket, layout, dataset, seq) for seq in sorted(gone)]
+    for u in deleted:  # the snapshots first: once they are gone nothing names their objects
         storage.delete(u)
+    prefix = gs(bucket, f"{layout.compacted_prefix}{dataset}/")
+    newest = every[-1].seq
+    doomed = [u for u in storage.list(prefix) if u not in named
+              and _attempt_seq(u[len(prefix):]) is not None and _attempt_seq(u[len(prefix):]) <= newest]
     for u in doomed:
         storage.delete(u)
-    folders = {u.rsplit("/", 1)[0] + "/" for u in doomed}
-    for folder in folders:
-        storage.delete(folder + "fence")
     return deleted + doomed
+
+
+def _attempt_seq(rest: str) -> int | None:
+    head = rest.split("/", 1)[0].split("-", 1)[0]
+    return int(head) if head.isdigit() else None

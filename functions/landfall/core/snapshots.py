@@ -33,7 +33,7 @@ small top object is read. ``inputs.json`` then names the snapshot, the skip list
 snapshot, and each compacted shard and part that it alone names, may be deleted once (1) a newer snapshot
 exists, (2) no unfinished job's inputs name it or an older one, and (3) it was superseded at least
 ``GRACE_S`` ago (a release that read it just before has written its inputs by then); shards and parts
-that a kept snapshot still names stay. ``collectable`` and ``unreferenced`` are that rule; ``landfall
+that a kept snapshot still names stay. ``collectable`` is that rule; ``landfall
 compact`` applies it after every compaction, with the dataset's head job as the unfinished one (under
 ``coalesce`` and ``forbid`` only the head can be unfinished; under ``allow`` nothing is collected).
 """
@@ -215,14 +215,6 @@ def collectable(snapshots: list[Snapshot], named_by_unfinished: set[int], now: f
 
 def _epoch(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-
-
-def unreferenced(deleted: list[tuple[Snapshot, list[CompactedShard]]], kept: list[tuple[Snapshot, list[CompactedShard]]]
-                 ) -> list[str]:
-    """The objects (parts and shards) of the ``deleted`` snapshots that no ``kept`` snapshot names."""
-    named = {u for snap, shards in kept for u in [*snap.parts, *(s.uri for s in shards)]}
-    out = {u for snap, shards in deleted for u in [*snap.parts, *(s.uri for s in shards)]}
-    return sorted(out - named)
 
 
 def check_shape(snapshot: Snapshot, shape: tuple[int, int], where: str) -> None:

@@ -172,8 +172,15 @@ def test_collect_deletes_only_what_no_kept_snapshot_names(emulator_stack, bucket
         jobs.append(release(storage, bucket, "ds", round_ + 1))
     reading = JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot  # job 2 is still running
     far = snapshots._epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
+    # What a compactor that lost the race for snapshot 3 left, and one still running for snapshot 4.
+    lost = f"gs://{bucket}/compacted/ds/00000003-deadbeef/part-00000.tfrecord"
+    running = f"gs://{bucket}/compacted/ds/00000004-feedface/part-00000.tfrecord"
+    for uri in (lost, running):
+        storage.write_bytes(uri, b"x")
+    assert compact.collect(storage, bucket, "ds", {1}, now=far + 7200) == [lost]  # a live job reads snapshot 1
     deleted = compact.collect(storage, bucket, "ds", {snapshots.seq_of(reading)}, now=far + 7200)
     assert deleted and all("00000001" in u for u in deleted)
+    assert storage.exists(running)
     assert [snapshots.seq_of(u) for u in snapshots.listed(storage, bucket, LAYOUT, "ds")] == [2, 3]
     for job in jobs[1:]:  # every object a kept snapshot names is still there: its jobs still read all
         assert len(trained(storage, job)) == len({(k, i) for k in range(len(jobs) * 4) for i in range(8)
