@@ -23,7 +23,8 @@ def narrowed(values: np.ndarray) -> np.ndarray:
     """``values`` as little-endian float32; a finite value past float32's range is refused (``out_of_range``),
     never stored as Inf (and so never dropped as non-finite). Checked only when the float32 result holds a
     non-finite value, which costs one pass over the chunk."""
-    out = np.ascontiguousarray(values, dtype="<f4")
+    with np.errstate(over="ignore"):  # reported below
+        out = np.ascontiguousarray(values, dtype="<f4")
     if values.dtype.itemsize > 4 and not np.isfinite(out).all():
         over = np.isfinite(values) & ~np.isfinite(out)
         if over.any():

@@ -170,9 +170,10 @@ class ShardWriter:
         return self.done
 
     def abort(self) -> None:
+        current = self._uri if self._writer is not None else None  # the shard being written, if any
         with contextlib.suppress(Exception):
             self._stack.close()
-        for uri, *_ in self.done:
+        for uri in [u for u, *_ in self.done] + ([current] if current else []):
             with contextlib.suppress(Exception):
                 self.storage.delete(uri)
         self.storage.remove_empty_dir(self.tmp_prefix)

@@ -191,6 +191,52 @@ class _Expanding:
         return getattr(self._fh, name)
 
 
+class _Inflating:
+    """A deflated zip member, inflated with zlib from its raw bytes, so that ``read_bytes`` is exactly the
+    compressed bytes consumed so far. (zipfile reads ahead by the size asked for, and with a compressed size
+    that lies it keeps inflating what it read ahead: counting its reads would let a bomb expand for GBs.)
+    The CRC-32 is checked at the end, as zipfile does."""
+
+    STEP = 64 * 1024
+
+    def __init__(self, fh: BinaryIO, member: zipfile.ZipInfo):
+        fh.seek(member.header_offset)
+        local = fh.read(30)
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no local header for {member.filename!r}")
+        name_len, extra_len = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
+        fh.seek(member.header_offset + 30 + name_len + extra_len)
+        self._fh, self._crc, self._expected = fh, 0, member.CRC
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._tail = b""
+        self._pos = 0
+        self.read_bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = 1 << 62 if n < 0 else n
+        parts, got = [], 0
+        while got < n and not self._inflate.eof:
+            if not self._tail:
+                self._tail = self._fh.read(self.STEP)
+                if not self._tail:
+                    raise EOFError("the compressed data ends before the deflate stream does")
+            before = len(self._tail)
+            data = self._inflate.decompress(self._tail, n - got)
+            self._tail = self._inflate.unconsumed_tail
+            self.read_bytes += before - len(self._tail) - len(self._inflate.unused_data)
+            parts.append(data)
+            got += len(data)
+            self._crc = zlib.crc32(data, self._crc)
+        if self._inflate.eof and self._crc != self._expected:
+            raise zipfile.BadZipFile(f"bad CRC-32 ({self._crc:#010x}, expected {self._expected:#010x})")
+        out = b"".join(parts)
+        self._pos += len(out)
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+
 # -- .npy / .npz --------------------------------------------------------------------------------------
 
 def _check_dtype(dtype: np.dtype) -> None:
@@ -320,7 +366,12 @@ def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
                        f"{member.compress_type}; write it with numpy.savez or savez_compressed")
     with (_rejecting((RuntimeError,), lacking),
           _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", f"cannot open {member.filename!r}"))):
-        inner = _Expanding(zf.open(member), counted, f"array {member.filename!r}", cfg.max_npz_ratio,
+        opened: Any = zf.open(member)  # checks the name, flags and method
+        source: Any = counted
+        if member.compress_type == zipfile.ZIP_DEFLATED:  # np.savez_compressed: consumption counted exactly
+            opened.close()
+            opened = source = _Inflating(counted, member)
+        inner = _Expanding(opened, source, f"array {member.filename!r}", cfg.max_npz_ratio,
                            "LANDFALL_MAX_NPZ_RATIO", cfg.max_expanded_bytes)
         chunks = read_npy(inner, member.file_size, cfg)  # reads the header from the archive
     return _guard_zip(chunks)
@@ -432,6 +483,8 @@ def footer_bytes(fh: BinaryIO, size: int, cfg: ConverterConfig) -> int:
         tail = fh.read(8)
         if tail[4:] == b"PAR1":
             footer = int.from_bytes(tail[:4], "little")
+            if footer + 12 > size:  # not a footer: pyarrow says how the file is corrupt
+                footer = 0
     fh.seek(0)
     if footer * FOOTER_FACTOR > _budget(cfg):
         raise BadInput("parquet_metadata_too_large",
