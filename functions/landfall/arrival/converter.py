@@ -122,7 +122,7 @@ def finite_rows(chunk: np.ndarray, cfg: ConverterConfig, seen: int) -> tuple[np.
         return chunk, 0
     if not cfg.drop_nonfinite:
         row = seen + int(np.argmin(ok))
-        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or an empty cell "
+        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or a missing value (an empty cell, #N/A, NA ...) "
                        "(set LANDFALL_DROP_NONFINITE=true to drop such instances)")
     return chunk[ok], int((~ok).sum())
 

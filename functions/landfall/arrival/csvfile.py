@@ -238,12 +238,13 @@ def line_blocks(fh: BinaryIO, carry: bytes, first_line: int | None = None) -> It
                 raise _too_long(None if first_line is None else first_line + done + carry.count(b"\n"))
         data = carry + data
         cut = data.rfind(b"\n") + 1
-        if cut:
-            block = data[:cut]
-            if first_line is not None:
-                done += block.count(b"\n")
-            yield block
         carry = data[cut:]
+        if cut:
+            if first_line is not None:
+                done += data.count(b"\n", 0, cut)
+            data = data[:cut]
+            yield data  # the only reference kept here: the parser frees it
+        del data
 
 
 def _too_long(line: int | None) -> BadInput:
@@ -281,7 +282,7 @@ def _parse_block(block: bytes, names: list[str], types: dict[str, pa.DataType],
         raise BadInput("quoted_newline", "a quoted field holds a line break (values must be numbers on one line)")
     if MINUS in block:
         block = block.replace(MINUS, b"-")
-    if not block.strip():  # it held only repeated headers
+    if dropped and not block.strip():  # it held only repeated headers (strip copies: only then)
         return pa.table({n: pa.array([], t) for n, t in types.items()}), dropped
     table = _read(block, names, types)
     if _has_inf(table, types):
@@ -290,15 +291,25 @@ def _parse_block(block: bytes, names: list[str], types: dict[str, pa.DataType],
 
 
 def _read(block: bytes, names: list[str], types: dict[str, pa.DataType]) -> pa.Table:
-    # One pyarrow block for the whole block: a row longer than pyarrow's 1 MiB default then parses (rows up
-    # to MAX_LINE_BYTES), rather than failing with "straddling object straddles two block boundaries".
     try:
-        return pacsv.read_csv(pa.py_buffer(block),
-                              read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
-                                                             block_size=max(1 << 20, len(block) + 1)),
-                              convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types)))
+        return _arrow_csv(block, names, types, None)
+    except pa.ArrowInvalid as exc:
+        if "straddling" not in str(exc):
+            raise _csv_error(exc) from None
+    # A row longer than pyarrow's block (1 MiB): parsed as one block (rows are at most MAX_LINE_BYTES), rather
+    # than failing with "straddling object straddles two block boundaries". Not by default: parsing 16 MiB
+    # at once holds several times what 1 MiB blocks do.
+    try:
+        return _arrow_csv(block, names, types, len(block) + 1)
     except pa.ArrowInvalid as exc:
         raise _csv_error(exc) from None
+
+
+def _arrow_csv(block: bytes, names: list[str], types: dict[str, pa.DataType], block_size: int | None) -> pa.Table:
+    options = pacsv.ReadOptions(column_names=names, use_threads=False, **({"block_size": block_size}
+                                                                           if block_size else {}))
+    return pacsv.read_csv(pa.py_buffer(block), read_options=options,
+                          convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(types)))
 
 
 def _has_inf(table: pa.Table, types: dict[str, pa.DataType]) -> bool:
