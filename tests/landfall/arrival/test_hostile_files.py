@@ -233,10 +233,10 @@ def _zip64_npz_lying(path: Path, n: int, declared_compressed: int) -> None:
         block = bytes(36 * 10 * 4 * 4096)
         for _ in range(n // 4096):
             member.write(block)
+    file_size = zipfile.ZipFile(path).getinfo("x.npy").file_size  # (past 2 GiB zipfile writes ZIP64 itself)
     data = bytearray(path.read_bytes())
     central = data.rindex(b"PK\x01\x02")
     end = data.rindex(b"PK\x05\x06")
-    file_size = struct.unpack_from("<I", data, central + 24)[0]
     name_len, extra_len = struct.unpack_from("<HH", data, central + 28)
     struct.pack_into("<II", data, central + 20, 0xFFFFFFFF, 0xFFFFFFFF)
     extra = struct.pack("<HHQQ", 0x0001, 16, file_size, declared_compressed)

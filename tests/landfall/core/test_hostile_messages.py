@@ -89,6 +89,18 @@ def test_json_nested_deep_is_invalid_not_a_recursion_error(depth):
         decode(dict, nested, "landfall.inputs/v1", "inputs")
 
 
+def test_a_deeply_nested_storage_notification_is_invalid():
+    import base64
+
+    from landfall.core import events
+
+    data = base64.b64encode(b"[" * 100_000 + b"]" * 100_000).decode()
+    event = {"type": "google.cloud.pubsub.topic.v1.messagePublished", "data": {"message": {
+        "data": data, "attributes": {"eventType": "OBJECT_FINALIZE", "bucketId": "b", "objectId": "incoming/d/x"}}}}
+    with pytest.raises(Invalid, match="nested deeper"):
+        events.object_event(event)
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting():
     text = json.dumps({"a": "[" * 10_000, "b": [[1]]})
     assert loads(text, "x")["b"] == [[1]]
