@@ -33,11 +33,11 @@ from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import champion, layout, logs
 from landfall.core.config import Layout
-from landfall.core.errors import Invalid, LandfallError, NotFound
+from landfall.core.errors import LandfallError, NotFound
 from landfall.core.messages import JobInputs
 from landfall.core.storage import Storage
+from landfall.local.records import Reader
 from landfall.submit import tfjob
-from landfall.submit.ledger import Ledger
 
 MAX_JOBS = 20  # jobs looked at, newest first, for the one that covered an arrival
 MAX_ARRIVALS = 50  # arrivals of a job listed one by one
@@ -64,68 +64,6 @@ class Trace:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-class Reader:
-    """Named reads of one bucket's records (and the backend's TFJobs, when there is one)."""
-
-    def __init__(self, storage: Any, bucket: str, lay: Layout, backend: Any = None):
-        self.storage, self.bucket, self.lay, self.backend = storage, bucket, lay, backend
-        self.ledger = Ledger(storage, bucket, lay)
-
-    def uri(self, name: str) -> str:
-        return layout.gs(self.bucket, name)
-
-    def json(self, uri: str) -> dict[str, Any] | None:
-        """The record at ``uri``, ``None`` if absent, ``{"invalid": why}`` if unreadable."""
-        try:
-            raw = json.loads(self.storage.read_bytes(uri))
-        except NotFound:
-            return None
-        except ValueError as exc:
-            return {"invalid": f"not JSON: {exc}"}
-        return raw if isinstance(raw, dict) else {"invalid": "not a JSON object"}
-
-    def job_dir(self, job: str) -> str:
-        return tfjob.job_dir(self.bucket, job, self.lay.runs_prefix)
-
-    def inputs(self, job: str) -> JobInputs | None:
-        try:
-            return self.ledger.read_inputs(job)
-        except (NotFound, Invalid):
-            return None
-
-    def tfjob_state(self, job: str) -> str | None:
-        """The TFJob's state (``Running``, ``Succeeded``...), ``None`` when the backend has no such object."""
-        if self.backend is None:
-            return None
-        try:
-            return tfjob.state(self.backend.get(job))
-        except NotFound:
-            return None
-        except LandfallError:
-            return None
-
-    def job_state(self, job: str) -> tuple[str, str]:
-        """(state, where it comes from): the TFJob, else the bucket's metrics.json / submitted.json."""
-        state = self.tfjob_state(job)
-        if state:
-            return state, "TFJob"
-        doc = self.json(self.job_dir(job) + "/metrics.json") or {}
-        status = doc.get("status")
-        if status in ("succeeded", "failed"):
-            return status.capitalize(), "metrics.json (its TFJob is gone)"
-        if self.ledger.was_submitted(job):
-            return ("Ended" if self.backend is not None else "Released"), (
-                "submitted.json; no TFJob any more (TTL)" if self.backend is not None else "submitted.json")
-        return "Released", "inputs.json (its TFJob is not created yet)"
-
-    def champion(self, dataset: str) -> champion.Champion | None:
-        try:
-            current, _ = champion.read(self.storage, champion.bucket_root(self.bucket), dataset)
-        except (LandfallError, ValueError):
-            return None
-        return current
 
 
 def _gen_time(generation: int | None) -> str | None:
