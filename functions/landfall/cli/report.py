@@ -8,18 +8,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from landfall.cli.common import job_config, reporting_errors
+from landfall.cli.common import add_target_arguments, job_config, reporting_errors
 from landfall.core import logs
 from landfall.core.errors import NotFound
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="report.html", help="where to write the page (default report.html)")
-    p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
-    p.add_argument("--backend", choices=["local", "kubernetes"])
-    p.add_argument("--state", dest="local_state", help="local backend state folder (LANDFALL_LOCAL_STATE)")
-    p.add_argument("--namespace")
-    p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+    add_target_arguments(p)
     p.add_argument("--dead-letter", action="append", default=None, metavar="SUBSCRIPTION",
                    help="dead-letter subscription to peek at (repeatable; default LANDFALL_DEAD_LETTER_SUBSCRIPTION)")
     p.add_argument("--no-dead-letter", action="store_true", help="do not peek at dead-letter subscriptions")

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.cli.common import job_config, reporting_errors
+from landfall.cli.common import add_target_arguments, job_config, reporting_errors
 from landfall.core import champion, layout, logs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
@@ -363,11 +363,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("subject", help="gs://BUCKET/incoming/<dataset>/... (#GENERATION), an arrival id, or a job name")
     p.add_argument("--dataset", help="the dataset of a bare arrival id (default: look in every dataset)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
-    p.add_argument("--backend", choices=["local", "kubernetes"])
-    p.add_argument("--state", dest="local_state", help="local backend state folder (LANDFALL_LOCAL_STATE)")
-    p.add_argument("--namespace")
-    p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+    add_target_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
