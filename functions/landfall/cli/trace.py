@@ -265,8 +265,9 @@ def _job_stop(r: Reader, job: str, inputs: JobInputs, covered: bool) -> str:
             return (f"{lead} (Succeeded): kept the champion {current.run if current else '?'} (loss "
                     f"{m.get('challenger_loss')} against {m.get('champion_loss')})")
         return f"{lead} ({state}): {verdict or 'no verdict'}"
-    where = "training in" if covered else "job"
-    return f"converted, {where} job {job} ({state})" if covered else f"{lead} ({state})"
+    if not covered:
+        return f"{lead} ({state})"
+    return f"converted, {'training in' if state == 'Running' else 'covered by'} job {job} ({state})"
 
 
 # -- a job ----------------------------------------------------------------------------------------------------
