@@ -6,10 +6,12 @@ histogram of its held-out errors. Then the rejections by reason, the dead letter
 why they wait. Built by ``collect`` (reads, never writes) and ``render`` (a string of HTML); ``make demo`` writes
 it next to ``training.png``.
 
-Reads: one listing each of ``tfrecords/``, ``rejected/``, ``requests/`` and the jobs' ``runs/*/inputs.json``;
-then named records: each job's inputs and metrics (the newest ``RECENT_JOBS`` per dataset), each rejection (the
-newest ``MAX_REJECTIONS``), each pending request, the champion, ``HISTORY`` entries of its history and its
-``threshold.json``. Dead letters are peeked (left in their subscription).
+Reads: one listing each of ``tfrecords/``, ``rejected/`` and ``requests/``; then named records: the newest
+``RECENT_JOBS`` jobs of each dataset (found from its head, ``landfall.submit.ledger``: their inputs and metrics),
+each rejection (the newest ``MAX_REJECTIONS``), each pending request, the champion, ``HISTORY`` entries of its
+history and its ``threshold.json``. Dead letters are peeked (left in their subscription). Nothing lists
+``runs/``, which holds every job's model and checkpoints; so jobs of policy ``allow`` (named by their request, not
+numbered) are not shown.
 
 Decision: ``threshold.json`` keeps the champion's held-out error quantiles, not the errors, so the "histogram" is
 drawn from them: each bar spans two neighbouring quantiles and its height is the share of instances between them
@@ -83,17 +85,12 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
             doc = r.json(uri) or {}
             ds(name)["pending"].append({"request_id": doc.get("request_id"), "reason": doc.get("reason"),
                                         "manifest": doc.get("manifest"), "arrived_at": doc.get("arrived_at")})
-    jprefix = r.uri(r.lay.runs_prefix)
-    by_dataset: dict[str, list[Any]] = {}
-    for uri in r.storage.list(jprefix, suffix="/inputs.json"):
-        job = uri[len(jprefix):].split("/", 1)[0]
-        inputs = r.inputs(job)
-        if inputs is not None:
-            by_dataset.setdefault(inputs.dataset, []).append(inputs)
-    for name, jobs in by_dataset.items():
-        for inputs in sorted(jobs, key=lambda i: (i.released_at, i.seq))[-RECENT_JOBS:][::-1]:
-            ds(name)["jobs"].append(_job(r, inputs))
     for name, entry in datasets.items():
+        head = r.ledger.head_seq(name)
+        for seq in range(head, max(0, head - RECENT_JOBS), -1):  # the newest jobs, by name
+            inputs = r.inputs(r.ledger.job_name(name, seq))
+            if inputs is not None:
+                entry["jobs"].append(_job(r, inputs))
         _champion(r, name, entry)
         if entry["pending"]:
             seq = r.ledger.head_seq(name)
