@@ -194,8 +194,8 @@ resource "google_monitoring_alert_policy" "dead_letters" {
     content   = <<-EOT
       A training request or an arrival failed on every delivery attempt and was moved to its
       dead-letter subscription (`$${resource.label.subscription_id}`). Nothing else is blocked by it.
-      1. `landfall status` lists the dead-lettered requests (peeked, not consumed); `landfall report`
-         shows them too.
+      1. `landfall status` lists the dead-lettered requests (peeked, not consumed); `landfall report
+         --dead-letter $${resource.label.subscription_id}` shows either subscription's.
       2. Find why in the function's ERROR/WARNING lines around the first attempt
          (`jsonPayload.request_id` or `jsonPayload.arrival_id`), or with `landfall trace`.
       3. Fix the cause (permissions, a missing Cloud Run job, an unreachable cluster), then replay:
