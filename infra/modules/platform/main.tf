@@ -109,13 +109,27 @@ module "iam" {
   state_bucket        = var.state_bucket
   topic_name          = module.pubsub.topic_name
   results_topic_name  = module.pubsub.results_topic_name
-  # The deployer attaches the arrival subscription to it.
-  notification_topic_name = module.pubsub.notification_topic_name
-  repository_name         = module.registry.repository_id
+  repository_name     = module.registry.repository_id
   # Function builds push here only.
   functions_repository_name = module.registry.functions_repository_id
   repository_location       = var.region
   workload_pool             = module.gke.workload_pool
+
+  depends_on = [module.services]
+}
+
+# Log-based metrics, alerts (each saying what to do) and the dashboard (infra/modules/monitoring).
+module "monitoring" {
+  source                = "../monitoring"
+  project_id            = var.project_id
+  env                   = var.env
+  notification_channels = var.notification_channels
+  notification_email    = var.notification_email
+  expected_arrivals     = var.expected_arrivals
+  dead_letter_subscriptions = [
+    module.pubsub.dead_letter_subscription_name,
+    module.pubsub.arrival_dead_letter_subscription_name,
+  ]
 
   depends_on = [module.services]
 }
