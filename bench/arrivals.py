@@ -104,12 +104,15 @@ def make_dataset(storage: Storage, bucket: str, dataset: str, arrivals: int, ins
 
 
 def release(storage: Storage, bucket: str, dataset: str, seq: int) -> str:
-    from landfall.submit.coalesce import _inputs
+    """The ``inputs.json`` the submit stage's release writes for job ``seq`` (``coalesce._job_inputs``)."""
+    from landfall.submit.coalesce import _job_inputs, _resolve
     from landfall.submit.config import JobConfig
     from landfall.submit.ledger import Ledger
 
     ledger = Ledger(storage, bucket, LAYOUT)
-    inputs = _inputs(dataset, seq, None, [], JobConfig(bucket=bucket, project=PROJECT), ledger)
+    cfg = JobConfig(bucket=bucket, project=PROJECT)
+    manifests, listing = _resolve(dataset, bucket, cfg.window, storage, LAYOUT)
+    inputs = _job_inputs(dataset, seq, None, [], manifests, cfg, ledger, listing)
     uri = ledger.inputs_uri(inputs.job)
     storage.write_bytes(uri, inputs.to_json(), content_type="application/json")
     return uri

@@ -64,11 +64,16 @@ class Ledger:
 
     def pending(self, dataset: str) -> list[TrainingRequest]:
         """The dataset's pending requests, oldest first (a request that vanished meanwhile is skipped)."""
+        return [request for request, _ in self.pending_since(dataset)]
+
+    def pending_since(self, dataset: str) -> list[tuple[TrainingRequest, float]]:
+        """The pending requests, oldest first, each with when it was recorded (seconds since the epoch: the
+        record's generation, which Cloud Storage sets from its write time in microseconds)."""
         out = []
         for info in sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
                            key=lambda i: (i.generation, i.uri)):
             try:
-                out.append(TrainingRequest.from_message(self.storage.read_bytes(info.uri)))
+                out.append((TrainingRequest.from_message(self.storage.read_bytes(info.uri)), info.generation / 1e6))
             except NotFound:
                 continue  # covered and removed by a concurrent release
             except Invalid:
@@ -129,4 +134,7 @@ class Ledger:
 
 
 def request_entry(request: TrainingRequest) -> dict[str, Any]:
-    return {"request_id": request.request_id, "reason": request.reason, "manifest": request.manifest}
+    """A request as a job's ``inputs.json`` lists it; ``arrived_at`` lets the trainer log how long the oldest
+    request waited for the job to start (``trainer.task``'s ``job started`` line, a log-based metric)."""
+    return {"request_id": request.request_id, "reason": request.reason, "manifest": request.manifest,
+            "arrived_at": request.arrived_at}
