@@ -15,6 +15,10 @@ manifest generation is below its fence. It is created last and create-only (afte
 parts); a crash anywhere before leaves the previous snapshot in force, and unreferenced objects that
 the collection rule below removes.
 
+On local disk (a folder instead of a bucket) the listing's generations are modification times and a
+manifest's is its temporary file's, taken before it is linked into place: there the fence holds only while
+no arrival is written during a compaction.
+
 **Delta discovery (the release).** Decided: the release's one listing of the dataset's manifests and
 retractions (the listing it already makes) is the delta's source, split by the newest snapshot's fence:
 - live manifests with a generation at or above the fence are the delta (``inputs.manifests``);
