@@ -14,7 +14,7 @@ from google.api_core import exceptions as gexc
 
 from landfall.core import google_api, layout, rejections
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.messages import MAX_DEPTH, Manifest, Rejection, TrainingRequest, decode, loads
 from landfall.core.storage import Storage
 
@@ -134,9 +134,14 @@ def test_good_shard_counts_pass():
 # Requests" and "5xx Server Error" are retryable; other 4xx are not. 404 and 409/412 have meanings of their own.
 RETRY_RULE = {"source": "https://cloud.google.com/storage/docs/retry-strategy", "retryable": {408, 429},
               "retryable_from": 500}
+# https://cloud.google.com/iam/docs/access-change-propagation (read 2026-12-01): a granted or revoked role takes
+# effect only after minutes. 401/403 are therefore retried (and end dead-lettered), never a rejected input.
+PROPAGATING = {"source": "https://cloud.google.com/iam/docs/access-change-propagation", "codes": {401, 403}}
 
 
 def expected_class(code: int) -> type[Exception]:
+    if code in PROPAGATING["codes"]:
+        return AccessDenied
     if code in RETRY_RULE["retryable"] or code >= RETRY_RULE["retryable_from"]:
         return TemporaryError
     return {404: NotFound, 409: AlreadyExists, 412: AlreadyExists, 400: Invalid}.get(code, PermanentError)
