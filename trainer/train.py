@@ -267,9 +267,17 @@ def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribu
                        instances={"total": inputs.count, "train": sum(plan.train_counts),
                                   "validation": sum(plan.val_counts),
                                   "per_worker_train": list(plan.train_counts),
-                                  "arrivals": arrival_counts(inputs, plan)})
+                                  **_arrivals(arrival_counts(inputs, plan))})
     metrics.save()
     return attempt
+
+
+ARRIVALS_LISTED = 1000  # metrics.json is rewritten every epoch: it must not grow with the dataset's history
+
+
+def _arrivals(counts: list[dict]) -> dict:
+    """Each arrival's instances, the first ``ARRIVALS_LISTED`` of them, and how many arrivals there are."""
+    return {"arrivals": counts[:ARRIVALS_LISTED], "arrival_count": len(counts)}
 
 
 def _restore_backup(cluster: Cluster, job: JobDir, work: Path) -> tuple[Path, int]:
