@@ -212,6 +212,23 @@ def _publish(arrival: layout.Arrival, manifest_uri: str, rt: ArrivalRuntime) -> 
     request = request_for(arrival, manifest_uri)
     rt.pubsub.publish(rt.config.request_topic, request.to_json(), request.attributes(),
                       ordering_key=arrival.dataset)
+    _maybe_compact(arrival, request.request_id, rt)
+
+
+def _maybe_compact(arrival: layout.Arrival, request_id: str, rt: ArrivalRuntime) -> None:
+    """Compaction runs where large conversions run: one arrival in ``compact_every`` (a function of its
+    request id, so a redelivery decides alike; a second execution is harmless, snapshots being
+    create-only) starts an execution of the convert job that compacts the dataset past the thresholds
+    (``landfall.arrival.task``). It is an optimisation: a failure to start one is logged, never raised."""
+    every = rt.config.compact_every
+    if rt.jobs is None or every <= 0 or int(request_id, 16) % every:
+        return
+    try:
+        rt.jobs.run(rt.config.convert_job, 1, {"LANDFALL_COMPACT_BUCKET": arrival.bucket,
+                                                "LANDFALL_COMPACT_DATASET": arrival.dataset})
+    except Exception as exc:
+        log.warning("could not start compacting %s: %s", arrival.dataset, exc,
+                    extra={"dataset": arrival.dataset, "fields": {"request_id": request_id}})
 
 
 def _reject(obj: ObjectEvent, dataset: str | None, aid: str, exc: BadInput, rt: ArrivalRuntime) -> None:

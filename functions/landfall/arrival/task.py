@@ -2,7 +2,9 @@
 
 Environment: ``CLOUD_RUN_TASK_INDEX``, ``CLOUD_RUN_TASK_COUNT`` (set by Cloud Run); ``LANDFALL_SOURCE_BUCKET``
 (empty: ``LANDFALL_SOURCE_NAME`` is a local path), ``LANDFALL_SOURCE_NAME``, ``LANDFALL_SOURCE_GENERATION``
-(the execution's overrides); optionally ``LANDFALL_TASK_OUT`` and ``LANDFALL_TASK_DATASET`` (``landfall convert
+(the execution's overrides), or ``LANDFALL_COMPACT_BUCKET`` and ``LANDFALL_COMPACT_DATASET`` (an execution
+the function started to compact the dataset past the thresholds, ``landfall.arrival.compact``);
+optionally ``LANDFALL_TASK_OUT`` and ``LANDFALL_TASK_DATASET`` (``landfall convert
 --tasks``: an output folder instead of the arrival's, and nothing is published). The converter's settings
 come from ``ConverterConfig.load()`` (``LANDFALL_*``).
 
@@ -53,6 +55,8 @@ def main(env: dict[str, str] | None = None) -> int:
     index, count = int(env.get("CLOUD_RUN_TASK_INDEX", "0")), int(env.get("CLOUD_RUN_TASK_COUNT", "1"))
     out = env.get("LANDFALL_TASK_OUT") or None
     fields: dict[str, Any] = {"task": index, "tasks": count}
+    if env.get("LANDFALL_COMPACT_DATASET"):
+        return compact_task(env)
     try:
         cfg = ConverterConfig.load(env)
         storage = Storage(cfg.project, retry_deadline_s=cfg.storage_retry_s)
@@ -67,6 +71,27 @@ def main(env: dict[str, str] | None = None) -> int:
         return EX_TEMPFAIL
     fields.update(outcome=result.outcome, instances=result.instances, peak_rss_mib=peak_rss_mib())
     log.info("task %d of %d: %s", index, count, result.outcome, extra={"fields": fields})
+    return 0
+
+
+def compact_task(env: dict[str, str]) -> int:
+    """Compacts ``LANDFALL_COMPACT_DATASET`` of ``LANDFALL_COMPACT_BUCKET`` if past the thresholds."""
+    from landfall.arrival import compact
+
+    bucket, dataset = env.get("LANDFALL_COMPACT_BUCKET", ""), env["LANDFALL_COMPACT_DATASET"]
+    try:
+        cfg = ConverterConfig.load(env)
+        storage = Storage(cfg.project, retry_deadline_s=cfg.storage_retry_s)
+        if not compact.should_compact(storage, bucket, dataset):
+            log.info("compaction of %s: below the thresholds", dataset, extra={"dataset": dataset})
+            return 0
+        result = compact.compact(storage, bucket, dataset, cfg.shard_target_bytes)
+    except TemporaryError as exc:
+        log.warning("compaction of %s: temporary failure, retried: %s", dataset, exc, extra={"dataset": dataset})
+        return EX_TEMPFAIL
+    log.info("compaction of %s: %s", dataset, result.detail,
+             extra={"dataset": dataset, "fields": {"snapshot": result.snapshot, "shards": result.shards,
+                                                   "arrivals": result.arrivals, "dropped": result.dropped}})
     return 0
 
 

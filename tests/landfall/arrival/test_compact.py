@@ -278,3 +278,24 @@ def test_landfall_compact_runs_past_its_thresholds_only(emulator_stack, bucket, 
     done = json.loads(capsys.readouterr().out)
     assert done["snapshot"] and done["arrivals"] == 5
     assert compact.pending_work(storage, bucket, "ds") == (0, 0)
+
+
+def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, arrival_runtime, tmp_path,
+                                                      monkeypatch):
+    """One arrival in ``compact_every`` (by request id) starts a convert-job execution that compacts."""
+    from landfall.arrival import handler, task
+    from landfall.core.cloudrun import LocalJobs
+
+    storage = emulator_stack.storage
+    for k in range(3):
+        add_arrival(storage, bucket, "ds", k, 6)
+    jobs = LocalJobs(tmp_path)
+    rt = dataclasses.replace(arrival_runtime(compact_every=2), jobs=jobs)
+    handler._maybe_compact(arrival_of(bucket, "ds", 0), "3", rt)  # 3 % 2: not this one
+    assert not jobs.dir.exists()
+    handler._maybe_compact(arrival_of(bucket, "ds", 0), "a", rt)  # 10 % 2 == 0
+    (record,) = [json.loads(p.read_text()) for p in jobs.dir.glob("*.json")]
+    assert record["task_count"] == 1 and record["env"]["LANDFALL_COMPACT_DATASET"] == "ds"
+    monkeypatch.setattr(compact, "COMPACT_ARRIVALS", 3)
+    assert task.main({**record["env"], "LANDFALL_PROJECT": emulator_stack.project}) == 0
+    assert snapshots.latest(storage, bucket, LAYOUT, "ds") is not None
