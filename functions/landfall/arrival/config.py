@@ -42,8 +42,8 @@ class ConverterConfig(Settings):
     region: str = "us-central1"
     cloud_run_endpoint: str = ""  # another Cloud Run API endpoint (tests: a fake), REST, anonymous
     # Every this many arrivals (by request id) the function starts a compaction execution of the convert job
-    # for the dataset, which compacts past landfall.arrival.compact's thresholds (0: never; infra sets 64 for
-    # the function; locally the operator compacts after each job instead).
+    # for the dataset, which compacts past landfall.arrival.compact's thresholds (0: never, the default until the
+    # convert job's account may write compacted/ and snapshots/; locally the operator compacts after each job).
     compact_every: int = 0
     jobs_backend: str = "cloudrun"  # cloudrun | local (`landfall up`: the local operator runs the tasks)
     local_state: str = "./.landfall/local"  # jobs_backend=local: where executions are recorded
