@@ -1,5 +1,8 @@
 """Renders the Kubeflow ``TFJob`` (``kubeflow.org/v1``) the submit stage creates, and reads its state.
 
+The default engine (``LANDFALL_ENGINE=tfjob``); ``landfall.submit.jobset`` is the other, and
+``landfall.submit.engine`` picks between them. The names, labels and annotations below are both engines'.
+
 Pure functions, no I/O: the consumer, ``landfall render-tfjob``, both backends and the local operator
 share them, so what ``render-tfjob`` prints is exactly what is submitted.
 
@@ -165,13 +168,22 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
     }
 
 
-def bucket_of(job: dict[str, Any]) -> str:
-    """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
-    for c in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
+def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"])
+
+
+def bucket_in(containers: list[dict[str, Any]]) -> str:
+    """The bucket from a container's ``--job-dir gs://BUCKET/...`` argument (either engine's)."""
+    for c in containers:
         args = c.get("args") or []
         if "--job-dir" in args:
             return split_gs(str(args[args.index("--job-dir") + 1]))[0]
     return ""
+
+
+def bucket_of(job: dict[str, Any]) -> str:
+    """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
+    return bucket_in(containers_of(job))
 
 
 def to_yaml(job: dict[str, Any]) -> str:
