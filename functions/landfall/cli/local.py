@@ -55,6 +55,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size-per-worker", type=int, default=256)
         p.add_argument("--units", default=SEED_UNITS)
         p.add_argument("--from-runs", help="read finished runs' metrics.json under this gs:// prefix instead")
+        p.add_argument("--engine", default="tfjob", help="tfjob, jobset or both (tfjob,jobset): what runs each count")
         p.add_argument("--out", default="./landfall-scaling")
 
 
@@ -143,8 +144,13 @@ def scaling(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"landfall scaling: --workers {args.workers!r} must be comma-separated integers", file=sys.stderr)
         return 2
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    if not engines or set(engines) - {"tfjob", "jobset"}:
+        print(f"landfall scaling: --engine {args.engine!r} must name tfjob, jobset or both", file=sys.stderr)
+        return 2
     table = run_scaling(ScalingOptions(workers=workers, instances=args.instances, epochs=args.epochs,
                                        batch_size_per_worker=args.batch_size_per_worker, units=args.units,
-                                       from_runs=args.from_runs, out=args.out))
+                                       from_runs=args.from_runs, out=args.out,
+                                       engines=engines))
     print(json.dumps(table, indent=2))
     return 0

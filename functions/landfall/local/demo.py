@@ -40,7 +40,7 @@ from landfall.local import plots
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
 from landfall.local.synthetic import time_series
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
 
 
@@ -115,7 +115,7 @@ class Follower:
             self.say(f"training request published: {body['request_id']} ({body['reason']})")
             self.pubsub.ack(self.watch, [msg.ack_id])
         for job in self.backend.list(self.opts.dataset):
-            name, state = tfjob.name_of(job), tfjob.state(job)
+            name, state = tfjob.name_of(job), engine.state(job)
             if self.states.get(name) != state:
                 if name not in self.states:
                     after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
@@ -165,7 +165,7 @@ class Follower:
             result = done()
             if result:
                 return result
-            failed = [tfjob.name_of(j) for j in self.jobs() if tfjob.state(j) == "Failed"]
+            failed = [tfjob.name_of(j) for j in self.jobs() if engine.state(j) == "Failed"]
             if failed:
                 raise StageFailed(stage, f"TFJob {failed[0]} failed (logs: {self.stack.info['local_state']}/logs)")
             dead = self.stack.check()
@@ -211,14 +211,14 @@ def run(opts: DemoOptions) -> int:
         expected_jobs = 1
         if opts.follow_up:
             follower.wait("training", lambda: any(v >= 1 for v in follower.epoch_seen.values())
-                          or all(tfjob.is_finished(j) for j in follower.jobs()))
+                          or all(engine.is_finished(j) for j in follower.jobs()))
             second = upload(storage, cfg.bucket, opts.dataset, "part-2.npy",
                             time_series(max(opts.instances // 2, 64), seed=2))
             follower.say(f"second arrival while training: {second}")
             follower.wait("follow-up", lambda: len(follower.jobs()) >= 2)
             expected_jobs = 2
         follower.wait("training", lambda: len(follower.jobs()) >= expected_jobs
-                      and all(tfjob.state(j) == "Succeeded" for j in follower.jobs()))
+                      and all(engine.state(j) == "Succeeded" for j in follower.jobs()))
         scored = judge_and_score(follower, stack, opts, out)
         report = write_report(out, stack, follower, time.monotonic() - started, scored)
         print("\n" + report)
@@ -270,7 +270,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         last = epochs[-1] if epochs else {}
         after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
         lines.append(
-            f"- {m['job']}: {tfjob.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
+            f"- {m['job']}: {engine.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
             f"(global {m['global_batch_size']}), {len(m.get('manifests') or [])} manifest(s), "
             f"{len(epochs)} epochs, final loss {last.get('loss', float('nan')):.4f} "
             f"val_loss {last.get('val_loss', float('nan')):.4f}, median epoch "
