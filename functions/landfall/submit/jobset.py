@@ -25,6 +25,13 @@ The same training as the TFJob, with nothing deprecated in the path (Kueue v0.19
   action, ``RestartJobSet``, recreates all workers, which resume from their backup.
 - ``ttlSecondsAfterFinished``: the finished JobSet (and its Jobs and pods) is deleted after it.
 
+Names: the JobSet is named as the TFJob would be (``tfjob.job_name``, at most 47 characters), and JobSet's
+webhook asks that ``<name>-worker-<j>-<i>-abcde`` be a DNS-1035 label: a name of at most 46 characters for
+up to 10 workers, 43 for up to 10,000. Names come from the dataset (a slug of at most 36 characters and 11
+for the hash), so only datasets whose names are 33 characters or longer can be too long; ``render`` refuses
+those (``Invalid``, a permanent error naming the limit) instead of creating what the webhook rejects. The
+names are kept as they are (not shortened for JobSets): the ledger finds released jobs by them.
+
 State: JobSet reports the conditions ``Completed``, ``Failed`` and ``Suspended`` (no ``Running``), and
 ``status.restarts``, ``terminalState`` and ``replicatedJobsStatus``. ``state()`` speaks the words the rest
 of Landfall uses for both engines: ``Succeeded`` for ``Completed``, ``Failed``, ``Suspended``, ``Running``
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from landfall.core.errors import Invalid
 from landfall.submit import tfjob
 from landfall.submit.config import JobConfig
 
@@ -62,6 +70,27 @@ CONDITIONS = ("Completed", "Failed", "Suspended", "StartupPolicyInProgress", "St
 FINISHED = ("Completed", "Failed")
 
 
+MAX_LABEL = 63  # a DNS-1035 label
+POD_SUFFIX = 6  # "-abcde": the random suffix the JobSet webhook adds when it checks the longest pod name
+
+
+def longest_pod_name(name: str, workers: int) -> str:
+    """What JobSet's admission webhook checks is a DNS-1035 label of at most 63 characters:
+    ``<jobset>-<rjob>-<last job index>-<last pod index>-abcde`` (``ValidateCreate``, main of 2026)."""
+    return f"{hostname(name, workers - 1)}-abcde"
+
+
+def check_names(name: str, workers: int) -> None:
+    """``Invalid`` when JobSet's webhook would refuse the name for ``workers`` (the job names of Landfall, up to
+    47 characters, fit a TFJob; a JobSet's pod names take 17 + digits more: long dataset names do not fit)."""
+    longest = longest_pod_name(name, workers)
+    if len(longest) > MAX_LABEL:
+        room = MAX_LABEL - (len(longest) - len(name))
+        raise Invalid(f"JobSet {name}: its pod names ({longest}) would be longer than {MAX_LABEL} characters; "
+                      f"with {workers} workers a JobSet name has at most {room} (a shorter dataset name, or "
+                      "LANDFALL_ENGINE=tfjob)")
+
+
 def pod_env(cfg: JobConfig) -> list[dict[str, Any]]:
     """What ``trainer.cluster.Cluster.from_env`` builds ``TF_CONFIG`` from (``JOB_COMPLETION_INDEX`` is set by
     the Job controller on every pod of an Indexed Job)."""
@@ -79,7 +108,9 @@ def pod_env(cfg: JobConfig) -> list[dict[str, Any]]:
 
 def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_uri: str,
            after: str | None = None, released_at: str | None = None, runs_prefix: str = "runs/") -> dict[str, Any]:
-    """The JobSet as a dict (what is POSTed): the same workers, labels and annotations as ``tfjob.render``."""
+    """The JobSet as a dict (what is POSTed): the same workers, labels and annotations as ``tfjob.render``.
+    ``Invalid`` (permanent) when the name is too long for a JobSet's pod names (``check_names``)."""
+    check_names(name, cfg.workers)
     twin = tfjob.render(cfg, name=name, dataset=dataset, request_id=request_id, inputs_uri=inputs_uri,
                         after=after, released_at=released_at, runs_prefix=runs_prefix)
     worker = twin["spec"]["tfReplicaSpecs"]["Worker"]
