@@ -65,8 +65,9 @@ def publish(emulator_stack, topic: str, request: TrainingRequest, times: int = 1
 def twin(backend):
     """A second client of the same store: what another consumer instance would open."""
     if isinstance(backend, LocalBackend):
-        return LocalBackend(backend.root, backend.namespace)
-    return KubeBackend.for_host(backend.objects.api.api_client.configuration.host, backend.namespace)
+        return LocalBackend(backend.root, backend.namespace, backend.engine)
+    return KubeBackend.for_host(backend.objects.api.api_client.configuration.host, backend.namespace,
+                                engine_name="jobset" if backend.objects.plural == "jobsets" else "tfjob")
 
 
 def consume(emulator_stack, subscription: str, rt: Runtime | Callable[[], Runtime], expect: int,
