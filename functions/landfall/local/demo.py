@@ -57,6 +57,7 @@ class DemoOptions:
     epochs: int = 5
     batch_size_per_worker: int = 128
     units: str = "128,32"
+    engine: str = "tfjob"  # or jobset: the same flow with JobSets
     dataset: str = "demo"
     out: str = "./landfall-demo"
     stage_timeout: float = 150.0
@@ -75,7 +76,7 @@ class Follower:
         self.stack, self.opts = stack, opts
         self.storage = Storage(stack.cfg.project)
         self.pubsub = PubSub(stack.cfg.project)
-        self.backend = LocalBackend(stack.info["local_state"])
+        self.backend = LocalBackend(stack.info["local_state"], engine_name=stack.cfg.engine)
         self.watch = watch_subscription
         self.t0 = time.monotonic()
         self.seen: set[str] = set()
@@ -189,7 +190,7 @@ def run(opts: DemoOptions) -> int:
     out = Path(opts.out)
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     trainer_args = ("--units", opts.units, "--verbose", "0")
-    cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs,
+    cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs, engine=opts.engine,
                            batch_size_per_worker=opts.batch_size_per_worker, trainer_args=trainer_args,
                            inline_max_bytes=opts.inline_max_bytes, task_bytes=opts.task_bytes)
     started = time.monotonic()

@@ -116,8 +116,7 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
     worker = twin["spec"]["tfReplicaSpecs"]["Worker"]
     pod_spec = dict(worker["template"]["spec"])
     (container,) = pod_spec["containers"]
-    container = {**container, "env": container["env"] + pod_env(cfg),
-                 "ports": [{"name": "tf-worker", "containerPort": TF_PORT}]}
+    container = {**container, "env": container["env"] + pod_env(cfg)}
     pod_spec.update(containers=[container], restartPolicy="Never")
     pod_labels = {k: v for k, v in twin["metadata"]["labels"].items() if k != tfjob.QUEUE_LABEL}
     return {
@@ -136,8 +135,7 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
                 "replicas": 1,
-                "template": {
-                    "metadata": {"labels": dict(pod_labels)},
+                "template": {  # the Jobs get JobSet's own labels; the pods Landfall's
                     "spec": {
                         "completions": cfg.workers,
                         "parallelism": cfg.workers,

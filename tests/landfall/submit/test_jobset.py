@@ -172,7 +172,7 @@ def test_same_workers_labels_and_annotations_as_the_tfjob() -> None:
     # Kueue queues the JobSet as a whole: neither its Jobs nor its pods carry the queue label (Kueue's default
     # Configuration enables the "pod" integration, which would queue each labelled pod on its own).
     assert tfjob.QUEUE_LABEL not in spec["template"]["metadata"]["labels"]
-    assert tfjob.QUEUE_LABEL not in rj["template"]["metadata"]["labels"]
+    assert tfjob.QUEUE_LABEL not in rj["template"].get("metadata", {}).get("labels", {})
     assert js["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "ds-0123456789"}
     assert js["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["worker"]}
 
