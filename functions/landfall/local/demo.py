@@ -120,11 +120,11 @@ class Follower:
             if self.states.get(name) != state:
                 if name not in self.states:
                     after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
-                    self.say(f"TFJob {name} created" + (f" as the follow-up of {after}" if after else "")
-                             + f" ({job['spec']['tfReplicaSpecs']['Worker']['replicas']} workers)")
+                    self.say(f"{job['kind']} {name} created" + (f" as the follow-up of {after}" if after else "")
+                             + f" ({engine.workers_of(job)} workers)")
                 self.states[name] = state
                 inputs = self._inputs(job) if state in ("Running", "Suspended") else None
-                self.say(f"TFJob {name}: {state}" + (f", covering {len(inputs.requests)} request(s), "
+                self.say(f"{job['kind']} {name}: {state}" + (f", covering {len(inputs.requests)} request(s), "
                                                       f"{len(inputs.manifests)} manifest(s)" if inputs else ""))
             self._epochs(name)
 
@@ -168,7 +168,8 @@ class Follower:
                 return result
             failed = [tfjob.name_of(j) for j in self.jobs() if engine.state(j) == "Failed"]
             if failed:
-                raise StageFailed(stage, f"TFJob {failed[0]} failed (logs: {self.stack.info['local_state']}/logs)")
+                raise StageFailed(stage, f"{self.backend.api.kind} {failed[0]} failed "
+                                         f"(logs: {self.stack.info['local_state']}/logs)")
             dead = self.stack.check()
             if dead:
                 raise StageFailed(stage, f"{dead} stopped")

@@ -78,6 +78,11 @@ def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
     return of(job).containers_of(job)  # type: ignore[no-any-return]
 
 
+def workers_of(job: dict[str, Any]) -> int:
+    """How many training processes (workers) the job runs."""
+    return of(job).workers_of(job)  # type: ignore[no-any-return]
+
+
 def bucket_of(job: dict[str, Any]) -> str:
     """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
     return tfjob.bucket_in(containers_of(job))

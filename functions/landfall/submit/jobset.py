@@ -165,6 +165,11 @@ def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
     return list(worker_job(job)["template"]["spec"]["containers"])
 
 
+def workers_of(job: dict[str, Any]) -> int:
+    return sum(int(r.get("replicas", 1)) * int(r["template"]["spec"].get("parallelism", 1))
+               for r in job["spec"]["replicatedJobs"])
+
+
 def hostname(jobset: str, index: int, replicated_job: str = REPLICATED_JOB, job_index: int = 0) -> str:
     """``<jobset>-<replicatedJob>-<jobIndex>-<podIndex>``: the pod host name with ``enableDNSHostnames``."""
     return f"{jobset}-{replicated_job}-{job_index}-{index}"

@@ -172,6 +172,10 @@ def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
     return list(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"])
 
 
+def workers_of(job: dict[str, Any]) -> int:
+    return int(job["spec"]["tfReplicaSpecs"]["Worker"].get("replicas", 1))
+
+
 def bucket_in(containers: list[dict[str, Any]]) -> str:
     """The bucket from a container's ``--job-dir gs://BUCKET/...`` argument (either engine's)."""
     for c in containers:
