@@ -224,10 +224,15 @@ def test_arrival_dead_letters_are_kept_and_publishable() -> None:
 
 def test_invoker_may_call_the_arrival_function_and_nothing_from_eventarc() -> None:
     names = {expr(attr(body, "name")) for body in resources(FUNCTIONS, "google_cloudfunctions2_function").values()}
-    variables = labelled(load_hcl(IAM / "variables.tf"), "variable")
-    callable_ = set(items(variables["function_names"]["default"]))
-    assert callable_ == names == {"on-data-arrival", "on-training-request"}
-    assert "function_names" not in module_calls(PLATFORM)["iam"]  # the default is what deploys
+    # The invoker's roles/run.invoker is bound on each function's own service, for exactly these functions.
+    invoker = resources(FUNCTIONS, "google_cloud_run_v2_service_iam_member")["invoker"]
+    assert expr(attr(invoker, "for_each")) == "local.functions"
+    assert expr(attr(invoker, "name")) == "each.value.service_config[0].service"
+    fn_locals = blocks(load_hcl(FUNCTIONS / "main.tf"), "locals")
+    functions_local = next(b["functions"] for b in fn_locals if "functions" in b)
+    assert set(functions_local) == names == {"on-data-arrival", "on-training-request"}
+    assert {expr(v) for v in functions_local.values()} == {
+        f"google_cloudfunctions2_function.{r}" for r in resources(FUNCTIONS, "google_cloudfunctions2_function")}
     # No role, API (google_project_service) or other attribute anywhere in infra/ names Eventarc.
     values = [v for tf in sorted(INFRA.rglob("*.tf")) if ".terraform" not in tf.parts for v in _values(load_hcl(tf))]
     assert values

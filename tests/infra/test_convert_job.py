@@ -81,36 +81,33 @@ def test_the_job_runs_as_its_own_account_from_the_converter_image() -> None:
 
 
 def test_the_converter_may_run_only_that_job_with_overrides() -> None:
-    on_jobs = [body for _, kind, _name, body in iam_grants() if kind == "google_cloud_run_v2_job_iam_member"]
-    assert len(on_jobs) == 1
-    body = on_jobs[0]
+    on_jobs = {name: body for _, kind, name, body in iam_grants() if kind == "google_cloud_run_v2_job_iam_member"}
+    assert set(on_jobs) == {"converter_runs_convert_job", "build_deploys_convert_job"}
+    body = on_jobs["converter_runs_convert_job"]
     assert expr_text(body["role"]) == "roles/run.jobsExecutorWithOverrides"
     assert expr_text(body["member"]) == "serviceAccount:${var.service_accounts.converter}"
     assert expr_text(body["name"]) == "${google_cloud_run_v2_job.convert.name}"
-    # No Cloud Run role anywhere else for the converter or the job's account, and no other run grant at all
-    # but the invoker's (on the two functions) and the deployer's (on the job).
+    # No Cloud Run role anywhere else for the converter or the job's account, and no project-level run grant at
+    # all: the invoker's is on the two functions' services, the deployer's on the job.
     for account in ("converter", "convert-job"):
         assert not [g for g in _grants_of(account) if g[1].startswith("roles/run.")], account
     project_run = {n for _, kind, n, b in iam_grants()
                    if kind == "google_project_iam_member" and ("roles/run." in expr_text(b["role"])
                                                               or "job_deployer" in expr_text(b["role"]))}
-    assert project_run == {"invoker_run_invoker", "build_convert_job"}
+    assert project_run == set()
 
 
 def test_the_deployer_holds_job_rights_on_that_job_only() -> None:
     role = _resource(IAM / "main.tf", "google_project_iam_custom_role", "job_deployer")
     perms = {str(p) for p in first(role["permissions"])} if isinstance(first(role["permissions"]), list) else {
         str(p) for p in role["permissions"]}
-    assert perms == {"run.jobs.create", "run.jobs.delete", "run.jobs.get", "run.jobs.getIamPolicy",
-                     "run.jobs.setIamPolicy", "run.jobs.update", "run.operations.get"}
-    assert not {p for p in perms if p.startswith("run.jobs.run")}  # deploying is not running
-    grant = _resource(IAM / "main.tf", "google_project_iam_member", "build_convert_job")
-    expression = expr_text(first(grant["condition"])["expression"])
-    names = re.findall(r'resource\.name == \\?"([^"\\]+)', expression)
-    assert names == ["projects/${var.project_id}/locations/${var.region}/jobs/${var.convert_job_name}"]
-    iam_default = unquote(load_module(IAM).variables["convert_job_name"]["default"])
-    fn_default = first(load_module(FUNCTIONS).variables["convert_job"]["default"])
-    assert iam_default == unquote(fn_default["name"]) == "landfall-convert"
+    # Update and its IAM only: created and replaced by the administrator's apply, never run by the deployer.
+    assert perms == {"run.jobs.get", "run.jobs.getIamPolicy", "run.jobs.setIamPolicy", "run.jobs.update"}
+    grant = _resource(FUNCTIONS / "main.tf", "google_cloud_run_v2_job_iam_member", "build_deploys_convert_job")
+    assert expr_text(grant["name"]) == "${google_cloud_run_v2_job.convert.name}"  # bound on the job itself
+    assert expr_text(grant["role"]) == "${var.deployer_roles.job}"
+    assert expr_text(grant["member"]) == "serviceAccount:${var.service_accounts.build}"
+    assert "condition" not in grant
 
 
 def test_the_deploy_build_builds_and_passes_the_converter_image() -> None:

@@ -1,7 +1,8 @@
 """Least-privilege policy over the parsed IaC (python-hcl2) and the rendered overlays (kubectl kustomize).
 
 Every IAM grant in infra/ is enumerated: a project-level role is allowed only if listed below with its
-reason; every IAM condition's ``startsWith`` prefix ends in ``/``. Every RBAC rule of every rendered overlay
+reason; every IAM condition's ``startsWith`` prefix ends in ``/``. Whether the grants allow what each workload does,
+as Google evaluates them, is tests/infra/test_authorization.py. Every RBAC rule of every rendered overlay
 is enumerated: no cluster-wide write (a ClusterRole write verb not limited to named objects).
 """
 
@@ -14,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from . import gcp_rules as gcp
+from .iam_terraform import BUCKET as BUCKET_NAME
+from .iam_terraform import grants
 from .tools import (
     INFRA,
     K8S,
@@ -35,8 +39,6 @@ PROJECT_ROLES: dict[tuple[str, str], str] = {
         "container.clusters.get to fetch cluster credentials; no Kubernetes objects (RBAC in k8s/ does that)",
     ("build_cluster_access", "roles/container.clusterViewer"):
         "the deploy's cluster credentials; no Kubernetes objects (the landfall-deployer RBAC in k8s/ does that)",
-    ("invoker_run_invoker", "roles/run.invoker"):
-        "conditioned on the two functions' Cloud Run services by name",
     ("nodes_default", "roles/container.defaultNodeServiceAccount"):
         "GKE nodes' logs and metrics: Google's minimal node role, project-level by design",
     ("fn_build_logs", "roles/logging.logWriter"): "build logs: a log entry's only parent is the project",
@@ -44,17 +46,11 @@ PROJECT_ROLES: dict[tuple[str, str], str] = {
     ("build_logs", "roles/logging.logWriter"): "build logs: a log entry's only parent is the project",
     ("fn_build_sources", "roles/storage.objectViewer"):
         "Cloud Functions' staging bucket is Google-created; conditioned on it and our sources bucket by name",
-    ("build_functions", "roles/cloudfunctions.developer"):
-        "a function-level grant cannot exist before the function; conditioned on the two functions by name",
-    ("build_subscriptions", "${google_project_iam_custom_role.subscription_deployer.name}"):
-        "subscriptions have no parent narrower than the project; custom role with subscription permissions only",
-    ("build_convert_job", "${google_project_iam_custom_role.job_deployer.name}"):
-        "a job-level grant cannot exist before the job; custom role without run, conditioned on the job by name",
+    ("build_operations", "${google_project_iam_custom_role.operations_viewer.name}"):
+        "an operation has no allow policy of its own, only the project's; custom role with operations.get only",
 }
 
 PROJECT_IAM = {"google_project_iam_member", "google_project_iam_binding"}
-# Conditions on these project-level grants are required: they name the resources.
-MUST_BE_CONDITIONED = {"invoker_run_invoker", "fn_build_sources", "build_functions", "build_convert_job"}
 BASIC_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate", "*"}
 # Verbs Kubernetes cannot limit with resourceNames: never cluster-wide.
@@ -94,8 +90,6 @@ def test_project_level_roles_are_allow_listed() -> None:
         for role in _roles(body):
             found.add((name, role))
             assert (name, role) in PROJECT_ROLES, f"{path}: {kind}.{name} grants {role} project-wide: not allow-listed"
-        if name in MUST_BE_CONDITIONED:
-            assert "condition" in body, f"{kind}.{name} must be conditioned"
     assert found == set(PROJECT_ROLES), f"stale allow-list entries: {set(PROJECT_ROLES) - found}"
     assert all(reason.strip() for reason in PROJECT_ROLES.values())
 
@@ -138,8 +132,6 @@ def test_repository_writers_push_to_their_own_repository() -> None:
 
 
 # --- one account per workload: the submitter and the reconciler ------------------------------------------
-BUCKET = "projects/_/buckets/BUCKET/objects"
-OBJECT, BUCKET_TYPE = "storage.googleapis.com/Object", "storage.googleapis.com/Bucket"
 
 
 def held_by(account: str) -> dict[str, tuple[str, str, str, str]]:
@@ -155,34 +147,12 @@ def held_by(account: str) -> dict[str, tuple[str, str, str, str]]:
     return out
 
 
-def admits(condition: str, name: str, rtype: str = OBJECT) -> bool:
-    """Evaluates an iam module condition (startsWith/endsWith/==, ||, &&, the module's locals) for one
-    resource of the data bucket (``name`` relative to its objects, "" for the bucket itself)."""
-    text = re.sub(r'\$\{local\.prefix_condition\["(\w+)"\]\}', rf'resource.name.startsWith("{BUCKET}/\1/")', condition)
-    text = text.replace("${local.list_condition}", f'resource.type == "{BUCKET_TYPE}"')
-    if not text:
-        return True  # unconditional
-    for cel, py in (("resource.name.startsWith(", "n.startswith("), ("resource.name.endsWith(", "n.endswith("),
-                    ("resource.name ==", "n =="), ("resource.type ==", "t =="), ("||", " or "), ("&&", " and ")):
-        text = text.replace(cel, py)
-    assert "${" not in text and "resource." not in text, f"cannot evaluate {condition!r}: {text!r}"
-    full = f"{BUCKET}/{name}" if name else BUCKET.removesuffix("/objects")
-    return bool(eval(text, {"__builtins__": {}}, {"n": full, "t": rtype if name else BUCKET_TYPE}))
-
-
 def bucket_access(account: str, name: str) -> set[str]:
-    """The roles ``account`` holds on one object of the data bucket ("" = the bucket itself: listing)."""
-    return {role for kind, role, target, cond in held_by(account).values()
-            if kind == "google_storage_bucket_iam_member" and target == "${var.bucket_name}" and admits(cond, name)}
-
-
-def test_condition_evaluator() -> None:
-    cond = '${local.prefix_condition["runs"]} && (resource.name.endsWith("/a.json") || resource.name.endsWith("/b"))'
-    assert admits(cond, "runs/j/a.json") and admits(cond, "runs/j/b")
-    assert not admits(cond, "runs/j/c.json") and not admits(cond, "models/j/a.json")
-    assert not admits(cond, "runsx/a.json")
-    assert admits('${local.prefix_condition["tfrecords"]} || ${local.list_condition}', "")
-    assert not admits('${local.prefix_condition["tfrecords"]}', "")
+    """The roles ``account`` holds on one object of the data bucket ("" = the bucket itself: listing), as IAM
+    evaluates the conditions (tests/infra/gcp_rules.py)."""
+    resource = gcp.obj(BUCKET_NAME, name) if name else gcp.bucket(BUCKET_NAME)
+    return {g.role for g in grants() if g.member == account and g.on == f"bucket:{BUCKET_NAME}"
+            and (g.condition is None or gcp.evaluate(g.condition, resource) is True)}
 
 
 VIEW, USE = "roles/storage.objectViewer", "roles/storage.objectUser"

@@ -1,6 +1,6 @@
 """CSV arrivals, as pandas, the csv module, numpy, pyarrow and Excel write them.
 
-Rules (the README repeats them):
+Rules (docs/arrival.md repeats them):
 
 - One instance per row: ``T*F`` numbers in C order (t-major), comma-separated. Quoted fields
   (``QUOTE_ALL``, ``QUOTE_NONNUMERIC``), a UTF-8 byte-order mark, CRLF line ends, a missing final

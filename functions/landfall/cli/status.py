@@ -220,7 +220,7 @@ def status(args: argparse.Namespace) -> int:
         for r in counts.get("latest_converting", []):
             print(f"  converting {r.get('name')}#{r.get('generation')}: Cloud Run execution {r.get('execution')} "
                   f"({r.get('task_count')} tasks, dispatched {r.get('updated_at')}; no manifest yet: if the "
-                  f"execution failed for good, rerun it as the README says)")
+                  f"execution failed for good, rerun it as docs/large-files.md says)")
         for r in counts.get("latest_rejections", []):
             print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):

@@ -18,8 +18,8 @@ ENV_PREFIX = "LANDFALL_"
 
 
 class Seed:
-    """The seed article's model and training defaults: the one place JobConfig, the trainer and the README
-    take them from (``tests/landfall/core/test_config.py`` checks the README agrees)."""
+    """The seed article's model and training defaults: the one place JobConfig, the trainer and docs/trainer.md
+    take them from (``tests/landfall/core/test_config.py`` checks docs/trainer.md agrees)."""
 
     TIMESTEPS = 36
     FEATURES = 10
@@ -81,7 +81,7 @@ class Settings:
 
 @dataclasses.dataclass(frozen=True)
 class Layout(Settings):
-    """Where things live in the bucket. Defaults are documented in the README."""
+    """Where things live in the bucket. Defaults are documented in docs/contracts.md."""
 
     incoming_prefix: str = "incoming/"
     tfrecords_prefix: str = "tfrecords/"

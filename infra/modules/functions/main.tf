@@ -197,6 +197,18 @@ resource "google_cloud_run_v2_job_iam_member" "converter_runs_convert_job" {
   member   = "serviceAccount:${var.service_accounts.converter}"
 }
 
+# Who may deploy the job after the administrator's first apply: landfall-build, bound on the
+# job itself (update and its IAM; no create, delete or run). Cloud Run does not recognize
+# resource attributes in IAM Conditions, so a project grant conditioned on the job's name
+# would grant nothing.
+resource "google_cloud_run_v2_job_iam_member" "build_deploys_convert_job" {
+  project  = var.project_id
+  location = google_cloud_run_v2_job.convert.location
+  name     = google_cloud_run_v2_job.convert.name
+  role     = var.deployer_roles.job
+  member   = "serviceAccount:${var.service_accounts.build}"
+}
+
 # Neither function has an Eventarc trigger: each is fed by a push subscription
 # we own, because only a subscription we own can carry the dead-letter topic, the
 # retry backoff and the retention. Pub/Sub pushes with an OIDC token of the invoker
@@ -297,4 +309,56 @@ resource "google_pubsub_subscription_iam_member" "service_agent_subscriber" {
   subscription = each.value
   role         = "roles/pubsub.subscriber"
   member       = local.pubsub_service_agent
+}
+
+# --- grants on the resources above --------------------------------------------------------
+# Every grant here is bound on the resource it is about, so it exists exactly when that
+# resource does; the administrator's first apply creates both, and every later apply (by
+# landfall-build) only reads them. A gen2 function runs as a Cloud Run service of the same
+# name (service_config[0].service): that service is what a push request reaches.
+locals {
+  functions = {
+    "on-data-arrival"     = google_cloudfunctions2_function.on_data_arrival
+    "on-training-request" = google_cloudfunctions2_function.on_training_request
+  }
+}
+
+# Pub/Sub pushes with an OIDC token of the invoker account: roles/run.invoker on each
+# function's own service (run.routes.invoke is checked there), nothing project-wide.
+resource "google_cloud_run_v2_service_iam_member" "invoker" {
+  for_each = local.functions
+  project  = var.project_id
+  location = var.region
+  name     = each.value.service_config[0].service
+  role     = "roles/run.invoker"
+  member   = "serviceAccount:${var.service_accounts.invoker}"
+}
+
+# landfall-build updates each function (source, build and service config) ...
+resource "google_cloudfunctions2_function_iam_member" "build_deploys_function" {
+  for_each       = local.functions
+  project        = var.project_id
+  location       = var.region
+  cloud_function = each.value.name
+  role           = var.deployer_roles.function
+  member         = "serviceAccount:${var.service_accounts.build}"
+}
+
+# ... reads and keeps the invoker's binding on its service ...
+resource "google_cloud_run_v2_service_iam_member" "build_manages_invoker" {
+  for_each = local.functions
+  project  = var.project_id
+  location = var.region
+  name     = each.value.service_config[0].service
+  role     = var.deployer_roles.service
+  member   = "serviceAccount:${var.service_accounts.build}"
+}
+
+# ... and updates the two push subscriptions (and their IAM: the Pub/Sub agent's grant).
+resource "google_pubsub_subscription_iam_member" "build_deploys_subscription" {
+  for_each     = local.dead_letter_sources # the two push subscriptions, both dead-lettered
+  project      = var.project_id
+  subscription = each.value
+  role         = var.deployer_roles.subscription
+  member       = "serviceAccount:${var.service_accounts.build}"
 }

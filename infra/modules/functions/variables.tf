@@ -136,13 +136,24 @@ variable "trainer_service_account" {
 }
 
 variable "service_accounts" {
-  description = "Emails of the converter, submitter, invoker, fn-build and convert-job accounts (infra/modules/iam output)."
+  description = "Emails of the converter, submitter, invoker, fn-build, convert-job and build accounts (infra/modules/iam output)."
   type = object({
     converter   = string
     submitter   = string
     invoker     = string
     fn-build    = string
     convert-job = string
+    build       = string
+  })
+}
+
+variable "deployer_roles" {
+  description = "Custom roles (infra/modules/iam output deployer_roles) the build account holds on this module's resources: function, service, job, subscription."
+  type = object({
+    function     = string
+    service      = string
+    job          = string
+    subscription = string
   })
 }
 

@@ -265,21 +265,11 @@ resource "google_service_account_iam_member" "trainer_workload_identity" {
 }
 
 # --- invoker (Pub/Sub push identity) ----------------------------------------
-# Both functions are fed by push subscriptions (infra/modules/functions): the
-# invoker only calls them, on these Cloud Run services only.
-
-resource "google_project_iam_member" "invoker_run_invoker" {
-  project = var.project_id
-  role    = "roles/run.invoker"
-  member  = google_service_account.sa["invoker"].member
-  condition {
-    title = "landfall-functions-only"
-    expression = join(" || ", [
-      for f in var.function_names :
-      "resource.name == \"projects/${var.project_id}/locations/${var.region}/services/${f}\""
-    ])
-  }
-}
+# Both functions are fed by push subscriptions (infra/modules/functions): the invoker
+# only calls them. Its roles/run.invoker is bound on each function's own Cloud Run
+# service (google_cloud_run_v2_service_iam_member in infra/modules/functions), not on
+# the project with a condition: Cloud Run does not recognize resource attributes in
+# IAM Conditions, so a resource.name condition there would never grant anything.
 
 # Pub/Sub pushes to on-data-arrival and on-training-request with an OIDC token of
 # the invoker account: its service agent may mint tokens for that one account only.
@@ -364,16 +354,19 @@ resource "google_project_iam_member" "test_logs" {
 
 # landfall-build (deploy). What cloudbuild-deploy.yaml does, and the grant for each:
 #   docker push                -> artifactregistry.writer on the trainer repository only
-#   terraform apply functions  -> cloudfunctions.developer on the two functions (by name),
-#                                 the landfall subscription role (their two push
-#                                 subscriptions), attachSubscription on their two topics,
-#                                 actAs on exactly the accounts those resources name,
-#                                 objects in the sources and state buckets
+#   terraform apply functions  -> on each resource of the functions root, bound on that
+#                                 resource (infra/modules/functions): the function deployer
+#                                 role on the two functions, the service IAM role on their
+#                                 Cloud Run services, the subscription deployer role on the
+#                                 two push subscriptions; operations viewer on the project
+#                                 (operations have no narrower parent); actAs on exactly the
+#                                 accounts those resources name; objects in the sources and
+#                                 state buckets
 #   kubectl apply -k overlay   -> container.clusterViewer (credentials only) + the
 #                                 landfall-deployer RBAC in k8s/base (named objects)
 #   the convert job            -> push the converter image to the same repository as the
-#                                 trainer's; the landfall job deployer role on that one
-#                                 job by name; actAs its account (convert-job)
+#                                 trainer's; the landfall job deployer role bound on that
+#                                 job; actAs its account (convert-job)
 
 # Build logs: a log entry's only parent is the project.
 resource "google_project_iam_member" "build_logs" {
@@ -390,61 +383,54 @@ resource "google_artifact_registry_repository_iam_member" "build_push" {
   member     = google_service_account.sa["build"].member
 }
 
-# The two functions only. The binding is on the project because a function-level
-# grant needs the function to exist before its first deploy (and setIamPolicy on it);
-# the condition names the two functions (and the region's long-running operations,
-# which terraform polls), so no other function is reachable.
-resource "google_project_iam_member" "build_functions" {
-  project = var.project_id
-  role    = "roles/cloudfunctions.developer"
-  member  = google_service_account.sa["build"].member
-  condition {
-    title = "landfall-functions-only"
-    expression = join(" || ", concat([
-      for f in var.function_names :
-      "resource.name == \"projects/${var.project_id}/locations/${var.region}/functions/${f}\""
-      ], [
-      "resource.name.startsWith(\"projects/${var.project_id}/locations/${var.region}/operations/\")",
-    ]))
-  }
+# --- what landfall-build may do to the resources of the functions root ------------------
+# The functions root (infra/envs/<env>/functions) is applied first by an administrator,
+# which creates the two functions, their Cloud Run services, the convert job and the two
+# push subscriptions; every later apply is landfall-build's. So each of its rights there is
+# granted on the resource itself (in infra/modules/functions, next to the resource), with
+# these custom roles: update, read and read-IAM only, no create, delete or run. Conditions
+# on resource.name cannot do this: neither Cloud Functions, Cloud Run nor Pub/Sub recognizes
+# resource attributes, so such a condition would grant nothing (tests/infra/gcp_rules.py).
+# Replacing one of these resources (a rename, a changed topic) is an administrator's apply.
+resource "google_project_iam_custom_role" "function_deployer" {
+  project     = var.project_id
+  role_id     = "landfallFunctionDeployer"
+  title       = "Landfall function deployer"
+  description = "Update one Cloud Run function (source, build, service config) and read its IAM; bound on the function."
+  permissions = [
+    "cloudfunctions.functions.get",
+    "cloudfunctions.functions.getIamPolicy",
+    "cloudfunctions.functions.sourceCodeGet",
+    "cloudfunctions.functions.sourceCodeSet",
+    "cloudfunctions.functions.update",
+  ]
 }
 
-# The two push subscriptions (and the Pub/Sub agent's subscriber grant on them).
-# Subscriptions have no parent narrower than the project, and a grant on the two
-# subscriptions would have to exist before the deployer first creates them, so this is
-# a project-level custom role carrying only subscription administration: no topic
-# create/delete/publish, no consume (pubsub.editor, the narrowest predefined role that
-# creates subscriptions, would add both; pubsub.admin alone carries setIamPolicy).
+# The invoker's binding on each function's Cloud Run service is managed in the functions root:
+# reading it on every plan needs getIamPolicy, (re)creating it setIamPolicy, on that service.
+resource "google_project_iam_custom_role" "service_iam" {
+  project     = var.project_id
+  role_id     = "landfallServiceIamManager"
+  title       = "Landfall function service IAM"
+  description = "Read a function's Cloud Run service and manage who may invoke it; bound on the service."
+  permissions = [
+    "run.services.get",
+    "run.services.getIamPolicy",
+    "run.services.setIamPolicy",
+  ]
+}
+
 resource "google_project_iam_custom_role" "subscription_deployer" {
   project     = var.project_id
   role_id     = "landfallSubscriptionDeployer"
   title       = "Landfall subscription deployer"
-  description = "Create and update Landfall's push subscriptions and their IAM; nothing else in Pub/Sub."
+  description = "Update one of Landfall's push subscriptions and its IAM; bound on the subscription."
   permissions = [
-    "pubsub.subscriptions.create",
-    "pubsub.subscriptions.delete",
     "pubsub.subscriptions.get",
     "pubsub.subscriptions.getIamPolicy",
     "pubsub.subscriptions.setIamPolicy",
     "pubsub.subscriptions.update",
   ]
-}
-
-resource "google_project_iam_member" "build_subscriptions" {
-  project = var.project_id
-  role    = google_project_iam_custom_role.subscription_deployer.name
-  member  = google_service_account.sa["build"].member
-}
-
-# Attaching a subscription is checked on the topic: the two topics the push
-# subscriptions read. roles/pubsub.subscriber is the narrowest predefined role with
-# pubsub.topics.attachSubscription; on a topic it grants nothing else.
-resource "google_pubsub_topic_iam_member" "build_attach" {
-  for_each = toset([var.topic_name, var.notification_topic_name])
-  project  = var.project_id
-  topic    = each.key
-  role     = "roles/pubsub.subscriber"
-  member   = google_service_account.sa["build"].member
 }
 
 resource "google_storage_bucket_iam_member" "build_buckets" {
@@ -454,39 +440,40 @@ resource "google_storage_bucket_iam_member" "build_buckets" {
   member   = google_service_account.sa["build"].member
 }
 
-# The Cloud Run job landfall-convert (infra/modules/functions): create, update and delete
-# it and bind who may run it (setIamPolicy on it), nothing else. Like the functions, a
-# job-level grant cannot exist before the job, so the grant is on the project, conditioned
-# on that job's name and the region's long-running operations terraform polls; the custom
-# role cannot run jobs (run.jobs.run*) or touch services. roles/run.developer would add
-# both, and roles/run.admin every other Cloud Run permission.
+# The Cloud Run job landfall-convert: update it and bind who may run it (setIamPolicy on
+# it), bound on the job; it cannot run jobs (run.jobs.run*) or touch services.
 resource "google_project_iam_custom_role" "job_deployer" {
   project     = var.project_id
   role_id     = "landfallJobDeployer"
   title       = "Landfall job deployer"
-  description = "Create, update and delete Landfall's Cloud Run job and its IAM; run nothing."
+  description = "Update Landfall's Cloud Run job and its IAM; run nothing. Bound on the job."
   permissions = [
-    "run.jobs.create",
-    "run.jobs.delete",
     "run.jobs.get",
     "run.jobs.getIamPolicy",
     "run.jobs.setIamPolicy",
     "run.jobs.update",
+  ]
+}
+
+# Terraform polls the long-running operations of function and job updates. An operation
+# (projects/P/locations/R/operations/O) has no IAM policy of its own: its permission is
+# checked on the project, so this role is bound there, unconditioned (a condition on the
+# operation's name would never grant: neither service recognizes resource attributes).
+resource "google_project_iam_custom_role" "operations_viewer" {
+  project     = var.project_id
+  role_id     = "landfallOperationsViewer"
+  title       = "Landfall deploy operations viewer"
+  description = "Poll the long-running operations of Cloud Functions and Cloud Run updates; nothing else."
+  permissions = [
+    "cloudfunctions.operations.get",
     "run.operations.get",
   ]
 }
 
-resource "google_project_iam_member" "build_convert_job" {
+resource "google_project_iam_member" "build_operations" {
   project = var.project_id
-  role    = google_project_iam_custom_role.job_deployer.name
+  role    = google_project_iam_custom_role.operations_viewer.name
   member  = google_service_account.sa["build"].member
-  condition {
-    title = "landfall-convert-job-only"
-    expression = join(" || ", [
-      "resource.name == \"projects/${var.project_id}/locations/${var.region}/jobs/${var.convert_job_name}\"",
-      "resource.name.startsWith(\"projects/${var.project_id}/locations/${var.region}/operations/\")",
-    ])
-  }
 }
 
 # Credentials for the cluster (container.clusters.get) and nothing in Kubernetes: the

@@ -7,3 +7,13 @@ output "project_number" {
   description = "Project number."
   value       = data.google_project.this.number
 }
+
+output "deployer_roles" {
+  description = "The custom roles landfall-build holds on each resource of the functions root (bound there, in infra/modules/functions)."
+  value = {
+    function     = google_project_iam_custom_role.function_deployer.name
+    service      = google_project_iam_custom_role.service_iam.name
+    job          = google_project_iam_custom_role.job_deployer.name
+    subscription = google_project_iam_custom_role.subscription_deployer.name
+  }
+}

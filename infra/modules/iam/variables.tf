@@ -34,11 +34,6 @@ variable "topic_name" {
   type        = string
 }
 
-variable "notification_topic_name" {
-  description = "Topic of the data bucket's incoming/ notifications (the deployer attaches the arrival subscription to it)."
-  type        = string
-}
-
 variable "repository_name" {
   description = "Artifact Registry repository resource name (projects/P/locations/L/repositories/R)."
   type        = string
@@ -75,16 +70,4 @@ variable "reconciler_ksa" {
   description = "Kubernetes ServiceAccount of the landfall-reconciler Deployment (acts as the reconciler account)."
   type        = string
   default     = "landfall-reconciler"
-}
-
-variable "function_names" {
-  description = "Cloud Run functions the invoker account may call (the push targets of both subscriptions)."
-  type        = list(string)
-  default     = ["on-data-arrival", "on-training-request"]
-}
-
-variable "convert_job_name" {
-  description = "Name of the Cloud Run job that converts large arrivals (infra/modules/functions); the deployer's job rights name it."
-  type        = string
-  default     = "landfall-convert"
 }

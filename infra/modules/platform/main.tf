@@ -109,9 +109,7 @@ module "iam" {
   state_bucket        = var.state_bucket
   topic_name          = module.pubsub.topic_name
   results_topic_name  = module.pubsub.results_topic_name
-  # The deployer attaches the arrival subscription to it.
-  notification_topic_name = module.pubsub.notification_topic_name
-  repository_name         = module.registry.repository_id
+  repository_name     = module.registry.repository_id
   # Function builds push here only.
   functions_repository_name = module.registry.functions_repository_id
   repository_location       = var.region

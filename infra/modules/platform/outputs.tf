@@ -91,6 +91,11 @@ output "service_accounts" {
   value       = module.iam.emails
 }
 
+output "deployer_roles" {
+  description = "Custom roles landfall-build holds on the functions root's resources (bound there, on each resource)."
+  value       = module.iam.deployer_roles
+}
+
 output "webhook_firewall_rule" {
   description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
   value       = module.network.webhook_firewall_name

@@ -1,4 +1,4 @@
-"""Every rejection reason the code can give is listed in the README, and every listed one is given somewhere."""
+"""Every rejection reason the code can give is listed in docs/arrival.md, and every listed one is given somewhere."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ PRODUCED_ELSEWHERE = {"invalid_manifest"}
 
 
 def documented_reasons() -> set[str]:
-    """The backquoted codes of the README paragraph that lists "Rejection reasons:" (up to its end)."""
-    text = (REPO / "README.md").read_text()
+    """The backquoted codes of the docs/arrival.md paragraph that lists "Rejection reasons:" (up to its end)."""
+    text = (REPO / "docs" / "arrival.md").read_text()
     start = text.index("Rejection reasons:")
     end = text.find("\n\n", start)
     return set(re.findall(r"`([a-z][a-z0-9_]*)`", text[start : end if end >= 0 else None]))
@@ -57,7 +57,7 @@ def test_every_rejection_names_its_reason_literally():
     calls = _bad_input_calls()
     assert len(calls) > 30  # the scan sees the readers
     computed = [where for where, call in calls if not _literal_or_passed_on(_reason_arg(call))]
-    assert computed == [], "a computed reason could escape the README's list"
+    assert computed == [], "a computed reason could escape the documented list"
 
 
 def test_every_reason_given_is_listed_in_the_readme():

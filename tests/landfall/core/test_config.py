@@ -1,4 +1,4 @@
-"""One source of defaults: the seed's model and batch, shared by the stages, the trainer and the README."""
+"""One source of defaults: the seed's model and batch, shared by the stages, the trainer and docs/trainer.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from landfall.core.config import Seed
 from landfall.submit.config import JobConfig
 from trainer.config import TrainerConfig
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+TRAINER_DOC = Path(__file__).resolve().parents[3] / "docs" / "trainer.md"
 
 
 def test_the_seed_defaults_are_the_articles():
@@ -25,7 +25,7 @@ def test_every_component_takes_the_seed_defaults():
     assert trainer.units == Seed.UNITS
 
 
-def test_the_readme_states_the_same_defaults():
-    text = README.read_text()
+def test_the_docs_state_the_same_defaults():
+    text = TRAINER_DOC.read_text()
     assert f"`--batch-size-per-worker` ({Seed.BATCH_SIZE_PER_WORKER}, as in the seed" in text
     assert f"`--epochs` ({Seed.EPOCHS})" in text

@@ -44,6 +44,10 @@ module "functions" {
     fn-build  = local.platform.service_accounts["fn-build"]
     # The convert job's account, added to the platform with the job: apply the platform first.
     convert-job = local.platform.service_accounts["convert-job"]
+    # The deploy account, which holds its rights on each resource here (deployer_roles).
+    build = local.platform.service_accounts["build"]
   }
-  labels = local.labels
+  # Added to the platform outputs with the resource-level deploy grants: apply the platform first.
+  deployer_roles = local.platform.deployer_roles
+  labels         = local.labels
 }

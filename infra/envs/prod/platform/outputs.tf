@@ -87,6 +87,11 @@ output "service_accounts" {
   value       = module.platform.service_accounts
 }
 
+output "deployer_roles" {
+  description = "Custom roles landfall-build holds on the functions root's resources (the functions root binds them)."
+  value       = module.platform.deployer_roles
+}
+
 output "webhook_firewall_rule" {
   description = "The control-plane-to-nodes rule on 443/6443 (and 9443) the Kubeflow webhooks need."
   value       = module.platform.webhook_firewall_rule

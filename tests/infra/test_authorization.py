@@ -1,0 +1,342 @@
+"""A deploy that works the first time: every workload's operations, authorized as Google Cloud would.
+
+For each workload, the operations its code performs are listed as (permission, resource), read off its code paths;
+so is a set it must never be able to perform. Both are checked against the grants infra/ declares
+(``iam_terraform.grants``) with the platform's published rules (``gcp_rules``): resource attributes only where
+the service recognizes them, ``storage.objects.list`` on the bucket, role permissions from Google's ``roles.get``.
+The three grants this replaced (conditions Cloud Run and Cloud Functions ignore) are put back in a scratch copy
+of infra/ to show the check fails on each.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from . import gcp_rules as gcp
+from .gcp_rules import Grant, Policy, Resource
+from .iam_terraform import (
+    BUCKET,
+    FUNCTIONS,
+    JOB,
+    NUMBER,
+    PROJECT,
+    PUBSUB_AGENT,
+    REGION,
+    SOURCES,
+    STATE,
+    custom_roles,
+    grants,
+)
+from .tools import INFRA
+
+
+def data(name: str) -> Resource:
+    return gcp.obj(BUCKET, name)
+
+
+DATA_BUCKET = gcp.bucket(BUCKET)
+PROJ = gcp.project_level("cloudresourcemanager.googleapis.com", PROJECT, "Project")
+CLUSTER = gcp.project_level("container.googleapis.com", PROJECT, "Cluster")
+LOGS = gcp.project_level("logging.googleapis.com", PROJECT, "LogEntry")
+REQUESTS, RESULTS = gcp.topic(PROJECT, "requests"), gcp.topic(PROJECT, "results")
+GCF_STAGING = f"gcf-v2-sources-{NUMBER}-{REGION}"
+Op = tuple[str, Resource, str]  # permission, resource, where in the code
+
+
+def services() -> list[Resource]:
+    return [gcp.run_service(PROJECT, REGION, f) for f in FUNCTIONS]
+
+
+READS_ARRIVAL: list[Op] = [
+    ("storage.objects.get", data("incoming/pump-7/2026-12-01.csv"), "arrival.handler: stat and read the object"),
+    ("storage.objects.list", DATA_BUCKET, "arrival.retract: the older generations' manifests under tfrecords/<ds>/"),
+    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "arrival: is the manifest there (done)"),
+    ("storage.objects.create", data("tmp/pump-7/a1/att/part-0.tfrecord"), "arrival.shards: attempt-private shards"),
+    ("storage.objects.delete", data("tmp/pump-7/a1/att/part-0.tfrecord"), "arrival.shards: moved out of tmp/"),
+    ("storage.objects.create", data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord"), "shards: the move"),
+    ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json"), "manifest, create-only, last"),
+    ("storage.objects.create", data("tfrecords/pump-7/a0/retracted.json"), "arrival.retract: superseded"),
+    ("storage.objects.create", data("rejected/pump-7/a1.json"), "core.rejections: bad input"),
+    ("pubsub.topics.publish", REQUESTS, "arrival.handler.after_conversion: the training request"),
+]
+BOOKKEEPING: list[Op] = [
+    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "submit: read the request's manifest"),
+    ("storage.objects.list", DATA_BUCKET, "submit.coalesce: list manifests and pending requests"),
+    ("storage.objects.create", data("requests/pump-7/pending/r1.json"), "submit.ledger: pending record"),
+    ("storage.objects.get", data("requests/pump-7/pending/r1.json"), "submit.ledger: read pending"),
+    ("storage.objects.delete", data("requests/pump-7/pending/r1.json"), "submit.coalesce: covered, removed"),
+    ("storage.objects.create", data("requests/pump-7/head.json"), "submit.ledger: the newest job hint"),
+    ("storage.objects.update", data("requests/pump-7/head.json"), "submit.ledger: the hint rewritten"),
+    ("storage.objects.create", data("received/pump-7/r1.json"), "submit.ledger: received, create-only"),
+    ("storage.objects.get", data("received/pump-7/r1.json"), "submit.ledger: a redelivery is a duplicate"),
+    ("storage.objects.create", data("runs/pump-7-3/inputs.json"), "submit.coalesce: release, create-only"),
+    ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "submit.coalesce: the winner's inputs"),
+    ("storage.objects.create", data("runs/pump-7-3/submitted.json"), "submit.ledger: submitted record"),
+]
+TRAINER_TOUCHES = [data("runs/pump-7-3/checkpoint"), data("runs/pump-7-3/model/saved_model.pb"),
+                   data("models/pump-7/champion.json")]
+
+OPERATIONS: dict[str, list[Op]] = {
+    "converter": [*READS_ARRIVAL,
+                  ("storage.objects.create", data("tfrecords/pump-7/a1/dispatch.json"), "arrival.route: marker"),
+                  ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
+                  ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
+                  ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB), "core.cloudrun: one execution")],
+    "convert-job": [*READS_ARRIVAL,
+                    ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
+                    ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],
+    "submitter": [*BOOKKEEPING,
+                  ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
+                  ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
+    "reconciler": [*BOOKKEEPING,
+                   ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
+                   ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
+                   ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
+                   ("pubsub.topics.publish", RESULTS, "core.results: the result message")],
+    "trainer": [("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
+                ("storage.objects.get", data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord"), "staging shards"),
+                ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "trainer.inputs: the job's inputs"),
+                *[(p, r, "trainer: checkpoints, model, metrics") for r in TRAINER_TOUCHES[:2]
+                  for p in ("storage.objects.create", "storage.objects.get", "storage.objects.delete")],
+                ("storage.objects.update", data("models/pump-7/champion.json"), "core.champion: generation-guarded"),
+                ("storage.objects.create", data("models/pump-7/history/4.json"), "core.champion: history"),
+                ("pubsub.topics.publish", RESULTS, "core.results: the chief announces")],
+    "invoker": [("run.routes.invoke", s, "Pub/Sub push to the function") for s in services()],
+    PUBSUB_AGENT: [("iam.serviceAccounts.getOpenIdToken", gcp.service_account(PROJECT, "invoker"),
+                    "push: an OIDC token of the invoker"),
+                   *[("pubsub.subscriptions.consume", gcp.subscription(PROJECT, s), "dead-lettering acks")
+                     for s in ("training_requests", "arrivals")]],
+    "gke-nodes": [("logging.logEntries.create", LOGS, "node logs"),
+                  ("artifactregistry.repositories.downloadArtifacts", gcp.repository(PROJECT, REGION, "trainer"),
+                   "pull the trainer image")],
+    "fn-build": [("logging.logEntries.create", LOGS, "build logs"),
+                 ("storage.objects.get", gcp.obj(GCF_STAGING, "on-data-arrival/source.zip"), "Cloud Functions' copy"),
+                 ("storage.objects.get", gcp.obj(SOURCES, "functions/functions-abc.zip"), "the uploaded archive"),
+                 ("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "functions"),
+                  "push the function image")],
+    "test": [("logging.logEntries.create", LOGS, "build logs")],
+    "build": [
+        ("logging.logEntries.create", LOGS, "build logs"),
+        ("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer"),
+         "cloudbuild-deploy.yaml: docker push trainer and converter"),
+        *[(p, gcp.obj(STATE, "landfall/prod/functions/default.tfstate"), "terraform state")
+          for p in ("storage.objects.get", "storage.objects.create", "storage.objects.update")],
+        ("storage.objects.list", gcp.bucket(STATE), "terraform state: the backend lists workspaces"),
+        ("storage.objects.create", gcp.obj(SOURCES, "functions/functions-abc.zip"), "the function archive"),
+        *[(p, gcp.function(PROJECT, REGION, f), "terraform apply: the function")
+          for f in FUNCTIONS for p in ("cloudfunctions.functions.get", "cloudfunctions.functions.update",
+                                       "cloudfunctions.functions.sourceCodeSet",
+                                       "cloudfunctions.functions.getIamPolicy")],
+        ("cloudfunctions.operations.get", gcp.operation("cloudfunctions.googleapis.com", PROJECT, REGION),
+         "terraform polls the update"),
+        *[(p, s, "terraform: the invoker's binding on the function's service")
+          for s in services() for p in ("run.services.getIamPolicy", "run.services.setIamPolicy")],
+        *[(p, gcp.run_job(PROJECT, REGION, JOB), "terraform apply: the convert job")
+          for p in ("run.jobs.get", "run.jobs.update", "run.jobs.getIamPolicy", "run.jobs.setIamPolicy")],
+        ("run.operations.get", gcp.operation("run.googleapis.com", PROJECT, REGION), "terraform polls the job update"),
+        *[(p, gcp.subscription(PROJECT, s), "terraform apply: the push subscription")
+          for s in ("training_requests", "arrivals")
+          for p in ("pubsub.subscriptions.get", "pubsub.subscriptions.update", "pubsub.subscriptions.getIamPolicy",
+                    "pubsub.subscriptions.setIamPolicy")],
+        *[("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, a), "the accounts the functions root names")
+          for a in ("converter", "submitter", "invoker", "fn-build", "convert-job")],
+        ("container.clusters.get", CLUSTER, "kubectl apply -k: cluster credentials"),
+    ],
+}
+
+OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
+FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
+    "converter": [("storage.objects.create", data("incoming/pump-7/x.csv")), ("storage.objects.get",
+                  data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
+                  ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1])],
+    "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
+                    ("storage.objects.delete", data("incoming/pump-7/x.csv"))],
+    "submitter": [("storage.objects.get", data("runs/pump-7-3/metrics.json")),
+                  ("storage.objects.create", data("runs/pump-7-3/result.json")), ("pubsub.topics.publish", RESULTS),
+                  *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
+                  ("storage.objects.get", data("incoming/pump-7/x.csv"))],
+    "reconciler": [("storage.objects.create", data("rejected/pump-7/request-r1.json")),
+                   ("container.clusters.get", CLUSTER), *[("storage.objects.create", r) for r in TRAINER_TOUCHES]],
+    "trainer": [("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
+                ("storage.objects.get", data("incoming/pump-7/x.csv")),
+                ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
+                ("pubsub.topics.publish", REQUESTS)],
+    "invoker": [("run.routes.invoke", OTHER_SERVICE), ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB))],
+    "gke-nodes": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer"))],
+    "fn-build": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer")),
+                 ("storage.objects.get", data("incoming/pump-7/x.csv"))],
+    "test": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer")),
+             ("storage.objects.get", gcp.obj(STATE, "landfall/prod/functions/default.tfstate"))],
+    "build": [("cloudfunctions.functions.create", gcp.function(PROJECT, REGION, "another-function")),
+              ("cloudfunctions.functions.update", gcp.function(PROJECT, REGION, "another-function")),
+              ("cloudfunctions.functions.delete", gcp.function(PROJECT, REGION, FUNCTIONS[0])),
+              ("cloudfunctions.functions.setIamPolicy", gcp.function(PROJECT, REGION, FUNCTIONS[0])),
+              ("run.routes.invoke", services()[0]), ("run.services.setIamPolicy", OTHER_SERVICE),
+              ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
+              ("run.jobs.update", gcp.run_job(PROJECT, REGION, "another-job")),
+              ("pubsub.subscriptions.update", gcp.subscription(PROJECT, "another-subscription")),
+              ("pubsub.subscriptions.consume", gcp.subscription(PROJECT, "training_requests")),
+              ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler")),
+              ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer")),
+              ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"))],
+}
+
+
+def policy(root: Path = INFRA) -> Policy:
+    p = Policy(grants(root))
+    p.roles = {**p.roles, **custom_roles(root)}
+    return p
+
+
+def denied_operations(p: Policy) -> list[str]:
+    return [f"{member}: {perm} on {res.name} ({why})" for member, ops in OPERATIONS.items()
+            for perm, res, why in ops if not p.allows(member, perm, res)]
+
+
+def allowed_forbidden(p: Policy) -> list[str]:
+    return [f"{member}: {perm} on {res.name} via {[g.where for g in p.allows(member, perm, res)]}"
+            for member, ops in FORBIDDEN.items() for perm, res in ops if p.allows(member, perm, res)]
+
+
+def test_every_operation_of_every_workload_is_allowed() -> None:
+    assert denied_operations(policy()) == []
+
+
+def test_what_no_workload_may_do_is_denied() -> None:
+    assert allowed_forbidden(policy()) == []
+
+
+def test_operations_name_the_resource_the_platform_checks() -> None:
+    """A listing is checked on the bucket, an object permission on an object (Cloud Storage's JSON API)."""
+    for member, ops in OPERATIONS.items():
+        for perm, res, _why in ops:
+            if perm in gcp.STORAGE_CHECKED_ON.value:
+                assert res.type == gcp.STORAGE_CHECKED_ON.value[perm], (member, perm, res.name)
+
+
+def test_no_condition_reads_an_attribute_its_service_ignores() -> None:
+    """A conditioned grant whose role's permissions belong to a service that does not recognize resource attributes
+    would grant nothing: not one such grant."""
+    p = policy()
+    for g in p.grants:
+        if g.condition is None or "resource." not in g.condition:
+            continue
+        services = {perm.split(".")[0] + ".googleapis.com" for perm in p.roles[g.role]} - {
+            "resourcemanager.googleapis.com", "orgpolicy.googleapis.com"}  # carried by every storage role
+        assert services <= gcp.RESOURCE_ATTRIBUTE_SERVICES.value, f"{g.where}: {services}"
+
+
+def test_every_workload_account_is_exercised() -> None:
+    members = {g.member for g in policy().grants if not g.member.startswith("serviceAccount:")}
+    assert members == set(OPERATIONS), members ^ set(OPERATIONS)
+
+
+# --- the evaluator applies the published rules --------------------------------------------------------------------
+def test_conditions_on_services_without_resource_attributes_never_grant() -> None:
+    svc = services()[0]
+    assert gcp.evaluate(f'resource.name == "{svc.name}"', svc) is gcp.UNKNOWN
+    assert gcp.evaluate(f'!(resource.name == "{svc.name}")', svc) is gcp.UNKNOWN
+    assert gcp.evaluate(f'resource.name == "{svc.name}" || true', svc) is True
+    p = Policy([Grant("t", "x", "roles/run.invoker", "project", f'resource.name == "{svc.name}"')])
+    assert not p.allows("x", "run.routes.invoke", svc)
+    assert Policy([Grant("t", "x", "roles/run.invoker", "project")]).allows("x", "run.routes.invoke", svc)
+
+
+def test_storage_listing_is_checked_on_the_bucket() -> None:
+    only_objects = f'resource.name.startsWith("projects/_/buckets/{BUCKET}/objects/tfrecords/")'
+    p = Policy([Grant("t", "x", "roles/storage.objectViewer", f"bucket:{BUCKET}", only_objects)])
+    assert p.allows("x", "storage.objects.get", data("tfrecords/a/manifest.json"))
+    assert not p.allows("x", "storage.objects.list", DATA_BUCKET)
+    assert gcp.evaluate(only_objects, DATA_BUCKET) is False  # storage supplies the name: it just does not match
+    assert not p.allows("x", "storage.objects.get", gcp.obj("other-bucket", "tfrecords/a"))  # another bucket's policy
+
+
+def test_the_rules_carry_their_sources() -> None:
+    for rule in (gcp.RESOURCE_ATTRIBUTE_SERVICES, gcp.UNAVAILABLE_NEVER_GRANTS, gcp.STORAGE_NAMES,
+                 gcp.STORAGE_CHECKED_ON, gcp.POLICY_INHERITANCE, gcp.OPERATIONS_ON_PROJECT):
+        assert rule.source.startswith("https://cloud.google.com/") and rule.read == gcp.READ
+    for absent in ("run.googleapis.com", "cloudfunctions.googleapis.com", "pubsub.googleapis.com"):
+        assert absent not in gcp.RESOURCE_ATTRIBUTE_SERVICES.value
+    roles = gcp.predefined_roles()
+    used = {g.role for g in policy().grants if g.role.startswith("roles/")}
+    assert used <= set(roles), used - set(roles)
+
+
+# --- the grants this replaced fail the check ------------------------------------------------------------------------
+OLD = {
+    "invoker_run_invoker": ("infra/modules/iam/main.tf", ["google_cloud_run_v2_service_iam_member.invoker"], '''
+resource "google_project_iam_member" "invoker_run_invoker" {
+  project = var.project_id
+  role    = "roles/run.invoker"
+  member  = google_service_account.sa["invoker"].member
+  condition {
+    title = "landfall-functions-only"
+    expression = join(" || ", [
+      for f in var.function_names :
+      "resource.name == \\"projects/${var.project_id}/locations/${var.region}/services/${f}\\""
+    ])
+  }
+}
+'''),
+    "build_functions": ("infra/modules/iam/main.tf", [
+        "google_cloudfunctions2_function_iam_member.build_deploys_function",
+        "google_project_iam_member.build_operations"], '''
+resource "google_project_iam_member" "build_functions" {
+  project = var.project_id
+  role    = "roles/cloudfunctions.developer"
+  member  = google_service_account.sa["build"].member
+  condition {
+    title = "landfall-functions-only"
+    expression = join(" || ", concat([
+      for f in var.function_names :
+      "resource.name == \\"projects/${var.project_id}/locations/${var.region}/functions/${f}\\""
+      ], [
+      "resource.name.startsWith(\\"projects/${var.project_id}/locations/${var.region}/operations/\\")",
+    ]))
+  }
+}
+'''),
+    "build_convert_job": ("infra/modules/iam/main.tf", ["google_cloud_run_v2_job_iam_member.build_deploys_convert_job",
+                                                        "google_project_iam_member.build_operations"], '''
+resource "google_project_iam_member" "build_convert_job" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.job_deployer.name
+  member  = google_service_account.sa["build"].member
+  condition {
+    title = "landfall-convert-job-only"
+    expression = join(" || ", [
+      "resource.name == \\"projects/${var.project_id}/locations/${var.region}/jobs/${var.convert_job_name}\\"",
+      "resource.name.startsWith(\\"projects/${var.project_id}/locations/${var.region}/operations/\\")",
+    ])
+  }
+}
+'''),
+}
+
+
+def remove_block(text: str, address: str) -> str:
+    kind, name = address.split(".")
+    pattern = re.compile(rf'^resource "{kind}" "{name}" \{{\n.*?^\}}\n', re.S | re.M)
+    assert pattern.search(text), address
+    return pattern.sub("", text)
+
+
+@pytest.mark.parametrize("old", sorted(OLD))
+def test_each_replaced_grant_fails_the_check_when_put_back(old: str, tmp_path: Path) -> None:
+    target, replaced_by, block = OLD[old]
+    infra = tmp_path / "infra"
+    shutil.copytree(INFRA, infra)
+    for tf in infra.rglob("*.tf"):
+        text = tf.read_text()
+        for address in replaced_by:
+            if f'resource "{address.split(".")[0]}" "{address.split(".")[1]}"' in text:
+                text = remove_block(text, address)
+        tf.write_text(text)
+    (infra / target.removeprefix("infra/")).write_text((infra / target.removeprefix("infra/")).read_text() + block)
+    p = policy(infra)
+    assert any(g.where.endswith(old) for g in p.grants)  # the old grant is read back in
+    assert denied_operations(p), f"{old} put back, yet every operation is still allowed"
