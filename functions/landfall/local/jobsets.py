@@ -40,12 +40,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import subprocess
 import time
 from typing import Any
 
 from landfall.local.emulators import free_ports
-from landfall.local.operator import Operator, Replica, RunningJob, command_of
+from landfall.local.operator import Operator, RunningJob, command_of
 from landfall.submit import jobset, tfjob
 from landfall.submit.backends.local import k8s_time
 
@@ -149,23 +148,15 @@ class JobSetOperator(Operator):
         dns = {f"{jobset.hostname(name, i, rjob, j)}.{subdomain}": f"127.0.0.1:{p}"
                for (rjob, j, i, _, _), p in zip(pods, ports, strict=True)}
         replicas = []
-        for n, ((rjob, j, i, _, container), port) in enumerate(zip(pods, ports, strict=True)):
-            labels = {**(job["spec"]["replicatedJobs"][0]["template"]["spec"]["template"].get("metadata") or {})
-                      .get("labels", {}),
+        for n, ((rjob, j, i, spec, container), port) in enumerate(zip(pods, ports, strict=True)):
+            labels = {**(spec["template"].get("metadata") or {}).get("labels", {}),
                       jobset.JOBSET_NAME_LABEL: name, jobset.REPLICATED_JOB_LABEL: rjob,
                       jobset.JOB_INDEX_LABEL: str(j), jobset.RESTART_LABEL: str(restarts)}
             env = {k: v for k, v in self.env.items() if k != "TF_CONFIG"}
             env.update(pod_env(container, labels))
             env.update(JOB_COMPLETION_INDEX=str(i), LANDFALL_TF_ADDRESSES=json.dumps(dns))
-            env.setdefault("LANDFALL_JOB_NAME", name)
-            path = self.backend.log_path(name, n)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a")  # noqa: SIM115 (kept open while the pod runs)
-            fh.write(f"=== {k8s_time()} attempt {restarts + 1} ({reason}) pod {jobset.hostname(name, i, rjob, j)}\n")
-            fh.flush()
-            proc = subprocess.Popen(command_of(container), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-            replicas.append(Replica(n, port, proc, fh, path))
+            replicas.append(self._spawn(name, n, port, command_of(container), env,
+                                        f"attempt {restarts + 1} ({reason}) pod {jobset.hostname(name, i, rjob, j)}"))
         rj = RunningJob(name, job["metadata"].get("uid", ""), replicas, time.monotonic(), time.time(), restarts)
         self.running[name] = rj
         self.backend.patch_status(name, {**self._rjob_status(job, active=1), **self._local_status(rj)})

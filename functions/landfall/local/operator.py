@@ -177,15 +177,8 @@ class Operator:
             env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e})
             if container.get("name") == tfjob.CONTAINER:  # the training operator sets TF_CONFIG on this name only
                 env["TF_CONFIG"] = tf_config(ports, i)
-            env.setdefault("LANDFALL_JOB_NAME", name)
-            path = self.backend.log_path(name, i)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
-            fh.write(f"=== {k8s_time()} attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}\n")
-            fh.flush()
-            proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-            replicas.append(Replica(i, ports[i], proc, fh, path))
+            replicas.append(self._spawn(name, i, ports[i], command, env,
+                                        f"attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}"))
         start_time = status.get("startTime") or k8s_time()
         first = _epoch(start_time)
         rj = RunningJob(name, job["metadata"].get("uid", ""), replicas, time.monotonic(), first, restarts)
@@ -193,6 +186,19 @@ class Operator:
         extra = {"startTime": start_time, "replicaStatuses": {"Worker": {"active": n, "succeeded": 0, "failed": 0}},
                  **self._local_status(rj)}
         self._set_condition(job, "Running", "TFJobRunning", f"TFJob {name} is running ({reason}).", extra)
+
+    def _spawn(self, name: str, index: int, port: int, command: list[str], env: dict[str, str],
+               header: str) -> Replica:
+        """One replica (or pod): its own process group, stdout and stderr appended to its log after ``header``."""
+        env.setdefault("LANDFALL_JOB_NAME", name)
+        path = self.backend.log_path(name, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
+        fh.write(f"=== {k8s_time()} {header}\n")
+        fh.flush()
+        proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        return Replica(index, port, proc, fh, path)
 
     def _stop(self, rj: RunningJob) -> None:
         threads = [threading.Thread(target=stop_group, args=(r.proc,)) for r in rj.replicas]

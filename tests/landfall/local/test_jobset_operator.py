@@ -15,8 +15,8 @@ import pytest
 from landfall.core.errors import NotFound
 from landfall.local.jobsets import JobSetOperator, jobset_action, pod_failure_action
 from landfall.local.operator import make_operator
-from landfall.submit import engine, jobset
-from landfall.submit.config import JobConfig
+from landfall.submit import jobset
+from tests.landfall.local.test_operator import run_until, script_job
 
 # kubernetes-sigs/jobset pkg/constants/constants.go and pkg/controllers/failure_policy.go (main, read
 # 2026-12-01); Kubernetes batch/v1 Job failure reasons (https://kubernetes.io/docs/concepts/workloads/controllers/job/).
@@ -38,23 +38,7 @@ JOB_REASONS = {"pod_failure_policy": "PodFailurePolicy", "backoff": "BackoffLimi
 
 
 def script_jobset(name: str, code: str, workers: int = 2, **kw) -> dict:
-    c = JobConfig.load({}, bucket="bkt", project="p", workers=workers, gpus_per_worker=0, engine="jobset", **kw)
-    js = engine.render(c, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
-    (container,) = jobset.containers_of(js)
-    container["command"], container["args"] = ["python", "-c", code], []
-    return js
-
-
-def run_until(op, name: str, states: tuple[str, ...], timeout_s: float = 30.0) -> dict:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        op.tick()
-        js = op.backend.get(name)
-        if engine.state(js) in states:
-            return js
-        time.sleep(0.1)
-    op.stop_all()
-    raise AssertionError(f"{name} is {engine.state(op.backend.get(name))}, expected {states}")
+    return script_job(name, code, workers, engine="jobset", **kw)
 
 
 def condition(js: dict, kind: str) -> tuple[str, str, str]:

@@ -25,10 +25,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def script_job(name: str, code: str, workers: int = 2, **cfg) -> dict:
-    """A TFJob whose container runs ``python -c code`` (the operator maps ``python`` to this interpreter)."""
+    """A TFJob (a JobSet with ``engine="jobset"``) whose container runs ``python -c code`` (the operator maps
+    ``python`` to this interpreter)."""
     config = JobConfig.load({}, bucket="bkt", project="p", workers=workers, gpus_per_worker=0, **cfg)
-    job = tfjob.render(config, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
-    c = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    job = engine.render(config, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
+    c = engine.containers_of(job)[0]
     c["command"], c["args"] = ["python", "-c", code], []
     return job
 
@@ -38,11 +39,11 @@ def run_until(op: Operator, name: str, states: tuple[str, ...], timeout_s: float
     while time.monotonic() < deadline:
         op.tick()
         job = op.backend.get(name)
-        if tfjob.state(job) in states:
+        if engine.state(job) in states:
             return job
         time.sleep(0.1)
     op.stop_all()
-    raise AssertionError(f"{name} is {tfjob.state(op.backend.get(name))}, expected {states}")
+    raise AssertionError(f"{name} is {engine.state(op.backend.get(name))}, expected {states}")
 
 
 def reasons(job: dict) -> dict[str, str]:
