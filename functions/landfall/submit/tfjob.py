@@ -14,7 +14,8 @@ The object
   the job's number in its dataset (``seq:N``), or under ``allow`` its request (see ``landfall.submit.coalesce``).
 - labels: ``app.kubernetes.io/{name,managed-by,part-of}: landfall``, ``landfall.dev/dataset``,
   ``landfall.dev/request-id`` (the first request the job covers; hashed if not a valid label value), and
-  ``kueue.x-k8s.io/queue-name`` when ``LANDFALL_QUEUE_NAME`` is set (Kueue then admits the job).
+  ``kueue.x-k8s.io/queue-name`` when ``LANDFALL_QUEUE_NAME`` is set (Kueue then admits the job; the pod
+  template carries the other labels, not this one).
 - annotations: ``landfall.dev/inputs`` (``gs://BUCKET/runs/<job>/inputs.json``: the manifests and the
   requests the job covers, ``landfall.inputs/v1``), ``landfall.dev/after`` (the job it follows),
   ``landfall.dev/concurrency``, ``landfall.dev/window``, ``landfall.dev/released-at``. Nothing in the
@@ -159,7 +160,9 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
                     "replicas": cfg.workers,
                     "restartPolicy": "ExitCode",
                     "template": {
-                        "metadata": {"labels": dict(labels)},
+                        # Not the queue label: Kueue queues the TFJob; its default also enables the "pod"
+                        # integration, which would queue labelled pods one by one (a partial gang).
+                        "metadata": {"labels": {k: v for k, v in labels.items() if k != QUEUE_LABEL}},
                         "spec": pod_spec,
                     },
                 }
