@@ -279,3 +279,15 @@ def test_the_fake_api_server_serves_jobsets_with_the_same_limits() -> None:
         backend.delete("ds-0123456789")
         with pytest.raises(NotFound):
             backend.get("ds-0123456789")
+
+
+def test_render_job_prints_either_engine_and_render_tfjob_still_works(capsys) -> None:
+    from landfall import cli
+
+    manifest = "gs://bkt/tfrecords/ds/a1/manifest.json"
+    assert cli.main(["render-job", "--engine", "jobset", "--offline", "--manifest", manifest, "--workers", "3"]) == 0
+    js = yaml.safe_load(capsys.readouterr().out)
+    assert js["kind"] == "JobSet" and js["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] == 3
+    assert cli.main(["render-tfjob", "--offline", "--manifest", manifest]) == 0
+    tf = yaml.safe_load(capsys.readouterr().out)
+    assert tf["kind"] == "TFJob" and tf["metadata"]["name"] == js["metadata"]["name"]  # one naming rule
