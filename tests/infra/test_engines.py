@@ -147,3 +147,24 @@ def test_with_kueue_the_job_fits_the_queue_and_the_default_config_says_whether_i
         assert sum(requests_of(pod).get(name, 0) * n for pod, n in pods) <= quota[name], name
     frameworks = yaml.safe_load(KUEUE_DEFAULT.read_text())["integrations"]["frameworks"]
     assert (KUEUE_FRAMEWORK[job["kind"]] in frameworks) == (job["kind"] == "JobSet")
+
+
+# Kubernetes RBAC, privilege escalation prevention: "You can only create/update a role if at least one of the
+# following things is true: you already have all the permissions contained in the role, at the same scope as
+# the object being modified ...; you are granted explicit permission to perform the escalate verb".
+# https://kubernetes.io/docs/reference/access-authn-authz/rbac/#privilege-escalation-prevention-and-bootstrapping
+# (read 2026-12-01).
+def _granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule.get("apiGroups", []) for r in rule.get("resources", [])
+            for v in rule.get("verbs", [])}
+
+
+def test_the_deployer_may_reapply_the_releasers_roles(rendered) -> None:
+    """Cloud Build's landfall-build holds no escalate verb, so it must hold what each Role it applies grants."""
+    engine_name, by_env = rendered
+    for env, objs in by_env.items():
+        deployer = _granted(find(objs, "Role", "landfall-deployer")["rules"])
+        assert not {v for _, _, v in deployer} & {"escalate", "bind", "*"}
+        for releaser in (SUBMITTER_SA, RECONCILER_SA):
+            missing = _granted(find(objs, "Role", releaser)["rules"]) - deployer
+            assert not missing, f"{env}/{engine_name}: landfall-build could not re-apply Role {releaser}: {missing}"
