@@ -148,21 +148,22 @@ def main(argv: list[str] | None = None) -> int:
             storage = Storage(PROJECT)
             rows: dict[str, list[dict]] = {f"{b}/{e}": [] for b in args.backends.split(",")
                                            for e in args.engines.split(",")}
-            for name in rows:
-                kind, eng = name.split("/")
+            # Engines alternate at each point (backend, prior), so a busy machine slows both alike.
+            for kind, prior, eng in [(b, p, e) for b in args.backends.split(",") for p in points
+                                     for e in args.engines.split(",")]:
+                name = f"{kind}/{eng}"
                 bucket = f"bench-{kind}-{eng}"
                 storage.ensure_bucket(bucket)
-                for prior in points:
-                    print(f"{name}: {prior} prior arrivals ...", flush=True)
-                    if kind == "local":
-                        backend = LocalBackend(Path(tmp) / "local", engine_name=eng)
+                print(f"{name}: {prior} prior arrivals ...", flush=True)
+                if kind == "local":
+                    backend = LocalBackend(Path(tmp) / "local", engine_name=eng)
+                    rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests,
+                                                eng))
+                else:
+                    with FakeKubeAPI() as api:
+                        backend = KubeBackend.for_host(api.host, engine_name=eng)
                         rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests,
                                                     eng))
-                    else:
-                        with FakeKubeAPI() as api:
-                            backend = KubeBackend.for_host(api.host, engine_name=eng)
-                            rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests,
-                                                        eng))
         finally:
             gcs.stop()
     ok = report(rows)
