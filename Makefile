@@ -11,7 +11,7 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
 venv: $(STAMP)
 tools: $(TOOLS_STAMP)
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -U pip
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[cpu,local,dev]'

@@ -122,3 +122,11 @@ def pull_all(pubsub: PubSub, subscription: str, expect: int | None = None, timeo
         if expect is None and not batch:
             break
     return got
+
+
+@pytest.fixture(scope="session")
+def small_flow(emulator_stack: Emulators, tmp_path_factory: pytest.TempPathFactory):
+    """One small real flow with every kind of record (``tests/flow.py``): trace, report and monitoring tests."""
+    from tests.flow import build
+
+    return build(emulator_stack, tmp_path_factory.mktemp("flow"))

@@ -78,12 +78,13 @@ import os
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from landfall.core import logs
-from landfall.core.errors import Invalid
-from landfall.core.messages import METRICS_SCHEMA, utc_now
+from landfall.core.errors import Invalid, NotFound
+from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.storage import Storage
 from trainer import inputs as inputs_mod
 from trainer import verdict, warmstart
@@ -206,6 +207,37 @@ def already_done(job: JobDir, cfg: TrainerConfig) -> bool:
             and len(doc.get("epochs") or []) >= cfg.epochs)
 
 
+def arrival_latency_s(storage: Storage, args: list[str] | tuple[str, ...], now: datetime | None = None) -> float | None:
+    """Seconds from the oldest data arrival a released job covers (its ``inputs.json`` requests' ``arrived_at``,
+    reason ``arrival``) to now; ``None`` without a released job's inputs or such a request."""
+    uri = inputs_mod.inputs_uri(args)
+    if uri is None:
+        return None
+    try:
+        requests = JobInputs.from_json(storage.read_bytes(uri), uri).requests
+    except (NotFound, Invalid):
+        return None
+    times = []
+    for r in requests:
+        if r.get("reason", "arrival") == "arrival" and r.get("arrived_at"):
+            with contextlib.suppress(ValueError):
+                times.append(datetime.fromisoformat(str(r["arrived_at"])))
+    if not times:
+        return None
+    return round(((now or datetime.now(UTC)) - min(times)).total_seconds(), 3)
+
+
+def log_started(cfg: TrainerConfig, storage: Storage, datasets: list[str]) -> None:
+    """The chief's ``job started`` line, once per job (before its first metrics.json): how long its oldest
+    arrival waited for training to begin (queueing in Kueue included): the log-based metric
+    ``landfall-arrival-to-start`` (infra/modules/monitoring) reads ``arrival_latency_s``."""
+    fields: dict[str, Any] = {"worker": 0}
+    latency = arrival_latency_s(storage, cfg.manifests)
+    if latency is not None:
+        fields["arrival_latency_s"] = latency
+    log.info("job started", extra={"job": job_name_of(cfg), "dataset": ",".join(datasets), "fields": fields})
+
+
 def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, metrics: Metrics) -> int:
     """Each step runs in a ``phase``: what fails in it leaves classed (``trainer.errors``)."""
     fields = {"worker": cluster.worker_index, "num_workers": cluster.num_workers}
@@ -216,6 +248,8 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
                                       cfg.validation_fraction, cfg.seed)
         log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
     with phase("reading the job dir"):
+        if cluster.is_chief and job.read_json(METRICS) is None:  # this job's first start
+            log_started(cfg, storage, inputs.datasets)
         done = already_done(job, cfg)
     if done:
         log.info("job dir already holds a finished run of this length; nothing to do", extra={"fields": fields})

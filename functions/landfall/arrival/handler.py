@@ -122,8 +122,9 @@ def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
     log.info("%s %s: %d instances in %d shards", "already converted" if outcome == "duplicate" else "converted",
              name, manifest.count, len(manifest.shards),
              extra={"arrival_id": aid, "dataset": arrival.dataset,
-                    "fields": {"manifest": manifest_uri, "count": manifest.count, "shards": len(manifest.shards),
-                               "dropped": manifest.dropped_nonfinite, "retracted_generations": older}})
+                    "fields": {"outcome": outcome, "manifest": manifest_uri, "count": manifest.count,
+                               "shards": len(manifest.shards), "dropped": manifest.dropped_nonfinite,
+                               "retracted_generations": older}})
     return outcome
 
 

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render-tfjob": ("landfall.cli.jobs", "the old name of render-job"),
     "republish": ("landfall.cli.jobs", "publish a manual training request (a rerun)"),
     "status": ("landfall.cli.status", "arrivals, requests, jobs, their state and latest metrics"),
+    "trace": ("landfall.cli.trace", "follow one arrival through every record, or a job back to its arrivals"),
+    "report": ("landfall.cli.report", "one self-contained HTML page of what the bucket holds"),
     "promote": ("landfall.cli.models", "make a run's model its dataset's champion (records who asked)"),
     "rollback": ("landfall.cli.models", "restore a dataset's previous champion"),
     "score": ("landfall.cli.score", "anomaly scores for every instance of a file, with the champion or a model"),

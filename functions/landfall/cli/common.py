@@ -16,6 +16,15 @@ def job_config(args: argparse.Namespace, *fields: str) -> JobConfig:
     return JobConfig.load(**{f: getattr(args, f, None) for f in fields})
 
 
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags that name what a read-only command looks at: the bucket, the job backend and the project."""
+    p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
+    p.add_argument("--backend", choices=["local", "kubernetes"])
+    p.add_argument("--state", dest="local_state", help="local backend state folder (LANDFALL_LOCAL_STATE)")
+    p.add_argument("--namespace")
+    p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+
+
 def reporting_errors(args: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
     try:
         return command(args)

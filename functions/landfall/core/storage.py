@@ -158,6 +158,19 @@ class Storage:
                 key=lambda info: info.uri,
             )
 
+    def list_prefixes(self, prefix: str) -> list[str]:
+        """The "folders" directly under ``prefix`` (a listing with delimiter ``/``), as sorted URIs ending in ``/``:
+        one request's worth per page, whatever the objects below them hold."""
+        if not is_gs(prefix):
+            root = Path(prefix)
+            return sorted(str(p) + "/" for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        bucket, name = split_gs(prefix)
+        with mapped_errors(prefix):
+            pages = self.client.list_blobs(bucket, prefix=name, delimiter="/", retry=self.retry)
+            for _ in pages:  # the prefixes are filled in as the pages are read
+                pass
+            return sorted(f"gs://{bucket}/{p}" for p in pages.prefixes)
+
     # -- whole objects ---------------------------------------------------------------------------
     def read_bytes(self, uri: str) -> bytes:
         if not is_gs(uri):

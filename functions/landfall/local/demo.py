@@ -11,7 +11,8 @@
 5. name the dataset's champion and each job's verdict, then score a small new file with a few spiked
    instances with the champion and report how many were flagged;
 6. write ``metrics/<job>.json``, ``training.png`` (losses, epoch times, the scored file's error histogram
-   with the threshold), ``scores/`` and ``summary.txt`` to ``--out``; the summary compares the follow-up's
+   with the threshold), ``report.html`` (``landfall report`` of the demo's bucket), ``scores/`` and
+   ``summary.txt`` to ``--out``; the summary compares the follow-up's
    first-epoch validation loss with its predecessor's last (a warm start continues where the predecessor
    ended instead of starting over).
 
@@ -32,12 +33,14 @@ from typing import Any
 import numpy as np
 
 from landfall.core import champion
+from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.local import plots
+from landfall.local import plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
+from landfall.local.records import Reader
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
@@ -266,6 +269,8 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         (out / "metrics" / f"{name}.json").write_bytes(raw)
         metrics.append(json.loads(raw))
     png = plots.training_curves(metrics, out / "training.png", scored)
+    page = report.write(out / "report.html", Reader(follower.storage, stack.cfg.bucket, Layout(), follower.backend),
+                        follower.pubsub, (stack.cfg.dead_letter_topic,))
     lines = [f"Landfall demo: {len(jobs)} job(s) for dataset '{follower.opts.dataset}' in {elapsed_s:.0f}s"]
     for job, m in zip(jobs, metrics, strict=True):
         epochs = m.get("epochs") or []
@@ -288,7 +293,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         lines.append(f"scoring: {scored.caught} of {len(scored.injected)} injected anomalies flagged, "
                      f"{scored.false_alarms} false alarms of {len(scored.errors) - len(scored.injected)} "
                      f"at threshold {scored.threshold:.4g}")
-    lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"state:   {stack.cfg.state}"]
+    lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"report:  {page}", f"state:   {stack.cfg.state}"]
     text = "\n".join(lines)
     (out / "summary.txt").write_text(text + "\n")
     return text

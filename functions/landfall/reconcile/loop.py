@@ -6,7 +6,9 @@ whatever it raises (a TFJob without Landfall's labels, a bug): a ``TemporaryErro
 else at ERROR with its traceback, and the next pass comes ``poll_s`` later; only ``stop`` (SIGTERM) ends it,
 after the current pass. The loop touches its heartbeat file when it starts and after every pass, failed or not;
 ``heartbeat_age`` is what the Deployment's liveness probe (``landfall reconcile --check-heartbeat``) reads, so a
-pass that hangs gets the pod restarted.
+pass that hangs gets the pod restarted. After the first pass and then at most once a minute it also logs one
+``reconciler heartbeat`` line (passes since the last one, how many failed): its absence is an alert
+(``infra/modules/monitoring``), for a reconciler that is gone altogether, which no liveness probe sees.
 
 Cheap to import (the probe imports it every period): the submit stage is imported when the loop runs.
 """
@@ -30,7 +32,9 @@ log = logging.getLogger("landfall.reconcile")
 
 MIN_POLL_S = 5.0  # the API server is shared: do not list TFJobs more often than this
 HEARTBEAT = "/tmp/landfall-reconciler-alive"  # on the pod's /tmp emptyDir (the root filesystem is read-only)
+HEARTBEAT_LOG_S = 60.0  # a "reconciler heartbeat" log line after the first pass, then at most once a minute
 MAX_HEARTBEAT_AGE_S = 120.0  # well above a pass (storage retries are bounded at 30 s) plus MIN_POLL_S
+_monotonic = time.monotonic  # the heartbeat line's clock (a test replaces it)
 
 
 def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
@@ -43,7 +47,9 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
     from landfall.submit import coalesce
 
     beat(heartbeat)
+    logged_at, passes, failed = float("-inf"), 0, 0
     while not stop.is_set():
+        ok = False
         try:
             released = coalesce.reconcile(backend, storage, cfg)
             if released:
@@ -52,11 +58,20 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
                 announced = announce.announce_finished(backend, storage, pubsub, cfg)
                 if announced:
                     log.info("announced %s", ", ".join(announced), extra={"fields": {"announced": announced}})
+            ok = True
         except TemporaryError as exc:
             log.warning("reconcile pass failed (will retry): %s", exc)
         except Exception as exc:  # any object, any bug: log it and go on, the next pass may succeed
             log.error("reconcile pass failed (will retry): %s: %s", type(exc).__name__, exc, exc_info=True)
         beat(heartbeat)
+        passes, failed = passes + 1, failed + (not ok)
+        if _monotonic() - logged_at >= HEARTBEAT_LOG_S:
+            # What the log-absence alert of infra/modules/monitoring counts: a reconciler that stopped or hangs
+            # writes none of these.
+            log.info("reconciler heartbeat", extra={"component": "reconciler",
+                                                    "fields": {"heartbeat": True, "passes": passes, "failed": failed,
+                                                               "last_pass_ok": ok}})
+            logged_at, passes, failed = _monotonic(), 0, 0
         stop.wait(max(poll_s, MIN_POLL_S))
     return 0
 

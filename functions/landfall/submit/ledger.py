@@ -129,4 +129,7 @@ class Ledger:
 
 
 def request_entry(request: TrainingRequest) -> dict[str, Any]:
-    return {"request_id": request.request_id, "reason": request.reason, "manifest": request.manifest}
+    """A request as a job's ``inputs.json`` lists it; ``arrived_at`` lets the trainer log how long the oldest
+    request waited for the job to start (``trainer.task``'s ``job started`` line, a log-based metric)."""
+    return {"request_id": request.request_id, "reason": request.reason, "manifest": request.manifest,
+            "arrived_at": request.arrived_at}

@@ -117,3 +117,19 @@ module "iam" {
 
   depends_on = [module.services]
 }
+
+# Log-based metrics, alerts (each saying what to do) and the dashboard (infra/modules/monitoring).
+module "monitoring" {
+  source                = "../monitoring"
+  project_id            = var.project_id
+  env                   = var.env
+  notification_channels = var.notification_channels
+  notification_email    = var.notification_email
+  expected_arrivals     = var.expected_arrivals
+  dead_letter_subscriptions = [
+    module.pubsub.dead_letter_subscription_name,
+    module.pubsub.arrival_dead_letter_subscription_name,
+  ]
+
+  depends_on = [module.services]
+}

@@ -110,3 +110,8 @@ output "functions_repository" {
   description = "Artifact Registry repository of the functions' builds, projects/P/locations/L/repositories/R."
   value       = module.registry.functions_repository_name
 }
+
+output "monitoring_dashboard_id" {
+  description = "ID of the Landfall dashboard (infra/modules/monitoring)."
+  value       = module.monitoring.dashboard_id
+}

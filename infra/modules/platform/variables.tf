@@ -98,3 +98,18 @@ variable "github" {
   })
   default = null
 }
+
+variable "notification_channels" {
+  description = "Existing notification channel IDs the alerts notify (infra/modules/monitoring)."
+  type        = list(string)
+}
+
+variable "notification_email" {
+  description = "An email address the alerts notify as well; empty for none."
+  type        = string
+}
+
+variable "expected_arrivals" {
+  description = "Per dataset: hours without a converted arrival before an alert fires."
+  type        = map(number)
+}

@@ -1,5 +1,6 @@
-"""Next to a running ``landfall up`` stack, a command uses it only when nothing names another target
-(``landfall.local.stack.use_running_stack``): all or nothing, and one line on stderr when it does.
+"""Next to a running ``landfall up`` stack, a command (status, republish, upload, trace, report) uses it only when
+nothing names another target (``landfall.local.stack.use_running_stack``): all or nothing, and one line on stderr
+when it does.
 
 The stack is faked: a ``stack.json`` whose pid is this process's, which ``read_running`` takes as running.
 The commands' work is replaced by a recorder of the environment it would run in.
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from landfall import cli
-from landfall.cli import jobs, status
+from landfall.cli import jobs, report, status, trace
 
 TARGET_ENV = ("LANDFALL_BUCKET", "GOOGLE_CLOUD_PROJECT", "LANDFALL_BACKEND", "LANDFALL_LOCAL_STATE",
               "STORAGE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST")
@@ -60,6 +61,8 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str | None]]:
             record()
 
     monkeypatch.setattr(status, "status", record)
+    monkeypatch.setattr(trace, "_run", record)
+    monkeypatch.setattr(report, "_run", record)
     monkeypatch.setattr(jobs, "republish", record)
     monkeypatch.setattr("landfall.core.storage.Storage", Storage)
     return seen
@@ -69,6 +72,8 @@ COMMANDS = {
     "status": ["status"],
     "republish": ["republish", "--dataset", "d"],
     "upload": ["upload", "file.npy", "--dataset", "d"],
+    "trace": ["trace", "some-job"],
+    "report": ["report", "--out", "r.html"],
 }
 
 
@@ -87,6 +92,10 @@ FLAGS = {
     "status": [["--bucket", "prod-bucket"], ["--project", "prod-project"], ["--backend", "kubernetes"],
                ["--state", "elsewhere"]],
     "republish": [["--bucket", "prod-bucket"], ["--project", "prod-project"]],
+    "trace": [["--bucket", "prod-bucket"], ["--project", "prod-project"], ["--backend", "kubernetes"],
+              ["--state", "elsewhere"]],
+    "report": [["--bucket", "prod-bucket"], ["--project", "prod-project"], ["--backend", "kubernetes"],
+               ["--state", "elsewhere"]],
 }
 
 

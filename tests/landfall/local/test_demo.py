@@ -40,6 +40,9 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(tmp_path):
     assert len(epoch_lines) == 4, epoch_lines
     assert all("on 2 workers" in line for line in epoch_lines)
     assert (out / "training.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / "report.html").read_text()  # landfall report of the demo's bucket, its path printed
+    assert f"report:  {out / 'report.html'}" in proc.stdout
+    assert 'data-dataset="demo"' in page and all(f'data-job="{m["job"]}"' in page for m in metrics)
     summary = (out / "summary.txt").read_text()
     assert "2 job(s)" in summary and "follow-up of" in summary
     assert f"warm start: {follow_up['job']} began from {first['job']}'s model: first-epoch val_loss" in summary

@@ -117,7 +117,31 @@ def test_no_error_ends_the_loop_and_each_pass_beats(monkeypatch, tmp_path, json_
     assert all("Traceback" in e["exception"] for e in errors)
     assert [e["message"] for e in lines if e["severity"] == "WARNING"] == [
         "reconcile pass failed (will retry): API unreachable"]
-    assert [e["released"] for e in lines if e["severity"] == "INFO"] == [["follow-1"]]
+    assert [e["released"] for e in lines if e["severity"] == "INFO" and "released" in e] == [["follow-1"]]
+    # The log line the monitoring's absence alert counts: after the first pass (a failed one), then once a minute.
+    (beat,) = [e for e in lines if e["message"] == "reconciler heartbeat"]
+    assert (beat["heartbeat"], beat["passes"], beat["failed"], beat["last_pass_ok"]) == (True, 1, 1, False)
+
+
+def test_the_heartbeat_line_counts_the_passes_since_the_last(monkeypatch, tmp_path, json_logs):
+    stop, passes = threading.Event(), []
+
+    def reconcile(backend, storage, cfg, layout=None, dataset=None):
+        passes.append(1)
+        if len(passes) == 2:
+            raise TemporaryError("API unreachable")
+        if len(passes) >= 4:
+            stop.set()
+        return []
+
+    monkeypatch.setattr(coalesce, "reconcile", reconcile)
+    monkeypatch.setattr(loop, "MIN_POLL_S", 0.01)
+    clock = iter([0.0, 0.0, 30.0, 61.0, 62.0, 200.0, 200.0])
+    monkeypatch.setattr(loop, "_monotonic", lambda: next(clock))
+    loop.run(None, None, None, stop, 0.01)
+    beats = [(e["passes"], e["failed"], e["last_pass_ok"]) for e in json_logs()
+             if e["message"] == "reconciler heartbeat"]
+    assert beats == [(1, 0, True), (2, 1, True), (1, 0, True)]
 
 
 def test_the_heartbeat_advances_with_every_pass(monkeypatch, tmp_path):

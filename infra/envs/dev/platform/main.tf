@@ -23,4 +23,7 @@ module "platform" {
   connector_cidr          = var.connector_cidr
   release_channel         = var.release_channel
   deletion_protection     = var.deletion_protection
+  notification_channels   = var.notification_channels
+  notification_email      = var.notification_email
+  expected_arrivals       = var.expected_arrivals
 }

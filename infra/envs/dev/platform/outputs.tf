@@ -111,3 +111,8 @@ output "functions_connector" {
   description = "VPC connector the submit function reaches the control plane's private endpoint through."
   value       = module.platform.functions_connector
 }
+
+output "monitoring_dashboard_id" {
+  description = "ID of the Landfall dashboard (infra/modules/monitoring)."
+  value       = module.platform.monitoring_dashboard_id
+}

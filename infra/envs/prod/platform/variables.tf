@@ -147,3 +147,29 @@ variable "github" {
   })
   default = null
 }
+
+variable "notification_channels" {
+  description = "Existing Cloud Monitoring notification channels (projects/P/notificationChannels/N) the alerts notify."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels must be IDs of the form projects/P/notificationChannels/N."
+  }
+}
+
+variable "notification_email" {
+  description = "An email address the alerts notify (an email channel is made for it); empty for none."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.notification_email == "" || can(regex("^[^@[:space:]]+@[^@[:space:]]+$", var.notification_email))
+    error_message = "notification_email must be an email address or empty."
+  }
+}
+
+variable "expected_arrivals" {
+  description = "Datasets that expect data regularly, with the hours (1-23) without a converted arrival before an alert fires."
+  type        = map(number)
+  default     = {}
+}

@@ -1,0 +1,44 @@
+"""``landfall report [--out report.html] [--dataset ...]``: the bucket as one self-contained HTML page
+(``landfall.local.report``): arrivals, champions, recent jobs with loss curves and verdicts, thresholds,
+rejections, dead letters and pending requests. Read-only; next to a ``landfall up`` stack it reads that stack
+unless a flag or variable names a target. Prints the page's path."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from landfall.cli.common import add_target_arguments, job_config, reporting_errors
+from landfall.core import logs
+from landfall.core.errors import NotFound
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="report.html", help="where to write the page (default report.html)")
+    add_target_arguments(p)
+    p.add_argument("--dead-letter", action="append", default=None, metavar="SUBSCRIPTION",
+                   help="dead-letter subscription to peek at (repeatable; default LANDFALL_DEAD_LETTER_SUBSCRIPTION)")
+    p.add_argument("--no-dead-letter", action="store_true", help="do not peek at dead-letter subscriptions")
+
+
+def run(args: argparse.Namespace) -> int:
+    from landfall.local.stack import use_running_stack
+
+    logs.setup()
+    use_running_stack(args=args)
+    return reporting_errors(args, _run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from landfall.cli.trace import open_reader
+    from landfall.core.pubsub import PubSub
+    from landfall.local import report
+
+    cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
+    if not cfg.bucket:
+        raise NotFound("name the bucket: --bucket or LANDFALL_BUCKET")
+    subscriptions = () if args.no_dead_letter else tuple(args.dead_letter or [cfg.dead_letter_subscription])
+    path = report.write(Path(args.out), open_reader(cfg, cfg.bucket), None if args.no_dead_letter else
+                        PubSub(cfg.project), subscriptions)
+    print(path.resolve())
+    return 0

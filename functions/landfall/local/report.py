@@ -1,0 +1,371 @@
+"""``landfall report``: one self-contained HTML page of what a bucket holds (no server, no external assets).
+
+Per dataset: its arrivals over time (converted, retracted, converting, rejected), the champion and its history,
+the recent jobs with their loss curves (inline SVG) and verdicts, and the champion's anomaly threshold with the
+histogram of its held-out errors. Then the rejections by reason, the dead letters and the pending requests with
+why they wait. Built by ``collect`` (reads, never writes) and ``render`` (a string of HTML); ``make demo`` writes
+it next to ``training.png``.
+
+Reads: one listing each of ``tfrecords/``, ``rejected/`` and ``requests/``; then named records: the newest
+``RECENT_JOBS`` jobs of each dataset (found from its head, ``landfall.submit.ledger``: their inputs and metrics),
+each rejection (the newest ``MAX_REJECTIONS``), each pending request, the champion, ``HISTORY`` entries of its
+history and its ``threshold.json``. Dead letters are peeked (left in their subscription). Nothing lists
+``runs/``, which holds every job's model and checkpoints; so jobs of policy ``allow`` (named by their request, not
+numbered) are not shown.
+
+Decision: ``threshold.json`` keeps the champion's held-out error quantiles, not the errors, so the "histogram" is
+drawn from them: each bar spans two neighbouring quantiles and its height is the share of instances between them
+over its width (an exact density histogram at the quantiles' resolution; the first bar starts at 0, as a squared
+error cannot be negative, and the 0.1 % above p99.9 is left out).
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from landfall.arrival.route import DISPATCH
+from landfall.core import champion, layout
+from landfall.core.errors import LandfallError
+from landfall.core.layout import MANIFEST, RETRACTION
+from landfall.core.messages import utc_now
+from landfall.local.records import Reader
+
+RECENT_JOBS = 8
+MAX_REJECTIONS = 200
+HISTORY = 20
+# trainer.scoring.QUANTILES, the names threshold.json keeps its quantiles under
+QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
+
+
+# -- collecting ------------------------------------------------------------------------------------------------
+def _time(generation: int) -> str | None:
+    if generation < 10**15:  # not a Cloud Storage generation (microseconds since the epoch)
+        return None
+    return datetime.fromtimestamp(generation / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str, ...] = ()) -> dict[str, Any]:
+    datasets: dict[str, dict[str, Any]] = {}
+
+    def ds(name: str) -> dict[str, Any]:
+        return datasets.setdefault(name, {"name": name, "arrivals": [], "jobs": [], "champion": None,
+                                          "history": [], "threshold": None, "pending": []})
+
+    tprefix = r.uri(r.lay.tfrecords_prefix)
+    folders: dict[tuple[str, str], dict[str, Any]] = {}
+    for info in r.storage.list_objects(tprefix, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH)):
+        parts = info.uri[len(tprefix):].split("/")
+        if len(parts) == 3:
+            folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
+    for (name, aid), recs in sorted(folders.items()):
+        first = recs.get(MANIFEST) or recs.get(DISPATCH) or recs[RETRACTION]
+        state = "retracted" if RETRACTION in recs else "converted" if MANIFEST in recs else "converting"
+        ds(name)["arrivals"].append({"arrival_id": aid, "state": state, "at": _time(first.generation)})
+    rprefix = r.uri(r.lay.rejected_prefix)
+    rejected = sorted(r.storage.list_objects(rprefix, suffix=".json"), key=lambda i: i.generation)[-MAX_REJECTIONS:]
+    rejections = []
+    for info in rejected:
+        name = info.uri[len(rprefix):].split("/", 1)[0]
+        doc = r.json(info.uri) or {}
+        rejections.append({"dataset": name, "record": info.uri, "stage": doc.get("stage"),
+                           "reason": doc.get("reason") or doc.get("invalid"), "detail": doc.get("detail"),
+                           "name": (doc.get("source") or {}).get("name"), "at": doc.get("rejected_at")})
+        if name != layout.INVALID_DATASET and doc.get("stage") == "arrival":
+            aid = info.uri.rsplit("/", 1)[-1].removesuffix(".json")
+            ds(name)["arrivals"].append({"arrival_id": aid, "state": "rejected", "at": doc.get("rejected_at")})
+    qprefix = r.uri(r.lay.requests_prefix)
+    for uri in r.storage.list(qprefix, suffix=".json"):
+        name, _, rest = uri[len(qprefix):].partition("/")
+        if rest.startswith("pending/"):
+            doc = r.json(uri) or {}
+            ds(name)["pending"].append({"request_id": doc.get("request_id"), "reason": doc.get("reason"),
+                                        "manifest": doc.get("manifest"), "arrived_at": doc.get("arrived_at")})
+    for name, entry in datasets.items():
+        head = r.ledger.head_seq(name)
+        for seq in range(head, max(0, head - RECENT_JOBS), -1):  # the newest jobs, by name
+            inputs = r.inputs(r.ledger.job_name(name, seq))
+            if inputs is not None:
+                entry["jobs"].append(_job(r, inputs))
+        _champion(r, name, entry)
+        if entry["pending"]:
+            seq = r.ledger.head_seq(name)
+            head = r.ledger.job_name(name, seq) if seq else None
+            state = r.job_state(head)[0] if head else None
+            why = (f"waiting for job {head} ({state}) to finish; then the next job covers them" if head and state
+                   not in ("Succeeded", "Failed", "Ended") else
+                   f"job {head} ended ({state}): the next reconcile pass releases them" if head else
+                   "no job released yet: the next request or reconcile pass releases one")
+            entry["pending_reason"] = why
+        entry["arrivals"].sort(key=lambda a: a["at"] or "")
+    dead = [_peek(pubsub, sub) for sub in dead_letter_subscriptions] if pubsub is not None else []
+    return {"bucket": r.bucket, "generated_at": utc_now(), "datasets": [datasets[k] for k in sorted(datasets)],
+            "rejections": rejections, "rejections_by_reason": _by_reason(rejections), "dead_letters": dead}
+
+
+def _by_reason(rejections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    counts = Counter((x["stage"], x["reason"]) for x in rejections)
+    return [{"stage": s, "reason": k, "count": n} for (s, k), n in counts.most_common()]
+
+
+def _job(r: Reader, inputs: Any) -> dict[str, Any]:
+    state, source = r.job_state(inputs.job)
+    m = r.json(r.job_dir(inputs.job) + "/metrics.json") or {}
+    epochs = [e for e in (m.get("epochs") or []) if isinstance(e, dict)]
+    return {"job": inputs.job, "seq": inputs.seq, "after": inputs.after, "released_at": inputs.released_at,
+            "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
+            "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
+            "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
+            "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
+                      for e in epochs]}
+
+
+def _champion(r: Reader, name: str, entry: dict[str, Any]) -> None:
+    current = r.champion(name)
+    if current is None:
+        return
+    entry["champion"] = {"run": current.run, "seq": current.seq, "reason": current.reason, "loss": current.loss,
+                         "promoted_by": current.promoted_by, "promoted_at": current.promoted_at,
+                         "model": current.model}
+    root = champion.bucket_root(r.bucket)
+    for seq in range(current.seq, max(0, current.seq - HISTORY), -1):
+        try:
+            past = champion.read_history(r.storage, root, name, seq)
+        except (LandfallError, ValueError):
+            continue
+        entry["history"].append({"seq": past.seq, "run": past.run, "reason": past.reason, "loss": past.loss,
+                                 "promoted_at": past.promoted_at, "promoted_by": past.promoted_by})
+    threshold = r.json(current.model.rstrip("/") + "/" + champion.THRESHOLD)
+    if threshold and "value" in threshold:
+        entry["threshold"] = {"value": threshold.get("value"), "quantile": threshold.get("quantile"),
+                              "quantiles": threshold.get("quantiles") or {}, "instances": threshold.get("instances")}
+
+
+def _peek(pubsub: Any, subscription: str) -> dict[str, Any]:
+    try:
+        got = pubsub.peek(subscription, max_messages=100, timeout_s=3.0)
+    except LandfallError as exc:
+        return {"subscription": subscription, "error": str(exc), "messages": []}
+    messages = []
+    for m in got:
+        try:
+            body = json.loads(m.data)
+        except ValueError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        messages.append({"message_id": m.message_id, "dataset": body.get("dataset") or m.attributes.get("dataset"),
+                         "what": body.get("request_id") or m.attributes.get("objectId") or "(unreadable)",
+                         "attempts": m.delivery_attempt})
+    return {"subscription": subscription, "messages": messages}
+
+
+# -- rendering ---------------------------------------------------------------------------------------------------
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else _e(value if value is not None else "-")
+
+
+def loss_svg(curve: list[dict[str, Any]], width: int = 320, height: int = 140) -> str:
+    """Train and validation loss per epoch as inline SVG (a polyline and a dot per epoch and series)."""
+    series = {k: [(e["epoch"], e[k]) for e in curve if isinstance(e.get(k), (int, float))
+                  and isinstance(e.get("epoch"), (int, float))] for k in ("loss", "val_loss")}
+    points = [p for s in series.values() for p in s]
+    if not points:
+        return '<p class="muted">no epoch finished yet</p>'
+    x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
+    y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
+    x1, y1 = (x1 if x1 > x0 else x0 + 1), (y1 if y1 > y0 else y0 + abs(y0) * 0.1 + 1e-9)
+    pad = 28
+
+    def xy(p: tuple[float, float]) -> tuple[float, float]:
+        return (pad + (p[0] - x0) / (x1 - x0) * (width - 2 * pad),
+                height - pad - (p[1] - y0) / (y1 - y0) * (height - 2 * pad))
+
+    parts = [f'<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="loss per epoch">',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" class="axis"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" class="axis"/>',
+             f'<text x="{pad}" y="{pad - 8}" class="tick">{y1:.3g}</text>',
+             f'<text x="{pad}" y="{height - 8}" class="tick">{y0:.3g} (epoch {x0:g}-{x1:g})</text>']
+    for key, s in series.items():
+        if not s:
+            continue
+        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in map(xy, s))
+        parts.append(f'<polyline class="{key}" data-series="{key}" points="{coords}"/>')
+        parts += [f'<circle class="{key}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"/>' for x, y in map(xy, s)]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def histogram_svg(threshold: dict[str, Any], width: int = 320, height: int = 140) -> str:
+    """The champion's held-out errors as a density histogram between neighbouring quantiles, and the threshold."""
+    levels = sorted((QUANTILE_LEVELS[k], float(v)) for k, v in (threshold.get("quantiles") or {}).items()
+                    if k in QUANTILE_LEVELS and isinstance(v, (int, float)))
+    levels = [(0.0, 0.0), *levels] if levels else []  # a squared error is never below 0: the first bar's floor
+    bars = [(a, b, (q2 - q1) / (b - a)) for (q1, a), (q2, b) in itertools.pairwise(levels) if b > a]
+    if not bars:
+        return '<p class="muted">no error quantiles recorded</p>'
+    lo, hi = bars[0][0], max(bars[-1][1], float(threshold.get("value") or 0))
+    top = max(d for _, _, d in bars)
+    pad = 20
+
+    def x(v: float) -> float:
+        return pad + (v - lo) / ((hi - lo) or 1) * (width - 2 * pad)
+
+    parts = [f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="held-out error histogram">']
+    for a, b, d in bars:
+        h = d / top * (height - 2 * pad)
+        parts.append(f'<rect x="{x(a):.1f}" y="{height - pad - h:.1f}" width="{max(x(b) - x(a), 0.5):.1f}" '
+                     f'height="{h:.1f}" class="bar"/>')
+    t = float(threshold.get("value") or 0)
+    parts.append(f'<line x1="{x(t):.1f}" y1="{pad / 2}" x2="{x(t):.1f}" y2="{height - pad}" class="threshold"/>')
+    parts.append(f'<text x="{min(x(t) + 3, width - 90):.1f}" y="{pad}" class="tick">threshold {t:.3g}</text>')
+    parts.append(f'<text x="{pad}" y="{height - 4}" class="tick">{lo:.3g} .. {hi:.3g} (MSE)</text></svg>')
+    return "".join(parts)
+
+
+def arrivals_svg(arrivals: list[dict[str, Any]], width: int = 660, height: int = 60) -> str:
+    """Each arrival as a dot on a time axis, coloured by what became of it."""
+    times = [(datetime.fromisoformat(a["at"].replace("Z", "+00:00")), a) for a in arrivals if a.get("at")]
+    if not times:
+        return '<p class="muted">no arrival times recorded</p>'
+    t0, t1 = min(t for t, _ in times), max(t for t, _ in times)
+    span = (t1 - t0).total_seconds() or 1.0
+    pad = 12
+    parts = [f'<svg class="arrivals" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="arrivals over time">',
+             f'<line x1="{pad}" y1="{height / 2}" x2="{width - pad}" y2="{height / 2}" class="axis"/>']
+    for t, a in times:
+        cx = pad + (t - t0).total_seconds() / span * (width - 2 * pad)
+        parts.append(f'<circle class="{_e(a["state"])}" cx="{cx:.1f}" cy="{height / 2}" r="5">'
+                     f'<title>{_e(a["arrival_id"])}: {_e(a["state"])} at {_e(a["at"])}</title></circle>')
+    parts.append(f'<text x="{pad}" y="{height - 4}" class="tick">{_e(times[0][1]["at"])}</text>'
+                 f'<text x="{width - pad - 130}" y="{height - 4}" class="tick">{_e(times[-1][1]["at"])}</text></svg>')
+    return "".join(parts)
+
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+h3{font-size:15px;margin:16px 0 4px}table{border-collapse:collapse;margin:6px 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
+.muted{color:#888}.jobs{display:flex;flex-wrap:wrap;gap:12px}.job{border:1px solid #ddd;padding:8px;width:340px}
+svg .axis{stroke:#999}svg .tick{font-size:10px;fill:#555}svg polyline{fill:none;stroke-width:2}
+svg polyline.loss{stroke:#1f77b4}svg polyline.val_loss{stroke:#ff7f0e;stroke-dasharray:4 3}
+svg circle.loss{fill:#1f77b4}svg circle.val_loss{fill:#ff7f0e}svg .bar{fill:#9ecae1}
+svg .threshold{stroke:#d62728;stroke-width:2}svg circle.converted{fill:#2ca02c}svg circle.retracted{fill:#999}
+svg circle.converting{fill:#1f77b4}svg circle.rejected{fill:#d62728}
+.state-Succeeded{color:#2ca02c}.state-Failed{color:#d62728}.state-Running{color:#1f77b4}
+"""
+
+# Shows the times in the reader's time zone; the page reads the same without it.
+SCRIPT = """
+document.querySelectorAll("time[datetime]").forEach(function (el) {
+  var d = new Date(el.getAttribute("datetime"));
+  if (!isNaN(d.getTime())) { el.title = el.textContent; el.textContent = d.toLocaleString(); }
+});
+"""
+
+
+def _t(value: Any) -> str:
+    return f'<time datetime="{_e(value)}">{_e(value)}</time>' if value else "-"
+
+
+def _dataset_html(d: dict[str, Any]) -> str:
+    counts = Counter(a["state"] for a in d["arrivals"])
+    out = [f'<section class="dataset" id="dataset-{_e(d["name"])}" data-dataset="{_e(d["name"])}">',
+           f'<h2>Dataset {_e(d["name"])}</h2>',
+           f"<p>{len(d['arrivals'])} arrivals: " + ", ".join(f"{n} {_e(k)}" for k, n in sorted(counts.items()))
+           + "</p>", arrivals_svg(d["arrivals"])]
+    c = d["champion"]
+    out.append("<h3>Champion</h3>")
+    if c:
+        out.append(f'<p class="champion">{_e(c["run"])} (#{_e(c["seq"])}, {_e(c["reason"])} by {_e(c["promoted_by"])}'
+                   f' at {_t(c["promoted_at"])}), loss {_num(c["loss"])}</p>')
+        out.append("<table><tr><th>#</th><th>run</th><th>reason</th><th>loss</th><th>promoted</th></tr>"
+                   + "".join(f"<tr><td>{_e(h['seq'])}</td><td>{_e(h['run'])}</td><td>{_e(h['reason'])}</td>"
+                             f"<td>{_num(h['loss'])}</td><td>{_t(h['promoted_at'])}</td></tr>" for h in d["history"])
+                   + "</table>")
+    else:
+        out.append('<p class="muted">no champion yet</p>')
+    th = d["threshold"]
+    if th:
+        out.append(f"<h3>Anomaly threshold</h3><p>{_num(th['value'])} (quantile {_e(th['quantile'])} of "
+                   f"{_e(th['instances'])} held-out errors)</p>" + histogram_svg(th))
+    out.append("<h3>Recent jobs</h3>")
+    if not d["jobs"]:
+        out.append('<p class="muted">no job released yet</p>')
+    out.append('<div class="jobs">')
+    for j in d["jobs"]:
+        verdict = (f"verdict {_e(j['verdict'])} (loss {_num(j['challenger_loss'])} vs champion "
+                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict")
+        out.append(f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
+                   f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
+                   f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
+                   + (f", after {_e(j['after'])}" if j["after"] else "") + f"<br>{verdict}"
+                   + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"]) + "</div>")
+    out.append("</div>")
+    if d["pending"]:
+        out.append(f"<h3>Pending requests</h3><p>{_e(d.get('pending_reason'))}</p><table><tr><th>request</th>"
+                   "<th>reason</th><th>arrived</th><th>manifest</th></tr>"
+                   + "".join(f"<tr><td>{_e(p['request_id'])}</td><td>{_e(p['reason'])}</td><td>{_t(p['arrived_at'])}"
+                             f"</td><td>{_e(p['manifest'])}</td></tr>" for p in d["pending"]) + "</table>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def render(data: dict[str, Any]) -> str:
+    body = [f"<h1>Landfall: gs://{_e(data['bucket'])}</h1><p>generated {_t(data['generated_at'])}; "
+            f"{len(data['datasets'])} datasets: "
+            + ", ".join(f'<a href="#dataset-{_e(d["name"])}">{_e(d["name"])}</a>' for d in data["datasets"]) + "</p>"]
+    body += [_dataset_html(d) for d in data["datasets"]]
+    body.append('<section id="rejections"><h2>Rejections by reason</h2>')
+    if data["rejections_by_reason"]:
+        body.append("<table><tr><th>stage</th><th>reason</th><th>count</th></tr>"
+                    + "".join(f"<tr><td>{_e(x['stage'])}</td><td>{_e(x['reason'])}</td><td>{x['count']}</td></tr>"
+                              for x in data["rejections_by_reason"]) + "</table>")
+        body.append("<table><tr><th>dataset</th><th>input</th><th>reason</th><th>detail</th><th>when</th></tr>"
+                    + "".join(f"<tr><td>{_e(x['dataset'])}</td><td>{_e(x['name'] or x['record'])}</td>"
+                              f"<td>{_e(x['reason'])}</td><td>{_e(x['detail'])}</td><td>{_t(x['at'])}</td></tr>"
+                              for x in reversed(data["rejections"][-50:])) + "</table>")
+    else:
+        body.append('<p class="muted">none</p>')
+    body.append('</section><section id="dead-letters"><h2>Dead letters</h2>')
+    if not data["dead_letters"]:
+        body.append('<p class="muted">not looked at</p>')
+    for dl in data["dead_letters"]:
+        if dl.get("error"):
+            body.append(f"<p>{_e(dl['subscription'])}: unavailable ({_e(dl['error'])})</p>")
+            continue
+        body.append(f"<h3>{_e(dl['subscription'])}: {len(dl['messages'])} waiting</h3>")
+        if dl["messages"]:
+            body.append("<table><tr><th>message</th><th>dataset</th><th>request or object</th><th>attempts</th></tr>"
+                        + "".join(f"<tr><td>{_e(m['message_id'])}</td><td>{_e(m['dataset'])}</td><td>{_e(m['what'])}"
+                                  f"</td><td>{_e(m['attempts'])}</td></tr>" for m in dl["messages"]) + "</table>")
+    body.append("</section>")
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>Landfall report: {_e(data['bucket'])}</title><style>{CSS}</style></head><body>"
+            + "".join(body) + f"<script>{SCRIPT}</script></body></html>\n")
+
+
+def write(path: Any, r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str, ...] = ()) -> Any:
+    """Collects and writes the page to ``path`` (a local file); returns the path."""
+    from pathlib import Path
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(collect(r, pubsub, dead_letter_subscriptions)), encoding="utf-8")
+    return out
+
+
+def job_names(data: dict[str, Any]) -> list[str]:
+    return [j["job"] for d in data["datasets"] for j in d["jobs"]]
+
