@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -100,7 +101,7 @@ def pandas_per_row_examples(src: Path, dest: Path) -> None:
 _CHILD = """
 import sys
 from landfall.cli import main
-rc = main(["convert", sys.argv[1], "--out", sys.argv[2]])
+rc = main(["convert", *sys.argv[1:]])
 hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0].split()[1]
 print(hwm, file=sys.stderr)
 sys.exit(rc)
@@ -110,12 +111,23 @@ sys.exit(rc)
 def peak_rss_mib(src: Path, dest: Path) -> float:
     """Runs ``landfall convert`` in its own process; its VmHWM is the peak RSS of that process alone
     (``ru_maxrss`` of a child would include the parent's memory at fork time)."""
+    rc, stderr, peak = convert_in_child(src, dest)
+    if rc != 0:
+        raise RuntimeError(f"convert of {src} failed: {stderr[-500:]}")
+    return peak
+
+
+def convert_in_child(src: Path, dest: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, float]:
+    """``landfall convert SRC --out DEST ARGS`` in its own process: exit status, stderr (without the peak
+    line) and peak RSS in MiB; ``env`` is added to this process's environment."""
     shutil.rmtree(dest, ignore_errors=True)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(dest)], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"convert of {src} failed: {proc.stderr[-500:]}")
-    return int(proc.stderr.strip().splitlines()[-1]) / 1024  # kB
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(src), "--out", str(dest), *args],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, **(env or {})})
+    *lines, last = proc.stderr.strip().splitlines() or [""]
+    if not last.isdigit():  # it died before printing its peak
+        return proc.returncode, proc.stderr, float("nan")
+    return proc.returncode, "\n".join(lines), int(last) / 1024  # kB
 
 
 def storage_copy(src: Path, dest: Path) -> None:

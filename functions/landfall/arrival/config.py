@@ -21,7 +21,11 @@ class ConverterConfig(Settings):
     npz_array: str | None = None  # the array to take from an .npz holding several
     drop_nonfinite: bool = False  # drop rows with NaN/Inf (counted in the manifest) instead of rejecting
     max_instances: int = 1_000_000_000  # an .npy header declaring more is rejected before any read
-    max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb
+    max_npz_ratio: int = 200  # uncompressed/compressed above this is treated as a compression bomb (.npz)
+    max_gzip_ratio: int = 200  # the same for .csv.gz
+    # Either is measured as it happens (bytes produced against bytes read, past the first 64 MiB), not taken
+    # from the archive's headers; no compressed input may expand to more than this, whatever its ratio.
+    max_expanded_bytes: int = 64 * 1024**3
     chunk_instances: int = 8192  # instances converted per step: bounds memory
     # The memory this process may use (the function's, or the Cloud Run task's; infra sets it from theirs). A
     # Parquet file whose column readers would not fit is rejected (parquet_too_wide) rather than killed.
@@ -48,6 +52,8 @@ class ConverterConfig(Settings):
             raise ValueError(f"on_delete must be one of {DELETE_POLICIES}, not {self.on_delete!r}")
         if self.jobs_backend not in JOBS_BACKENDS:
             raise ValueError(f"jobs_backend must be one of {JOBS_BACKENDS}, not {self.jobs_backend!r}")
+        if self.max_npz_ratio < 1 or self.max_gzip_ratio < 1 or self.max_expanded_bytes < 1:
+            raise ValueError("max_npz_ratio, max_gzip_ratio and max_expanded_bytes must be at least 1")
         if self.task_bytes < 1 or self.max_tasks < 1:
             raise ValueError("task_bytes and max_tasks must be at least 1")
 

@@ -122,7 +122,7 @@ def finite_rows(chunk: np.ndarray, cfg: ConverterConfig, seen: int) -> tuple[np.
         return chunk, 0
     if not cfg.drop_nonfinite:
         row = seen + int(np.argmin(ok))
-        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or an empty cell "
+        raise BadInput("non_finite", f"instance {row} holds NaN, Inf or a missing value (an empty cell, #N/A, NA ...) "
                        "(set LANDFALL_DROP_NONFINITE=true to drop such instances)")
     return chunk[ok], int((~ok).sum())
 
@@ -170,9 +170,10 @@ class ShardWriter:
         return self.done
 
     def abort(self) -> None:
+        current = self._uri if self._writer is not None else None  # the shard being written, if any
         with contextlib.suppress(Exception):
             self._stack.close()
-        for uri, *_ in self.done:
+        for uri in [u for u, *_ in self.done] + ([current] if current else []):
             with contextlib.suppress(Exception):
                 self.storage.delete(uri)
         self.storage.remove_empty_dir(self.tmp_prefix)

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from landfall.arrival import csvfile
-from landfall.arrival.columns import Chunks, columns_to_instances
+from landfall.arrival.columns import Chunks, columns_to_instances, narrowed
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput, TemporaryError
 from landfall.core.storage import READ_CHUNK, mapped_errors
@@ -139,6 +139,104 @@ def _rejecting(errors: tuple[type[Exception], ...], rejection: BadInput) -> Iter
         raise BadInput(rejection.reason, f"{rejection.detail}: {exc}") from None
 
 
+# -- compressed inputs: expansion measured as it happens -----------------------------------------------
+
+FREE_EXPANSION_BYTES = 64 * 2**20  # produced bytes below this are never refused by ratio
+
+
+class _Counted:
+    """``fh``, counting the bytes read from it (the compressed side)."""
+
+    def __init__(self, fh: BinaryIO):
+        self._fh = fh
+        self.read_bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._fh.read(n)
+        self.read_bytes += len(data)
+        return data
+
+    def __getattr__(self, name: str) -> Any:  # seek, tell, seekable ...: the stream's own
+        return getattr(self._fh, name)
+
+
+class _Expanding:
+    """A decompressed stream that refuses to expand more than ``ratio`` times the compressed bytes read so far
+    (past ``FREE_EXPANSION_BYTES``), or beyond ``cap`` bytes: a bomb is stopped by what it does, whatever its
+    headers declare."""
+
+    def __init__(self, fh: Any, source: _Counted, what: str, ratio: int, setting: str, cap: int):
+        self._fh, self._source, self._what = fh, source, what
+        self._ratio, self._setting, self._cap = ratio, setting, cap
+        self.produced = 0
+
+    def _count(self, data: bytes) -> bytes:
+        self.produced += len(data)
+        if self.produced > self._cap:
+            raise BadInput("compression_bomb", f"{self._what} expands to more than {self._cap} bytes "
+                           "(LANDFALL_MAX_EXPANDED_BYTES)")
+        read = max(self._source.read_bytes, 1)
+        if self.produced > FREE_EXPANSION_BYTES and self.produced > self._ratio * read:
+            raise BadInput("compression_bomb", f"{self._what} expanded {self.produced} bytes from {read} read so far "
+                           f"({self.produced / read:.0f}x); limit {self._ratio}x ({self._setting})")
+        return data
+
+    def read(self, n: int = -1) -> bytes:
+        return self._count(self._fh.read(n))
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._count(self._fh.readline(limit))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fh, name)
+
+
+class _Inflating:
+    """A deflated zip member, inflated with zlib from its raw bytes, so that ``read_bytes`` is exactly the
+    compressed bytes consumed so far. (zipfile reads ahead by the size asked for, and with a compressed size
+    that lies it keeps inflating what it read ahead: counting its reads would let a bomb expand for GBs.)
+    The CRC-32 is checked at the end, as zipfile does."""
+
+    STEP = 64 * 1024
+
+    def __init__(self, fh: BinaryIO, member: zipfile.ZipInfo):
+        fh.seek(member.header_offset)
+        local = fh.read(30)
+        if len(local) < 30 or local[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"no local header for {member.filename!r}")
+        name_len, extra_len = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
+        fh.seek(member.header_offset + 30 + name_len + extra_len)
+        self._fh, self._crc, self._expected = fh, 0, member.CRC
+        self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        self._tail = b""
+        self._pos = 0
+        self.read_bytes = 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = 1 << 62 if n < 0 else n
+        parts, got = [], 0
+        while got < n and not self._inflate.eof:
+            if not self._tail:
+                self._tail = self._fh.read(self.STEP)
+                if not self._tail:
+                    raise EOFError("the compressed data ends before the deflate stream does")
+            before = len(self._tail)
+            data = self._inflate.decompress(self._tail, n - got)
+            self._tail = self._inflate.unconsumed_tail
+            self.read_bytes += before - len(self._tail) - len(self._inflate.unused_data)
+            parts.append(data)
+            got += len(data)
+            self._crc = zlib.crc32(data, self._crc)
+        if self._inflate.eof and self._crc != self._expected:
+            raise zipfile.BadZipFile(f"bad CRC-32 ({self._crc:#010x}, expected {self._expected:#010x})")
+        out = b"".join(parts)
+        self._pos += len(out)
+        return out
+
+    def tell(self) -> int:
+        return self._pos
+
+
 # -- .npy / .npz --------------------------------------------------------------------------------------
 
 def _check_dtype(dtype: np.dtype) -> None:
@@ -213,7 +311,7 @@ def npy_rows(fh: BinaryIO, header: NpyHeader, start: int, stop: int, cfg: Conver
         if len(buf) < k * row_bytes:
             raise BadInput("corrupt_npy",
                            f"data ends after {done + len(buf) // row_bytes} of {shape[0]} instances")
-        yield np.frombuffer(buf, dtype=dtype).astype("<f4", copy=False).reshape(k, *shape[1:])
+        yield narrowed(np.frombuffer(buf, dtype=dtype)).reshape(k, *shape[1:])
         done += k
 
 
@@ -236,9 +334,10 @@ _ENCRYPTED = 0x1 | 0x40  # zip flag bits: encrypted (ZipCrypto, AES), strong enc
 
 def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
     lacking = BadInput("unsupported_npz", "the archive needs a zip feature that zipfile lacks")
+    counted = _Counted(fh)
     with (_rejecting((NotImplementedError,), lacking),
           _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", "not a valid .npz archive"))):
-        zf = zipfile.ZipFile(fh)
+        zf = zipfile.ZipFile(counted)
         members = [i for i in zf.infolist() if i.filename.endswith(".npy")]
     names = [m.filename[:-4] for m in members]
     if not members:
@@ -255,17 +354,25 @@ def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig) -> Chunks:
         member = members[0]
     if member.flag_bits & _ENCRYPTED:
         raise BadInput("encrypted_npz", f"array {member.filename!r} is encrypted; upload it without a password")
+    # The declared sizes first (an honest bomb is refused before any byte is inflated), then what it does:
+    # a ZIP64 header may declare any compressed size.
     ratio = member.file_size / max(member.compress_size, 1)
-    if ratio > cfg.max_npz_ratio:
+    if ratio > cfg.max_npz_ratio or member.file_size > cfg.max_expanded_bytes:
         raise BadInput("compression_bomb",
-                       f"array {member.filename!r} expands {ratio:.0f}x ({member.file_size} bytes); "
-                       f"limit {cfg.max_npz_ratio}x")
+                       f"array {member.filename!r} declares it expands {ratio:.0f}x ({member.file_size} bytes); "
+                       f"limit {cfg.max_npz_ratio}x (LANDFALL_MAX_NPZ_RATIO), {cfg.max_expanded_bytes} bytes")
     # zipfile raises NotImplementedError (a RuntimeError) for a compression method such as Deflate64.
     lacking = BadInput("unsupported_npz", f"array {member.filename!r} uses zip compression method "
                        f"{member.compress_type}; write it with numpy.savez or savez_compressed")
     with (_rejecting((RuntimeError,), lacking),
           _rejecting(_ZIP_ERRORS, BadInput("corrupt_npz", f"cannot open {member.filename!r}"))):
-        inner = zf.open(member)
+        opened: Any = zf.open(member)  # checks the name, flags and method
+        source: Any = counted
+        if member.compress_type == zipfile.ZIP_DEFLATED:  # np.savez_compressed: consumption counted exactly
+            opened.close()
+            opened = source = _Inflating(counted, member)
+        inner = _Expanding(opened, source, f"array {member.filename!r}", cfg.max_npz_ratio,
+                           "LANDFALL_MAX_NPZ_RATIO", cfg.max_expanded_bytes)
         chunks = read_npy(inner, member.file_size, cfg)  # reads the header from the archive
     return _guard_zip(chunks)
 
@@ -282,8 +389,11 @@ _CORRUPT_GZIP = BadInput("corrupt_gzip", "the gzip stream is corrupt")
 
 
 def read_csv_gz(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]]:
+    counted = _Counted(fh)
     with _rejecting(_GZIP_ERRORS, _CORRUPT_GZIP):
-        chunks, decided = csvfile.read_csv(gzip.GzipFile(fileobj=fh, mode="rb"), cfg)
+        stream = _Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
+                            cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
+        chunks, decided = csvfile.read_csv(stream, cfg)
     return _guard_gzip(chunks), decided
 
 
@@ -306,11 +416,16 @@ _MIN_COLUMN_BUFFER = 64 * 1024
 # about 2.2 MiB a column. The metadata holds no page sizes, so the cost is measured: the first batch of
 # PROBE_COLUMNS columns, scaled to all of them (linear: 8 columns predict 360 within 1%).
 PROBE_COLUMNS = 8
-READERS_SHARE = 0.6  # of memory_limit_mib for the column readers; the rest: interpreter, batches, shard writer
+READERS_SHARE = 0.6
+# The footer (FileMetaData: a column chunk's metadata per column per row group) is parsed whole: it holds about
+# 12 times its serialized size in memory (measured: 6.4 MB -> 76 MiB, 26.7 MB -> 290 MiB, 360 columns; the
+# tests check the factor), before any data is read. Its size is in the file's last 8 bytes.
+FOOTER_FACTOR = 12  # of memory_limit_mib for the column readers; the rest: interpreter, batches, shard writer
 
 
 def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int] | None = None) -> Chunks:
     """All rows, or only those of row ``groups`` (in file order): a ranged task's share."""
+    footer = footer_bytes(fh, size, cfg)
     with _parquet_errors("not a valid Parquet file"):
         meta = pq.read_metadata(fh)
         share = PARQUET_BUFFER_BYTES // max(meta.num_columns, 1)
@@ -335,7 +450,7 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
     if bad:
         raise BadInput("bad_dtype", f"columns {bad[:3]} are {schema.field(bad[0]).type}, not floats")
     with _parquet_errors("cannot read the Parquet data"):
-        _check_width(pq.ParquetFile(fh, **options), cfg, groups)
+        _check_width(pq.ParquetFile(fh, **options), cfg, groups, footer)
     return _guard_parquet(_parquet_columns(pf, cfg, groups))
 
 
@@ -355,13 +470,40 @@ def column_readers_bytes(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[
     return used * len(names) // PROBE_COLUMNS
 
 
-def _check_width(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> None:
-    need = column_readers_bytes(pf, cfg, groups)
-    budget = int(cfg.memory_limit_mib * 2**20 * READERS_SHARE)
+def _budget(cfg: ConverterConfig) -> int:
+    return int(cfg.memory_limit_mib * 2**20 * READERS_SHARE)
+
+
+def footer_bytes(fh: BinaryIO, size: int, cfg: ConverterConfig) -> int:
+    """The footer's serialized size, from the file's last 8 bytes (``fh`` is left at the start); a footer whose
+    parsed form would not fit is refused before it is parsed (``parquet_metadata_too_large``)."""
+    footer = 0
+    if size >= 12:
+        fh.seek(size - 8)
+        tail = fh.read(8)
+        if tail[4:] == b"PAR1":
+            footer = int.from_bytes(tail[:4], "little")
+            if footer + 12 > size:  # not a footer: pyarrow says how the file is corrupt
+                footer = 0
+    fh.seek(0)
+    if footer * FOOTER_FACTOR > _budget(cfg):
+        raise BadInput("parquet_metadata_too_large",
+                       f"its footer is {footer >> 20} MiB (too many row groups or columns); parsed it holds about "
+                       f"{footer * FOOTER_FACTOR >> 20} MiB, more than the {_budget(cfg) >> 20} MiB this "
+                       f"converter's {cfg.memory_limit_mib} MiB leave for reading: write fewer, larger row groups "
+                       "(row_group_size), or one fixed-size list column")
+    return footer
+
+
+def _check_width(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None, footer: int = 0) -> None:
+    readers = column_readers_bytes(pf, cfg, groups)
+    need = readers + footer * FOOTER_FACTOR
+    budget = _budget(cfg)
     if need > budget:
         columns = len(pf.schema_arrow)
-        raise BadInput("parquet_too_wide", f"reading its {columns} columns at once holds about {need >> 20} MiB of "
-                       f"pages and dictionaries ({need / columns / 2**20:.1f} MiB a column), more than the "
+        raise BadInput("parquet_too_wide", f"reading its {columns} columns at once holds about {need >> 20} MiB "
+                       f"({footer * FOOTER_FACTOR >> 20} MiB of them its parsed footer) of metadata, pages and "
+                       f"dictionaries ({readers / columns / 2**20:.1f} MiB a column), more than the "
                        f"{budget >> 20} MiB this converter's {cfg.memory_limit_mib} MiB leave for them: write "
                        "it as one fixed-size list column, or with smaller pages (data_page_size) and no "
                        "dictionary (use_dictionary=False)")
@@ -388,7 +530,8 @@ def _parquet_errors(what: str) -> Iterator[None]:
         raise BadInput("corrupt_parquet", f"{what}: {exc}") from None
 
 
-def parquet_metadata(fh: BinaryIO) -> pq.FileMetaData:
+def parquet_metadata(fh: BinaryIO, size: int, cfg: ConverterConfig) -> pq.FileMetaData:
+    footer_bytes(fh, size, cfg)
     with _parquet_errors("not a valid Parquet file"):
         return pq.read_metadata(fh)
 
@@ -402,7 +545,7 @@ def _batches(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None)
 def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> Chunks:
     for batch in _batches(pf, cfg, groups):
         if batch.num_rows:
-            yield columns_to_instances([c.cast(pa.float32()) for c in batch.columns], cfg)
+            yield columns_to_instances(batch.columns, cfg)  # float64 columns are narrowed there, checked
 
 
 def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups: list[int] | None) -> Chunks:
@@ -418,5 +561,5 @@ def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups:
             if (lengths != width).any():
                 row = int(np.argmax(lengths != width))
                 raise BadInput("ragged_rows", f"row {row} holds {lengths[row]} values, expected T*F = {width}")
-        values = col.flatten().cast(pa.float32()).fill_null(float("nan")).to_numpy(zero_copy_only=False)
-        yield np.ascontiguousarray(values, dtype="<f4").reshape(n, cfg.timesteps, cfg.features)
+        values = col.flatten().fill_null(float("nan")).to_numpy(zero_copy_only=False)
+        yield narrowed(values).reshape(n, cfg.timesteps, cfg.features)

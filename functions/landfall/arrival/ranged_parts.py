@@ -160,12 +160,20 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
         shape=list(cfg.shape), count=kept,
         shards=[Shard(uri=f, count=s["count"], bytes=s["bytes"], crc32c=s["crc32c"]) for s, f in zip(pending, finals,
                                                                                                     strict=True)],
-        stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=parts[0]["csv"],
+        stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=_csv(parts),
     )
     if not storage.create(job.manifest, manifest.to_json().encode(), content_type="application/json",
                           metadata={"count": str(manifest.count)}):
         return None  # another task committed the same arrival
     return manifest
+
+
+def _csv(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The CSV decision (every task made the same) with the repeated header rows of all tasks."""
+    csv = parts[0]["csv"]
+    if csv is None or "repeated_headers" not in csv:
+        return csv
+    return {**csv, "repeated_headers": sum((p["csv"] or {}).get("repeated_headers", 0) for p in parts)}
 
 
 def place(storage: Storage, shard: dict[str, Any], final: str, owner: str) -> None:

@@ -13,6 +13,7 @@ in task order, are exactly the file's instances in file order:
   from the file's first line, as ``landfall.arrival.csvfile`` does; only task 0, whose range holds that
   line, skips it as a header. A headerless index column is checked per task from its first row; the
   committer checks that the tasks' first indexes join up (``0``, then the rows before each range).
+  Repeated header rows are skipped by whichever task holds them; the committer adds up their counts.
   A quoted field holding a line break is refused (``quoted_newline``), as in-process: a block cut inside
   quotes has an odd number of quotes, so whichever task sees it refuses the file, whatever the split.
 - Parquet: whole row groups, ``[g*i//N, g*(i+1)//N)`` of the file's ``g``; a file with fewer row groups
@@ -78,9 +79,10 @@ def _npy(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) 
 
 
 def _parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
-    meta = formats.parquet_metadata(fh)
+    meta = formats.parquet_metadata(fh, size, cfg)
     g0, g1 = split(meta.num_row_groups, index, count)
     first = sum(meta.row_group(g).num_rows for g in range(g0))
+    del meta  # read_parquet parses the footer again: not two copies at once
     fh.seek(0)
     chunks = formats.read_parquet(fh, size, cfg, groups=list(range(g0, g1)))
     return Share(chunks, f"row groups {g0}..{g1 - 1} (from instance {first})", first)
@@ -95,7 +97,8 @@ def _csv(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) 
     # Task 0 holds the first line: a header is skipped; a data row is parsed (without its BOM).
     carry = head if index == 0 and not decided.header else b""
     rows = csvfile.RowIndex(0 if index == 0 else None)
-    blocks = csvfile.line_blocks(_Bounded(fh, start, end), carry)
+    first_line = decided.leading_blank_lines + (2 if decided.header else 1) if index == 0 else None
+    blocks = csvfile.line_blocks(_Bounded(fh, start, end), carry, first_line)
     chunks = csvfile.parse_blocks(blocks, cfg, decided, rows)
     first = 0 if index == 0 else None
     return Share(chunks, f"bytes {0 if index == 0 else start}..{end - 1}", first, decided.record(), rows)

@@ -2,7 +2,8 @@
 and the jobs.
 
 Arrivals per dataset (live, converting on the Cloud Run job, and retracted because their object was overwritten
-or deleted) and rejections,
+or deleted), the requests waiting for the dataset's next job (how long, and whether the manifest they name is
+missing: the next release rejects those, ``landfall.submit.coalesce``) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
 (peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
@@ -105,16 +107,20 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
             entry(ds)["converting"] = entry(ds).get("converting", 0) + 1
             converting.setdefault(ds, []).append(records[DISPATCH])
     qprefix = layout.gs(bucket, lay.requests_prefix)
-    for uri in storage.list(qprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
-        ds, _, rest = uri[len(qprefix):].partition("/")
+    waiting: dict[str, list[Any]] = {}
+    for info in storage.list_objects(qprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
+        ds, _, rest = info.uri[len(qprefix):].partition("/")
         if rest.startswith("pending/"):  # requests waiting for the dataset's next job
             entry(ds)["pending"] = entry(ds).get("pending", 0) + 1
+            waiting.setdefault(ds, []).append(info)
     rprefix = layout.gs(bucket, lay.rejected_prefix)
     rejected: dict[str, list[Any]] = {}
     for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
         ds = info.uri[len(rprefix):].split("/", 1)[0]
         entry(ds)["rejected"] += 1
         rejected.setdefault(ds, []).append(info)
+    for ds, infos in waiting.items():
+        out[ds]["latest_pending"] = [_pending(storage, i) for i in _newest(infos)]
     for ds, infos in retracted.items():
         out[ds]["latest_retractions"] = [_summary(storage, i.uri, ("source", "reason", "by_generation", "retracted_at"))
                                          for i in _newest(infos)]
@@ -125,6 +131,23 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
         out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
                                         for i in _newest(infos)]
     return out
+
+
+def _pending(storage: Any, info: Any) -> dict[str, Any]:
+    """A waiting request: its id, manifest, how long it waits, and whether its manifest is missing (then the
+    dataset's next release rejects it; one that exists but is not listed is retried ``LISTING_LAG_S``)."""
+    try:
+        raw = json.loads(storage.read_bytes(info.uri))
+    except (LandfallError, ValueError) as exc:
+        return {"record": info.uri, "error": str(exc)}
+    manifest = str(raw.get("manifest") or "")
+    try:
+        missing = not storage.exists(manifest) if manifest.startswith("gs://") else True
+    except LandfallError:
+        missing = None
+    return {"record": info.uri, "request_id": raw.get("request_id"), "reason": raw.get("reason"),
+            "manifest": manifest, "waiting_s": round(max(0.0, time.time() - info.generation / 1e6)),
+            "manifest_missing": missing, "listing_lag_bound_s": coalesce.LISTING_LAG_S}
 
 
 def _inputs(storage: Any, job: dict[str, Any]) -> dict[str, Any]:
@@ -221,6 +244,11 @@ def status(args: argparse.Namespace) -> int:
             print(f"  converting {r.get('name')}#{r.get('generation')}: Cloud Run execution {r.get('execution')} "
                   f"({r.get('task_count')} tasks, dispatched {r.get('updated_at')}; no manifest yet: if the "
                   f"execution failed for good, rerun it as docs/large-files.md says)")
+        for r in counts.get("latest_pending", []):
+            state = ("its manifest is missing: the next release rejects it" if r.get("manifest_missing")
+                     else "for the next job")
+            print(f"  pending   {r.get('request_id')} ({r.get('reason')}) {r.get('manifest')}: waiting "
+                  f"{r.get('waiting_s')} s, {state}")
         for r in counts.get("latest_rejections", []):
             print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):

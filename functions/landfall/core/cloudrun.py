@@ -35,7 +35,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 
 from landfall.core import google_api
-from landfall.core.errors import AlreadyExists, LandfallError, PermanentError, TemporaryError
+from landfall.core.errors import AccessDenied, AlreadyExists, LandfallError, PermanentError, TemporaryError
 
 if TYPE_CHECKING:
     from google.cloud import run_v2
@@ -53,6 +53,8 @@ def mapped_errors(what: str) -> Iterator[None]:
     try:
         with google_api.mapped_errors(what, "Cloud Run"):
             yield
+    except AccessDenied as exc:  # Cloud Run's own class for a refusal; its caller (route) retries it anyway
+        raise PermanentError(f"{what}: Cloud Run refused: {exc}") from exc
     except LandfallError:
         raise
     except gexc.GoogleAPICallError as exc:  # 400, 401, 403 ...: retrying the same call cannot help

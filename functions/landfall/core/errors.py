@@ -17,6 +17,13 @@ class TemporaryError(LandfallError):
     """A dependency is unavailable or throttling: raise so the platform retries with backoff."""
 
 
+class AccessDenied(TemporaryError):
+    """401/403 from a Google API: the identity may not do this, for now. An IAM change takes minutes to
+    propagate (https://cloud.google.com/iam/docs/access-change-propagation), as after a first deploy, and a
+    missing grant is fixed by a deploy, not by new data: so it is retried and, past the subscription's
+    delivery attempts, dead-lettered (replayable), never recorded as a rejected input."""
+
+
 class BadInput(PermanentError):
     """The arriving data cannot be converted. ``reason`` is a short machine-readable code."""
 

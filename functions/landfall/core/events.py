@@ -15,10 +15,10 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import json
 from typing import Any
 
 from landfall.core.errors import Invalid
+from landfall.core.messages import loads
 
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_KINDS = {STORAGE_FINALIZED: "finalize", "google.cloud.storage.object.v1.deleted": "delete",
@@ -104,10 +104,7 @@ def object_event(event: Any) -> ObjectEvent | None:
             return None
         resource: dict[str, Any] = {}
         if message.data:
-            try:
-                resource = json.loads(message.data)
-            except ValueError:
-                raise Invalid("GCS notification payload is not JSON") from None
+            resource = loads(message.data, "GCS notification payload")  # nesting bounded: Invalid, not RecursionError
         return _object(object_kind, resource, attrs.get("bucketId"), attrs.get("objectId"),
                        attrs.get("objectGeneration"))
     raise Invalid(f"unsupported event type {kind!r}")

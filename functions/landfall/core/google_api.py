@@ -1,8 +1,14 @@
 """The one error mapping for Google's client libraries (``google-api-core``), used by ``storage`` and ``pubsub``.
 
-Retry classes: 404 -> ``NotFound``; 409 on create and 412 (a failed ``ifGenerationMatch``) ->
-``AlreadyExists``; 429, 5xx, deadlines, aborted transactions, exhausted client retries and connection
-errors -> ``TemporaryError``. Anything else passes through unchanged (a bug or an unexpected answer).
+Retry classes, after Cloud Storage's retry strategy (https://cloud.google.com/storage/docs/retry-strategy:
+408, 429 and 5xx are retried, other 4xx are not; ``tests/landfall/core/test_google_api.py`` holds the rule
+as data): 404 -> ``NotFound``; 409 on create and 412 (a failed ``ifGenerationMatch``) -> ``AlreadyExists``;
+408, 429, 5xx, deadlines, aborted or cancelled calls, exhausted client retries and connection errors ->
+``TemporaryError``; 401 and 403 -> ``AccessDenied`` (a ``TemporaryError``: IAM changes propagate for
+minutes, and a missing grant is fixed by a deploy, so the input is retried and dead-lettered, never rejected);
+400 (say an object name Cloud Storage refuses) -> ``Invalid``; every other 4xx (405, 411, 413, 416 ...) ->
+``PermanentError``: the same call is refused the same way on every try.
+Anything else passes through unchanged (a bug or an unexpected answer).
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ import requests
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exceptions
 
-from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
+from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 
-TEMPORARY = (gexc.TooManyRequests, gexc.ServerError, gexc.DeadlineExceeded, gexc.Aborted, gexc.RetryError,
-             requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+TEMPORARY = (gexc.TooManyRequests, gexc.ServerError, gexc.DeadlineExceeded, gexc.Aborted, gexc.Cancelled,
+             gexc.RetryError, requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
+REQUEST_TIMEOUT = 408  # no class of its own in google-api-core
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -37,3 +44,19 @@ def mapped_errors(what: str, service: str) -> Iterator[None]:
         raise TemporaryError(f"{what}: {service} unavailable: {exc}") from exc
     except (gexc.PreconditionFailed, gexc.Conflict) as exc:  # AlreadyExists is a Conflict
         raise AlreadyExists(f"{what}: already exists") from exc
+    except gexc.GoogleAPICallError as exc:
+        code = exc.code if isinstance(exc.code, int) else None
+        if code == REQUEST_TIMEOUT or (code is not None and code >= 500):
+            raise TemporaryError(f"{what}: {service} unavailable: {_short(exc)}") from exc
+        if code in (401, 403):
+            raise AccessDenied(f"{what}: {service} denied access ({code}): {_short(exc)}") from exc
+        if code == 400:
+            raise Invalid(f"{what}: {service} refused the request (400): {_short(exc)}") from exc
+        if code is not None and 400 < code < 500:
+            raise PermanentError(f"{what}: {service} refused the request ({code}): {_short(exc)}") from exc
+        raise
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -9,7 +9,14 @@
 Decision on object names: a path segment ``..`` or ``.`` is rejected (it cannot map to a path
 unambiguously); spaces and non-ASCII characters in the file part are accepted and folded into a
 safe arrival id with a hash. The dataset (first segment) must be a valid Kubernetes label value,
-because it labels the training jobs.
+because it labels the training jobs. Names are checked whole (``fullmatch``: ``$`` would accept a final
+newline), at the edge of both stages, before any of them becomes part of an object name.
+
+Cloud Storage object names (https://cloud.google.com/storage/docs/objects#naming): 1-1024 bytes of UTF-8,
+no carriage return or line feed; the control characters it says to avoid (XML 1.0's illegal ones) are
+refused too (``object_name_problem``). A dataset (at most 63 bytes) and a request id (at most 128 bytes,
+``REQUEST_ID_RE``) keep every name the stages derive from them (``requests/<dataset>/pending/<id>.json``,
+``rejected/<dataset>/request-<id>.json`` ...) well inside that limit.
 """
 
 from __future__ import annotations
@@ -21,7 +28,11 @@ import re
 from landfall.core.config import Layout
 from landfall.core.errors import BadInput
 
-DATASET_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DATASET_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")  # fullmatch only
+REQUEST_ID_RE = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,127}")  # fullmatch only
+MAX_OBJECT_NAME_BYTES = 1024
+# CR, LF, and what XML 1.0 forbids or Cloud Storage says to avoid (C0 but tab; #x7F-#x84, #x86-#x9F)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x84\x86-\x9f]")
 INVALID_DATASET = "_invalid"
 MANIFEST = "manifest.json"
 RETRACTION = "retracted.json"
@@ -34,6 +45,31 @@ class Arrival:
     generation: int
     dataset: str
     arrival_id: str
+
+
+def valid_dataset(name: object) -> bool:
+    """A dataset name, whole (``DATASET_RE``): a Kubernetes label value, safe in object names."""
+    return isinstance(name, str) and DATASET_RE.fullmatch(name) is not None
+
+
+def valid_request_id(rid: object) -> bool:
+    """A request id, whole (``REQUEST_ID_RE``): 1-128 ASCII letters, digits, '-', '_' or '.'."""
+    return isinstance(rid, str) and REQUEST_ID_RE.fullmatch(rid) is not None
+
+
+def object_name_problem(name: str) -> str | None:
+    """Why Cloud Storage would refuse ``name`` as an object name (None: it would not)."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= MAX_OBJECT_NAME_BYTES:
+        return f"is {size} bytes of UTF-8 (Cloud Storage allows 1-{MAX_OBJECT_NAME_BYTES})"
+    bad = _CONTROL.search(name)
+    if bad:
+        return f"holds the control character {bad.group()!r}"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8"
+    return None
 
 
 def split_gs(uri: str) -> tuple[str, str]:
@@ -98,7 +134,7 @@ def parse_arrival(bucket: str, name: str, generation: int, layout: Layout) -> Ar
         raise BadInput("bad_object_name", f"object name {name!r} has a '.' or '..' path segment")
     if not dataset:
         raise BadInput("bad_object_name", f"object {name!r} is not under {layout.incoming_prefix}<dataset>/")
-    if not DATASET_RE.match(dataset):
+    if not valid_dataset(dataset):
         raise BadInput(
             "bad_dataset_name",
             f"dataset {dataset!r} must be 1-63 ASCII letters, digits, '-', '_' or '.', "
@@ -118,6 +154,15 @@ def shards_prefix(layout: Layout, dataset: str, aid: str) -> str:
 
 def manifest_name(layout: Layout, dataset: str, aid: str) -> str:
     return shards_prefix(layout, dataset, aid) + MANIFEST
+
+
+def manifest_arrival(layout: Layout, dataset: str, name: str) -> str | None:
+    """The arrival id whose manifest ``name`` is (``tfrecords/<dataset>/<arrival-id>/manifest.json``), else None."""
+    prefix, suffix = dataset_prefix(layout, dataset), "/" + MANIFEST
+    if not (name.startswith(prefix) and name.endswith(suffix)):
+        return None
+    aid = name[len(prefix) : -len(suffix)]
+    return aid if aid and "/" not in aid and aid not in (".", "..") else None
 
 
 def retraction_name(layout: Layout, dataset: str, aid: str) -> str:

@@ -5,15 +5,21 @@ it is written last, once, so a reader never sees partial data. ``landfall.reques
 training run on a dataset; its ``request_id`` is deterministic for an arrival so consumers can drop
 duplicate deliveries. ``landfall.rejection/v1`` records why a stage refused an input, for good.
 ``landfall.retraction/v1`` excludes an arrival whose object was overwritten or deleted (its manifest stays).
+
+Every reader parses through ``loads``: JSON nested deeper than ``MAX_DEPTH`` (``json.loads`` would raise
+``RecursionError`` at about 1,000) is ``Invalid`` before it is parsed. Values quoted in messages are
+``clip``-ped, so a 10 MB field never becomes a 10 MB error line.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
+from landfall.core import layout
 from landfall.core.errors import Invalid
 
 MANIFEST_SCHEMA = "landfall.manifest/v1"
@@ -23,17 +29,57 @@ REJECTION_SCHEMA = "landfall.rejection/v1"
 RETRACTION_SCHEMA = "landfall.retraction/v1"
 INPUTS_SCHEMA = "landfall.inputs/v1"
 REASONS = ("arrival", "manual")
+MAX_DEPTH = 32  # the contracts nest 4 deep at most
+CLIP = 120  # characters of a value quoted in a message
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')  # a string (skipped whole), or a bracket
+
+
+def clip(value: Any, limit: int = CLIP) -> str:
+    """``repr(value)``, cut to about ``limit`` characters, saying how long it was."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _too_deep(text: str) -> bool:
+    if text.count("[") + text.count("{") <= MAX_DEPTH:  # cannot nest deeper: the usual case, no scan
+        return False
+    depth = 0
+    for token in _TOKENS.finditer(text):
+        t = token.group()
+        if t in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif t in "]}":
+            depth -= 1
+    return False
+
+
+def loads(text: str | bytes, where: str) -> Any:
+    """``json.loads`` with nesting bounded by ``MAX_DEPTH``; ``Invalid`` naming ``where`` otherwise."""
+    try:
+        if isinstance(text, bytes | bytearray):
+            text = bytes(text).decode("utf-8")
+        if _too_deep(text):
+            raise Invalid(f"{where} is JSON nested deeper than {MAX_DEPTH} levels")
+        return json.loads(text)
+    except Invalid:
+        raise
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError
+        raise Invalid(f"{where} is not JSON: {clip(str(exc))}") from None
 
 
 def decode(cls: Any, text: str | bytes, schema: str, where: str, build: Any = None) -> Any:
     """Every contract's reader: JSON, the expected ``schema``, then ``build(raw)`` (default: the dataclass
     from the fields it knows, so a newer writer's extra fields are ignored); anything malformed is one
     ``Invalid`` naming ``where`` and the reason."""
+    raw = loads(text, where)
     try:
-        raw = json.loads(text)
         found = raw.get("schema") if isinstance(raw, dict) else None
         if found != schema:
-            raise Invalid(f"{where}: schema is {found!r}, expected {schema!r}")
+            raise Invalid(f"{where}: schema is {clip(found)}, expected {schema!r}")
         if build is not None:
             return build(raw)
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -41,7 +87,7 @@ def decode(cls: Any, text: str | bytes, schema: str, where: str, build: Any = No
     except Invalid:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise Invalid(f"{where}: not a valid {schema}: {exc}") from None
+        raise Invalid(f"{where}: not a valid {schema}: {clip(str(exc))}") from None
 
 
 def utc_now() -> str:
@@ -103,10 +149,19 @@ class Manifest:
     def check(self, where: str = "manifest") -> None:
         if len(self.shape) != 2 or any(not isinstance(d, int) or d <= 0 for d in self.shape):
             raise Invalid(f"{where}: shape {self.shape} must be two positive integers [T, F]")
-        if sum(s.count for s in self.shards) != self.count or self.count <= 0:
+        if not _count(self.count) or self.count <= 0:
+            raise Invalid(f"{where}: count {clip(self.count)} must be a positive integer")
+        bad = [s.count for s in self.shards if not _count(s.count) or not _count(s.bytes)]
+        if bad:
+            raise Invalid(f"{where}: shard count {clip(bad[0])} (or its bytes) is not a non-negative integer")
+        if sum(s.count for s in self.shards) != self.count:
             raise Invalid(f"{where}: shard counts do not add up to count={self.count}")
         if len(self.stats.mean) != self.shape[1]:
             raise Invalid(f"{where}: stats have {len(self.stats.mean)} features, shape says {self.shape[1]}")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,23 +182,33 @@ class TrainingRequest:
     @classmethod
     def from_message(cls, data: bytes | str | None, attributes: dict[str, Any] | None = None) -> TrainingRequest:
         """Parses the JSON body (attributes are a fallback for an empty body). Raises ``Invalid``."""
-        raw: Any
-        try:
-            raw = json.loads(data) if data else dict(attributes or {})
-        except ValueError as exc:
-            raise Invalid(f"training request is not JSON: {exc}") from None
+        raw: Any = loads(data, "training request") if data else dict(attributes or {})
         if not isinstance(raw, dict):
             raise Invalid("training request must be a JSON object")
         if raw.get("schema") != REQUEST_SCHEMA:
-            raise Invalid(f"training request schema is {raw.get('schema')!r}, expected {REQUEST_SCHEMA!r}")
+            raise Invalid(f"training request schema is {clip(raw.get('schema'))}, expected {REQUEST_SCHEMA!r}")
         fields = {f.name for f in dataclasses.fields(cls)}
         missing = [k for k in ("dataset", "manifest", "request_id") if not raw.get(k)]
         if missing:
             raise Invalid(f"training request lacks {', '.join(missing)}")
         if raw.get("reason", "arrival") not in REASONS:
-            raise Invalid(f"training request reason {raw.get('reason')!r} is not one of {REASONS}")
-        if not str(raw["manifest"]).startswith("gs://"):
-            raise Invalid(f"training request manifest {raw['manifest']!r} is not a gs:// URI")
+            raise Invalid(f"training request reason {clip(raw.get('reason'))} is not one of {REASONS}")
+        if not layout.valid_dataset(raw["dataset"]):
+            raise Invalid(f"training request dataset {clip(raw['dataset'])} is not a dataset name (1-63 ASCII "
+                          "letters, digits, '-', '_' or '.', starting and ending with a letter or digit)")
+        if not layout.valid_request_id(raw["request_id"]):
+            raise Invalid(f"training request request_id {clip(raw['request_id'])} is not 1-128 ASCII letters, "
+                          "digits, '-', '_' or '.' starting with a letter or digit")
+        manifest = raw["manifest"]
+        if not isinstance(manifest, str) or not manifest.startswith("gs://"):
+            raise Invalid(f"training request manifest {clip(manifest)} is not a gs:// URI")
+        bucket, name = layout.split_gs(manifest)
+        problem = layout.object_name_problem(name)
+        if problem or not bucket:
+            raise Invalid(f"training request manifest {clip(manifest)} is not a Cloud Storage object: its name "
+                          f"{problem or 'is empty'}")
+        if not isinstance(raw.get("arrived_at", ""), str) or len(raw.get("arrived_at", "")) > 64:
+            raise Invalid(f"training request arrived_at {clip(raw.get('arrived_at'))} is not a timestamp")
         return cls(**{k: str(v) for k, v in raw.items() if k in fields})
 
 

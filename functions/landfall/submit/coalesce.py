@@ -20,6 +20,13 @@ Policies ``coalesce`` (default) and ``forbid``
     A pending request that the head already covers (its id, or for an arrival its manifest, is in the
     head's inputs) is a duplicate delivered concurrently with its first (before ``received`` existed): the
     release removes it without starting a job for it.
+    A pending request whose manifest the listing lacks never blocks its dataset (``_sort_out``): if the
+    manifest no longer exists (deleted by hand, or its ``tfrecords/`` swept by the lifecycle rule), the
+    request is rejected for good (``rejected/<D>/request-<id>.json``, reason ``NotFound``) and its pending
+    record removed; if it exists but is not listed (listing lag), the release is retried (``TemporaryError``)
+    for at most ``LISTING_LAG_S`` after the request was recorded, then the request is rejected (``Invalid``).
+    The same holds for a dataset with no manifest at all. The others are released as usual;
+    ``landfall status`` shows the pending requests, their age and whether their manifest is missing.
     Nothing waits as a suspended TFJob: Kueue owns ``spec.runPolicy.suspend``, and the pending set is the
     follow-up. ``reconcile()`` (``landfall reconcile``, the local operator, ``landfall status --reconcile``)
     releases the next job of every dataset with pending requests once its head ended, so a follow-up
@@ -40,12 +47,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import time
+from datetime import datetime
 
-from landfall.core import retractions
+from landfall.core import rejections, retractions
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
-from landfall.core.layout import dataset_prefix, gs, split_gs
-from landfall.core.messages import InputManifest, JobInputs, TrainingRequest
+from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.layout import dataset_prefix, gs
+from landfall.core.messages import InputManifest, JobInputs, Rejection, TrainingRequest
 from landfall.core.storage import Storage
 from landfall.submit import engine, tfjob
 from landfall.submit.backends import Backend
@@ -55,6 +64,9 @@ from landfall.submit.ledger import Ledger, request_entry
 log = logging.getLogger("landfall.submit.coalesce")
 
 ATTEMPTS = 8
+# How long a pending request whose manifest exists but is not listed is retried (listing lag) before it is
+# rejected. Cloud Storage's listings are strongly consistent, so this only absorbs a slow or stale replica.
+LISTING_LAG_S = 300.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +103,8 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
            layout: Layout | None = None) -> Decision:
     """Decides and acts for one validated request. Raises ``TemporaryError`` (retry) or ``Invalid``."""
     layout = layout or Layout()
-    cfg = dataclasses.replace(cfg, bucket=cfg.bucket or split_gs(request.manifest)[0])
+    if not cfg.bucket:  # never the bucket a request names (landfall.submit.handler)
+        raise TemporaryError("LANDFALL_BUCKET is not set: not acting on the bucket a request names")
     ledger = Ledger(storage, cfg.bucket, layout)
     if cfg.concurrency == "allow":
         return _own_job(request, cfg, backend, ledger)
@@ -138,16 +151,24 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
         head = ledger.job_name(dataset, seq) if seq else None
         if head is not None and not _ended(head, cfg, backend, ledger):
             return Advance("active", head)
-        pending = ledger.pending(dataset)
-        if not pending:
+        since = ledger.pending_since(dataset)
+        if not since:
             return Advance("idle", head)
+        pending = [r for r, _ in since]
         covered = ledger.read_inputs(head) if head else None
         fresh = [r for r in pending if not (covered and _covers(covered, r))]
         if len(fresh) < len(pending):
             ledger.drop_pending(dataset, [r.request_id for r in pending if r not in fresh])
         if not fresh:
             return Advance("idle", head, covered)
-        inputs = _inputs(dataset, seq + 1, head, fresh, cfg, ledger)
+        manifests = _resolve(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+        recorded = {r.request_id: t for r, t in since}
+        fresh, lost = _sort_out(dataset, fresh, manifests, cfg, ledger, recorded)
+        if lost:
+            _reject_lost(dataset, lost, ledger)
+        if not fresh:
+            return Advance("idle", head, covered)
+        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger)
         if not ledger.create_inputs(inputs):
             continue  # another consumer released this job first: look again
         _create_job(inputs, cfg, backend, ledger)
@@ -166,19 +187,47 @@ def _covers(inputs: JobInputs, request: TrainingRequest) -> bool:
     return request.reason == "arrival" and request.manifest in inputs.manifest_uris
 
 
-def _inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest], cfg: JobConfig,
-            ledger: Ledger) -> JobInputs:
-    """Lists the manifests *after* the requests were listed, so each request's manifest is there."""
-    manifests = _resolve(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+def _sort_out(dataset: str, requests: list[TrainingRequest], manifests: list[InputManifest], cfg: JobConfig,
+              ledger: Ledger, recorded: dict[str, float]) -> tuple[list[TrainingRequest],
+                                                                 list[tuple[TrainingRequest, PermanentError]]]:
+    """The requests a job can be released for now, and those rejected for good because their data cannot be
+    found; raises ``TemporaryError`` while one's manifest exists but is not listed, for at most ``LISTING_LAG_S``.
+
+    The manifests were listed *after* the requests, so each arrival's manifest is there unless it is gone."""
     listed = {m.uri for m in manifests}
+    ready, lost = [], []
     for r in requests:
-        if (r.reason == "arrival" and r.manifest not in listed and not cfg.window
-                and not retractions.manifest_is_retracted(ledger.storage, r.manifest)):
-            raise TemporaryError(f"request {r.request_id} names {r.manifest}, which the listing of "
-                                 f"{dataset}'s manifests lacks: not releasing a job without its data")
-    if not manifests:
-        raise TemporaryError(f"dataset {dataset} has no manifest to train on (is the bucket gs://{ledger.bucket} "
-                             "right?); the requests stay pending")
+        if manifests and (r.reason != "arrival" or r.manifest in listed or cfg.window
+                          or retractions.manifest_is_retracted(ledger.storage, r.manifest)):
+            ready.append(r)
+            continue
+        where = "the listing of its dataset's manifests" if manifests else f"dataset {dataset} (it has no manifest)"
+        if not ledger.storage.exists(r.manifest):
+            lost.append((r, NotFound(f"request {r.request_id} names {r.manifest}, which no longer exists (deleted, "
+                                     "or swept by the lifecycle rule, before a job was released for it)")))
+            continue
+        age = time.time() - recorded.get(r.request_id, time.time())
+        if age < LISTING_LAG_S:
+            raise TemporaryError(f"request {r.request_id} names {r.manifest}, which {where} lacks (listing lag?): "
+                                 f"retried for {LISTING_LAG_S:.0f} s after it was recorded ({age:.0f} s ago)")
+        lost.append((r, Invalid(f"request {r.request_id} names {r.manifest}, which exists but {where} still "
+                                f"lacks {age:.0f} s after it was recorded (bound {LISTING_LAG_S:.0f} s)")))
+    return ready, lost
+
+
+def _reject_lost(dataset: str, lost: list[tuple[TrainingRequest, PermanentError]], ledger: Ledger) -> None:
+    """Records each request rejected for good and removes its pending record: it never blocks the dataset."""
+    for r, exc in lost:
+        rejection = Rejection(stage="submit", reason=type(exc).__name__, detail=str(exc), dataset=dataset,
+                              request={"schema": r.schema, "dataset": r.dataset, "manifest": r.manifest,
+                                       "request_id": r.request_id, "reason": r.reason, "arrived_at": r.arrived_at})
+        rejections.record(rejection, f"training request {r.request_id}", storage=ledger.storage, lay=ledger.layout,
+                          bucket=ledger.bucket, key=f"request-{r.request_id}", context={"request_id": r.request_id})
+    ledger.drop_pending(dataset, [r.request_id for r, _ in lost])
+
+
+def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest],
+                manifests: list[InputManifest], cfg: JobConfig, ledger: Ledger) -> JobInputs:
     job = ledger.job_name(dataset, seq)
     return JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
                      requests=[request_entry(r) for r in requests], after=after, window=cfg.window)
@@ -218,7 +267,13 @@ def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple
 
 def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Decision:
     name = job_name_for(request.dataset, "allow", request_id=request.request_id)
-    inputs = dataclasses.replace(_inputs(request.dataset, 0, None, [request], cfg, ledger), job=name)
+    manifests = _resolve(request.dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+    # Not recorded pending: its age is its publish time's.
+    ready, lost = _sort_out(request.dataset, [request], manifests, cfg, ledger,
+                            {request.request_id: _epoch(request.arrived_at)})
+    if lost:
+        raise lost[0][1]  # the handler records the rejection
+    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger), job=name)
     created = ledger.create_inputs(inputs)
     if not created:
         inputs = ledger.read_inputs(name)
@@ -226,6 +281,13 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
         _create_job(inputs, cfg, backend, ledger)
     return (Decision("submitted", name, f"{len(inputs.manifests)} manifests") if created
             else Decision("duplicate", name, "its own job exists"))
+
+
+def _epoch(stamp: str) -> float:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def reconcile(backend: Backend, storage: Storage, cfg: JobConfig, layout: Layout | None = None,

@@ -14,6 +14,10 @@ Outcomes, as Pub/Sub users expect them:
   or invalid, a manifest of another dataset, a TFJob the API server refuses with 422). Acknowledged,
   logged as ERROR and recorded as ``gs://BUCKET/rejected/<dataset>/request-<request_id>.json``
   (``_invalid/`` when the dataset is not known or not valid).
+- ``LANDFALL_BUCKET`` unset: every well-formed request raises ``TemporaryError`` (redelivered, then
+  dead-lettered, where ``landfall status`` shows it and it can be replayed once the bucket is set). The
+  safe default: a request never chooses the bucket the ledger, the job's inputs and its rejection record
+  are written to (the rejection of a malformed request is then logged only).
 - ``TemporaryError`` raised: the backend is unreachable or throttling, Cloud Storage is unavailable, a
   conflicting update kept losing. Pub/Sub redelivers with backoff and, after the subscription's maximum
   delivery attempts, moves the message to ``landfall-training-requests-dead-letter``, which
@@ -33,8 +37,8 @@ from typing import Any
 
 from landfall.core import layout, rejections
 from landfall.core.config import Layout
-from landfall.core.errors import Invalid, NotFound, PermanentError
-from landfall.core.messages import Manifest, Rejection, TrainingRequest
+from landfall.core.errors import Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.messages import Manifest, Rejection, TrainingRequest, clip, loads
 from landfall.core.runtime import Runtime
 from landfall.core.storage import Storage
 from landfall.submit import coalesce
@@ -67,13 +71,18 @@ def backend_of(rt: SubmitRuntime) -> Backend:
 
 def validate(request: TrainingRequest, rt: SubmitRuntime) -> Manifest:
     """Permanent errors for a request no retry can fix; the manifest it names, validated."""
-    if not layout.DATASET_RE.match(request.dataset):
-        raise Invalid(f"dataset {request.dataset!r} is not a valid dataset name")
+    if not layout.valid_dataset(request.dataset):  # from_message checked it; a request built in code too
+        raise Invalid(f"dataset {clip(request.dataset)} is not a valid dataset name")
+    if not rt.config.bucket:
+        raise TemporaryError("LANDFALL_BUCKET is not set: the submit stage writes only to its configured bucket, "
+                             "never to one a request names (the request is retried, then dead-lettered)")
     bucket, name = layout.split_gs(request.manifest)
-    if rt.config.bucket and bucket != rt.config.bucket:
-        raise Invalid(f"manifest {request.manifest} is not in the bucket gs://{rt.config.bucket}")
-    if not name.endswith(".json"):
-        raise Invalid(f"manifest {request.manifest} is not a manifest.json")
+    if bucket != rt.config.bucket:
+        raise Invalid(f"manifest {clip(request.manifest)} is not in the bucket gs://{rt.config.bucket}")
+    if layout.manifest_arrival(rt.layout, request.dataset, name) is None:
+        raise Invalid(f"manifest {clip(request.manifest)} is not one of dataset {request.dataset}'s manifests "
+                      f"(gs://{bucket}/{layout.dataset_prefix(rt.layout, request.dataset)}<arrival-id>/"
+                      f"{layout.MANIFEST})")
     try:
         text = rt.storage.read_bytes(request.manifest)
     except NotFound:
@@ -109,18 +118,16 @@ def _reject(data: bytes | str | None, attributes: dict[str, Any] | None, request
             exc: PermanentError, rt: SubmitRuntime) -> None:
     raw = data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
     try:
-        parsed = json.loads(raw) if raw else dict(attributes or {})
-    except ValueError:
+        parsed = loads(raw, "request") if raw else dict(attributes or {})
+    except Invalid:
         parsed = {}
     parsed = parsed if isinstance(parsed, dict) else {}
-    dataset = request.dataset if request else str(parsed.get("dataset") or "")
+    dataset = request.dataset if request else str(parsed.get("dataset") or "")[:64]
     request_id = request.request_id if request else str(parsed.get("request_id") or "")
-    key = request_id if request_id and len(request_id) <= 64 and request_id.replace("-", "").isalnum() else (
+    key = request_id if layout.valid_request_id(request_id) and len(request_id) <= 64 else (
         "sha-" + hashlib.sha256(raw.encode() + json.dumps(attributes or {}, sort_keys=True).encode()).hexdigest()[:20])
-    bucket = rt.config.bucket
-    manifest = request.manifest if request else str(parsed.get("manifest") or "")
-    if not bucket and manifest.startswith("gs://"):
-        bucket = layout.split_gs(manifest)[0]
+    request_id = request_id if layout.valid_request_id(request_id) or not request_id else clip(request_id, 40)
+    bucket = rt.config.bucket  # unset: logged only, never written to a bucket the request names
     rejection = Rejection(stage="submit", reason=type(exc).__name__, detail=str(exc), dataset=dataset or None,
                           request=parsed or raw[:2000])
     rejections.record(rejection, f"training request {request_id or '(no id)'}", storage=rt.storage,

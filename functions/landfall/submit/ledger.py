@@ -64,11 +64,16 @@ class Ledger:
 
     def pending(self, dataset: str) -> list[TrainingRequest]:
         """The dataset's pending requests, oldest first (a request that vanished meanwhile is skipped)."""
+        return [request for request, _ in self.pending_since(dataset)]
+
+    def pending_since(self, dataset: str) -> list[tuple[TrainingRequest, float]]:
+        """The pending requests, oldest first, each with when it was recorded (seconds since the epoch: the
+        record's generation, which Cloud Storage sets from its write time in microseconds)."""
         out = []
         for info in sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
                            key=lambda i: (i.generation, i.uri)):
             try:
-                out.append(TrainingRequest.from_message(self.storage.read_bytes(info.uri)))
+                out.append((TrainingRequest.from_message(self.storage.read_bytes(info.uri)), info.generation / 1e6))
             except NotFound:
                 continue  # covered and removed by a concurrent release
             except Invalid:

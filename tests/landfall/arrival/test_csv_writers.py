@@ -143,12 +143,14 @@ def test_missing_final_newline_and_trailing_blank_lines(tmp_path):
 
 def test_header_setting_overrides_the_guess(tmp_path):
     buf = io.StringIO(newline="")
-    csv.writer(buf).writerows([list(range(W))] * 3)  # every row reads 0..W-1, like pandas' header
+    # Rows 1 and 3 read 0..W-1, like pandas' header; row 2 is other data.
+    csv.writer(buf).writerows([list(range(W)), [i + 0.5 for i in range(W)], list(range(W))])
     payload = buf.getvalue().encode()
     manifest, _ = convert(tmp_path, "n.csv", payload, csv_header="absent")
     assert manifest.count == 3 and manifest.csv["header"] == "absent"
     auto, _ = convert(tmp_path, "n-auto.csv", payload)
-    assert auto.count == 2 and auto.csv["header"] == "present"  # the documented ambiguity of `auto`
+    # The documented ambiguity of `auto`: such rows are headers (the repeat is counted, as for concatenated exports).
+    assert auto.count == 1 and auto.csv["header"] == "present" and auto.csv["repeated_headers"] == 1
     named = csv_module(instances(5), csv.QUOTE_MINIMAL, NAMES)
     forced, _ = convert(tmp_path, "p-present.csv", named, csv_header="present")
     assert forced.count == 5
