@@ -24,7 +24,7 @@ Semantics, as the API server's:
 - ``list(dataset=None)``: the TFJobs managed by Landfall, optionally of one dataset, each with
   ``status.conditions`` (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``,
   ``Suspended``), oldest first. The demo calls ``LocalBackend(state_dir).list()`` to show jobs, and
-  ``landfall.submit.tfjob.state(job)`` gives the one-word state.
+  ``landfall.submit.engine.state(job)`` gives the one-word state (either kind).
 """
 
 from __future__ import annotations
