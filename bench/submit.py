@@ -2,7 +2,8 @@
 
 For 10, 1,000 and 10,000 prior arrivals of one dataset (``--points``), against fake-gcs-server and each
 backend (the fake Kubernetes API server of ``tests/fakes``, which enforces the real size limits, and the
-``local`` backend), in one run:
+``local`` backend) and each engine (``--engines``, default ``tfjob,jobset``: the job is a TFJob or a
+JobSet), in one run:
 
 - decide-and-create latency per request, p50 and p99, over ``--requests`` fresh arrivals that coalesce
   into the follow-up of a running job (the common case), and the latency of the release that creates
@@ -11,6 +12,8 @@ backend (the fake Kubernetes API server of ``tests/fakes``, which enforces the r
 - the TFJob object's bytes as stored, at each point.
 
 Goals (issue #11): flat latency (p50 at 10,000 <= 2x p50 at 10) and objects <= 16 KiB at every point.
+Issue #22: each JobSet row's p50 and object bytes over the TFJob row's of the same backend and point
+(``vs tfjob``), goal within 10%.
 Run from the repository (it needs ``tests/fakes``): ``make bench`` or ``.venv/bin/landfall bench submit``.
 """
 
@@ -75,9 +78,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: int, requests: int) -> dict:
+def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: int, requests: int,
+              engine: str = "tfjob") -> dict:
     from tests.support import set_state  # plays the training operator, as the tests do
-    cfg = JobConfig.load({}, bucket=bucket, project=PROJECT, gpus_per_worker=0)
+    cfg = JobConfig.load({}, bucket=bucket, project=PROJECT, gpus_per_worker=0, engine=engine)
     history = arrivals(bucket, dataset, 0, prior)
     start = time.perf_counter()
     assert coalesce.submit(history[-1], cfg, backend, storage).outcome == "submitted"
@@ -105,18 +109,22 @@ def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: 
 
 
 def report(rows: dict[str, list[dict]]) -> bool:
+    """Prints the table; ``rows`` is keyed ``<backend>/<engine>``. True when every goal holds (the JobSet's
+    within 10% of the TFJob's is reported, not enforced: it is a comparison on a shared machine)."""
     ok = True
-    print(f"\n{'backend':<12} {'prior':>6} {'p50 ms':>8} {'p99 ms':>8} {'floor ms':>9} {'p50/floor':>9} "
-          f"{'release ms':>11} {'TFJob bytes':>12}")
+    print(f"\n{'backend/engine':<20} {'prior':>6} {'p50 ms':>8} {'p99 ms':>8} {'floor ms':>9} {'p50/floor':>9} "
+          f"{'release ms':>11} {'job bytes':>10} {'p50 vs tfjob':>13} {'bytes vs tfjob':>15}")
     for name, points in rows.items():
-        for p in points:
-            print(f"{name:<12} {p['prior']:>6} {p['p50_ms']:>8.1f} {p['p99_ms']:>8.1f} {p['floor_p50_ms']:>9.1f} "
-                  f"{p['p50_ms'] / p['floor_p50_ms']:>9.1f} {p['release_ms']:>11.0f} {p['tfjob_bytes']:>12}")
+        twin = rows.get(name.split("/")[0] + "/tfjob") or points
+        for p, t in zip(points, twin, strict=True):
+            print(f"{name:<20} {p['prior']:>6} {p['p50_ms']:>8.1f} {p['p99_ms']:>8.1f} {p['floor_p50_ms']:>9.1f} "
+                  f"{p['p50_ms'] / p['floor_p50_ms']:>9.1f} {p['release_ms']:>11.0f} {p['tfjob_bytes']:>10} "
+                  f"{p['p50_ms'] / t['p50_ms']:>13.2f} {p['tfjob_bytes'] / t['tfjob_bytes']:>15.2f}")
         flat = points[-1]["p50_ms"] / points[0]["p50_ms"]
         size_ok = all(p["tfjob_bytes"] <= 16 * 1024 for p in points)
         ok = ok and flat <= 2.0 and size_ok
         print(f"{name}: p50 at {points[-1]['prior']} / p50 at {points[0]['prior']} = {flat:.2f}x (goal <= 2x); "
-              f"largest TFJob {max(p['tfjob_bytes'] for p in points)} bytes (goal <= 16384)")
+              f"largest job {max(p['tfjob_bytes'] for p in points)} bytes (goal <= 16384)")
     return ok
 
 
@@ -126,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--points", default="10,1000,10000", help="prior arrivals of the dataset at each point")
     p.add_argument("--requests", type=int, default=200, help="fresh arrivals timed at each point")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--engines", default="tfjob,jobset", help="tfjob, jobset or both")
+    p.add_argument("--backends", default="fake-k8s-api,local", help="fake-k8s-api, local or both")
     args = p.parse_args(argv)
     sys.path.insert(0, str(REPO))  # tests/fakes: the fake API server is test code, run from the repository
     from tests.fakes.kube_api import FakeKubeAPI
@@ -136,19 +146,24 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["STORAGE_EMULATOR_HOST"] = url
         try:
             storage = Storage(PROJECT)
-            rows: dict[str, list[dict]] = {"fake-k8s-api": [], "local": []}
-            for name in rows:
-                bucket = f"bench-{name}"
+            rows: dict[str, list[dict]] = {f"{b}/{e}": [] for b in args.backends.split(",")
+                                           for e in args.engines.split(",")}
+            # Engines alternate at each point (backend, prior), so a busy machine slows both alike.
+            for kind, prior, eng in [(b, p, e) for b in args.backends.split(",") for p in points
+                                     for e in args.engines.split(",")]:
+                name = f"{kind}/{eng}"
+                bucket = f"bench-{kind}-{eng}"
                 storage.ensure_bucket(bucket)
-                for prior in points:
-                    print(f"{name}: {prior} prior arrivals ...", flush=True)
-                    if name == "local":
-                        backend = LocalBackend(Path(tmp) / "local")
-                        rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests))
-                    else:
-                        with FakeKubeAPI() as api:
-                            backend = KubeBackend.for_host(api.host)
-                            rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests))
+                print(f"{name}: {prior} prior arrivals ...", flush=True)
+                if kind == "local":
+                    backend = LocalBackend(Path(tmp) / "local", engine_name=eng)
+                    rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests,
+                                                eng))
+                else:
+                    with FakeKubeAPI() as api:
+                        backend = KubeBackend.for_host(api.host, engine_name=eng)
+                        rows[name].append(one_point(storage, backend, bucket, f"d{prior}", prior, args.requests,
+                                                    eng))
         finally:
             gcs.stop()
     ok = report(rows)

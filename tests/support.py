@@ -65,8 +65,9 @@ def publish(emulator_stack, topic: str, request: TrainingRequest, times: int = 1
 def twin(backend):
     """A second client of the same store: what another consumer instance would open."""
     if isinstance(backend, LocalBackend):
-        return LocalBackend(backend.root, backend.namespace)
-    return KubeBackend.for_host(backend.objects.api.api_client.configuration.host, backend.namespace)
+        return LocalBackend(backend.root, backend.namespace, backend.engine)
+    return KubeBackend.for_host(backend.objects.api.api_client.configuration.host, backend.namespace,
+                                engine_name="jobset" if backend.objects.plural == "jobsets" else "tfjob")
 
 
 def consume(emulator_stack, subscription: str, rt: Runtime | Callable[[], Runtime], expect: int,
@@ -104,16 +105,34 @@ def consume(emulator_stack, subscription: str, rt: Runtime | Callable[[], Runtim
     return outcomes
 
 
+def jobset_status(state: str) -> dict:
+    """What the JobSet controller records for ``Running`` (a worker Job active), ``Succeeded`` (``Completed``)
+    or ``Failed``."""
+    if state == "Running":
+        return {"replicatedJobsStatus": [{"name": "worker", "active": 1, "ready": 1, "succeeded": 0, "failed": 0,
+                                          "suspended": 0}]}
+    kind = {"Succeeded": "Completed"}.get(state, state)
+    reason = {"Completed": "AllJobsCompleted", "Failed": "FailJobSetFailurePolicyAction"}.get(kind, kind)
+    return {"terminalState": kind, "conditions": [{"type": kind, "status": "True", "reason": reason, "message": "",
+                                                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+
+
 def set_state(backend, name: str, kind: str) -> None:
-    """Plays the training operator: records a condition on the job."""
-    conds = [{"type": kind, "status": "True", "reason": f"TFJob{kind}", "message": ""}]
-    if isinstance(backend, LocalBackend):
-        backend.patch_status(name, {"conditions": conds})
+    """Plays the training operator (or the JobSet controller): records the state on the job."""
+    local = isinstance(backend, LocalBackend)
+    group, version, plural = ((backend.api.group, backend.api.version, backend.api.plural) if local else
+                              (backend.objects.group, backend.objects.version, backend.objects.plural))
+    if plural == "jobsets":
+        status = jobset_status(kind)
+    else:
+        status = {"conditions": [{"type": kind, "status": "True", "reason": f"TFJob{kind}", "message": ""}]}
+    if local:
+        backend.patch_status(name, status)
     else:
         # the fake API server's status subresource, through the same client
         backend.objects.api.api_client.call_api(
-            f"/apis/kubeflow.org/v1/namespaces/{backend.namespace}/tfjobs/{name}/status", "PATCH",
-            body={"status": {"conditions": conds}}, header_params={"Content-Type": "application/merge-patch+json"},
+            f"/apis/{group}/{version}/namespaces/{backend.namespace}/{plural}/{name}/status", "PATCH",
+            body={"status": status}, header_params={"Content-Type": "application/merge-patch+json"},
             response_type="object", auth_settings=["BearerToken"])
 
 

@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     except Invalid as exc:
         log.error(str(exc))
         return EXIT_USAGE
+    cluster.export()  # a JobSet pod: the TF_CONFIG built from its labels and JOB_COMPLETION_INDEX
     storage = Storage()
     job = JobDir(storage, cfg.job_dir)
     metrics = Metrics(job, base_metrics(cfg, cluster, list(cfg.manifests), []), enabled=cluster.is_chief)

@@ -1,4 +1,5 @@
-"""A small fake Kubernetes API server for the TFJob collection (``kubeflow.org/v1``, ``tfjobs``).
+"""A small fake Kubernetes API server for the TFJob collection (``kubeflow.org/v1``, ``tfjobs``) and the JobSet
+collection (``jobset.x-k8s.io/v1alpha2``, ``jobsets``).
 
 No kube-apiserver can run on the test machines, so ``landfall.core.kube`` (the official client) is tested
 against this threaded ``http.server`` that answers like the real one does for what Landfall uses:
@@ -48,22 +49,42 @@ the result of a merge PATCH, and (size only) on the status subresource:
 
 Status bodies follow apimachinery: an ``Invalid`` one has ``details.{name,group,kind=TFJob,causes}`` and
 the message ``TFJob.kubeflow.org "NAME" is invalid: ERR`` (``[ERR1, ERR2]`` for several).
+
+JobSets get the same routes, limits and Status bodies (``JobSet.jobset.x-k8s.io``, ``jobsets.jobset.x-k8s.io``),
+and their schema check is the JobSet CRD's own ``openAPIV3Schema`` (``tests/infra/crds/jobset``: types,
+enums, required fields, as the API server's structural validation; unknown fields are not refused, the
+server prunes them), plus the object-meta rules above.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 import threading
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import parse_qs, urlparse
 
 from tests.fakes.http import JSONHandler, LoopbackServer
 
-_PATH = re.compile(r"^/apis/kubeflow\.org/v1/namespaces/([^/]+)/tfjobs(?:/([^/]+))?(/status)?/?$")
+_PATH = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?(/status)?/?$")
+
+
+class Resource(NamedTuple):
+    group: str
+    version: str
+    plural: str
+    kind: str
+
+
+TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
+RESOURCES = {(r.group, r.version, r.plural): r for r in (TFJOBS, JOBSETS)}
+JOBSET_CRD = Path(__file__).resolve().parents[1] / "infra" / "crds" / "jobset" / "jobset.x-k8s.io_jobsets.yaml"
 _RESTART = ("Always", "OnFailure", "Never", "ExitCode")
 _CLEAN = ("All", "Running", "None")
 
@@ -98,10 +119,10 @@ def encoded_size(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def status_body(code: int, reason: str, message: str, name: str = "") -> dict[str, Any]:
+def status_body(code: int, reason: str, message: str, name: str = "", res: Resource = TFJOBS) -> dict[str, Any]:
     return {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-        "reason": reason, "details": {"name": name, "group": "kubeflow.org", "kind": "tfjobs"}, "code": code,
+        "reason": reason, "details": {"name": name, "group": res.group, "kind": res.plural}, "code": code,
     }
 
 
@@ -124,14 +145,14 @@ class FieldError(NamedTuple):
         return cls(field, kind, body)
 
 
-def invalid_body(name: str, errs: list[FieldError]) -> dict[str, Any]:
-    """``apierrors.NewInvalid(TFJob.kubeflow.org, name, errs)``."""
+def invalid_body(name: str, errs: list[FieldError], res: Resource = TFJOBS) -> dict[str, Any]:
+    """``apierrors.NewInvalid(TFJob.kubeflow.org, name, errs)`` (or ``JobSet.jobset.x-k8s.io``)."""
     unique = list(dict.fromkeys(str(e) for e in errs))
     agg = unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
     return {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": f'TFJob.kubeflow.org "{name}" is invalid: {agg}', "reason": "Invalid",
-        "details": {"name": name, "group": "kubeflow.org", "kind": "TFJob",
+        "message": f'{res.kind}.{res.group} "{name}" is invalid: {agg}', "reason": "Invalid",
+        "details": {"name": name, "group": res.group, "kind": res.kind,
                     "causes": [{"reason": e.type, "message": e.body, "field": e.field} for e in errs]},
         "code": 422,
     }
@@ -244,12 +265,39 @@ def validate(obj: Any) -> list[str]:
     return [str(e) for e in field_errors(obj)]
 
 
-def field_errors(obj: Any) -> list[FieldError]:
+def field_errors(obj: Any, res: Resource = TFJOBS) -> list[FieldError]:
     """``validate`` as ``FieldError``s (the ``causes`` of an ``Invalid`` Status)."""
     if not isinstance(obj, dict):
         return [FieldError.parse("body: must be an object")]
     errs = object_meta_errors(obj.get("metadata") or {})
-    return errs + [FieldError.parse(e) for e in _schema_errors(obj)]
+    schema = _jobset_schema_errors if res == JOBSETS else _schema_errors
+    return errs + [FieldError.parse(e) for e in schema(obj)]
+
+
+@functools.cache
+def _jobset_validator() -> Any:
+    import jsonschema
+    import yaml
+
+    crd = yaml.safe_load(JOBSET_CRD.read_text())
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == JOBSETS.version]
+    schema = version["schema"]["openAPIV3Schema"]
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)(schema)
+
+
+def _jobset_schema_errors(obj: dict[str, Any]) -> list[str]:
+    """The JobSet CRD's structural schema, as the API server checks it (unknown fields are pruned there, so
+    only types, enums, formats of numbers and required fields are errors here)."""
+    errs = []
+    if obj.get("apiVersion") != "jobset.x-k8s.io/v1alpha2" or obj.get("kind") != "JobSet":
+        errs.append("apiVersion/kind: must be jobset.x-k8s.io/v1alpha2 JobSet")
+    body = {k: v for k, v in obj.items() if k != "metadata"}  # object meta: checked by object_meta_errors
+    for e in sorted(_jobset_validator().iter_errors(body), key=lambda e: list(map(str, e.absolute_path))):
+        where = ".".join(str(p) for p in e.absolute_path) or "<root>"
+        errs.append(f"{where}: Invalid value: {e.message}")
+    if not (obj.get("spec") or {}).get("replicatedJobs"):
+        errs.append("spec.replicatedJobs: Required value")
+    return errs
 
 
 def _schema_errors(obj: dict[str, Any]) -> list[str]:
@@ -330,7 +378,9 @@ def etcd_too_large_body(code: int = 500) -> dict[str, Any]:
 class FakeKubeAPI:
     def __init__(self, etcd_too_large_code: int = 500) -> None:
         self.etcd_too_large_code = etcd_too_large_code
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}  # the TFJobs
+        self.jobsets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.stores = {TFJOBS: self.objects, JOBSETS: self.jobsets}
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str]] = []  # (method, path)
         self._failures: list[int] = []
@@ -362,10 +412,11 @@ class FakeKubeAPI:
         with self.lock:
             self._failures += [code] * n
 
-    def set_condition(self, namespace: str, name: str, kind: str, reason: str = "", status: str = "True") -> None:
-        """What the training operator does: append a condition (and the matching phase fields)."""
+    def set_condition(self, namespace: str, name: str, kind: str, reason: str = "", status: str = "True",
+                      res: Resource = TFJOBS) -> None:
+        """What the training operator (or JobSet controller) does: append a condition."""
         with self.lock:
-            obj = self.objects[(namespace, name)]
+            obj = self.stores[res][(namespace, name)]
             st = obj.setdefault("status", {})
             conds = st.setdefault("conditions", [])
             for c in conds:
@@ -376,9 +427,9 @@ class FakeKubeAPI:
                           "lastTransitionTime": _now()})
             self._bump(obj)
 
-    def names(self, namespace: str = "landfall-training") -> list[str]:
+    def names(self, namespace: str = "landfall-training", res: Resource = TFJOBS) -> list[str]:
         with self.lock:
-            return sorted(n for (ns, n) in self.objects if ns == namespace)
+            return sorted(n for (ns, n) in self.stores[res] if ns == namespace)
 
     # -- the API -----------------------------------------------------------------------------------------
     def _bump(self, obj: dict[str, Any]) -> None:
@@ -401,9 +452,12 @@ class FakeKubeAPI:
                 reason = "TooManyRequests" if code == 429 else "ServiceUnavailable"
                 return code, status_body(code, reason, "injected failure")
             m = _PATH.match(path)
-            if not m:
+            res = RESOURCES.get((m.group(1), m.group(2), m.group(4))) if m else None
+            if not m or res is None:
                 return 404, status_body(404, "NotFound", f"the server could not find the requested resource {path}")
-            ns, name, sub = m.group(1), m.group(2), m.group(3)
+            ns, name, sub = m.group(3), m.group(5), m.group(6)
+            store = self.stores[res]
+            what = f"{res.plural}.{res.group}"
             if method in ("POST", "PATCH", "PUT"):
                 size = encoded_size(body) if body_size is None else body_size
                 if size > MAX_BODY_BYTES:
@@ -411,30 +465,30 @@ class FakeKubeAPI:
             if name is None:
                 if method == "GET":
                     selector = (query.get("labelSelector") or [""])[0]
-                    items = [copy.deepcopy(o) for (n, _), o in sorted(self.objects.items())
+                    items = [copy.deepcopy(o) for (n, _), o in sorted(store.items())
                              if n == ns and _selector_matches(selector, o["metadata"].get("labels") or {})]
-                    return 200, {"apiVersion": "kubeflow.org/v1", "kind": "TFJobList",
+                    return 200, {"apiVersion": f"{res.group}/{res.version}", "kind": f"{res.kind}List",
                                  "metadata": {"resourceVersion": str(self._version)}, "items": items}
                 if method == "POST":
-                    return self._create(ns, body)
-                return 405, status_body(405, "MethodNotAllowed", f"{method} is not allowed")
+                    return self._create(ns, body, res)
+                return 405, status_body(405, "MethodNotAllowed", f"{method} is not allowed", res=res)
             key = (ns, name)
-            if key not in self.objects:
-                return 404, status_body(404, "NotFound", f'tfjobs.kubeflow.org "{name}" not found', name)
-            obj = self.objects[key]
+            if key not in store:
+                return 404, status_body(404, "NotFound", f'{what} "{name}" not found', name, res)
+            obj = store[key]
             if method == "GET":
                 return 200, copy.deepcopy(obj)
             if method == "DELETE":
-                del self.objects[key]
-                return 200, status_body(200, "", "deleted", name) | {"status": "Success"}
+                del store[key]
+                return 200, status_body(200, "", "deleted", name, res) | {"status": "Success"}
             if method == "PATCH":
                 if "merge-patch" not in content_type:
                     return 415, status_body(415, "UnsupportedMediaType", f"unsupported patch type {content_type}")
                 want = ((body or {}).get("metadata") or {}).get("resourceVersion")
                 if want is not None and want != obj["metadata"]["resourceVersion"]:
                     return 409, status_body(
-                        409, "Conflict", f'Operation cannot be fulfilled on tfjobs.kubeflow.org "{name}": the object '
-                        "has been modified; please apply your changes to the latest version and try again", name)
+                        409, "Conflict", f'Operation cannot be fulfilled on {what} "{name}": the object '
+                        "has been modified; please apply your changes to the latest version and try again", name, res)
                 if sub:  # status subresource: only .status changes
                     new = copy.deepcopy(obj)
                     new["status"] = merge_patch(new.get("status") or {}, (body or {}).get("status") or {})
@@ -446,34 +500,37 @@ class FakeKubeAPI:
                     new = merge_patch(copy.deepcopy(obj), patch)  # nothing shared with the stored one
                     if new.get("spec") != obj.get("spec"):
                         new["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
-                errs = field_errors(new)
+                errs = field_errors(new, res)
                 if errs:
-                    return 422, invalid_body(name, errs)
+                    return 422, invalid_body(name, errs, res)
                 new["metadata"]["resourceVersion"] = str(self._version + 1)  # as it would be stored
                 refused = self._too_large(new)
                 if refused:
                     return refused
                 self._bump(new)
-                self.objects[key] = new
+                store[key] = new
                 return 200, copy.deepcopy(new)
             return 405, status_body(405, "MethodNotAllowed", f"{method} is not allowed")
 
-    def _create(self, ns: str, body: Any) -> tuple[int, dict[str, Any]]:
-        errs = field_errors(body)
+    def _create(self, ns: str, body: Any, res: Resource = TFJOBS) -> tuple[int, dict[str, Any]]:
+        store = self.stores[res]
+        errs = field_errors(body, res)
         meta = body.get("metadata") if isinstance(body, dict) else None
         name = meta.get("name", "") if isinstance(meta, dict) else ""
         if errs:
-            return 422, invalid_body(str(name), errs)
+            return 422, invalid_body(str(name), errs, res)
         if body["metadata"].get("namespace", ns) != ns:
-            return 400, status_body(400, "BadRequest", "the namespace of the object does not match the request")
+            return 400, status_body(400, "BadRequest", "the namespace of the object does not match the request",
+                                    res=res)
         obj = copy.deepcopy(body)
         obj["metadata"].update(namespace=ns, uid=str(uuid.uuid4()), generation=1, creationTimestamp=_now(),
                                resourceVersion=str(self._version + 1))
         refused = self._too_large(obj)  # etcd refuses the request before its create-if-absent compare
         if refused:
             return refused
-        if (ns, name) in self.objects:
-            return 409, status_body(409, "AlreadyExists", f'tfjobs.kubeflow.org "{name}" already exists', name)
+        if (ns, name) in store:
+            return 409, status_body(409, "AlreadyExists", f'{res.plural}.{res.group} "{name}" already exists', name,
+                                    res)
         self._bump(obj)
-        self.objects[(ns, name)] = obj
+        store[(ns, name)] = obj
         return 201, copy.deepcopy(obj)

@@ -34,6 +34,7 @@ from .tools import (
     render_dir,
     render_overlay,
     run,
+    strict,
     tool,
     unquote,
 )
@@ -86,20 +87,6 @@ def load_crds() -> dict[str, dict[str, Any]]:
 
 
 CRD = load_crds()
-
-
-def strict(schema: Any) -> Any:
-    """The schema with unknown fields rejected: an object schema with `properties` gets
-    `additionalProperties: false` unless it keeps unknown fields (x-kubernetes-preserve-unknown-fields)."""
-    if isinstance(schema, list):
-        return [strict(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: (v if k in ("enum", "default", "example", "required") else strict(v)) for k, v in schema.items()}
-    keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or "additionalProperties" in schema
-    if "properties" in schema and not keeps_unknown:
-        out["additionalProperties"] = False
-    return out
 
 
 def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validator:

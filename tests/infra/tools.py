@@ -66,6 +66,20 @@ def find(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return hits[0]
 
 
+def strict(schema: Any) -> Any:
+    """The schema with unknown fields rejected: an object schema with `properties` gets
+    `additionalProperties: false` unless it keeps unknown fields (x-kubernetes-preserve-unknown-fields)."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("enum", "default", "example", "required") else strict(v)) for k, v in schema.items()}
+    keeps_unknown = schema.get("x-kubernetes-preserve-unknown-fields") or "additionalProperties" in schema
+    if "properties" in schema and not keeps_unknown:
+        out["additionalProperties"] = False
+    return out
+
+
 # --- HCL ----------------------------------------------------------------------------------------------
 def load_hcl(path: Path) -> dict[str, Any]:
     import hcl2

@@ -17,7 +17,8 @@ import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("landfall.cli.convert", "convert a file into TFRecord shards and a manifest"),
-    "render-tfjob": ("landfall.cli.jobs", "print the TFJob the submit function would create"),
+    "render-job": ("landfall.cli.jobs", "print the TFJob (--engine jobset: JobSet) the submit function would create"),
+    "render-tfjob": ("landfall.cli.jobs", "the old name of render-job"),
     "republish": ("landfall.cli.jobs", "publish a manual training request (a rerun)"),
     "status": ("landfall.cli.status", "arrivals, requests, jobs, their state and latest metrics"),
     "trace": ("landfall.cli.trace", "follow one arrival through every record, or a job back to its arrivals"),

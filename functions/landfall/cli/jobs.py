@@ -1,9 +1,11 @@
-"""``landfall render-tfjob | republish``: the submit stage's requests and jobs from the command line.
+"""``landfall render-job | render-tfjob | republish``: the submit stage's requests and jobs, by command line.
 
-- ``render-tfjob --manifest URI [--workers N] [--gpus-per-worker G] [--image IMG]``: prints the YAML of the
-  TFJob the consumer would create as the dataset's next job (numbered from the bucket's records when it is
-  reachable; ``--offline``: as its first job). The job names only its ``runs/<job>/inputs.json``, which the
-  release writes; the manifests are resolved then, not here.
+- ``render-job --manifest URI [--engine tfjob|jobset] [--workers N] [--gpus-per-worker G] [--image IMG]``:
+  prints the YAML of the job (a TFJob, or a JobSet under ``--engine jobset`` / ``LANDFALL_ENGINE=jobset``)
+  the consumer would create as the dataset's next job; ``render-tfjob`` is its old name and renders the same
+  (the engine ``LANDFALL_ENGINE`` or ``--engine`` names, TFJob by default). Numbered from the bucket's
+  records when it is reachable (``--offline``: as its first job). The job names only its
+  ``runs/<job>/inputs.json``, which the release writes; the manifests are resolved then, not here.
 - ``republish --dataset NAME | --manifest URI | gs://BUCKET/incoming/...``: publishes a request with
   ``reason: "manual"`` and a fresh ``request_id``, so a rerun happens although the data did not change.
   ``--dataset`` takes the dataset's newest live (not retracted) manifest.
@@ -25,14 +27,15 @@ from landfall.core import layout, retractions
 from landfall.core.config import Layout
 from landfall.core.errors import NotFound
 from landfall.core.messages import Manifest, TrainingRequest, utc_now
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.config import JobConfig
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     common = {"bucket": "bucket (LANDFALL_BUCKET)", "project": "Google Cloud project (GOOGLE_CLOUD_PROJECT)"}
-    if name == "render-tfjob":
+    if name in ("render-job", "render-tfjob"):
         p.add_argument("--manifest", required=True, help="gs://BUCKET/tfrecords/<dataset>/<arrival>/manifest.json")
+        p.add_argument("--engine", choices=["tfjob", "jobset"], help="LANDFALL_ENGINE (default tfjob)")
         p.add_argument("--workers", type=int)
         p.add_argument("--gpus-per-worker", type=int)
         p.add_argument("--image", dest="trainer_image")
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         from landfall.local.stack import use_running_stack
 
         use_running_stack(args=args)  # next to `landfall up`, unless a flag or variable names a target
-    return reporting_errors(args, {"render-tfjob": render_tfjob, "republish": republish}[args.command])
+    return reporting_errors(args, {"render-job": render_tfjob, "render-tfjob": render_tfjob,
+                                   "republish": republish}[args.command])
 
 
 # -- render-tfjob ---------------------------------------------------------------------------------------
@@ -71,7 +75,7 @@ def dataset_from_uri(uri: str, lay: Layout) -> str:
 
 
 def render_tfjob(args: argparse.Namespace) -> int:
-    cfg = job_config(args, "workers", "gpus_per_worker", "trainer_image", "namespace", "epochs", "bucket")
+    cfg = job_config(args, "workers", "gpus_per_worker", "trainer_image", "namespace", "epochs", "bucket", "engine")
     lay = Layout.load()
     bucket = cfg.bucket or layout.split_gs(args.manifest)[0]
     cfg = dataclasses.replace(cfg, bucket=bucket)
@@ -91,8 +95,8 @@ def render_tfjob(args: argparse.Namespace) -> int:
     request_id = request_id or "manual"
     name = coalesce.job_name_for(dataset, cfg.concurrency, request_id=request_id, seq=seq)
     inputs_uri = tfjob.job_dir(bucket, name, lay.runs_prefix) + "/inputs.json"
-    job = tfjob.render(cfg, name=name, dataset=dataset, request_id=request_id, inputs_uri=inputs_uri,
-                       released_at=utc_now(), runs_prefix=lay.runs_prefix)
+    job = engine.render(cfg, name=name, dataset=dataset, request_id=request_id, inputs_uri=inputs_uri,
+                        released_at=utc_now(), runs_prefix=lay.runs_prefix)
     sys.stdout.write(tfjob.to_yaml(job))
     return 0
 

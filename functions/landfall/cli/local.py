@@ -21,6 +21,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
             p.add_argument(f"--{port}-port", type=int, help="default: a free port")
         p.add_argument("--bucket")
         p.add_argument("--workers", type=int, help="workers of each local TFJob (default 2)")
+        p.add_argument("--engine", choices=["tfjob", "jobset"], help="TFJobs or JobSets (LANDFALL_ENGINE)")
         p.add_argument("--epochs", type=int)
         p.add_argument("--inline-max-bytes", type=int,
                        help="larger arrivals are converted by Cloud Run job tasks, here processes the local operator "
@@ -30,6 +31,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         # smaller than the seed's 1024 so the small dataset still gives the optimizer enough steps.
         p.add_argument("--instances", type=int, default=8192)
         p.add_argument("--workers", type=int, default=2)
+        p.add_argument("--engine", choices=["tfjob", "jobset"], default="tfjob", help="TFJobs or JobSets")
         p.add_argument("--epochs", type=int, default=5)
         p.add_argument("--batch-size-per-worker", type=int, default=128)
         p.add_argument("--units", default=SEED_UNITS, help=f"GRU units of the encoder (the seed's {SEED_UNITS})")
@@ -55,6 +57,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size-per-worker", type=int, default=256)
         p.add_argument("--units", default=SEED_UNITS)
         p.add_argument("--from-runs", help="read finished runs' metrics.json under this gs:// prefix instead")
+        p.add_argument("--engine", default="tfjob", help="tfjob, jobset or both (tfjob,jobset): what runs each count")
         p.add_argument("--out", default="./landfall-scaling")
 
 
@@ -69,7 +72,8 @@ def up(args: argparse.Namespace) -> int:
     logs.setup()
     cfg = StackConfig.load(state_dir=args.state_dir, pubsub_port=args.pubsub_port, gcs_port=args.gcs_port,
                            arrival_port=args.arrival_port, submit_port=args.submit_port, bucket=args.bucket,
-                           workers=args.workers, epochs=args.epochs, inline_max_bytes=args.inline_max_bytes)
+                           workers=args.workers, epochs=args.epochs, inline_max_bytes=args.inline_max_bytes,
+                           engine=args.engine)
     stack = Stack(cfg)
     try:
         stack.start()
@@ -102,7 +106,7 @@ def demo(args: argparse.Namespace) -> int:
     from landfall.local.demo import run as run_demo
 
     logs.setup(level="WARNING")
-    return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs,
+    return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs, engine=args.engine,
                                 batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
                                 stage_timeout=args.stage_timeout, keep_running=args.keep_running,
                                 follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes,
@@ -143,8 +147,13 @@ def scaling(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"landfall scaling: --workers {args.workers!r} must be comma-separated integers", file=sys.stderr)
         return 2
+    engines = [e.strip() for e in args.engine.split(",") if e.strip()]
+    if not engines or set(engines) - {"tfjob", "jobset"}:
+        print(f"landfall scaling: --engine {args.engine!r} must name tfjob, jobset or both", file=sys.stderr)
+        return 2
     table = run_scaling(ScalingOptions(workers=workers, instances=args.instances, epochs=args.epochs,
                                        batch_size_per_worker=args.batch_size_per_worker, units=args.units,
-                                       from_runs=args.from_runs, out=args.out))
+                                       from_runs=args.from_runs, out=args.out,
+                                       engines=engines))
     print(json.dumps(table, indent=2))
     return 0

@@ -1,8 +1,9 @@
 """``landfall operator [--state DIR]``: the local backend's controller (``landfall.local.operator``).
 
 It runs the TFJobs the submit function recorded in the state folder, as the training operator runs them
-on a cluster. ``--backend kubernetes`` is kept for existing deployments: it runs the production reconcile
-loop, which is ``landfall reconcile``.
+on a cluster, or with ``--engine jobset`` (``LANDFALL_ENGINE``) the JobSets, as the JobSet controller does
+(``landfall.local.jobsets``). ``--backend kubernetes`` is kept for existing deployments: it runs the
+production reconcile loop, which is ``landfall reconcile``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", dest="local_state", help="state folder (LANDFALL_LOCAL_STATE)")
     p.add_argument("--backend", choices=["local", "kubernetes"])
     p.add_argument("--namespace")
+    p.add_argument("--engine", choices=["tfjob", "jobset"], help="what it runs (LANDFALL_ENGINE, default tfjob)")
     p.add_argument("--poll-s", type=float, default=0.5)
     p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
 
@@ -25,13 +27,13 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logs.setup()
     cfg = JobConfig.load(local_state=args.local_state, backend=args.backend, namespace=args.namespace,
-                         bucket=args.bucket)
+                         bucket=args.bucket, engine=getattr(args, "engine", None))
     if cfg.backend == "kubernetes":
         from landfall.cli import reconcile
 
         return reconcile.run(args)
-    from landfall.local.operator import Operator
+    from landfall.local.operator import make_operator
 
-    op = Operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
+    op = make_operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
     op.install_signal_handlers()
     return op.run()

@@ -29,7 +29,7 @@ from landfall.core.layout import MANIFEST, RETRACTION
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
 
@@ -192,15 +192,15 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             entry["champion"] = _champion(storage, cfg.bucket, ds)
     for job in backend.list(dataset):
         name = tfjob.name_of(job)
-        bucket = cfg.bucket or tfjob.bucket_of(job)
+        bucket = cfg.bucket or engine.bucket_of(job)
         out["jobs"].append({
             "name": name,
             "dataset": job["metadata"]["labels"].get(tfjob.DATASET_LABEL),
-            "state": tfjob.state(job),
+            "state": engine.state(job),
             "created": tfjob.created_at(job),
             "after": tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION),
             **_inputs(storage, job),
-            "conditions": [c["type"] for c in tfjob.conditions(job) if c.get("status") == "True"],
+            "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
             "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
         })
     if pubsub is not None:

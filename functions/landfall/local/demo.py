@@ -43,7 +43,7 @@ from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.records import Reader
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
 from landfall.local.synthetic import time_series
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
 
 
@@ -60,6 +60,7 @@ class DemoOptions:
     epochs: int = 5
     batch_size_per_worker: int = 128
     units: str = "128,32"
+    engine: str = "tfjob"  # or jobset: the same flow with JobSets
     dataset: str = "demo"
     out: str = "./landfall-demo"
     stage_timeout: float = 150.0
@@ -78,7 +79,7 @@ class Follower:
         self.stack, self.opts = stack, opts
         self.storage = Storage(stack.cfg.project)
         self.pubsub = PubSub(stack.cfg.project)
-        self.backend = LocalBackend(stack.info["local_state"])
+        self.backend = LocalBackend(stack.info["local_state"], engine_name=stack.cfg.engine)
         self.watch = watch_subscription
         self.t0 = time.monotonic()
         self.seen: set[str] = set()
@@ -118,15 +119,15 @@ class Follower:
             self.say(f"training request published: {body['request_id']} ({body['reason']})")
             self.pubsub.ack(self.watch, [msg.ack_id])
         for job in self.backend.list(self.opts.dataset):
-            name, state = tfjob.name_of(job), tfjob.state(job)
+            name, state = tfjob.name_of(job), engine.state(job)
             if self.states.get(name) != state:
                 if name not in self.states:
                     after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
-                    self.say(f"TFJob {name} created" + (f" as the follow-up of {after}" if after else "")
-                             + f" ({job['spec']['tfReplicaSpecs']['Worker']['replicas']} workers)")
+                    self.say(f"{job['kind']} {name} created" + (f" as the follow-up of {after}" if after else "")
+                             + f" ({engine.workers_of(job)} workers)")
                 self.states[name] = state
                 inputs = self._inputs(job) if state in ("Running", "Suspended") else None
-                self.say(f"TFJob {name}: {state}" + (f", covering {len(inputs.requests)} request(s), "
+                self.say(f"{job['kind']} {name}: {state}" + (f", covering {len(inputs.requests)} request(s), "
                                                       f"{len(inputs.manifests)} manifest(s)" if inputs else ""))
             self._epochs(name)
 
@@ -168,9 +169,10 @@ class Follower:
             result = done()
             if result:
                 return result
-            failed = [tfjob.name_of(j) for j in self.jobs() if tfjob.state(j) == "Failed"]
+            failed = [tfjob.name_of(j) for j in self.jobs() if engine.state(j) == "Failed"]
             if failed:
-                raise StageFailed(stage, f"TFJob {failed[0]} failed (logs: {self.stack.info['local_state']}/logs)")
+                raise StageFailed(stage, f"{self.backend.api.kind} {failed[0]} failed "
+                                         f"(logs: {self.stack.info['local_state']}/logs)")
             dead = self.stack.check()
             if dead:
                 raise StageFailed(stage, f"{dead} stopped")
@@ -192,7 +194,7 @@ def run(opts: DemoOptions) -> int:
     out = Path(opts.out)
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     trainer_args = ("--units", opts.units, "--verbose", "0")
-    cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs,
+    cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs, engine=opts.engine,
                            batch_size_per_worker=opts.batch_size_per_worker, trainer_args=trainer_args,
                            inline_max_bytes=opts.inline_max_bytes, task_bytes=opts.task_bytes)
     started = time.monotonic()
@@ -214,14 +216,14 @@ def run(opts: DemoOptions) -> int:
         expected_jobs = 1
         if opts.follow_up:
             follower.wait("training", lambda: any(v >= 1 for v in follower.epoch_seen.values())
-                          or all(tfjob.is_finished(j) for j in follower.jobs()))
+                          or all(engine.is_finished(j) for j in follower.jobs()))
             second = upload(storage, cfg.bucket, opts.dataset, "part-2.npy",
                             time_series(max(opts.instances // 2, 64), seed=2))
             follower.say(f"second arrival while training: {second}")
             follower.wait("follow-up", lambda: len(follower.jobs()) >= 2)
             expected_jobs = 2
         follower.wait("training", lambda: len(follower.jobs()) >= expected_jobs
-                      and all(tfjob.state(j) == "Succeeded" for j in follower.jobs()))
+                      and all(engine.state(j) == "Succeeded" for j in follower.jobs()))
         scored = judge_and_score(follower, stack, opts, out)
         report = write_report(out, stack, follower, time.monotonic() - started, scored)
         print("\n" + report)
@@ -275,7 +277,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         last = epochs[-1] if epochs else {}
         after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
         lines.append(
-            f"- {m['job']}: {tfjob.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
+            f"- {m['job']}: {engine.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
             f"(global {m['global_batch_size']}), {len(m.get('manifests') or [])} manifest(s), "
             f"{len(epochs)} epochs, final loss {last.get('loss', float('nan')):.4f} "
             f"val_loss {last.get('val_loss', float('nan')):.4f}, median epoch "

@@ -49,7 +49,7 @@ from typing import Any, TextIO
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.storage import Storage
 from landfall.local.emulators import free_ports
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends.local import LocalBackend, k8s_time
 from landfall.submit.config import JobConfig
 
@@ -109,10 +109,12 @@ class RunningJob:
 
 
 class Operator:
+    engine_name = "tfjob"
+
     def __init__(self, state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
                  config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
                  env: dict[str, str] | None = None):
-        self.backend = LocalBackend(state_dir, namespace)
+        self.backend = LocalBackend(state_dir, namespace, self.engine_name)
         self.config = config
         self.storage = storage
         self.poll_s = poll_s
@@ -175,15 +177,8 @@ class Operator:
             env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e})
             if container.get("name") == tfjob.CONTAINER:  # the training operator sets TF_CONFIG on this name only
                 env["TF_CONFIG"] = tf_config(ports, i)
-            env.setdefault("LANDFALL_JOB_NAME", name)
-            path = self.backend.log_path(name, i)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
-            fh.write(f"=== {k8s_time()} attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}\n")
-            fh.flush()
-            proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True)
-            replicas.append(Replica(i, ports[i], proc, fh, path))
+            replicas.append(self._spawn(name, i, ports[i], command, env,
+                                        f"attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}"))
         start_time = status.get("startTime") or k8s_time()
         first = _epoch(start_time)
         rj = RunningJob(name, job["metadata"].get("uid", ""), replicas, time.monotonic(), first, restarts)
@@ -191,6 +186,19 @@ class Operator:
         extra = {"startTime": start_time, "replicaStatuses": {"Worker": {"active": n, "succeeded": 0, "failed": 0}},
                  **self._local_status(rj)}
         self._set_condition(job, "Running", "TFJobRunning", f"TFJob {name} is running ({reason}).", extra)
+
+    def _spawn(self, name: str, index: int, port: int, command: list[str], env: dict[str, str],
+               header: str) -> Replica:
+        """One replica (or pod): its own process group, stdout and stderr appended to its log after ``header``."""
+        env.setdefault("LANDFALL_JOB_NAME", name)
+        path = self.backend.log_path(name, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
+        fh.write(f"=== {k8s_time()} {header}\n")
+        fh.flush()
+        proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        return Replica(index, port, proc, fh, path)
 
     def _stop(self, rj: RunningJob) -> None:
         threads = [threading.Thread(target=stop_group, args=(r.proc,)) for r in rj.replicas]
@@ -290,18 +298,44 @@ class Operator:
             if job is None or job["metadata"].get("uid") != rj.uid:
                 log.info("%s was deleted; stopping its replicas", name, extra={"job": name})
                 self._stop(rj)
-            elif tfjob.is_suspended(job):
+            elif engine.is_suspended(job):
                 self._stop(rj)
-                self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {name} is suspended.")
+                self._suspended(job)
         for name, job in jobs.items():
             try:
-                self._tick_job(name, job)
+                if engine.is_finished(job):
+                    self._expire(job)
+                else:
+                    self._tick_job(name, job)
             except NotFound:
                 continue  # deleted meanwhile
 
+    def _suspended(self, job: dict[str, Any]) -> None:
+        self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {tfjob.name_of(job)} is suspended.")
+
+    @staticmethod
+    def finished_at(job: dict[str, Any]) -> float | None:
+        """When the job finished (``status.completionTime``, else its finishing condition's transition)."""
+        status = job.get("status") or {}
+        if status.get("completionTime"):
+            return _epoch(str(status["completionTime"]))
+        for c in engine.conditions(job):
+            if c.get("status") == "True" and c.get("type") in ("Succeeded", "Failed", "Completed"):
+                return _epoch(str(c.get("lastTransitionTime") or ""))
+        return None
+
+    def _expire(self, job: dict[str, Any]) -> None:
+        """``ttlSecondsAfterFinished``: the finished job is deleted that long after it finished (the TFJob's in
+        ``spec.runPolicy``, the JobSet's in ``spec``), as the controllers do."""
+        spec = job.get("spec") or {}
+        ttl = spec.get("ttlSecondsAfterFinished", (spec.get("runPolicy") or {}).get("ttlSecondsAfterFinished"))
+        done = self.finished_at(job)
+        if ttl is not None and done is not None and time.time() - done >= float(ttl):
+            name = tfjob.name_of(job)
+            log.info("%s: deleted %ss after it finished (ttlSecondsAfterFinished)", name, ttl, extra={"job": name})
+            self.backend.delete(name)
+
     def _tick_job(self, name: str, job: dict[str, Any]) -> None:
-        if tfjob.is_finished(job):
-            return
         if tfjob.is_suspended(job):
             if not any(c["type"] == "Suspended" and c.get("status") == "True" for c in tfjob.conditions(job)):
                 self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {name} is suspended.")
@@ -348,6 +382,20 @@ class Operator:
     def install_signal_handlers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.stopping.set())
+
+
+def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
+                  config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
+                  env: dict[str, str] | None = None, engine_name: str | None = None) -> Operator:
+    """The controller of ``engine_name`` (default: the config's, else ``tfjob``): this ``Operator`` for TFJobs,
+    ``landfall.local.jobsets.JobSetOperator`` for JobSets."""
+    name = engine_name or (config.engine if config is not None else "tfjob")
+    if name == "jobset":
+        from landfall.local.jobsets import JobSetOperator
+
+        return JobSetOperator(state_dir, namespace, config, storage, poll_s, env)
+    engine.module(name)
+    return Operator(state_dir, namespace, config, storage, poll_s, env)
 
 
 def _epoch(ts: str) -> float:

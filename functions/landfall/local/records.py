@@ -10,7 +10,7 @@ from landfall.core import champion, layout
 from landfall.core.config import Layout
 from landfall.core.errors import Invalid, LandfallError, NotFound
 from landfall.core.messages import JobInputs
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.ledger import Ledger
 
 
@@ -48,7 +48,7 @@ class Reader:
         if self.backend is None:
             return None
         try:
-            return tfjob.state(self.backend.get(job))
+            return engine.state(self.backend.get(job))  # a TFJob or a JobSet
         except NotFound:
             return None
         except LandfallError:

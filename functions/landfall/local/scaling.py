@@ -3,7 +3,10 @@
 Without ``--from-runs`` it trains the same data once per worker count with the ``local`` backend:
 fake-gcs-server holds the shards and the runs, each count becomes a TFJob rendered by the same code as
 the submit function, and the local operator runs it as the training operator would (one process per
-replica, ``TF_CONFIG`` on loopback). With ``--from-runs gs://BUCKET/runs/`` it reads the
+replica, ``TF_CONFIG`` on loopback). ``--engine jobset`` runs each count as a JobSet instead (the local
+JobSet controller, the trainer building ``TF_CONFIG`` itself); ``--engine tfjob,jobset`` runs both, one
+count after the other, and adds each JobSet row's epoch time over the TFJob row's (``epoch_s_vs_tfjob``).
+With ``--from-runs gs://BUCKET/runs/`` it reads the
 ``metrics.json`` of finished TFJobs instead (for example of GPU runs on GKE).
 
 Per worker count: the median epoch time (the first epoch, which traces the graph, is left out when there
@@ -30,13 +33,14 @@ from landfall.core.errors import LandfallError
 from landfall.core.storage import Storage
 from landfall.local import emulators, plots
 from landfall.local.synthetic import time_series
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.config import JobConfig
 
 
 @dataclasses.dataclass
 class ScalingOptions:
     workers: list[int]
+    engines: list[str] = dataclasses.field(default_factory=lambda: ["tfjob"])
     instances: int = 8192
     epochs: int = 3
     batch_size_per_worker: int = 256
@@ -52,6 +56,7 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
         raise LandfallError(f"run {metrics.get('job')} has no finished epoch")
     steady = epochs[1:] if len(epochs) > 1 else epochs
     return {
+        "engine": metrics.get("engine", "tfjob"),
         "workers": int(metrics["num_workers"]),
         "job": metrics.get("job"),
         "epoch_s": statistics.median(e["wall_s"] for e in steady),
@@ -61,11 +66,16 @@ def summarize(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    rows = sorted(rows, key=lambda r: r["workers"])
-    base = rows[0]
-    for r in rows:
-        r["speedup"] = r["examples_per_s"] / base["examples_per_s"]
-        r["efficiency"] = r["speedup"] / (r["workers"] / base["workers"])
+    rows = sorted(rows, key=lambda r: (r.get("engine") != "tfjob", r.get("engine", ""), r["workers"]))
+    tfjob_epoch = {r["workers"]: r["epoch_s"] for r in rows if r.get("engine", "tfjob") == "tfjob"}
+    for eng in dict.fromkeys(r.get("engine", "tfjob") for r in rows):
+        mine = [r for r in rows if r.get("engine", "tfjob") == eng]
+        base = mine[0]
+        for r in mine:
+            r["speedup"] = r["examples_per_s"] / base["examples_per_s"]
+            r["efficiency"] = r["speedup"] / (r["workers"] / base["workers"])
+            if eng != "tfjob" and r["workers"] in tfjob_epoch:
+                r["epoch_s_vs_tfjob"] = r["epoch_s"] / tfjob_epoch[r["workers"]]
     return rows
 
 
@@ -83,8 +93,8 @@ def from_runs(prefix: str, storage: Storage) -> list[dict[str, Any]]:
 def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
     import os
 
-    from landfall.local.operator import Operator
-    from landfall.submit.backends.local import LocalBackend
+    from landfall.core.messages import InputManifest, JobInputs
+    from landfall.local.operator import make_operator
 
     gcs, url = emulators.start_gcs(state)
     try:
@@ -98,27 +108,35 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
         # Several shards, so workers stage only the shards their record ranges touch.
         converter.convert(f"gs://{bucket}/incoming/scaling/data.npy", prefix, "scaling",
                           ConverterConfig(shard_target_bytes=max(1 << 20, opts.instances * 1500 // 8)), storage)
-        backend = LocalBackend(state / "local")
-        operator = Operator(state / "local", env={**os.environ, "STORAGE_EMULATOR_HOST": url})
+        manifest = prefix + "/manifest.json"
+        inputs = [InputManifest(uri=manifest, generation=storage.stat(manifest).generation)]
+        env = {**os.environ, "STORAGE_EMULATOR_HOST": url}
         rows = []
-        for k in opts.workers:
-            cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
-                                       batch_size_per_worker=opts.batch_size_per_worker,
-                                       trainer_args=("--units", opts.units, "--verbose", "0"))
-            name = tfjob.job_name("scaling", f"{k}-{time.time()}")
-            backend.create(tfjob.render(cfg, name=name, dataset="scaling", request_id=name,
-                                        manifests=[prefix + "/manifest.json"]))
-            print(f"training with {k} worker(s): TFJob {name} ...", flush=True)
-            deadline = time.monotonic() + opts.timeout_s
-            while not tfjob.is_finished(backend.get(name)):
-                if time.monotonic() > deadline:
-                    operator.stop_all()
-                    raise LandfallError(f"TFJob {name} did not finish within {opts.timeout_s:.0f}s")
-                operator.tick()
-                time.sleep(0.5)
-            if tfjob.state(backend.get(name)) != "Succeeded":
-                raise LandfallError(f"TFJob {name} failed (logs: {state / 'local' / 'logs' / name})")
-            rows.append(summarize(json.loads(storage.read_bytes(tfjob.job_dir(bucket, name) + "/metrics.json"))))
+        for eng in opts.engines:
+            operator = make_operator(state / "local", env=env, engine_name=eng)
+            backend = operator.backend
+            for k in opts.workers:
+                cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
+                                     batch_size_per_worker=opts.batch_size_per_worker, engine=eng,
+                                     trainer_args=("--units", opts.units, "--verbose", "0"))
+                name = tfjob.job_name("scaling", f"{eng}-{k}-{time.time()}")
+                inputs_uri = tfjob.job_dir(bucket, name) + "/inputs.json"
+                storage.write_bytes(inputs_uri, JobInputs(dataset="scaling", job=name, seq=0, manifests=inputs,
+                                                          requests=[]).to_json())
+                backend.create(engine.render(cfg, name=name, dataset="scaling", request_id=name,
+                                             inputs_uri=inputs_uri))
+                print(f"training with {k} worker(s): {backend.api.kind} {name} ...", flush=True)
+                deadline = time.monotonic() + opts.timeout_s
+                while not engine.is_finished(backend.get(name)):
+                    if time.monotonic() > deadline:
+                        operator.stop_all()
+                        raise LandfallError(f"{name} did not finish within {opts.timeout_s:.0f}s")
+                    operator.tick()
+                    time.sleep(0.5)
+                if engine.state(backend.get(name)) != "Succeeded":
+                    raise LandfallError(f"{name} failed (logs: {state / 'local' / 'logs' / name})")
+                metrics = json.loads(storage.read_bytes(tfjob.job_dir(bucket, name) + "/metrics.json"))
+                rows.append({**summarize(metrics), "engine": eng})
         return rows
     finally:
         gcs.stop()
@@ -139,6 +157,9 @@ def run(opts: ScalingOptions) -> list[dict[str, Any]]:
         raise LandfallError("no finished runs to draw")
     rows = table(rows)
     (out / "scaling.json").write_text(json.dumps(rows, indent=2))
-    plots.scaling(rows, out / "scaling.png", title)
-    print(f"wrote {out / 'scaling.json'} and {out / 'scaling.png'}", flush=True)
+    engines = list(dict.fromkeys(r.get("engine", "tfjob") for r in rows))
+    for eng in engines:  # scaling.png for the first engine, scaling-<engine>.png for the others
+        png = out / ("scaling.png" if eng == engines[0] else f"scaling-{eng}.png")
+        plots.scaling([r for r in rows if r.get("engine", "tfjob") == eng], png, f"{title} ({eng})")
+    print(f"wrote {out / 'scaling.json'} and the figures in {out}", flush=True)
     return rows

@@ -57,7 +57,9 @@ class StackConfig(Settings):
     dead_letter_topic: str = "landfall-training-requests-dead-letter"
     results_topic: str = "landfall-training-results"  # finished jobs' landfall.result/v1 (and a pull subscription)
     max_delivery_attempts: int = 5
-    # The TFJobs the submit function renders here (CPU, small enough for a laptop).
+    # The jobs the submit function renders here (CPU, small enough for a laptop): TFJobs, or JobSets
+    # (engine "jobset": the operator then runs them as the JobSet controller would).
+    engine: str = "tfjob"
     workers: int = 2
     epochs: int = 3
     batch_size_per_worker: int = 256
@@ -103,6 +105,7 @@ def _targets(info: dict[str, Any]) -> list[tuple[str | None, str, str]]:
             ("project", "GOOGLE_CLOUD_PROJECT", info["project"]),
             ("backend", "LANDFALL_BACKEND", "local"),
             ("local_state", "LANDFALL_LOCAL_STATE", info["local_state"]),
+            ("engine", "LANDFALL_ENGINE", info.get("engine", "tfjob")),
             (None, "STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
             (None, "PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"])]
 
@@ -183,6 +186,7 @@ class Stack:
             "storage_emulator_host": gcs_url,
             "functions": {name: f"http://127.0.0.1:{port}/" for name, port in ports.items()},
             "local_state": str(local_state),
+            "engine": self.cfg.engine,
             "processes": {p.name: p.pid for p in self.procs},
             "started_at": time.time(),
         }
@@ -219,6 +223,7 @@ class Stack:
             "LANDFALL_DEAD_LETTER_SUBSCRIPTION": cfg.dead_letter_topic,
             "LANDFALL_RESULTS_TOPIC": cfg.results_topic,
             "LANDFALL_BACKEND": "local",
+            "LANDFALL_ENGINE": cfg.engine,
             "LANDFALL_LOCAL_STATE": str(local_state),
             "LANDFALL_WORKERS": str(cfg.workers),
             "LANDFALL_GPUS_PER_WORKER": "0",
@@ -285,6 +290,7 @@ class Stack:
             f"export LANDFALL_BUCKET={i['bucket']}",
             "export LANDFALL_BACKEND=local",
             f"export LANDFALL_LOCAL_STATE={i['local_state']}",
+            f"export LANDFALL_ENGINE={i.get('engine', 'tfjob')}",
         ])
 
     def __enter__(self) -> Stack:

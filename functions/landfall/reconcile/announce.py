@@ -20,7 +20,7 @@ from landfall.core import results
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound, TemporaryError
 from landfall.core.storage import Storage
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.config import JobConfig
 
 log = logging.getLogger("landfall.reconcile.announce")
@@ -35,7 +35,7 @@ def _metrics(storage: Storage, job_dir: str) -> dict[str, Any]:
 
 
 def _failure(job: dict[str, Any]) -> str:
-    for c in reversed(tfjob.conditions(job)):
+    for c in reversed(engine.conditions(job)):
         if c.get("type") == "Failed" and c.get("status") == "True":
             return str(c.get("message") or c.get("reason") or "failed")
     return "failed"
@@ -51,10 +51,10 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
     layout = layout or Layout()
     sent = []
     for job in backend.list(dataset):
-        if not tfjob.is_finished(job):
+        if not engine.is_finished(job):
             continue
         name = tfjob.name_of(job)
-        bucket = cfg.bucket or tfjob.bucket_of(job)
+        bucket = cfg.bucket or engine.bucket_of(job)
         if not bucket:
             continue
         job_dir = tfjob.job_dir(bucket, name, layout.runs_prefix)
@@ -63,7 +63,7 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
             if marker and marker.get("published_at"):
                 continue
             doc = _metrics(storage, job_dir)
-            status = "succeeded" if tfjob.state(job) == "Succeeded" else "failed"
+            status = "succeeded" if engine.state(job) == "Succeeded" else "failed"
             message = results.from_metrics(
                 doc, job=name, dataset=str(job.get("metadata", {}).get("labels", {}).get(tfjob.DATASET_LABEL) or ""),
                 status=status, inputs_uri=tfjob.inputs_of(job) or None, storage=storage, published_by="reconciler",

@@ -56,7 +56,7 @@ from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentErro
 from landfall.core.layout import dataset_prefix, gs
 from landfall.core.messages import InputManifest, JobInputs, Rejection, TrainingRequest
 from landfall.core.storage import Storage
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
@@ -240,9 +240,9 @@ def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[Traini
 
 
 def _create_job(inputs: JobInputs, cfg: JobConfig, backend: Backend, ledger: Ledger) -> None:
-    job = tfjob.render(cfg, name=inputs.job, dataset=inputs.dataset, inputs_uri=ledger.inputs_uri(inputs.job),
-                       request_id=inputs.requests[0]["request_id"] if inputs.requests else "",
-                       after=inputs.after, released_at=inputs.released_at, runs_prefix=ledger.layout.runs_prefix)
+    job = engine.render(cfg, name=inputs.job, dataset=inputs.dataset, inputs_uri=ledger.inputs_uri(inputs.job),
+                        request_id=inputs.requests[0]["request_id"] if inputs.requests else "",
+                        after=inputs.after, released_at=inputs.released_at, runs_prefix=ledger.layout.runs_prefix)
     with contextlib.suppress(AlreadyExists):  # a consumer that lost the race, or a retry, created it already
         backend.create(job)
     ledger.mark_submitted(inputs.job)
@@ -262,7 +262,7 @@ def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple
     submitted = ledger.was_submitted(name)
     try:
         job = backend.get(name)
-        return ("ended" if tfjob.is_finished(job) else "active"), job
+        return ("ended" if engine.is_finished(job) else "active"), job
     except NotFound:
         pass
     if submitted:

@@ -7,19 +7,22 @@ import dataclasses
 from landfall.core.config import Seed, Settings, default_project
 
 POLICIES = ("coalesce", "allow", "forbid")
+ENGINES = ("tfjob", "jobset")
 
 
 @dataclasses.dataclass(frozen=True)
 class JobConfig(Settings):
     """What the submit stage needs: the bucket, the backend and the shape of the TFJob.
 
-    Environment: ``LANDFALL_<FIELD>`` (``LANDFALL_BUCKET``, ``LANDFALL_BACKEND``, ``LANDFALL_NAMESPACE``,
-    ``LANDFALL_TRAINER_IMAGE``, ``LANDFALL_TRAINER_SERVICE_ACCOUNT``, ``LANDFALL_GKE_ENDPOINT``,
+    Environment: ``LANDFALL_<FIELD>`` (``LANDFALL_BUCKET``, ``LANDFALL_BACKEND``, ``LANDFALL_ENGINE``,
+    ``LANDFALL_NAMESPACE``, ``LANDFALL_TRAINER_IMAGE``, ``LANDFALL_TRAINER_SERVICE_ACCOUNT``, ``LANDFALL_GKE_ENDPOINT``,
     ``LANDFALL_GKE_CA_CERT``, ``LANDFALL_LOCAL_STATE``, ``LANDFALL_WORKERS`` ...).
     """
 
     bucket: str = ""
     backend: str = "local"  # kubernetes | local
+    # What trains: a Kubeflow TFJob (training operator) or a JobSet (kubernetes-sigs/jobset); landfall.submit.engine.
+    engine: str = "tfjob"  # tfjob | jobset
     namespace: str = "landfall-training"
     # Kubernetes access: GKE endpoint + CA (a Cloud Function outside the cluster), else in-cluster, else kubeconfig.
     gke_endpoint: str = ""
@@ -54,6 +57,8 @@ class JobConfig(Settings):
     def __post_init__(self) -> None:
         if self.backend not in ("kubernetes", "local"):
             raise ValueError(f"backend must be kubernetes or local, not {self.backend!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
         if self.concurrency not in POLICIES:
             raise ValueError(f"concurrency must be one of {POLICIES}, not {self.concurrency!r}")
         if self.queue_name and not (len(self.queue_name) <= 63 and self.queue_name.replace("-", "").isalnum()):

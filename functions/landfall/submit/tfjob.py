@@ -1,5 +1,8 @@
 """Renders the Kubeflow ``TFJob`` (``kubeflow.org/v1``) the submit stage creates, and reads its state.
 
+The default engine (``LANDFALL_ENGINE=tfjob``); ``landfall.submit.jobset`` is the other, and
+``landfall.submit.engine`` picks between them. The names, labels and annotations below are both engines'.
+
 Pure functions, no I/O: the consumer, ``landfall render-tfjob``, both backends and the local operator
 share them, so what ``render-tfjob`` prints is exactly what is submitted.
 
@@ -11,7 +14,8 @@ The object
   the job's number in its dataset (``seq:N``), or under ``allow`` its request (see ``landfall.submit.coalesce``).
 - labels: ``app.kubernetes.io/{name,managed-by,part-of}: landfall``, ``landfall.dev/dataset``,
   ``landfall.dev/request-id`` (the first request the job covers; hashed if not a valid label value), and
-  ``kueue.x-k8s.io/queue-name`` when ``LANDFALL_QUEUE_NAME`` is set (Kueue then admits the job).
+  ``kueue.x-k8s.io/queue-name`` when ``LANDFALL_QUEUE_NAME`` is set (Kueue then admits the job; the pod
+  template carries the other labels, not this one).
 - annotations: ``landfall.dev/inputs`` (``gs://BUCKET/runs/<job>/inputs.json``: the manifests and the
   requests the job covers, ``landfall.inputs/v1``), ``landfall.dev/after`` (the job it follows),
   ``landfall.dev/concurrency``, ``landfall.dev/window``, ``landfall.dev/released-at``. Nothing in the
@@ -156,7 +160,9 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
                     "replicas": cfg.workers,
                     "restartPolicy": "ExitCode",
                     "template": {
-                        "metadata": {"labels": dict(labels)},
+                        # Not the queue label: Kueue queues the TFJob; its default also enables the "pod"
+                        # integration, which would queue labelled pods one by one (a partial gang).
+                        "metadata": {"labels": {k: v for k, v in labels.items() if k != QUEUE_LABEL}},
                         "spec": pod_spec,
                     },
                 }
@@ -165,13 +171,26 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
     }
 
 
-def bucket_of(job: dict[str, Any]) -> str:
-    """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
-    for c in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]:
+def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"])
+
+
+def workers_of(job: dict[str, Any]) -> int:
+    return int(job["spec"]["tfReplicaSpecs"]["Worker"].get("replicas", 1))
+
+
+def bucket_in(containers: list[dict[str, Any]]) -> str:
+    """The bucket from a container's ``--job-dir gs://BUCKET/...`` argument (either engine's)."""
+    for c in containers:
         args = c.get("args") or []
         if "--job-dir" in args:
             return split_gs(str(args[args.index("--job-dir") + 1]))[0]
     return ""
+
+
+def bucket_of(job: dict[str, Any]) -> str:
+    """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
+    return bucket_in(containers_of(job))
 
 
 def to_yaml(job: dict[str, Any]) -> str:

@@ -62,6 +62,7 @@ locals {
     LANDFALL_GKE_ENDPOINT             = var.gke_endpoint
     LANDFALL_GKE_CA_CERT              = var.gke_ca_certificate
     LANDFALL_NAMESPACE                = var.namespace
+    LANDFALL_ENGINE                   = var.engine
     LANDFALL_TRAINER_IMAGE            = var.trainer_image
     LANDFALL_TRAINER_SERVICE_ACCOUNT  = var.trainer_service_account
     LANDFALL_REQUEST_TOPIC            = var.request_topic_id

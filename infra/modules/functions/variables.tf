@@ -119,6 +119,16 @@ variable "trainer_image" {
   }
 }
 
+variable "engine" {
+  description = "What a released job is (LANDFALL_ENGINE): tfjob (Kubeflow training operator) or jobset (JobSet controller; k8s/components/jobset gives the reconciler the same)."
+  type        = string
+  default     = "tfjob"
+  validation {
+    condition     = contains(["tfjob", "jobset"], var.engine)
+    error_message = "engine must be tfjob or jobset."
+  }
+}
+
 variable "trainer_service_account" {
   description = "Kubernetes ServiceAccount of the TFJob pods (LANDFALL_TRAINER_SERVICE_ACCOUNT)."
   type        = string

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from landfall.local.operator import Operator
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
@@ -25,10 +25,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def script_job(name: str, code: str, workers: int = 2, **cfg) -> dict:
-    """A TFJob whose container runs ``python -c code`` (the operator maps ``python`` to this interpreter)."""
+    """A TFJob (a JobSet with ``engine="jobset"``) whose container runs ``python -c code`` (the operator maps
+    ``python`` to this interpreter)."""
     config = JobConfig.load({}, bucket="bkt", project="p", workers=workers, gpus_per_worker=0, **cfg)
-    job = tfjob.render(config, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
-    c = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    job = engine.render(config, name=name, dataset="ops", request_id=name, inputs_uri="gs://bkt/runs/x/inputs.json")
+    c = engine.containers_of(job)[0]
     c["command"], c["args"] = ["python", "-c", code], []
     return job
 
@@ -38,11 +39,11 @@ def run_until(op: Operator, name: str, states: tuple[str, ...], timeout_s: float
     while time.monotonic() < deadline:
         op.tick()
         job = op.backend.get(name)
-        if tfjob.state(job) in states:
+        if engine.state(job) in states:
             return job
         time.sleep(0.1)
     op.stop_all()
-    raise AssertionError(f"{name} is {tfjob.state(op.backend.get(name))}, expected {states}")
+    raise AssertionError(f"{name} is {engine.state(op.backend.get(name))}, expected {states}")
 
 
 def reasons(job: dict) -> dict[str, str]:
@@ -170,24 +171,29 @@ def read_metrics(storage, uri: str) -> dict:
         return {}
 
 
-@pytest.mark.parametrize("kill_worker", [False, True], ids=["clean", "worker-killed"])
-def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, tmp_path, kill_worker):
+@pytest.mark.parametrize(("kill_worker", "engine_name"), [(False, "tfjob"), (True, "tfjob"), (True, "jobset")],
+                         ids=["clean", "worker-killed", "jobset-worker-killed"])
+def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, tmp_path, kill_worker, engine_name):
+    """The same training under both engines; under ``jobset`` the trainer builds its TF_CONFIG from the pod's
+    JobSet labels and JOB_COMPLETION_INDEX, and the JobSet controller restarts the whole group."""
     storage = emulator_stack.storage
     request = convert_arrival(storage, bucket, "train", tmp_path, n=512)
     state = tmp_path / "state"
-    rt = runtime(emulator_stack, bucket, LocalBackend(state), epochs=3 if kill_worker else 2,
-                 batch_size_per_worker=32, trainer_args=TINY, backoff_limit=2)
-    assert handle_message(request.to_json(), {}, rt) == "submitted"  # only records the TFJob
+    rt = runtime(emulator_stack, bucket, LocalBackend(state, engine_name=engine_name), epochs=3 if kill_worker else 2,
+                 batch_size_per_worker=32, trainer_args=TINY, backoff_limit=2, engine=engine_name)
+    assert handle_message(request.to_json(), {}, rt) == "submitted"  # only records the job
     (job,) = rt.backend.list("train")
+    assert job["kind"] == {"tfjob": "TFJob", "jobset": "JobSet"}[engine_name]
     name = tfjob.name_of(job)
-    assert tfjob.state(job) == "Pending"
+    assert engine.state(job) == "Pending"
     metrics_uri = f"gs://{bucket}/runs/{name}/metrics.json"
     proc = operator_process(state, tmp_path / "operator.log", {"TF_CPP_MIN_LOG_LEVEL": "2",
-                                                               "CUDA_VISIBLE_DEVICES": ""})
+                                                               "CUDA_VISIBLE_DEVICES": "",
+                                                               "LANDFALL_ENGINE": engine_name})
     try:
         deadline = time.monotonic() + 240
         killed = False
-        while not tfjob.is_finished(job := rt.backend.get(name)):
+        while not engine.is_finished(job := rt.backend.get(name)):
             assert time.monotonic() < deadline and proc.poll() is None, _diagnose(state, name, tmp_path)
             if kill_worker and not killed and len(read_metrics(storage, metrics_uri).get("epochs", [])) >= 1:
                 pid = job["status"]["local"]["replicas"][1]["pid"]
@@ -197,14 +203,19 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    assert tfjob.state(job) == "Succeeded", _diagnose(state, name, tmp_path)
+    assert engine.state(job) == "Succeeded", _diagnose(state, name, tmp_path)
     assert job["status"]["local"]["restarts"] == (1 if kill_worker else 0)
-    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
+    if engine_name == "jobset":
+        assert job["status"]["restarts"] == (1 if kill_worker else 0)
+        assert job["status"]["replicatedJobsStatus"][0]["succeeded"] == 1  # its one Job, all indexes done
+    else:
+        assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
     metrics = read_metrics(storage, metrics_uri)
     assert metrics["status"] == "succeeded", metrics
     assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, (3 if kill_worker else 2) + 1))
     if kill_worker:
-        assert "Restarting" in [c["type"] for c in tfjob.conditions(job)]
+        if engine_name == "tfjob":
+            assert "Restarting" in [c["type"] for c in tfjob.conditions(job)]
         assert metrics.get("restarts") == 1
     for i in range(2):
         assert rt.backend.log_path(name, i).stat().st_size > 0

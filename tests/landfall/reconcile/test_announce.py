@@ -94,3 +94,27 @@ def test_one_result_per_finished_job_under_restarts_and_redelivery(emulator_stac
         announce.announce_finished(backend, storage, pubsub, rt.config)
     (last,) = pull_all(pubsub, topic, timeout_s=6.0)
     assert results.Result.from_json(last.data).job == jobs["running"][0]
+
+
+def test_a_jobset_that_failed_without_a_chief_is_announced_once(emulator_stack, bucket, tmp_path) -> None:
+    """The reconciler reads JobSets as it reads TFJobs (LANDFALL_ENGINE=jobset): Failed with JobSet's
+    condition, no result.json -> one failed result, with JobSet's message as the error."""
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    topic = unique("results")
+    pubsub.ensure_topic(topic)
+    pubsub.ensure_subscription(topic, topic)
+    backend = LocalBackend(tmp_path / "state", engine_name="jobset")
+    rt = runtime(emulator_stack, bucket, backend, results_topic=topic, engine="jobset")
+    name, _ = _job(emulator_stack, bucket, backend, rt, tmp_path, "js")
+    assert backend.get(name)["kind"] == "JobSet"
+    assert announce.announce_finished(backend, storage, pubsub, rt.config) == []  # not finished yet
+    backend.patch_status(name, {"terminalState": "Failed", "conditions": [{
+        "type": "Failed", "status": "True", "reason": "FailJobSetFailurePolicyAction",
+        "message": f"applying FailJobSet failure policy action (first failed job: {name}-worker-0)",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+    for _ in range(2):
+        announce.announce_finished(backend, storage, pubsub, rt.config)
+    (m,) = pull_all(pubsub, topic, timeout_s=6.0)
+    r = results.Result.from_json(m.data)
+    assert (r.job, r.status, r.published_by) == (name, "failed", "reconciler")
+    assert "FailJobSet" in r.error

@@ -79,6 +79,9 @@ def test_a_queue_name_labels_the_job_for_kueue_and_the_size_is_flat():
     job = tfjob.render(cfg(queue_name="landfall-gpu"), name="a-b", dataset="a", request_id="r",
                        inputs_uri="gs://b/runs/a-b/inputs.json")
     assert job["metadata"]["labels"][tfjob.QUEUE_LABEL] == "landfall-gpu"
+    # Kueue v0.19's default Configuration enables the "pod" integration (tests/infra/crds/kueue): a labelled pod
+    # would be queued on its own, so only the job carries the label.
+    assert tfjob.QUEUE_LABEL not in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
     assert "suspend" not in job["spec"]["runPolicy"]
     assert len(json.dumps(job)) < 4096  # whatever the job covers: its inputs live in the bucket
     with pytest.raises(ValueError, match="queue_name"):

@@ -1,4 +1,4 @@
-"""Where TFJob objects live: the interface both backends implement, and the factory.
+"""Where TFJob (or JobSet, ``LANDFALL_ENGINE``) objects live: the interface both backends implement, and the factory.
 
 - ``kubernetes`` (``landfall.submit.backends.kubernetes``): the TFJob collection of a real API server.
 - ``local`` (``landfall.submit.backends.local``): the same objects in a state folder; ``landfall operator`` runs them.
@@ -39,4 +39,4 @@ def open_backend(cfg: JobConfig) -> Backend:
         return KubeBackend.from_config(cfg)
     from landfall.submit.backends.local import LocalBackend
 
-    return LocalBackend(cfg.local_state, namespace=cfg.namespace)
+    return LocalBackend(cfg.local_state, namespace=cfg.namespace, engine_name=cfg.engine)

@@ -1,7 +1,8 @@
-"""The ``kubernetes`` backend: TFJobs on a real API server, through ``landfall.core.kube``.
+"""The ``kubernetes`` backend: TFJobs (or JobSets, ``LANDFALL_ENGINE=jobset``) on a real API server, through
+``landfall.core.kube``.
 
 Connection (``JobConfig``): ``LANDFALL_GKE_ENDPOINT`` (+ ``LANDFALL_GKE_CA_CERT``) from a Cloud Function,
-else in-cluster, else ``LANDFALL_KUBECONFIG``. The service account needs RBAC on ``tfjobs`` in the
+else in-cluster, else ``LANDFALL_KUBECONFIG``. The service account needs RBAC on ``tfjobs`` (or ``jobsets``) in the
 namespace (``k8s/base/rbac.yaml``). Errors keep the retry class ``landfall.core.kube`` gives them.
 
 No kube-apiserver runs on a workstation or in CI, so the tests run this module against
@@ -13,27 +14,32 @@ from __future__ import annotations
 from typing import Any
 
 from landfall.core import kube
-from landfall.submit import tfjob
+from landfall.submit import engine, tfjob
 from landfall.submit.config import JobConfig
-from landfall.submit.tfjob import GROUP, PLURAL, VERSION
 
 
 class KubeBackend:
-    """The TFJob collection of one namespace."""
+    """The TFJob (or JobSet) collection of one namespace."""
 
     def __init__(self, objects: kube.CustomObjects):
         self.objects = objects
         self.namespace = objects.namespace
 
+    @staticmethod
+    def _objects(client: Any, namespace: str, engine_name: str) -> kube.CustomObjects:
+        api = engine.api(engine_name)
+        return kube.CustomObjects(client, api.group, api.version, api.plural, namespace)
+
     @classmethod
-    def for_host(cls, host: str, namespace: str = "landfall-training", token: str | None = None) -> KubeBackend:
+    def for_host(cls, host: str, namespace: str = "landfall-training", token: str | None = None,
+                 engine_name: str = "tfjob") -> KubeBackend:
         """Plain host (the tests' fake API server, ``kubectl proxy``)."""
-        return cls(kube.CustomObjects(kube.host_client(host, token), GROUP, VERSION, PLURAL, namespace))
+        return cls(cls._objects(kube.host_client(host, token), namespace, engine_name))
 
     @classmethod
     def from_config(cls, cfg: JobConfig) -> KubeBackend:
         client = kube.api_client(cfg.gke_endpoint, cfg.gke_ca_cert, cfg.kubeconfig)
-        return cls(kube.CustomObjects(client, GROUP, VERSION, PLURAL, cfg.namespace))
+        return cls(cls._objects(client, cfg.namespace, cfg.engine))
 
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.objects.create(job)

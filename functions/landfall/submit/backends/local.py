@@ -1,4 +1,4 @@
-"""The ``local`` backend: the TFJob API of a cluster, as files in a state folder (the embedded default).
+"""The ``local`` backend: the TFJob (or JobSet) API of a cluster, as files in a state folder (the embedded default).
 
 Like a cluster it splits API and controller: ``LocalBackend`` only records TFJob objects, and the local
 operator (``landfall operator --state DIR``, ``landfall.local.operator``) picks them up and runs them. The
@@ -6,7 +6,7 @@ submit function therefore never runs training inside its own request.
 
 Layout of the state folder (``LANDFALL_LOCAL_STATE``, default ``./.landfall/local``)::
 
-    tfjobs/<namespace>/<name>.json        the TFJob object, ``status`` included
+    tfjobs/<namespace>/<name>.json        the TFJob object, ``status`` included (``jobsets/`` for JobSets)
     tfjobs/<namespace>/.<name>.lock       flock taken for every update (read-modify-write)
     logs/<name>/worker-<i>.log            each replica's stdout+stderr, every attempt appended
     operator.pid                          the running operator (``landfall up`` and the tests read it)
@@ -15,15 +15,16 @@ Semantics, as the API server's:
 
 - ``create``: create-if-absent, atomic (a hard link of a complete temporary file, so a reader never sees
   half an object); a taken name raises ``AlreadyExists``. ``metadata.uid``, ``resourceVersion``,
-  ``generation`` and ``creationTimestamp`` are set. A body without ``spec.tfReplicaSpecs`` (or a bad
-  name) raises ``Invalid``, as the CRD's schema would.
+  ``generation`` and ``creationTimestamp`` are set. A body without ``spec.tfReplicaSpecs`` (a JobSet
+  without ``spec.replicatedJobs``), of another kind, or with a bad name raises ``Invalid``, as the CRD's
+  schema would.
 - ``patch``: an RFC 7386 merge patch under the object's lock; a ``metadata.resourceVersion`` in the
   patch that is not the current one raises ``Conflict``. ``patch_status`` is the status
   subresource (the operator's).
 - ``list(dataset=None)``: the TFJobs managed by Landfall, optionally of one dataset, each with
   ``status.conditions`` (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``,
   ``Suspended``), oldest first. The demo calls ``LocalBackend(state_dir).list()`` to show jobs, and
-  ``landfall.submit.tfjob.state(job)`` gives the one-word state.
+  ``landfall.submit.engine.state(job)`` gives the one-word state (either kind).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall.core.errors import AlreadyExists, Conflict, Invalid, NotFound
-from landfall.submit import tfjob
+from landfall.submit import engine, jobset, tfjob
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -64,12 +65,22 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def _check(job: Any) -> None:
-    if not isinstance(job, dict) or job.get("kind") != tfjob.KIND or job.get("apiVersion") != tfjob.API_VERSION:
-        raise Invalid("TFJob is invalid: apiVersion/kind must be kubeflow.org/v1 TFJob")
+def _check(job: Any, api: engine.Api) -> None:
+    if not isinstance(job, dict) or job.get("kind") != api.kind or job.get("apiVersion") != api.api_version:
+        raise Invalid(f"{api.kind} is invalid: apiVersion/kind must be {api.api_version} {api.kind}")
     name = (job.get("metadata") or {}).get("name", "")
     if not isinstance(name, str) or not _DNS1123.match(name) or len(name) > 253:
-        raise Invalid(f"TFJob is invalid: metadata.name {name!r} is not a DNS-1123 subdomain")
+        raise Invalid(f"{api.kind} is invalid: metadata.name {name!r} is not a DNS-1123 subdomain")
+    if api.kind == jobset.KIND:
+        rjobs = (job.get("spec") or {}).get("replicatedJobs")
+        if not isinstance(rjobs, list) or not rjobs:
+            raise Invalid(f'JobSet "{name}" is invalid: spec.replicatedJobs: Required value')
+        for i, rj in enumerate(rjobs):
+            pod = ((((rj or {}).get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+            if not isinstance(pod.get("containers"), list) or not pod["containers"]:
+                raise Invalid(f'JobSet "{name}" is invalid: spec.replicatedJobs[{i}].template.spec.template.spec'
+                              ".containers: Required value")
+        return
     specs = (job.get("spec") or {}).get("tfReplicaSpecs")
     if not isinstance(specs, dict) or not specs:
         raise Invalid(f'TFJob "{name}" is invalid: spec.tfReplicaSpecs: Required value')
@@ -80,10 +91,13 @@ def _check(job: Any) -> None:
 
 
 class LocalBackend:
-    def __init__(self, state_dir: str | os.PathLike[str], namespace: str = "landfall-training"):
+    def __init__(self, state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
+                 engine_name: str = "tfjob"):
         self.root = Path(state_dir)
         self.namespace = namespace
-        self.dir = self.root / "tfjobs" / namespace
+        self.engine = engine_name
+        self.api = engine.api(engine_name)
+        self.dir = self.root / self.api.plural / namespace
         self.dir.mkdir(parents=True, exist_ok=True)
 
     # -- paths ----------------------------------------------------------------------------------------
@@ -113,12 +127,12 @@ class LocalBackend:
 
     # -- the API --------------------------------------------------------------------------------------
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
-        _check(job)
+        _check(job, self.api)
         obj = copy.deepcopy(job)
         name = tfjob.name_of(obj)
         meta = obj["metadata"]
         if meta.get("namespace", self.namespace) != self.namespace:
-            raise Invalid(f"TFJob {name}: namespace {meta['namespace']!r} is not {self.namespace!r}")
+            raise Invalid(f"{self.api.kind} {name}: namespace {meta['namespace']!r} is not {self.namespace!r}")
         meta.update(namespace=self.namespace, uid=str(uuid.uuid4()), resourceVersion="1", generation=1,
                     creationTimestamp=k8s_time())
         obj.pop("status", None)
@@ -127,7 +141,7 @@ class LocalBackend:
         try:
             os.link(tmp, self.path(name))  # atomic create-if-absent
         except FileExistsError:
-            raise AlreadyExists(f'tfjobs "{name}" already exists') from None
+            raise AlreadyExists(f'{self.api.plural} "{name}" already exists') from None
         finally:
             tmp.unlink()
         return obj
@@ -136,7 +150,7 @@ class LocalBackend:
         try:
             return dict(json.loads(self.path(name).read_text()))
         except FileNotFoundError:
-            raise NotFound(f'tfjobs "{name}" not found') from None
+            raise NotFound(f'{self.api.plural} "{name}" not found') from None
 
     def list(self, dataset: str | None = None) -> list[dict[str, Any]]:
         out = []
@@ -170,10 +184,10 @@ class LocalBackend:
         with self._locked(name):
             obj = self.get(name)
             if want is not None and want != obj["metadata"].get("resourceVersion"):
-                raise Conflict(f'tfjobs "{name}": the object has been modified; apply your changes to the latest '
-                               "version and try again")
+                raise Conflict(f'{self.api.plural} "{name}": the object has been modified; apply your changes to '
+                               "the latest version and try again")
             new = change(obj)
-            _check(new)
+            _check(new, self.api)
             if new.get("spec") != obj.get("spec"):
                 new["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
             new["metadata"]["resourceVersion"] = self._next_version(obj)
