@@ -169,6 +169,7 @@ class JobSetOperator(Operator):
         extra = {**self._rjob_status(job, active=0, succeeded=int(done), failed=int(not done)),
                  **self._local_status(rj)}
         self._condition(job, kind, reason, message, extra=extra)
+        self._compact(job)  # as for a TFJob (landfall.local.operator): the dataset's labels are the same
 
     def _job_failure(self, job: dict[str, Any], rj: RunningJob) -> tuple[str, str, str] | None:
         """(replicated job, Job name, failure reason) of the first failed Job of this attempt, else None."""
