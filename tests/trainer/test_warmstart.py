@@ -135,9 +135,10 @@ def test_a_follow_up_starts_where_its_predecessor_ended(tmp_path):
     warm_first = after["epochs"][0]["val_loss"]
     # The follow-up's first epoch is near where its predecessor ended and far below a fresh first epoch. Its
     # first epoch runs a fresh optimizer on new statistics and new held-out records, so it lands anywhere from
-    # 0.9x to 1.5x the predecessor's last (seen in 6 runs today: fresh ~0.9, last ~0.06-0.09, warm ~0.08-0.13);
-    # a fresh start's first epoch is ~10x higher. Bounds with room for that spread: 2x the last, half a fresh.
-    assert warm_first < last * 2 and warm_first < fresh_first * 0.5, (fresh_first, last, warm_first)
+    # 0.9x to 2.0x the predecessor's last (seen in 8 runs today: fresh ~0.9, last ~0.06-0.09, warm ~0.08-0.13),
+    # while it stays at 0.09-0.15x of a fresh first epoch. Bounds with room for that spread: 3x the last, and
+    # 0.3x a fresh first epoch (what tells a warm start from a fresh one).
+    assert warm_first < last * 3 and warm_first < fresh_first * 0.3, (fresh_first, last, warm_first)
     norm = json.loads((runs / "demo-2" / "model" / "normalization.json").read_text())
     assert norm["warm_start_from"] == after["warm_start_from"] and norm["units"] == [16, 8]
     assert norm["statistics"].startswith("this job's inputs")
