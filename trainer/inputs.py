@@ -59,6 +59,7 @@ class ShardRef:
     start: int = 0
     arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
     arrival_start: int = 0
+    whole: bool = False  # the file holds exactly these records (a converted arrival's shard): nothing else
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +180,8 @@ def _snapshot_shards(storage: Storage, uri: str, skip: list[str], shape: tuple[i
                 found.append(aid)
                 continue
             refs.append(ShardRef(shard.uri, int(count), int(shard.bytes), shard.crc32c, snap.manifest_of(aid),
-                                 int(start), aid, int(first)))
+                                 int(start), aid, int(first),
+                                 whole=len(shard.ranges) == 1 and int(start) == 0 and int(count) == shard.count))
     retracted = pool.map(lambda a: _read_manifest(storage, snap.manifest_of(a), shape), sorted(set(found)))
     stats.extend((-m.count, m.stats.mean, m.stats.std) for m in retracted)
     return refs, stats, snap.dataset
@@ -205,7 +207,7 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
         first = 0
         for s in manifest.shards:
             ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
-                           first)
+                           first, whole=True)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
             first += ref.count
