@@ -5,8 +5,9 @@ trainer's chief records them in ``metrics.json`` (``gpu_seconds``, ``accelerator
 the result message; a job that ended without a chief to do so is estimated from its start and end times and
 its resources (``cost_basis: job_object``), and one whose object is gone as well from the times its
 ``metrics.json`` holds (``metrics_times``) or from its release to when it was found finished, never past its
-deadline (``released_to_found_ended``, an upper bound); ``landfall.submit.spend`` says which. The price table is a stated
-default (see ``landfall.core.accelerators``); an accelerator it does not price costs ``None`` (unknown), not 0.
+deadline (``released_to_found_ended``, an upper bound); ``landfall.submit.spend`` says which. The price table
+is a stated default (see ``landfall.core.accelerators``); an accelerator it does not price costs ``None``
+(unknown), not 0.
 """
 
 from __future__ import annotations

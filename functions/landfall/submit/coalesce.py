@@ -68,6 +68,7 @@ from datetime import UTC, datetime
 
 from landfall.core import rejections, retractions, snapshots
 from landfall.core.config import Layout
+from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.layout import dataset_prefix, gs
 from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
@@ -267,6 +268,52 @@ def waiting(requests: list[TrainingRequest], recorded: dict[str, float], manifes
     return out
 
 
+def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, layout: Layout | None = None,
+            clock: Callable[[], float] | None = None) -> dict:
+    """Read-only, for ``landfall status``: the dataset's retrain policy, its spend over 24 h and 30 days against
+    the budget, and, with requests waiting, what the next release waits for (the running head, or the policy's
+    holds, each with its reason and until when)."""
+    ledger = Ledger(storage, cfg.bucket, layout or Layout(), clock or time.time)
+    policy, now = _policy_for(dataset, cfg, storage), ledger.clock()
+    record, _ = spend.read(storage, ledger.bucket, ledger.layout, dataset)
+    seq = ledger.head_seq(dataset)
+    head = ledger.job_name(dataset, seq) if seq else None
+    state, job = ("ended", None) if head is None else _peek(head, backend, ledger)
+    entry = record.entry(head) if head else None
+    if head is not None and state == "ended" and (entry is None or entry.get("ended_at") is None):
+        released = cost_epoch(ledger.read_inputs(head).released_at) if entry is None else float(entry["released_at"])
+        entry = entry or {"job": head, "seq": seq, "released_at": min(now, released or now)}
+        entry.update(spend.measure(storage, ledger.bucket, ledger.layout, head, job, cfg, float(entry["released_at"]),
+                                   now))
+        record.jobs = [e for e in record.jobs if e.get("job") != head] + [entry]  # in memory only
+    out: dict = {"policy": policy.describe(), "spend": spend.summary(record, policy, now)}
+    since = ledger.pending_since(dataset)
+    if not since:
+        return out
+    if state != "ended":
+        out["next"] = {"state": "waiting_for_job", "job": head}
+        return out
+    recorded = {r.request_id: t for r, t in since}
+    requests = [r for r, _ in since]
+    wait = (waiting(requests, recorded, [], storage) if policy.min_new_instances
+            else [Waiting(t) for t in recorded.values()])
+    held = decide(policy, wait, record.past_jobs(), now)
+    out["next"] = ({"state": "releasable"} if held.release else
+                   {"state": "held", "until": _iso(held.until), "reason": held.reason,
+                    "holds": [{"rule": h.rule, "reason": h.reason, "until": _iso(h.until)} for h in held.holds]})
+    return out
+
+
+def _peek(name: str, backend: Backend, ledger: Ledger) -> tuple[str, dict | None]:
+    """``_state`` without acting: a released job whose TFJob is missing and was never created counts as active."""
+    submitted = ledger.was_submitted(name)
+    try:
+        job = backend.get(name)
+        return ("ended" if engine.is_finished(job) else "active"), job
+    except NotFound:
+        return ("ended" if submitted else "active"), None
+
+
 def _iso(t: float | None) -> str:
     return "-" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -380,10 +427,8 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
 
 
 def _epoch(stamp: str) -> float:
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return time.time()
+    t = cost_epoch(stamp)
+    return time.time() if t is None else t
 
 
 def reconcile(backend: Backend, storage: Storage, cfg: JobConfig, layout: Layout | None = None,
