@@ -161,7 +161,7 @@ def read_back(storage, manifest: Manifest) -> np.ndarray:
 class FakeClock:
     """The retrain policy's time, moved by the test (``Runtime.clock``, ``coalesce.submit(..., clock=)``).
 
-    With ``path`` it is also written to that file, which ``FileClock`` reads: one time for several processes."""
+    With ``path`` it is also written to that file, which consumer processes read (``tests.consumer_process``)."""
 
     def __init__(self, start: float | None = None, path: Path | None = None):
         self.path = path
@@ -182,12 +182,3 @@ class FakeClock:
             tmp.write_text(repr(self.now))
             tmp.replace(self.path)
 
-
-class FileClock:
-    """A consumer process's view of a ``FakeClock`` written to ``path``."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-
-    def __call__(self) -> float:
-        return float(self.path.read_text())

@@ -214,9 +214,9 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
             _reject_lost(dataset, lost, ledger)
         if not fresh:
             return Advance("idle", head, covered)
-        if policy.min_new_instances:  # the one rule that needs what the waiting arrivals add
-            held = decide(policy, waiting(fresh, recorded, manifests, ledger.storage), record.past_jobs(),
-                          ledger.clock())
+        if policy.active:  # again, on exactly the requests this job would cover, counted for min_new_instances
+            held = decide(policy, waiting(fresh, recorded, manifests, ledger.storage, policy.min_new_instances > 0),
+                          record.past_jobs(), ledger.clock())
             if not held.release:
                 return Advance("held", head, held=held)
         inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing)
@@ -252,19 +252,20 @@ def _spent(dataset: str, head: JobInputs | None, job: dict | None, cfg: JobConfi
 
 
 def waiting(requests: list[TrainingRequest], recorded: dict[str, float], manifests: list[InputManifest],
-            storage: Storage) -> list[Waiting]:
-    """What each waiting request adds, for ``min_new_instances``: its arrival's instances (the listing's count,
-    else the manifest's), or for a manual request, that someone asked for the run."""
+            storage: Storage, count: bool = True) -> list[Waiting]:
+    """The waiting requests as the policy sees them: when each was recorded and, with ``count``, what it adds
+    (its arrival's instances: the listing's count, else the manifest's), or for a manual request, that someone
+    asked for the run."""
     counts = {m.uri: m.count for m in manifests}
     out = []
     for r in requests:
-        count = counts.get(r.manifest)
-        if r.reason == "arrival" and count is None:
+        instances = counts.get(r.manifest) if count else None
+        if count and r.reason == "arrival" and instances is None:
             try:
-                count = Manifest.from_json(storage.read_bytes(r.manifest), r.manifest).count
+                instances = Manifest.from_json(storage.read_bytes(r.manifest), r.manifest).count
             except (NotFound, Invalid):
-                count = 0  # gone or unreadable: it adds nothing
-        out.append(Waiting(recorded.get(r.request_id, time.time()), count, manual=r.reason == "manual"))
+                instances = 0  # gone or unreadable: it adds nothing
+        out.append(Waiting(recorded[r.request_id], instances, manual=r.reason == "manual"))
     return out
 
 
@@ -295,9 +296,8 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
         return out
     recorded = {r.request_id: t for r, t in since}
     requests = [r for r, _ in since]
-    wait = (waiting(requests, recorded, [], storage) if policy.min_new_instances
-            else [Waiting(t) for t in recorded.values()])
-    held = decide(policy, wait, record.past_jobs(), now)
+    held = decide(policy, waiting(requests, recorded, [], storage, policy.min_new_instances > 0), record.past_jobs(),
+                  now)
     out["next"] = ({"state": "releasable"} if held.release else
                    {"state": "held", "until": _iso(held.until), "reason": held.reason,
                     "holds": [{"rule": h.rule, "reason": h.reason, "until": _iso(h.until)} for h in held.holds]})
@@ -314,8 +314,8 @@ def _peek(name: str, backend: Backend, ledger: Ledger) -> tuple[str, dict | None
         return ("ended" if submitted else "active"), None
 
 
-def _iso(t: float | None) -> str:
-    return "-" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _iso(t: float | None, timespec: str = "seconds") -> str:
+    return "-" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def _covers(inputs: JobInputs, request: TrainingRequest) -> bool:
@@ -369,7 +369,8 @@ def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[Traini
                 listing: retractions.Listing) -> JobInputs:
     job = ledger.job_name(dataset, seq)
     inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
-                       requests=[request_entry(r) for r in requests], after=after, window=cfg.window)
+                       requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
+                       released_at=_iso(ledger.clock(), "milliseconds"))  # on the policy's clock
     # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
     return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
                                                              ledger.layout)
