@@ -111,6 +111,9 @@ def test_a_gpu_budget_one_job_exhausts_holds_the_next_until_the_window_frees_and
     assert [h["rule"] for h in shown["next"]["holds"]] == ["gpu_hours_per_day"]
     assert shown["spend"]["last_24h"]["gpu_hours"] == 1.0 and shown["spend"]["last_24h"]["estimated_cost"] == 0.56
     assert shown["spend"]["last_30d"]["jobs"] == 1 and shown["spend"]["budget"]["gpu_hours_per_day"] == 1
+    held_line, spend_line = status._retrain_lines(shown)  # what `landfall status` prints for the dataset
+    assert held_line.startswith(f"held      next release held until {coalesce._iso(frees)}: 1 GPU-hours spent")
+    assert spend_line.startswith("spend     24 h: 1.000 GPU-h of 1 GPU-h/day, $0.56, 1 job(s) released; 30 d:")
 
     clock.now = frees - 1
     assert _reconcile(rt, clock) == []
