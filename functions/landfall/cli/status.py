@@ -196,7 +196,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
                            "dead_letter": None}
     if reconcile:
         try:
-            out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset, clock)
+            out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset, clock=clock)
         except Exception as exc:  # a black box: report it, and still show what is there
             out["reconcile_error"] = f"{type(exc).__name__}: {exc}"
     if cfg.bucket:
