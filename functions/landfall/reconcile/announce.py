@@ -14,26 +14,17 @@ publishing when the reconciler looks.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from landfall.core import results
 from landfall.core.config import Layout
-from landfall.core.errors import LandfallError, NotFound, TemporaryError
+from landfall.core.errors import LandfallError, TemporaryError
 from landfall.core.storage import Storage
 from landfall.submit import engine, spend, tfjob
 from landfall.submit.config import JobConfig
 
 log = logging.getLogger("landfall.reconcile.announce")
-
-
-def _metrics(storage: Storage, job_dir: str) -> dict[str, Any]:
-    try:
-        raw = json.loads(storage.read_bytes(job_dir + "/metrics.json"))
-    except (NotFound, ValueError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def _failure(job: dict[str, Any]) -> str:
@@ -64,7 +55,7 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
             marker = results.read_marker(storage, job_dir)
             if marker and marker.get("published_at"):
                 continue
-            doc = _metrics(storage, job_dir)
+            doc = spend.job_metrics(storage, job_dir)
             status = "succeeded" if engine.state(job) == "Succeeded" else "failed"
             message = results.from_metrics(
                 doc, job=name, dataset=str(job.get("metadata", {}).get("labels", {}).get(tfjob.DATASET_LABEL) or ""),

@@ -160,7 +160,7 @@ def ended(storage: Storage, bucket: str, layout: Layout, inputs: JobInputs, job:
 def measure(storage: Storage, bucket: str, layout: Layout, name: str, job: dict[str, Any] | None, defaults: JobConfig,
             released_at: float, now: float) -> dict[str, Any]:
     """An ended job's ``ended_at`` and cost fields: the chief's record, else an estimate (module docstring)."""
-    doc = _metrics(storage, tfjob.job_dir(bucket, name, layout.runs_prefix))
+    doc = job_metrics(storage, tfjob.job_dir(bucket, name, layout.runs_prefix))
     ended_at = cost.epoch(doc.get("ended_at"))
     if isinstance(doc.get("gpu_seconds"), int | float) and not isinstance(doc.get("gpu_seconds"), bool):
         return {"ended_at": min(now, ended_at) if ended_at is not None else now,
@@ -203,7 +203,8 @@ def estimate(job: dict[str, Any], defaults: JobConfig) -> tuple[dict[str, Any], 
     return cost.fields(engine.workers_of(job), gpus, wall, accelerator, "job_object"), end
 
 
-def _metrics(storage: Storage, job_dir: str) -> dict[str, Any]:
+def job_metrics(storage: Storage, job_dir: str) -> dict[str, Any]:
+    """A job's ``metrics.json`` as a dict; empty when it has none (a job that died early) or it is not JSON."""
     try:
         raw = json.loads(storage.read_bytes(job_dir + "/metrics.json"))
     except (NotFound, ValueError):
