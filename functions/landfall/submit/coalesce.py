@@ -305,7 +305,8 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
 
 
 def _peek(name: str, backend: Backend, ledger: Ledger) -> tuple[str, dict | None]:
-    """``_state`` without acting: a released job whose TFJob is missing and was never created counts as active."""
+    """``_state`` without acting: a released job whose TFJob is missing and was never created is ``active`` with
+    no object (``_state`` creates it)."""
     submitted = ledger.was_submitted(name)
     try:
         job = backend.get(name)
@@ -396,16 +397,11 @@ def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple
 
     ``submitted.json`` is read *before* the TFJob: read after, a releaser could create the TFJob and mark
     it between the two reads, and a job that just started would look deleted, hence ended."""
-    submitted = ledger.was_submitted(name)
-    try:
-        job = backend.get(name)
-        return ("ended" if engine.is_finished(job) else "active"), job
-    except NotFound:
-        pass
-    if submitted:
-        return "ended", None
-    _create_job(ledger.read_inputs(name), cfg, backend, ledger)
-    return "created", None
+    state, job = _peek(name, backend, ledger)
+    if state == "active" and job is None:  # released, never created
+        _create_job(ledger.read_inputs(name), cfg, backend, ledger)
+        return "created", None
+    return state, job
 
 
 def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Decision:

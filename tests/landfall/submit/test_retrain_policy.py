@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from landfall.cli import status
 from landfall.core import layout
 from landfall.core.messages import TrainingRequest
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, spend, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import FakeClock, convert_arrival, copy_arrival, inputs_of, pending_of, runtime, set_state
@@ -182,3 +182,24 @@ def test_min_new_instances_waits_for_enough_data_or_max_wait_s_and_a_manual_requ
                           reason="manual")
     assert handle_message(ask.to_json(), {}, rt) == "submitted"
     assert len(_jobs(rt, "small")) == 3
+
+
+def test_a_release_whose_spend_entry_was_lost_is_still_counted_from_its_inputs(emulator_stack, bucket, tmp_path,
+                                                                                monkeypatch):
+    """A releaser that died between the release and its spend entry: the next decision adds the ended head from
+    its ``inputs.json`` (released_at) and the chief's metrics, so the budget still counts it."""
+    monkeypatch.setenv("LANDFALL_MAX_JOBS_PER_DAY", "1")
+    rt, clock, arrive = _setup(emulator_stack, bucket, tmp_path, "crashed")
+    t0 = clock.now
+    assert handle_message(arrive().to_json(), {}, rt) == "submitted"
+    rt.storage.delete(spend.uri(bucket, rt.layout, "crashed"))  # as if the releaser died before writing it
+    (job1,) = _jobs(rt, "crashed")
+    set_state(rt.backend, tfjob.name_of(job1), "Succeeded")
+    clock.now = t0 + 60
+    assert handle_message(arrive().to_json(), {}, rt) == "held"
+    record, _ = spend.read(rt.storage, bucket, rt.layout, "crashed")
+    (entry,) = record.jobs
+    assert entry["job"] == tfjob.name_of(job1) and abs(entry["released_at"] - t0) < 1
+    assert entry["cost_basis"] == "job_object" and entry["gpu_seconds"] == 0  # no GPU in this test's jobs
+    clock.now = entry["released_at"] + DAY
+    assert len(_reconcile(rt, clock)) == 1
