@@ -76,6 +76,10 @@ BOOKKEEPING: list[Op] = [
     ("storage.objects.create", data("runs/pump-7-3/inputs.json"), "submit.coalesce: release, create-only"),
     ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "submit.coalesce: the winner's inputs"),
     ("storage.objects.create", data("runs/pump-7-3/submitted.json"), "submit.ledger: submitted record"),
+    ("storage.objects.get", data("requests/pump-7/spend.json"), "submit.spend: the last day's jobs and spend"),
+    ("storage.objects.create", data("requests/pump-7/spend.json"), "submit.spend: the first entry"),
+    ("storage.objects.update", data("requests/pump-7/spend.json"), "submit.spend: rewritten, generation-guarded"),
+    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "submit.spend: the ended head's gpu_seconds"),
 ]
 # Compaction and snapshots (landfall.arrival.compact, landfall.core.snapshots): the names the code writes.
 SNAPSHOT = data("snapshots/pump-7/00000003.json")
@@ -189,7 +193,8 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
     "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
                     ("storage.objects.delete", data("incoming/pump-7/x.csv")),
                     ("storage.objects.delete", SNAPSHOT), ("storage.objects.update", SNAPSHOT)],
-    "submitter": [("storage.objects.get", data("runs/pump-7-3/metrics.json")),
+    "submitter": [("storage.objects.create", data("runs/pump-7-3/metrics.json")),  # read only (the GPU budget)
+                  ("storage.objects.get", data("runs/pump-7-3/model/saved_model.pb")),
                   ("storage.objects.create", data("runs/pump-7-3/result.json")), ("pubsub.topics.publish", RESULTS),
                   *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
                   ("storage.objects.get", data("incoming/pump-7/x.csv")), *WRITES_SNAPSHOTS,
