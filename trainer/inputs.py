@@ -42,7 +42,8 @@ MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
 HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
 HASH_MODULUS = 2**32
-READ_WORKERS = 16  # manifests and snapshot parts read at once
+READ_WORKERS = 32  # manifests read at once (latency-bound: one small object each)
+DOWNLOAD_WORKERS = 32  # files staged at once (TrainerConfig.download_workers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -401,7 +402,8 @@ def _check_staged(path: Path, shard: ShardRef, verify: bool) -> str | None:
     return None
 
 
-def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verify: bool = True) -> list[Path]:
+def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = DOWNLOAD_WORKERS, verify: bool = True
+          ) -> list[Path]:
     """Downloads this worker's shards (parallel), reusing valid copies from an earlier attempt.
 
     Returns local paths in the order of ``plan.mine``. A missing shard raises ``NotFound``; a shard
