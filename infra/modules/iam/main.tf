@@ -115,7 +115,8 @@ resource "google_storage_bucket_iam_member" "convert_job_compacted" {
 
 # snapshots/<D>/<seq>.json: read (the newest is where a compaction starts) and created last, create-only.
 # objectCreator cannot replace or delete an object, so not even a bug in the compactor can overwrite a
-# snapshot a job reads; the collection rule's deletes run where landfall compact runs, not here.
+# snapshot a job reads (a compactor that lost the race for a seq gets 412, or 403, temporary: its task is
+# retried from the winner's snapshot); the collection rule's deletes run where landfall compact runs, not here.
 resource "google_storage_bucket_iam_member" "convert_job_read_snapshots" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
