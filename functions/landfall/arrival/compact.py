@@ -21,6 +21,8 @@ shards and manifests stay (the manifest remains the commit point, ``landfall sco
 
 Where it runs: ``landfall compact`` (locally, and by the local operator after each job it runs), and
 ``should_compact`` is the trigger: uncompacted arrivals past ``COMPACT_ARRIVALS`` or ``COMPACT_BYTES``.
+``collect`` (the collection rule) runs where the submit stage's records can be read: after ``landfall
+compact`` and, deployed, in the reconciler (``landfall.reconcile.collect``).
 """
 
 from __future__ import annotations
@@ -242,15 +244,21 @@ def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: se
     kept = [s for s in every if s.seq not in gone]
     named = {u for s in kept for u in [*s.parts, *(shard.uri for shard in snapshots.read_shards(storage, s))]}
     deleted = [snapshots.snapshot_uri(bucket, layout, dataset, seq) for seq in sorted(gone)]
-    for u in deleted:  # the snapshots first: once they are gone nothing names their objects
-        storage.delete(u)
+    _delete_all(storage, deleted)  # the snapshots first: once they are gone nothing names their objects
     prefix = gs(bucket, f"{layout.compacted_prefix}{dataset}/")
     newest = every[-1].seq
     doomed = [u for u in storage.list(prefix) if u not in named
               and _attempt_seq(u[len(prefix):]) is not None and _attempt_seq(u[len(prefix):]) <= newest]
-    for u in doomed:
-        storage.delete(u)
+    _delete_all(storage, doomed)
     return deleted + doomed
+
+
+def _delete_all(storage: Storage, uris: list[str]) -> None:
+    """Deletes ``uris``, ``READ_WORKERS`` at a time (a first collection of a long-lived dataset may delete
+    thousands of objects; one after another at tens of ms each, that would be minutes)."""
+    if uris:
+        with ThreadPoolExecutor(min(READ_WORKERS, len(uris))) as pool:
+            list(pool.map(storage.delete, uris))
 
 
 def _attempt_seq(rest: str) -> int | None:

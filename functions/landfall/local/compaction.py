@@ -1,32 +1,20 @@
 """Compaction where no Cloud Run job runs it: ``landfall compact`` and the local operator (after every job it
 finishes). Compacts a dataset (``landfall.arrival.compact``), then applies the collection rule with the
 dataset's newest released job's snapshot counted as read by a live job (under ``coalesce`` and ``forbid``
-only that job can be unfinished; counting it even once it ended keeps at most one snapshot more)."""
+only that job can be unfinished; counting it even once it ended keeps at most one snapshot more). On the deployed
+platform the reconciler applies the same rule (``landfall.reconcile.collect``), since the Cloud Run job that
+compacts there cannot read the submit stage's records."""
 
 from __future__ import annotations
 
 import logging
 
 from landfall.arrival import compact
-from landfall.core import snapshots
 from landfall.core.config import Layout
-from landfall.core.errors import NotFound
 from landfall.core.storage import Storage
-from landfall.submit.ledger import Ledger
+from landfall.reconcile.collect import named_by_live_jobs
 
 log = logging.getLogger("landfall.local.compaction")
-
-
-def named_by_live_jobs(storage: Storage, bucket: str, dataset: str, layout: Layout) -> set[int]:
-    ledger = Ledger(storage, bucket, layout)
-    seq = ledger.head_seq(dataset)
-    if not seq:
-        return set()
-    try:
-        snapshot = ledger.read_inputs(ledger.job_name(dataset, seq)).snapshot
-    except NotFound:
-        return set()
-    return {snapshots.seq_of(snapshot)} if snapshot else set()
 
 
 def run(storage: Storage, bucket: str, dataset: str, target_bytes: int, *, policy: str = "coalesce",

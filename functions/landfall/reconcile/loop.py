@@ -6,9 +6,11 @@ whatever it raises (a TFJob without Landfall's labels, a bug): a ``TemporaryErro
 else at ERROR with its traceback, and the next pass comes ``poll_s`` later; only ``stop`` (SIGTERM) ends it,
 after the current pass. The loop touches its heartbeat file when it starts and after every pass, failed or not;
 ``heartbeat_age`` is what the Deployment's liveness probe (``landfall reconcile --check-heartbeat``) reads, so a
-pass that hangs gets the pod restarted. After the first pass and then at most once a minute it also logs one
-``reconciler heartbeat`` line (passes since the last one, how many failed): its absence is an alert
-(``infra/modules/monitoring``), for a reconciler that is gone altogether, which no liveness probe sees.
+pass that hangs gets the pod restarted. After the pass, at most once an hour, it applies the snapshots' collection
+rule (``landfall.reconcile.collect``), touching the heartbeat after each dataset; whatever that raises is logged and
+changes neither the pass's outcome nor the heartbeat line's counts. After the first pass and then at most once a
+minute it also logs one ``reconciler heartbeat`` line (passes since the last one, how many failed): its absence is
+an alert (``infra/modules/monitoring``), for a reconciler that is gone altogether, which no liveness probe sees.
 
 Cheap to import (the probe imports it every period): the submit stage is imported when the loop runs.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +41,16 @@ _monotonic = time.monotonic  # the heartbeat line's clock (a test replaces it)
 
 
 def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
-        heartbeat: str | Path | None = None, pubsub: Any = None) -> int:
+        heartbeat: str | Path | None = None, pubsub: Any = None, clock: Callable[[], float] = time.time) -> int:
     """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0.
 
     With ``pubsub``, each pass also announces finished jobs that have no result yet
-    (``landfall.reconcile.announce``: a job that failed without a chief to do so)."""
-    from landfall.reconcile import announce
+    (``landfall.reconcile.announce``: a job that failed without a chief to do so). With a bucket, passes are
+    followed by the collection rule when one is due by ``clock`` (wall time; a test passes a fake one)."""
+    from landfall.reconcile import announce, collect
     from landfall.submit import coalesce
 
+    collector = collect.Collector(storage, cfg, clock=clock) if cfg is not None and cfg.bucket else None
     beat(heartbeat)
     logged_at, passes, failed = float("-inf"), 0, 0
     while not stop.is_set():
@@ -64,6 +69,8 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
         except Exception as exc:  # any object, any bug: log it and go on, the next pass may succeed
             log.error("reconcile pass failed (will retry): %s: %s", type(exc).__name__, exc, exc_info=True)
         beat(heartbeat)
+        if collector is not None:
+            collect_due(collector, heartbeat)
         passes, failed = passes + 1, failed + (not ok)
         if _monotonic() - logged_at >= HEARTBEAT_LOG_S:
             # What the log-absence alert of infra/modules/monitoring counts: a reconciler that stopped or hangs
@@ -74,6 +81,17 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
             logged_at, passes, failed = _monotonic(), 0, 0
         stop.wait(max(poll_s, MIN_POLL_S))
     return 0
+
+
+def collect_due(collector: Any, heartbeat: str | Path | None) -> None:
+    """Runs ``collector`` (``landfall.reconcile.collect.Collector``) if due; what it raises is logged, never raised.
+    A dataset's own failure is logged by the collector; this catches what fails before (listing the datasets)."""
+    try:
+        collector(lambda: beat(heartbeat))
+    except TemporaryError as exc:
+        log.warning("collection failed (tried again in an interval): %s", exc)
+    except Exception as exc:  # a bug or a permanent error: the reconcile passes go on regardless
+        log.error("collection failed (tried again in an interval): %s: %s", type(exc).__name__, exc, exc_info=True)
 
 
 def beat(path: str | Path | None) -> None:

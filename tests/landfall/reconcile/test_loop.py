@@ -3,19 +3,13 @@ ends it whatever it raised, and its heartbeat is what the liveness probe checks.
 
 from __future__ import annotations
 
-import io
-import json
-import logging
 import os
 import subprocess
 import sys
 import threading
 import time
 
-import pytest
-
 from landfall import cli
-from landfall.core import logs
 from landfall.core.errors import TemporaryError
 from landfall.reconcile import loop
 from landfall.submit import coalesce, tfjob
@@ -67,19 +61,6 @@ def test_the_loop_survives_a_failed_pass_and_releases_the_follow_up(emulator_sta
     assert flaky.failed == 1
     (released,) = [j for j in backend.list("loop") if tfjob.name_of(j) != tfjob.name_of(active)]
     assert len(inputs_of(storage, released).manifests) == 2
-
-
-@pytest.fixture
-def json_logs():
-    """The ``landfall`` logger's JSON lines, as ``landfall reconcile`` writes them (restored afterwards)."""
-    logger = logging.getLogger("landfall")
-    saved = logger.handlers[:], logger.level, logger.propagate
-    stream = io.StringIO()
-    logs.setup(stream=stream)
-    try:
-        yield lambda: [json.loads(line) for line in stream.getvalue().splitlines()]
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = saved
 
 
 def test_no_error_ends_the_loop_and_each_pass_beats(monkeypatch, tmp_path, json_logs):
