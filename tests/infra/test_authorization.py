@@ -105,6 +105,21 @@ RELEASES_ON_SNAPSHOT: list[Op] = [
     ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed: the dataset's snapshots"),
     ("storage.objects.get", SNAPSHOT, "core.snapshots.with_snapshot: the newest one's fence"),
 ]
+# The collection rule in the reconciler (landfall.reconcile.collect, landfall.arrival.compact.collect).
+FENCE = data("compacted/pump-7/00000002-0badf00d/fence")  # what a crashed attempt left
+COLLECTS: list[Op] = [
+    ("storage.objects.list", DATA_BUCKET, "reconcile.collect.datasets_with_snapshots: the delimiter listing"),
+    ("storage.objects.get", data("requests/pump-7/head.json"), "submit.ledger.head_seq: the head job's hint"),
+    ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "reconcile.collect.named_by_live_jobs"),
+    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed, arrival.compact.collect: snapshots/<D>/, "
+     "compacted/<D>/"),
+    ("storage.objects.get", SNAPSHOT, "arrival.compact.collect: every snapshot listed"),
+    ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: the kept snapshots' parts"),
+    ("storage.objects.delete", SNAPSHOT, "arrival.compact.collect: a collectable snapshot"),
+    ("storage.objects.delete", OLD_PART, "arrival.compact.collect: a part no kept snapshot names"),
+    ("storage.objects.delete", OLD_SHARD, "arrival.compact.collect: a shard no kept snapshot names"),
+    ("storage.objects.delete", FENCE, "arrival.compact.collect: what a crash or a lost race left"),
+]
 # What only the compactor writes, and what a snapshot makes immutable: nobody else may touch them.
 WRITES_SNAPSHOTS = [("storage.objects.create", NEXT_SNAPSHOT), ("storage.objects.delete", SNAPSHOT),
                     ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord")),
@@ -124,7 +139,7 @@ OPERATIONS: dict[str, list[Op]] = {
     "submitter": [*BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
                   ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
                   ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
-    "reconciler": [*BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
+    "reconciler": [*BOOKKEEPING, *RELEASES_ON_SNAPSHOT, *COLLECTS,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
                    ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
                    ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
@@ -199,9 +214,17 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                   *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
                   ("storage.objects.get", data("incoming/pump-7/x.csv")), *WRITES_SNAPSHOTS,
                   ("storage.objects.get", OLD_PART)],  # the release reads no part
+    # It collects (deletes) under snapshots/ and compacted/, and writes nothing there: creating a snapshot, or
+    # overwriting one (create and delete), or a part or a shard, is denied; it reads no compacted shard.
     "reconciler": [("storage.objects.create", data("rejected/pump-7/request-r1.json")),
                    ("container.clusters.get", CLUSTER), *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
-                   *WRITES_SNAPSHOTS, ("storage.objects.get", OLD_PART)],
+                   ("storage.objects.create", NEXT_SNAPSHOT), ("storage.objects.create", SNAPSHOT),
+                   ("storage.objects.update", SNAPSHOT), ("storage.objects.create", data(ATTEMPT + "part-00000.json")),
+                   ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord")),
+                   ("storage.objects.get", OLD_SHARD), ("storage.objects.create", ARRIVAL_SHARD),
+                   ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
+                   ("storage.objects.delete", ARRIVAL_SHARD), ("storage.objects.delete", data("incoming/pump-7/x.csv")),
+                   ("storage.objects.delete", data("runs/pump-7-3/model/saved_model.pb"))],
     "trainer": [("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
@@ -388,7 +411,8 @@ def test_each_replaced_grant_fails_the_check_when_put_back(old: str, tmp_path: P
 def test_snapshots_and_compacted_shards_reach_exactly_their_workloads() -> None:
     """Every principal any grant names, on snapshots/ and compacted/: the releasers read the snapshot's top
     object, the trainer reads all three kinds, the convert job alone writes, and it cannot replace or delete a
-    snapshot (create-only); nobody else holds anything there."""
+    snapshot (create-only); the reconciler, which collects, reads parts and deletes, and creates nothing; nobody
+    else holds anything there."""
     p = policy()
     perms = ("storage.objects.get", "storage.objects.create", "storage.objects.delete", "storage.objects.update")
     objects = {"snapshot": SNAPSHOT, "part": OLD_PART, "shard": OLD_SHARD}
@@ -398,7 +422,8 @@ def test_snapshots_and_compacted_shards_reach_exactly_their_workloads() -> None:
     assert {m: h for m, h in held.items() if h} == {
         "convert-job": {("snapshot", "get"), ("snapshot", "create"), *rw},
         "submitter": {("snapshot", "get")},
-        "reconciler": {("snapshot", "get")},
+        "reconciler": {("snapshot", "get"), ("snapshot", "delete"), ("part", "get"), ("part", "delete"),
+                       ("shard", "delete")},
         "trainer": {(k, "get") for k in objects},
     }
 

@@ -17,7 +17,7 @@ import pytest
 
 from . import gcp_rules as gcp
 from .iam_terraform import BUCKET as BUCKET_NAME
-from .iam_terraform import grants
+from .iam_terraform import custom_roles, grants
 from .tools import (
     INFRA,
     K8S,
@@ -192,6 +192,9 @@ def test_reconciler_holds_exactly_its_grants() -> None:
         "reconciler_read_manifests": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
         "reconciler_bookkeeping": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
         "reconciler_read_job_metrics": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "reconciler_collect_read_parts": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "reconciler_collect_delete": ("google_storage_bucket_iam_member",
+                                      "${google_project_iam_custom_role.object_deleter.name}", "${var.bucket_name}"),
         "reconciler_publish_results": ("google_pubsub_topic_iam_member", "roles/pubsub.publisher",
                                        "${var.results_topic_name}"),
     }, grants
@@ -204,6 +207,13 @@ def test_reconciler_holds_exactly_its_grants() -> None:
     assert bucket_access("reconciler", "runs/ds-1/metrics.json") == {VIEW}
     for name in [*OTHERS, "rejected/ds/request-r1.json"]:
         assert bucket_access("reconciler", name) == set(), name
+    # Collecting: read the snapshots and their parts, delete (a custom role: delete only) under snapshots/ and
+    # compacted/; no compacted shard is read.
+    deleter = "custom:object_deleter"
+    assert bucket_access("reconciler", "snapshots/ds/00000001.json") == {VIEW, deleter}
+    assert bucket_access("reconciler", "compacted/ds/00000001-0a1b2c3d/part-00000.json") == {VIEW, deleter}
+    assert bucket_access("reconciler", "compacted/ds/00000001-0a1b2c3d/part-00000.tfrecord") == {deleter}
+    assert custom_roles()[deleter] == {"storage.objects.delete"}
     # Nothing project-wide (it reaches the Kubernetes API with its in-cluster token, not clusterViewer).
     assert not [n for n, g in grants.items() if g[0] in PROJECT_IAM]
 

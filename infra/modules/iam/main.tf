@@ -116,7 +116,7 @@ resource "google_storage_bucket_iam_member" "convert_job_compacted" {
 # snapshots/<D>/<seq>.json: read (the newest is where a compaction starts) and created last, create-only.
 # objectCreator cannot replace or delete an object, so not even a bug in the compactor can overwrite a
 # snapshot a job reads (a compactor that lost the race for a seq gets 412, or 403, temporary: its task is
-# retried from the winner's snapshot); the collection rule's deletes run where landfall compact runs, not here.
+# retried from the winner's snapshot); the collection rule's deletes run in the reconciler (below), not here.
 resource "google_storage_bucket_iam_member" "convert_job_read_snapshots" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
@@ -216,8 +216,9 @@ resource "google_project_iam_member" "submitter_cluster_access" {
 # --- reconciler ---------------------------------------------------------------
 # The landfall-reconciler Deployment (k8s/base/reconciler.yaml). It releases follow-up jobs
 # with the submit stage's code (landfall.submit.coalesce), so it holds the submitter's
-# bucket rights except rejected/ (it rejects nothing), and it announces jobs that ended
-# without a chief (landfall.reconcile.announce). It reaches the Kubernetes API with its
+# bucket rights except rejected/ (it rejects nothing), it announces jobs that ended
+# without a chief (landfall.reconcile.announce), and it applies the snapshots' collection
+# rule (landfall.reconcile.collect: read parts, delete). It reaches the Kubernetes API with its
 # in-cluster ServiceAccount token (RBAC in k8s/base/rbac.yaml), so no clusterViewer.
 
 resource "google_service_account_iam_member" "reconciler_workload_identity" {
@@ -260,6 +261,43 @@ resource "google_storage_bucket_iam_member" "reconciler_read_job_metrics" {
     title      = "job-metrics-only"
     expression = "${local.prefix_condition["runs"]} && resource.name.endsWith(\"/metrics.json\")"
   }
+}
+
+# The collection rule (landfall.reconcile.collect, at most once an hour): for each dataset under snapshots/
+# it reads the snapshots (above) and the parts of those it keeps, lists compacted/<D>/ (a listing, checked on
+# the bucket: above), and deletes the superseded snapshots and the objects under compacted/ that no kept
+# snapshot names. It reads no compacted shard: the parts (compacted/<D>/<attempt>/part-NNNNN.json) only.
+resource "google_storage_bucket_iam_member" "reconciler_collect_read_parts" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["reconciler"].member
+  condition {
+    title      = "compacted-parts-only"
+    expression = "${local.prefix_condition["compacted"]} && resource.name.endsWith(\".json\")"
+  }
+}
+
+# Delete only, under snapshots/ and compacted/: no predefined object role deletes without also creating
+# (objectUser, objectAdmin), and with create it could replace a snapshot a job reads. Without
+# storage.objects.create it can neither create nor overwrite anything (an overwrite needs create and delete).
+resource "google_storage_bucket_iam_member" "reconciler_collect_delete" {
+  bucket = var.bucket_name
+  role   = google_project_iam_custom_role.object_deleter.name
+  member = google_service_account.sa["reconciler"].member
+  condition {
+    title      = "snapshots-and-compacted"
+    expression = "${local.prefix_condition["snapshots"]} || ${local.prefix_condition["compacted"]}"
+  }
+}
+
+resource "google_project_iam_custom_role" "object_deleter" {
+  project     = var.project_id
+  role_id     = "landfallObjectDeleter"
+  title       = "Landfall object deleter"
+  description = "Delete Cloud Storage objects; nothing else. Bound on the data bucket with a prefix condition."
+  permissions = [
+    "storage.objects.delete",
+  ]
 }
 
 # The results topic has exactly two publishers: this account and the trainer's.
