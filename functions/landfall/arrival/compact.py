@@ -242,7 +242,7 @@ def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: se
         return []
     gone = {s.seq for s in snapshots.collectable(every, named_by_unfinished, now, grace_s)}
     kept = [s for s in every if s.seq not in gone]
-    named = {u for s in kept for u in [*s.parts, *(shard.uri for shard in snapshots.read_shards(storage, s))]}
+    named = {u for s in kept for u in snapshots.named_objects(storage, s)}
     deleted = [snapshots.snapshot_uri(bucket, layout, dataset, seq) for seq in sorted(gone)]
     _delete_all(storage, deleted)  # the snapshots first: once they are gone nothing names their objects
     prefix = gs(bucket, f"{layout.compacted_prefix}{dataset}/")
