@@ -94,6 +94,9 @@ def collect_all(storage: Storage, cfg: JobConfig, layout: Layout, now: float,
                 log.info("collected %d objects of %s", len(deleted[dataset]), dataset,
                          extra={"dataset": dataset, "fields": {"deleted": deleted[dataset]}})
         after_each()
+    log.info("collection: %d datasets, %d objects deleted, %d failed", len(deleted) + len(failed),
+             sum(map(len, deleted.values())), len(failed),
+             extra={"fields": {"datasets": len(deleted) + len(failed), "failed": sorted(failed)}})
     return Collection(deleted, failed)
 
 

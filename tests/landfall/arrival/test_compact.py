@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import time
 
 import numpy as np
 import pytest
@@ -195,6 +196,7 @@ OPS = st.lists(st.one_of(
     st.tuples(st.just("compact"), st.integers(1, 3)),  # target in arrivals' worth of bytes
     st.tuples(st.just("compact-racing"), st.integers(0, 1)),  # an arrival (0) or retraction (1) mid-compaction
     st.just(("release", 0)),
+    st.just(("collect", 0)),  # the reconciler's collection, past the grace: only the head job is live
 ), min_size=3, max_size=10)
 
 
@@ -202,15 +204,23 @@ OPS = st.lists(st.one_of(
 @given(ops=OPS)
 @example(ops=[("arrive", 3), ("arrive", 4), ("compact", 2), ("retract", 0), ("release", 0), ("compact", 1)])
 @example(ops=[("arrive", 3), ("compact-racing", 0), ("release", 0), ("compact-racing", 1), ("arrive", 2)])
+@example(ops=[("arrive", 3), ("compact", 1), ("release", 0), ("arrive", 2), ("retract", 0), ("compact", 1),
+              ("collect", 0), ("release", 0), ("compact", 3), ("collect", 0), ("arrive", 2)])
 def test_any_interleaving_trains_on_exactly_the_live_arrivals(emulator_stack, bucket, ops):
     """Arrivals, retractions, compactions (some with an arrival or retraction landing between the fence and
-    the listing) and releases in any order: every released job reads each live arrival's records exactly
-    once and no retracted one, and its statistics are those of the live arrivals."""
+    the listing), releases and collections in any order: every released job reads each live arrival's records
+    exactly once and no retracted one, and its statistics are those of the live arrivals; after a collection
+    the head job still reads all it read when it was released."""
+    from landfall.reconcile import collect
+    from landfall.submit.config import JobConfig
+
     storage = emulator_stack.storage
     ds = unique("ds")
     sizes: dict[int, int] = {}
     live: set[int] = set()
     seq = 0
+    head: tuple[str, set] | None = None
+    cfg = JobConfig(bucket=bucket, project=emulator_stack.project)
     counter = itertools.count()
 
     def arrive(n: int) -> None:
@@ -250,9 +260,15 @@ def test_any_interleaving_trains_on_exactly_the_live_arrivals(emulator_stack, bu
             got = trained(storage, uri)
             assert got.keys() == {(k, i) for k in live for i in range(sizes[k])}, json.loads(
                 storage.read_bytes(uri))
+            head = uri, set(got)
             expect = load_manifests(storage, [f"gs://{bucket}/tfrecords/{ds}/"], SHAPE).feature_stats()
             for x, y in zip(expect, load_manifests(storage, [uri], SHAPE).feature_stats(), strict=True):
                 np.testing.assert_allclose(x, y, rtol=1e-9, atol=1e-12)
+        elif op == "collect":
+            done = collect.collect_all(storage, cfg, LAYOUT, time.time() + 2 * snapshots.GRACE_S)
+            assert ds not in done.failed, done.failed
+            if head is not None:
+                assert set(trained(storage, head[0])) == head[1]
 
 
 def test_inputs_v1_stay_readable_without_a_snapshot(emulator_stack, bucket):
