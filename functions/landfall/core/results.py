@@ -58,6 +58,7 @@ class Result:
     published_by: str = "chief"  # chief | reconciler
     finished_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = RESULT_SCHEMA
+    spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -102,7 +103,19 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         error=error if error is not None else (doc.get("error") if status == "failed" else None),
         arrivals=arrivals(storage, inputs_uri), published_by=published_by,
         finished_at=str(doc.get("ended_at") or utc_now()),
+        spec_generation=_spec_generation(doc, storage, inputs_uri),
     )
+
+
+def _spec_generation(doc: dict[str, Any], storage: Storage, inputs_uri: str | None) -> int | None:
+    """From ``metrics.json``; for a job that died before writing it, from its ``inputs.json``."""
+    if "spec_generation" in doc or not inputs_uri:
+        found = doc.get("spec_generation")
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+    try:
+        return JobInputs.from_json(storage.read_bytes(inputs_uri), inputs_uri).spec_generation
+    except (NotFound, Invalid):
+        return None
 
 
 def marker_uri(job_dir: str) -> str:

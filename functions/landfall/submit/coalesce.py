@@ -50,7 +50,7 @@ import logging
 import time
 from datetime import datetime
 
-from landfall.core import rejections, retractions, snapshots
+from landfall.core import rejections, retractions, snapshots, specs
 from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.layout import dataset_prefix, gs
@@ -107,6 +107,9 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
     layout = layout or Layout()
     if not cfg.bucket:  # never the bucket a request names (landfall.submit.handler)
         raise TemporaryError("LANDFALL_BUCKET is not set: not acting on the bucket a request names")
+    if cfg.datasets == "registered" and not specs.for_dataset(storage, cfg.bucket, request.dataset, layout).registered:
+        raise Invalid(f"{specs.UNKNOWN_DATASET}: dataset {request.dataset} has no spec and LANDFALL_DATASETS="
+                      "registered accepts only datasets with one (`landfall datasets apply`)")
     ledger = Ledger(storage, cfg.bucket, layout)
     if cfg.concurrency == "allow":
         return _own_job(request, cfg, backend, ledger)
@@ -170,7 +173,13 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
             _reject_lost(dataset, lost, ledger)
         if not fresh:
             return Advance("idle", head, covered)
-        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing)
+        try:  # the spec in force now: the job is rendered from this generation, whatever is applied later
+            spec = specs.for_dataset(ledger.storage, ledger.bucket, dataset, ledger.layout)
+            with_spec(cfg, dataset, spec)
+        except Invalid as exc:  # rejected for good, as a lost request: an unusable spec never sticks its dataset
+            _reject_lost(dataset, [(r, exc) for r in fresh], ledger)
+            return Advance("idle", head, covered)
+        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
         if not ledger.create_inputs(inputs):
             continue  # another consumer released this job first: look again
         _create_job(inputs, cfg, backend, ledger)
@@ -230,16 +239,48 @@ def _reject_lost(dataset: str, lost: list[tuple[TrainingRequest, PermanentError]
 
 def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest],
                 manifests: list[InputManifest], cfg: JobConfig, ledger: Ledger,
-                listing: retractions.Listing) -> JobInputs:
+                listing: retractions.Listing, spec_generation: int | None = None) -> JobInputs:
     job = ledger.job_name(dataset, seq)
     inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
-                       requests=[request_entry(r) for r in requests], after=after, window=cfg.window)
+                       requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
+                       spec_generation=spec_generation)
     # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
     return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
                                                              ledger.layout)
 
 
+def with_spec(cfg: JobConfig, dataset: str, spec: specs.DatasetSpec) -> JobConfig:
+    """``cfg`` with ``spec`` over it: the job's resources, epochs and batch size, and the trainer flags for its
+    model, training and verdict settings. ``Invalid`` for a spec this deployment cannot run: another engine than
+    its backend's (``LANDFALL_ENGINE``; one backend per deployment), or values ``JobConfig`` refuses."""
+    if not spec.registered:
+        return cfg
+    fields = spec.job_fields(cfg.trainer_args)
+    if fields.get("engine", cfg.engine) != cfg.engine:
+        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation} asks for engine {fields['engine']!r}; "
+                      f"this deployment runs {cfg.engine!r} (LANDFALL_ENGINE)")
+    try:
+        return dataclasses.replace(cfg, **fields)
+    except ValueError as exc:
+        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation}: {exc}") from None
+
+
+def spec_config(cfg: JobConfig, dataset: str, generation: int | None, ledger: Ledger) -> JobConfig:
+    """``cfg`` with the dataset's spec of ``generation`` (the one its ``inputs.json`` records) over it. That
+    generation gone (replaced, in a bucket without versions) and the current one unusable: ``cfg`` itself, logged."""
+    spec = specs.at_generation(ledger.storage, ledger.bucket, dataset, generation, ledger.layout)
+    if spec.generation != generation:
+        log.warning("spec generation %s of %s is gone; rendering with generation %s", generation, dataset,
+                    spec.generation, extra={"dataset": dataset})
+    try:
+        return with_spec(cfg, dataset, spec)
+    except Invalid as exc:
+        log.error("%s; rendering with the deployment's settings", exc, extra={"dataset": dataset})
+        return cfg
+
+
 def _create_job(inputs: JobInputs, cfg: JobConfig, backend: Backend, ledger: Ledger) -> None:
+    cfg = spec_config(cfg, inputs.dataset, inputs.spec_generation, ledger)
     job = engine.render(cfg, name=inputs.job, dataset=inputs.dataset, inputs_uri=ledger.inputs_uri(inputs.job),
                         request_id=inputs.requests[0]["request_id"] if inputs.requests else "",
                         after=inputs.after, released_at=inputs.released_at, runs_prefix=ledger.layout.runs_prefix)
@@ -279,8 +320,10 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
                             {request.request_id: _epoch(request.arrived_at)})
     if lost:
         raise lost[0][1]  # the handler records the rejection
-    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing),
-                                 job=name)
+    spec = specs.for_dataset(ledger.storage, ledger.bucket, request.dataset, ledger.layout)
+    with_spec(cfg, request.dataset, spec)  # Invalid: the handler records the rejection
+    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing,
+                                             spec.generation), job=name)
     created = ledger.create_inputs(inputs)
     if not created:
         inputs = ledger.read_inputs(name)
