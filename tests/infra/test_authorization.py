@@ -77,27 +77,30 @@ BOOKKEEPING: list[Op] = [
     ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "submit.coalesce: the winner's inputs"),
     ("storage.objects.create", data("runs/pump-7-3/submitted.json"), "submit.ledger: submitted record"),
 ]
+# Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
+SPEC = data("config/datasets/pump-7.json")
+READS_SPEC: list[Op] = [("storage.objects.get", SPEC, "core.specs.for_dataset: the spec's generation and body")]
 TRAINER_TOUCHES = [data("runs/pump-7-3/checkpoint"), data("runs/pump-7-3/model/saved_model.pb"),
                    data("models/pump-7/champion.json")]
 
 OPERATIONS: dict[str, list[Op]] = {
-    "converter": [*READS_ARRIVAL,
+    "converter": [*READS_SPEC, *READS_ARRIVAL,
                   ("storage.objects.create", data("tfrecords/pump-7/a1/dispatch.json"), "arrival.route: marker"),
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
                   ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB), "core.cloudrun: one execution")],
-    "convert-job": [*READS_ARRIVAL,
+    "convert-job": [*READS_SPEC, *READS_ARRIVAL,
                     ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
                     ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],
-    "submitter": [*BOOKKEEPING,
+    "submitter": [*READS_SPEC, *BOOKKEEPING,
                   ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
                   ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
-    "reconciler": [*BOOKKEEPING,
+    "reconciler": [*READS_SPEC, *BOOKKEEPING,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
                    ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
                    ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
                    ("pubsub.topics.publish", RESULTS, "core.results: the result message")],
-    "trainer": [("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
+    "trainer": [*READS_SPEC, ("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
                 ("storage.objects.get", data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord"), "staging shards"),
                 ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "trainer.inputs: the job's inputs"),
                 *[(p, r, "trainer: checkpoints, model, metrics") for r in TRAINER_TOUCHES[:2]
@@ -145,12 +148,18 @@ OPERATIONS: dict[str, list[Op]] = {
         *[("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, a), "the accounts the functions root names")
           for a in ("converter", "submitter", "invoker", "fn-build", "convert-job")],
         ("container.clusters.get", CLUSTER, "kubectl apply -k: cluster credentials"),
+        # cloudbuild-deploy.yaml apply-datasets: read the generation, write over it (an overwrite also needs delete:
+        # https://cloud.google.com/storage/docs/access-control/iam-permissions, read 2026-12-01).
+        *[(p, SPEC, "landfall datasets apply: conditional on the generation read")
+          for p in ("storage.objects.get", "storage.objects.create", "storage.objects.update",
+                    "storage.objects.delete")],
     ],
 }
 
 OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
 FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
-    "converter": [("storage.objects.create", data("incoming/pump-7/x.csv")), ("storage.objects.get",
+    "converter": [("storage.objects.create", SPEC), ("storage.objects.create", data("incoming/pump-7/x.csv")),
+                  ("storage.objects.get",
                   data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
                   ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1])],
     "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
@@ -161,7 +170,8 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                   ("storage.objects.get", data("incoming/pump-7/x.csv"))],
     "reconciler": [("storage.objects.create", data("rejected/pump-7/request-r1.json")),
                    ("container.clusters.get", CLUSTER), *[("storage.objects.create", r) for r in TRAINER_TOUCHES]],
-    "trainer": [("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
+    "trainer": [("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
+                ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
                 ("pubsub.topics.publish", REQUESTS)],
@@ -182,7 +192,9 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
               ("pubsub.subscriptions.consume", gcp.subscription(PROJECT, "training_requests")),
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler")),
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer")),
-              ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"))],
+              ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json")),
+              ("storage.objects.create", data("config/other/pump-7.json")),
+              ("storage.objects.list", DATA_BUCKET)],
 }
 
 
