@@ -185,7 +185,8 @@ def test_an_invalid_spec_is_refused_by_apply_and_nothing_is_written(emulator_sta
     bad.write_text(json.dumps(doc("turbine", resources={"accelerator": "nvidia-k80", "engine": "tfjob"})))
     assert cli(["datasets", "apply", str(tmp_path), "--bucket", bucket]) == 1
     err = capsys.readouterr().err
-    assert "turbine.json" in err and "resources.accelerator (schema: properties/resources/properties/accelerator/enum)" in err
+    assert "turbine.json" in err
+    assert "resources.accelerator (schema: properties/resources/properties/accelerator/enum)" in err
     assert specs.stored(emulator_stack.storage, bucket) == []  # the valid one is not applied either
     bad.write_text(json.dumps(doc("turbine", resources={"engine": "kubeflow-mpijob"})))
     assert cli(["datasets", "apply", str(bad), "--bucket", bucket]) == 1
