@@ -123,3 +123,20 @@ def test_registered_refuses_requests_of_datasets_without_a_spec(emulator_stack, 
     assert storage.list(f"gs://{bucket}/rejected/nospec/") and backend.list("nospec") == []
     specs.apply(storage, bucket, spec("nospec"))
     assert handle_message(request.to_json(), {}, rt) == "submitted"
+
+
+def test_render_job_prints_the_job_as_the_release_renders_it_from_the_spec(emulator_stack, bucket, tmp_path, capsys):
+    import yaml
+
+    from landfall.cli import main as cli
+
+    storage, dataset = emulator_stack.storage, "rendered"
+    specs.apply(storage, bucket, spec(dataset, model={"units": [8]}, resources={"workers": 3}))
+    request = convert_arrival(storage, bucket, dataset, tmp_path)
+    assert cli(["render-job", "--manifest", request.manifest, "--request-id", request.request_id]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    rt = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "state"), gpus_per_worker=1)
+    assert handle_message(request.to_json(), {}, rt) == "submitted"
+    (submitted,) = rt.backend.list(dataset)
+    assert submitted["spec"] == printed["spec"] and engine.workers_of(printed) == 3
+    assert flag(args_of(printed), "--units") == "8"
