@@ -53,9 +53,11 @@ def publisher() -> Callable[[Manifest], Any]:
 def spec_config(cfg: ConverterConfig, storage: Storage, env: dict[str, str]) -> ConverterConfig:
     """The task converts as the function that dispatched it would have: with the dataset's spec over ``cfg``.
     The function checked the spec before dispatching; one made unusable since fails the task (``BadInput``)."""
-    lay = Layout.load(env)
+    bucket, lay = env.get("LANDFALL_SOURCE_BUCKET", ""), Layout.load(env)
+    if not bucket:  # a local file (tests, a workstation): no bucket, no spec
+        return cfg
     dataset = env.get("LANDFALL_TASK_DATASET") or layout.dataset_of(env["LANDFALL_SOURCE_NAME"], lay)
-    return with_spec(cfg, storage, env.get("LANDFALL_SOURCE_BUCKET", ""), dataset, lay) if dataset else cfg
+    return with_spec(cfg, storage, bucket, dataset, lay) if dataset else cfg
 
 
 def main(env: dict[str, str] | None = None) -> int:
