@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,7 +49,10 @@ def stack(tmp_path):
            if k not in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     env.update({"LANDFALL_DATASETS": "registered", "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"]),
                 "LANDFALL_STATE_DIR": str(state)})
-    proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+    # The pump's .npy (553 KB) is over the inline limit: a Cloud Run task converts it (and reads its spec);
+    # the fleet's CSV (365 KB) converts in the function.
+    proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state),
+                             "--inline-max-bytes", "450000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
@@ -94,6 +98,8 @@ def test_two_datasets_of_different_shapes_each_run_with_their_own_spec(stack, tm
     storage, bucket, backend = Storage(info["project"]), info["bucket"], LocalBackend(info["local_state"])
     jobs = {d: _wait(lambda d=d: [j for j in backend.list(d) if tfjob.is_finished(j)], 300, f"{d}'s job")[0]
             for d in SPECS}
+    executions = sorted((Path(info["local_state"]) / "cloudrun" / "executions").glob("*[!s].json"))
+    assert [json.loads(e.read_text())["env"]["LANDFALL_SOURCE_NAME"] for e in executions] == ["incoming/pump/pump.npy"]
     rejected = _wait(lambda: storage.list(f"gs://{bucket}/rejected/stranger/"), 30, "the stranger's rejection")
     assert json.loads(storage.read_bytes(rejected[0]))["reason"] == "unknown_dataset"
     assert backend.list("stranger") == []
