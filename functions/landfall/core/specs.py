@@ -2,7 +2,7 @@
 arrival, verdict and retrain rules; what a document leaves unset is the deployment's ``LANDFALL_*`` setting.
 
 The document (YAML or JSON) is validated by the JSON Schema shipped beside this module
-(``schemas/dataset-v1.json``, draft 2020-12, with the ``jsonschema`` library); the accelerator and engine
+(``dataset-v1.schema.json``, draft 2020-12, with the ``jsonschema`` library); the accelerator and engine
 enums are filled in from ``landfall.core.accelerators`` (the names it can price, ``LANDFALL_GPU_PRICES``
 included) and ``landfall.core.config.ENGINES``, so there is one list of each. Every error names the
 document path and the schema path (``resources.accelerator (schema: properties/resources/properties/
@@ -131,7 +131,7 @@ class DatasetSpec:
 # -- the document ----------------------------------------------------------------------------------------
 @functools.cache
 def _base_schema() -> dict[str, Any]:
-    text = resources.files("landfall.core").joinpath("schemas/dataset-v1.json").read_text(encoding="utf-8")
+    text = resources.files("landfall.core").joinpath("dataset-v1.schema.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
 
