@@ -242,3 +242,21 @@ def test_registered_refuses_a_dataset_without_a_spec(emulator_stack, bucket):
     assert with_spec(registered, storage, bucket, "fleet").shape == (12, 4)
     with pytest.raises(ValueError, match="datasets must be one of"):
         ConverterConfig.load({"LANDFALL_DATASETS": "closed"})
+
+
+def test_documents_written_before_specs_read_as_having_none():
+    from landfall.core.messages import JobInputs, Manifest
+    from landfall.core.results import Result
+
+    old_inputs = {"schema": "landfall.inputs/v1", "dataset": "pump", "job": "j", "seq": 1, "manifests": [],
+                  "requests": []}
+    assert JobInputs.from_json(json.dumps(old_inputs)).spec_generation is None
+    old_result = {"schema": "landfall.result/v1", "dataset": "pump", "job": "j", "status": "succeeded",
+                  "verdict": "promoted"}
+    assert Result.from_json(json.dumps(old_result)).spec_generation is None
+    old_manifest = {"schema": "landfall.manifest/v1", "dataset": "pump", "arrival_id": "a",
+                    "source": {"bucket": "b", "name": "incoming/pump/x", "generation": 1, "size": 1},
+                    "shape": [36, 10], "count": 1, "shards": [{"uri": "gs://b/s", "count": 1, "bytes": 1,
+                                                              "crc32c": "AAAAAA=="}],
+                    "stats": {"mean": [0.0] * 10, "std": [1.0] * 10, "min": [0.0] * 10, "max": [1.0] * 10}}
+    assert Manifest.from_json(json.dumps(old_manifest)).spec_generation is None
