@@ -38,13 +38,14 @@ import yaml
 
 from landfall.core import accelerators
 from landfall.core.config import ENGINES, Layout
-from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.layout import gs, valid_dataset
 from landfall.core.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"
 SECTIONS = ("shape", "model", "training", "resources", "arrival", "verdict", "retrain")
 MAX_BYTES = 64 * 1024  # a spec is a page of settings; anything larger is refused before it is parsed
+READ_ATTEMPTS = 4  # a spec replaced between its metadata read and its body read is read again, this often
 UNKNOWN_DATASET = "unknown_dataset"  # the rejection reason under LANDFALL_DATASETS=registered
 
 # The converter's settings (landfall.arrival.config.ConverterConfig) a spec sets: (section, key) -> field.
@@ -241,14 +242,16 @@ def for_dataset(storage: Storage, bucket: str, dataset: str, layout: Layout | No
     No spec: ``DatasetSpec(dataset)`` (generation None, empty sections). A stored spec that is not valid (written
     around ``apply``) is ``Invalid``: permanent, the stage rejects what it was doing and says why."""
     uri = spec_uri(bucket, dataset, layout or Layout())
-    try:
-        generation = storage.stat(uri).generation
-    except NotFound:
-        return DatasetSpec(dataset)
-    try:
-        return _read(storage, uri, dataset, generation)
-    except NotFound:  # replaced between the two reads: the newer one
-        return for_dataset(storage, bucket, dataset, layout)
+    for _ in range(READ_ATTEMPTS):
+        try:
+            generation = storage.stat(uri).generation
+        except NotFound:
+            return DatasetSpec(dataset)
+        try:
+            return _read(storage, uri, dataset, generation)
+        except NotFound:  # replaced (or deleted) between the two reads: look again
+            continue
+    raise TemporaryError(f"{uri} kept changing while it was read ({READ_ATTEMPTS} attempts)")
 
 
 def at_generation(storage: Storage, bucket: str, dataset: str, generation: int | None,
