@@ -1,9 +1,12 @@
-"""One consumer instance, as a separate process: ``python -m tests.consumer_process SUB BUCKET STATE LOG STOP``.
+"""One consumer instance, as a separate process: ``python -m tests.consumer_process SUB BUCKET STATE LOG STOP
+[CLOCK]``.
 
 Pulls training requests from a subscription (created without ordering), handles each with the submit
 stage's ``handle_message`` on its own runtime (``local`` backend on a shared state folder), acks on
 return, nacks on a temporary error, and appends one JSON line per handled message to LOG, until the
-file STOP exists. The interleaving tests run several of these at once.
+file STOP exists. The interleaving tests run several of these at once. With CLOCK, the retrain policy's time
+is the number that file holds (the test's fake clock, ``tests.support.FakeClock``); the policy itself comes from
+the environment (``LANDFALL_QUIET_S`` ...).
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
 
 
-def main(subscription: str, bucket: str, state: str, log: str, stop: str) -> int:
+def main(subscription: str, bucket: str, state: str, log: str, stop: str, clock: str = "") -> int:
     project = os.environ["GOOGLE_CLOUD_PROJECT"]
     config = JobConfig.load({}, bucket=bucket, project=project, gpus_per_worker=0, local_state=state)
     rt = Runtime(config, Layout(), Storage(project), backend=LocalBackend(state))
+    if clock:
+        rt.clock = lambda: float(Path(clock).read_text())
     pubsub = PubSub(project)
     with open(log, "a", buffering=1) as out:
         while not Path(stop).exists():
@@ -45,4 +50,4 @@ def main(subscription: str, bucket: str, state: str, log: str, stop: str) -> int
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:6]))
+    sys.exit(main(*sys.argv[1:7]))

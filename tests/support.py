@@ -156,3 +156,29 @@ def read_back(storage, manifest: Manifest) -> np.ndarray:
         assert len(body) == shard.bytes
         out += [records.decode_example(r, tuple(manifest.shape)) for r in records.iter_records(io.BytesIO(body))]
     return np.stack(out)
+
+
+class FakeClock:
+    """The retrain policy's time, moved by the test (``Runtime.clock``, ``coalesce.submit(..., clock=)``).
+
+    With ``path`` it is also written to that file, which consumer processes read (``tests.consumer_process``)."""
+
+    def __init__(self, start: float | None = None, path: Path | None = None):
+        self.path = path
+        self.now = time.time() if start is None else start
+        self._write()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        self._write()
+        return self.now
+
+    def _write(self) -> None:
+        if self.path is not None:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(repr(self.now))
+            tmp.replace(self.path)
+

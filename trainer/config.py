@@ -46,6 +46,10 @@ class TrainerConfig(Settings):
     # and the result; its settings arrive as the flags above. None: no spec (the deployment's settings).
     spec_generation: int | None = None
     models: str = ""  # where champions live; default: gs://BUCKET/models (local: <job dir>/../../models)
+    # What the job was given, for its cost (gpu_seconds, estimated_cost in metrics.json and the result): the
+    # submit stage sets LANDFALL_GPUS_PER_WORKER and LANDFALL_ACCELERATOR on every worker (landfall.submit.tfjob).
+    gpus_per_worker: int = 0
+    accelerator: str = ""
     project: str = dataclasses.field(default_factory=default_project)
 
     def __post_init__(self) -> None:
@@ -66,6 +70,8 @@ class TrainerConfig(Settings):
             problems.append(f"timesteps and features must be >= 1, got {self.timesteps}, {self.features}")
         if self.collective.lower() not in ("auto", "ring", "nccl"):
             problems.append(f"collective must be auto, ring or nccl, got {self.collective!r}")
+        if self.gpus_per_worker < 0:
+            problems.append(f"gpus per worker must be >= 0, got {self.gpus_per_worker}")
         if self.promote_tolerance < 0 or not 0.0 < self.threshold_quantile < 1.0:
             problems.append(f"promote tolerance must be >= 0 and threshold quantile in (0, 1), got "
                             f"{self.promote_tolerance}, {self.threshold_quantile}")

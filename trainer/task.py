@@ -53,7 +53,9 @@ Verdict and result (see ``trainer.verdict``)
     very end it publishes the run's one landfall.result/v1 message (guarded by runs/<job>/result.json).
 
 Job dir (see ``trainer.jobdir``)
-    metrics.json (landfall.metrics/v1, rewritten atomically after every epoch), attempts.json,
+    metrics.json (landfall.metrics/v1, rewritten atomically after every epoch; once the run ended also
+    ``gpu_seconds`` = workers x LANDFALL_GPUS_PER_WORKER x wall time from the first start, ``accelerator``
+    (LANDFALL_ACCELERATOR) and ``estimated_cost`` in USD from ``landfall.core.accelerators.prices()``), attempts.json,
     backup/ (BackupAndRestore: a restarted job resumes after its last finished epoch),
     tensorboard/, model/ (SavedModel + normalization.json + weights.npz, which a later job's warm start
     reads). Every epoch entry of metrics.json records the examples and training time of every worker
@@ -82,7 +84,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from landfall.core import logs
+from landfall.core import cost, logs
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.storage import Storage
@@ -205,6 +207,20 @@ def base_metrics(cfg: TrainerConfig, cluster: Cluster, manifests: list[str], dat
 # -- the run --------------------------------------------------------------------------------------
 
 
+def record_cost(cfg: TrainerConfig, metrics: Metrics) -> None:
+    """The chief's ``gpu_seconds`` (workers x GPUs per worker x the job's wall time, from its first start to its
+    end, restarts included), ``accelerator`` and ``estimated_cost`` (``landfall.core.cost``), once it ended."""
+    doc = metrics.doc
+    wall = cost.wall_s(doc.get("started_at"), doc.get("ended_at"))
+    if wall is None:
+        return
+    try:
+        metrics.update(**cost.fields(int(doc.get("num_workers") or 1), cfg.gpus_per_worker, wall, cfg.accelerator,
+                                     "chief"))
+    except Exception as exc:  # the run is over either way; the submit stage estimates what is missing
+        log.warning(f"could not record the cost in {METRICS}: {exc}")
+
+
 def already_done(job: JobDir, cfg: TrainerConfig) -> bool:
     doc = job.read_json(METRICS) or {}
     return (doc.get("status") == "succeeded" and doc.get("epochs_requested") == cfg.epochs
@@ -314,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as write_exc:
             log.warning(f"could not record the failure in {METRICS}: {write_exc}")
     if metrics.enabled:  # the chief announces the finished run once (a retryable failure is not the end)
+        record_cost(cfg, metrics)
         verdict.publish_result(cfg, job, metrics.doc, storage)
     log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,
                                                  "wall_s": round(time.monotonic() - started, 3)}})

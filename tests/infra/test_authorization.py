@@ -76,6 +76,10 @@ BOOKKEEPING: list[Op] = [
     ("storage.objects.create", data("runs/pump-7-3/inputs.json"), "submit.coalesce: release, create-only"),
     ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "submit.coalesce: the winner's inputs"),
     ("storage.objects.create", data("runs/pump-7-3/submitted.json"), "submit.ledger: submitted record"),
+    ("storage.objects.get", data("requests/pump-7/spend.json"), "submit.spend: the last day's jobs and spend"),
+    ("storage.objects.create", data("requests/pump-7/spend.json"), "submit.spend: the first entry"),
+    ("storage.objects.update", data("requests/pump-7/spend.json"), "submit.spend: rewritten, generation-guarded"),
+    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "submit.spend: the ended head's gpu_seconds"),
 ]
 # Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
 SPEC = data("config/datasets/pump-7.json")
@@ -164,7 +168,8 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                   ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1])],
     "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
                     ("storage.objects.delete", data("incoming/pump-7/x.csv"))],
-    "submitter": [("storage.objects.get", data("runs/pump-7-3/metrics.json")),
+    "submitter": [("storage.objects.create", data("runs/pump-7-3/metrics.json")),  # read only (the GPU budget)
+                  ("storage.objects.get", data("runs/pump-7-3/model/saved_model.pb")),
                   ("storage.objects.create", data("runs/pump-7-3/result.json")), ("pubsub.topics.publish", RESULTS),
                   *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
                   ("storage.objects.get", data("incoming/pump-7/x.csv"))],

@@ -157,9 +157,10 @@ def bucket_access(account: str, name: str) -> set[str]:
 
 VIEW, USE = "roles/storage.objectViewer", "roles/storage.objectUser"
 # The submit stage's bookkeeping (landfall.submit.ledger), which both releasers write.
-BOOKKEEPING = ["requests/ds/pending/r1.json", "requests/ds/head.json", "received/ds/r1.json",
-               "runs/ds-1/inputs.json", "runs/ds-1/submitted.json"]
-# Other stages' objects: neither releaser touches them (the reconciler reads runs/*/metrics.json only).
+BOOKKEEPING = ["requests/ds/pending/r1.json", "requests/ds/head.json", "requests/ds/spend.json",
+               "received/ds/r1.json", "runs/ds-1/inputs.json", "runs/ds-1/submitted.json"]
+# Other stages' objects: neither releaser touches them (both read runs/*/metrics.json only: the reconciler to
+# announce, both for the GPU budget, landfall.submit.spend).
 OTHERS = ["runs/ds-1/checkpoint", "runs/ds-1/model/saved_model.pb", "models/ds/champion.json",
           "incoming/ds/x.npy", "tmp/a/part-0"]
 
@@ -170,16 +171,18 @@ def test_submitter_holds_only_what_the_function_needs() -> None:
         "submitter_read_manifests": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
         "submitter_write_rejections": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
         "submitter_bookkeeping": ("google_storage_bucket_iam_member", USE, "${var.bucket_name}"),
+        "submitter_read_job_metrics": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
         "submitter_cluster_access": ("google_project_iam_member", "roles/container.clusterViewer", "${var.project_id}"),
     }, grants
-    # Not the results topic (no topic at all), not the reconciler's result records or the job metrics.
+    # Not the results topic (no topic at all), not the reconciler's result records; the job metrics read only.
     assert not [g for g in grants.values() if g[0] == "google_pubsub_topic_iam_member"]
-    assert not [g for g in grants.values() if "metrics.json" in g[3] or "result.json" in g[3]], grants
+    assert not [g for g in grants.values() if "result.json" in g[3]], grants
+    assert bucket_access("submitter", "runs/ds-1/metrics.json") == {VIEW}
     for name in [*BOOKKEEPING, "rejected/ds/request-r1.json"]:
         assert USE in bucket_access("submitter", name), name
     assert bucket_access("submitter", "tfrecords/ds/a1/manifest.json") == {VIEW}
     assert bucket_access("submitter", "") == {VIEW}  # listing manifests
-    for name in [*OTHERS, "runs/ds-1/metrics.json", "runs/ds-1/result.json"]:
+    for name in [*OTHERS, "runs/ds-1/result.json"]:
         assert bucket_access("submitter", name) == set(), name
 
 

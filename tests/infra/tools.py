@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import shutil
 import subprocess
@@ -82,9 +83,18 @@ def strict(schema: Any) -> Any:
 
 # --- HCL ----------------------------------------------------------------------------------------------
 def load_hcl(path: Path) -> dict[str, Any]:
+    """One ``.tf`` file parsed (a copy: callers may change it). Parsing is slow (python-hcl2 is a Lark
+    grammar), and the policy tests read the same files hundreds of times, so a parse is kept per file
+    version: path, size and modification time, so a copy of infra/ changed by a test is parsed anew."""
+    st = path.stat()
+    return copy.deepcopy(_parse_hcl(str(path.resolve()), st.st_size, st.st_mtime_ns))
+
+
+@functools.cache
+def _parse_hcl(path: str, _size: int, _mtime_ns: int) -> dict[str, Any]:
     import hcl2
 
-    with path.open() as f:
+    with open(path) as f:
         return hcl2.load(f)
 
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
+from landfall.core.accelerators import prices
 from landfall.core.errors import NotFound
 from landfall.core.storage import Storage
 from landfall.local.emulators import free_ports
@@ -120,7 +122,8 @@ def check_complete(metrics: dict, job: str, manifest: str, epochs: int, restarts
 def test_two_workers_train_in_step_and_report_metrics(converted, tmp_path):
     storage, bucket, manifest = converted
     job_dir = f"gs://{bucket}/runs/two-workers"
-    cluster = Cluster(["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS], tmp_path)
+    cluster = Cluster(["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS], tmp_path,
+                      LANDFALL_GPUS_PER_WORKER="2", LANDFALL_ACCELERATOR="nvidia-l4")  # as the submit stage sets
     codes = cluster.wait()
     assert codes == [0, 0], cluster.tail(0) + cluster.tail(1)
 
@@ -141,6 +144,11 @@ def test_two_workers_train_in_step_and_report_metrics(converted, tmp_path):
     assert storage.exists(f"{job_dir}/model/threshold.json")
     assert storage.list(f"{job_dir}/tensorboard/", suffix=".v2")
     assert not storage.list(f"{job_dir}/backup/")  # removed once the run succeeded
+    # Its cost: 2 workers x 2 GPUs x the wall time from the first start to the end, priced from the table.
+    wall = (datetime.fromisoformat(metrics["ended_at"]) - datetime.fromisoformat(metrics["started_at"])).total_seconds()
+    assert metrics["gpu_seconds"] == pytest.approx(4 * wall, abs=0.01) and metrics["gpu_seconds"] > 0
+    assert (metrics["accelerator"], metrics["cost_basis"]) == ("nvidia-l4", "chief")
+    assert metrics["estimated_cost"] == pytest.approx(metrics["gpu_seconds"] / 3600 * prices()["nvidia-l4"], rel=1e-3)
 
 
 def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_path):

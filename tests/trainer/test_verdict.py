@@ -202,7 +202,8 @@ def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, set
     job = JobDir(storage, job_dir)
     doc = {"job": "job-r", "dataset": "demo", "status": "succeeded", "verdict": "promoted", "challenger_loss": 0.5,
            "champion_loss": 0.7, "model": f"{job_dir}/model", "champion": f"{job_dir}/model",
-           "threshold": {"value": 1.25}}
+           "threshold": {"value": 1.25}, "gpu_seconds": 7200.0, "accelerator": "nvidia-l4", "estimated_cost": 1.12,
+           "cost_basis": "chief"}
     assert not verdict.publish_result(cfg, job, {**doc, "status": "failed", "retryable": True}, storage, pubsub)
     assert verdict.publish_result(cfg, job, doc, storage, pubsub)
     assert not verdict.publish_result(cfg, job, doc, storage, pubsub)  # a second attempt of the chief
@@ -215,4 +216,6 @@ def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, set
         "succeeded", "promoted", 1.25, "chief")
     assert message.arrivals == {"count": 50, "ids": [f"r{i}" for i in range(results.MAX_IDS)], "inputs": inputs_uri}
     assert got[0].attributes["job"] == "job-r"
+    assert (message.gpu_seconds, message.accelerator, message.estimated_cost, message.cost_basis) == (
+        7200.0, "nvidia-l4", 1.12, "chief")
     assert json.loads(storage.read_bytes(f"{job_dir}/result.json"))["published_at"]

@@ -5,7 +5,9 @@ Arrivals per dataset (live, converting on the Cloud Run job, and retracted becau
 or deleted), the requests waiting for the dataset's next job (how long, and whether the manifest they name is
 missing: the next release rejects those, ``landfall.submit.coalesce``) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
-the latest metrics (``runs/<job>/metrics.json``), and the requests waiting in the dead-letter subscription
+the latest metrics (``runs/<job>/metrics.json``), per dataset its retrain policy, why its next release is held
+and until when, and its GPU spend over the last 24 h and 30 days against its budget (``landfall.submit.spend``),
+and the requests waiting in the dead-letter subscription
 (peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
 follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``, what ``landfall reconcile`` does on a
 cluster), and then reports what it released. Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win;
@@ -66,7 +68,8 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
     last = epochs[-1] if epochs else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
             **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last},
-            **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss") if k in raw}}
+            **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss", "gpu_seconds", "estimated_cost")
+               if k in raw}}
 
 
 def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
@@ -174,22 +177,33 @@ def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
             **{k: raw.get(k) for k in keys if k != "source"}}
 
 
+def _retrain(cfg: JobConfig, storage: Any, backend: Any, ds: str, lay: Layout, clock: Any) -> dict[str, Any]:
+    """The retrain policy, the spend over 24 h and 30 days against the budget, and why the next release waits
+    (``landfall.submit.coalesce.explain``)."""
+    try:
+        return coalesce.explain(ds, cfg, backend, storage, lay, clock)
+    except LandfallError as exc:
+        return {"error": str(exc)}
+
+
 def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
-            lay: Layout | None = None, reconcile: bool = False) -> dict[str, Any]:
+            lay: Layout | None = None, reconcile: bool = False, clock: Any = None) -> dict[str, Any]:
     """The status report as a dict (``landfall status --json`` prints it). Read-only unless ``reconcile``:
-    then it first releases waiting follow-ups and reports them (``released``, or ``reconcile_error``)."""
+    then it first releases waiting follow-ups and reports them (``released``, or ``reconcile_error``).
+    ``clock``: the retrain policy's time (default ``time.time``)."""
     lay = lay or Layout()
     out: dict[str, Any] = {"bucket": cfg.bucket, "backend": cfg.backend, "datasets": {}, "jobs": [],
                            "dead_letter": None}
     if reconcile:
         try:
-            out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset)
+            out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset, clock=clock)
         except Exception as exc:  # a black box: report it, and still show what is there
             out["reconcile_error"] = f"{type(exc).__name__}: {exc}"
     if cfg.bucket:
         out["datasets"] = _datasets(storage, cfg.bucket, lay, dataset)
         for ds, entry in out["datasets"].items():
             entry["champion"] = _champion(storage, cfg.bucket, ds)
+            entry["retrain"] = _retrain(cfg, storage, backend, ds, lay, clock)
     for job in backend.list(dataset):
         name = tfjob.name_of(job)
         bucket = cfg.bucket or engine.bucket_of(job)
@@ -225,6 +239,32 @@ def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
     return {"count": len(items), "requests": items}
 
 
+def _retrain_lines(r: dict[str, Any]) -> list[str]:
+    if "error" in r:
+        return [f"retrain   unavailable: {r['error']}"]
+    lines = []
+    nxt = r.get("next") or {}
+    if nxt.get("state") == "held":
+        lines.append(f"held      next release held until {nxt['until']}: {nxt['reason']}")
+    elif nxt.get("state") == "waiting_for_job":
+        lines.append(f"waiting   next release once {nxt['job']} ends")
+    sp = r.get("spend") or {}
+    day, month, budget = sp.get("last_24h") or {}, sp.get("last_30d") or {}, sp.get("budget") or {}
+    if r.get("policy") or day.get("jobs_released") or month.get("jobs"):
+        of = (f" of {budget['gpu_hours_per_day']:g} GPU-h/day" if budget.get("gpu_hours_per_day") else
+              " (no GPU budget)")
+        jobs = f", max {budget['max_jobs_per_day']}" if budget.get("max_jobs_per_day") else ""
+        estimated = f"; estimated for: {', '.join(sp['estimated'])}" if sp.get("estimated") else ""
+        lines.append(f"spend     24 h: {day.get('gpu_hours', 0):.3f} GPU-h{of}, ${_usd(day.get('estimated_cost'))}, "
+                     f"{day.get('jobs_released', 0)} job(s) released{jobs}; 30 d: {month.get('gpu_hours', 0):.3f} "
+                     f"GPU-h, ${_usd(month.get('estimated_cost'))}, {month.get('jobs', 0)} job(s){estimated}")
+    return lines
+
+
+def _usd(value: Any) -> str:
+    return "?" if value is None else f"{float(value):.2f}"
+
+
 def status(args: argparse.Namespace) -> int:
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     storage = Storage(cfg.project)
@@ -254,6 +294,8 @@ def status(args: argparse.Namespace) -> int:
         for r in counts.get("latest_retractions", []):
             by = f" by generation {r['by_generation']}" if r.get("by_generation") else ""
             print(f"  retracted {r.get('name')}#{r.get('generation')}: {r.get('reason')}{by}")
+        for line in _retrain_lines(counts.get("retrain") or {}):
+            print(f"  {line}")
         if counts.get("champion"):
             c = counts["champion"]
             print(f"  champion  {c['run']} #{c['seq']} ({c['reason']} by {c['promoted_by']} at {c['promoted_at']}, "

@@ -6,7 +6,11 @@ The message (topic ``landfall-training-results``, ordering key = dataset, attrib
 (this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
 ``threshold``, ``error`` (a failure's message), ``arrivals`` (``{count, ids, inputs}``: how many requests
 the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI that lists them all, so the
-message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``.
+message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``, and the
+job's cost: ``gpu_seconds``, ``accelerator``, ``estimated_cost`` (USD) and ``cost_basis`` (``chief``: recorded by
+the chief; ``job_object``: estimated by the reconciler from the job's start, end and resources, for a job that
+ended without a chief to record it; ``landfall.core.cost``). All four are null in a message from before they
+existed, which still decodes.
 
 The guard, ``runs/<job>/result.json``: the message is written there create-only *first*, then published,
 then the marker is updated (generation-guarded) with ``published_at`` and the message id. Whoever finds a
@@ -58,6 +62,10 @@ class Result:
     published_by: str = "chief"  # chief | reconciler
     finished_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = RESULT_SCHEMA
+    gpu_seconds: float | None = None
+    accelerator: str | None = None
+    estimated_cost: float | None = None  # USD (landfall.core.accelerators.prices()); None: unknown
+    cost_basis: str | None = None  # chief | job_object (landfall.core.cost)
     spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
 
     def __post_init__(self) -> None:
@@ -91,9 +99,12 @@ def arrivals(storage: Storage, inputs_uri: str | None, max_ids: int = MAX_IDS) -
 
 
 def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, inputs_uri: str | None,
-                 storage: Storage, published_by: str, error: str | None = None) -> Result:
-    """The message for a job from its ``metrics.json`` (possibly empty: a job that died early)."""
+                 storage: Storage, published_by: str, error: str | None = None,
+                 estimate: dict[str, Any] | None = None) -> Result:
+    """The message for a job from its ``metrics.json`` (possibly empty: a job that died early); its cost from
+    the chief's fields there, else ``estimate`` (the reconciler's, from the job object)."""
     verdict = doc.get("verdict") if status == "succeeded" else None
+    costed = doc if isinstance(doc.get("gpu_seconds"), int | float) else (estimate or {})
     return Result(
         dataset=dataset or str(doc.get("dataset") or ""), job=job, status=status,
         verdict=verdict if verdict in VERDICTS else "not_evaluated",
@@ -103,6 +114,8 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         error=error if error is not None else (doc.get("error") if status == "failed" else None),
         arrivals=arrivals(storage, inputs_uri), published_by=published_by,
         finished_at=str(doc.get("ended_at") or utc_now()),
+        gpu_seconds=costed.get("gpu_seconds"), accelerator=costed.get("accelerator"),
+        estimated_cost=costed.get("estimated_cost"), cost_basis=costed.get("cost_basis") if costed else None,
         spec_generation=_spec_generation(doc, storage, inputs_uri),
     )
 

@@ -9,6 +9,8 @@ of one request rather than a function that cannot start.
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from landfall.core.config import Layout
@@ -26,3 +28,4 @@ class Runtime(Generic[ConfigT]):
     pubsub: PubSub | None = None
     backend: Any = None  # the submit stage's TFJob backend (a landfall.submit.backends.Backend)
     jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.core.cloudrun.CloudRunJobs or LocalJobs)
+    clock: Callable[[], float] = time.time  # the submit stage's retrain-policy time (a test passes a fake clock)

@@ -5,33 +5,26 @@ chief to do so: its pods were killed, its retries ran out, its deadline passed, 
 its last write and the publish. Each pass therefore looks at the finished TFJobs (``Succeeded`` or ``Failed``;
 the list is bounded by their ``ttlSecondsAfterFinished``) and, for each whose ``runs/<job>/result.json`` is
 missing or incomplete, sends the result built from its ``metrics.json`` (or from nothing, for a job that
-died before writing any) through the same create-only marker. One read per finished job per pass when there
+died before writing any) through the same create-only marker. Its cost is the chief's ``gpu_seconds`` when
+``metrics.json`` holds them, else estimated from the job object's start and end times, workers and GPUs
+(``cost_basis: job_object``, ``landfall.submit.spend.estimate``). One read per finished job per pass when there
 is nothing to do. A TFJob is finished only once its processes have exited, so the chief cannot still be
 publishing when the reconciler looks.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from landfall.core import results
 from landfall.core.config import Layout
-from landfall.core.errors import LandfallError, NotFound, TemporaryError
+from landfall.core.errors import LandfallError, TemporaryError
 from landfall.core.storage import Storage
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, spend, tfjob
 from landfall.submit.config import JobConfig
 
 log = logging.getLogger("landfall.reconcile.announce")
-
-
-def _metrics(storage: Storage, job_dir: str) -> dict[str, Any]:
-    try:
-        raw = json.loads(storage.read_bytes(job_dir + "/metrics.json"))
-    except (NotFound, ValueError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def _failure(job: dict[str, Any]) -> str:
@@ -62,12 +55,13 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
             marker = results.read_marker(storage, job_dir)
             if marker and marker.get("published_at"):
                 continue
-            doc = _metrics(storage, job_dir)
+            doc = spend.job_metrics(storage, job_dir)
             status = "succeeded" if engine.state(job) == "Succeeded" else "failed"
             message = results.from_metrics(
                 doc, job=name, dataset=str(job.get("metadata", {}).get("labels", {}).get(tfjob.DATASET_LABEL) or ""),
                 status=status, inputs_uri=tfjob.inputs_of(job) or None, storage=storage, published_by="reconciler",
-                error=None if status == "succeeded" else str(doc.get("error") or _failure(job)))
+                error=None if status == "succeeded" else str(doc.get("error") or _failure(job)),
+                estimate=spend.estimate(job, cfg)[0])
             if results.announce(storage, pubsub, cfg.results_topic, job_dir, message):
                 sent.append(name)
         except TemporaryError as exc:

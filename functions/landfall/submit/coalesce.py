@@ -32,6 +32,20 @@ Policies ``coalesce`` (default) and ``forbid``
     releases the next job of every dataset with pending requests once its head ended, so a follow-up
     starts within seconds even without new requests.
 
+The retrain policy (``landfall.core.policy``, from ``_policy_for``; all rules off by default)
+    A release is also held while the dataset's policy says so: ``quiet_s`` (no request for that long, or
+    ``max_wait_s`` since the oldest), ``min_new_instances``, ``max_jobs_per_day``, ``gpu_hours_per_day``. Held,
+    nothing changes: the requests stay pending and no job is created; ``reconcile()`` releases the job once
+    ``policy.decide`` allows, with no new arrival needed, and ``landfall status`` shows the holds and until when.
+    The decision is taken where a release is (after the head ended), on the policy's clock (``clock``, default
+    ``time.time``), from: the pending records' ``recorded_at`` (one listing: the holds a listing can decide come
+    before any record is read); the dataset's spend record (``landfall.submit.spend``: the jobs of the last 24 h
+    and their GPU-seconds, one small object, bounded); and, for ``min_new_instances`` only, what the waiting
+    arrivals add (the manifest listing's counts). With ``quiet_s`` a new request is recorded and held at once
+    without deciding (the dataset is not quiet now, by definition), so an arrival costs what it did. Concurrent
+    releasers still race for the create-only ``inputs.json``: the policy is decided against the ended head's
+    state, and at most one of them releases job ``seq+1``.
+
 Policy ``allow``
     Every request gets its own job (named from its ``request_id``), released at once; the create-only
     ``inputs.json`` makes a redelivery a duplicate.
@@ -47,16 +61,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import time
-from datetime import datetime
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 from landfall.core import rejections, retractions, snapshots, specs
 from landfall.core.config import Layout
+from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.layout import dataset_prefix, gs
-from landfall.core.messages import InputManifest, JobInputs, Rejection, TrainingRequest
+from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
+from landfall.core.policy import Decision as PolicyDecision
+from landfall.core.policy import RetrainPolicy, Waiting, decide
 from landfall.core.storage import Storage
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, spend, tfjob
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
@@ -71,16 +90,17 @@ LISTING_LAG_S = 300.0
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
-    outcome: str  # submitted | coalesced | duplicate | dropped
+    outcome: str  # submitted | coalesced | held | duplicate | dropped
     job: str | None
     detail: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Advance:
-    state: str  # released | active | idle
+    state: str  # released | active | held | idle
     job: str | None
     inputs: JobInputs | None = None
+    held: PolicyDecision | None = None  # state held: the retrain policy's holds, their reasons and until when
 
 
 def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> tuple[
@@ -102,17 +122,22 @@ def job_name_for(dataset: str, policy: str, *, request_id: str = "", seq: int = 
 
 
 def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: Storage,
-           layout: Layout | None = None) -> Decision:
-    """Decides and acts for one validated request. Raises ``TemporaryError`` (retry) or ``Invalid``."""
+           layout: Layout | None = None, clock: Callable[[], float] | None = None) -> Decision:
+    """Decides and acts for one validated request. Raises ``TemporaryError`` (retry) or ``Invalid``.
+
+    ``clock`` is the retrain policy's time (default ``time.time``; a test passes a fake one)."""
     layout = layout or Layout()
     if not cfg.bucket:  # never the bucket a request names (landfall.submit.handler)
         raise TemporaryError("LANDFALL_BUCKET is not set: not acting on the bucket a request names")
-    if cfg.datasets == "registered" and not specs.for_dataset(storage, cfg.bucket, request.dataset, layout).registered:
+    ledger = Ledger(storage, cfg.bucket, layout, clock or time.time)
+    # One metadata read per request (the body only when its generation changed): for the retrain policy, and
+    # under LANDFALL_DATASETS=registered to refuse a dataset without a spec.
+    spec, unusable = _release_spec(request.dataset, cfg, ledger)
+    if cfg.datasets == "registered" and not spec.registered and unusable is None:
         raise Invalid(f"{specs.UNKNOWN_DATASET}: dataset {request.dataset} has no spec and LANDFALL_DATASETS="
                       "registered accepts only datasets with one (`landfall datasets apply`)")
-    ledger = Ledger(storage, cfg.bucket, layout)
     if cfg.concurrency == "allow":
-        return _own_job(request, cfg, backend, ledger)
+        return _own_job(request, cfg, backend, ledger, spec, unusable)
     seq = ledger.head_seq(request.dataset)
     head = ledger.job_name(request.dataset, seq) if seq else None
     recorded, state = False, "ended"
@@ -141,26 +166,49 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
             return Decision("coalesced", head, f"waits for {head} to finish")
     if not recorded:
         ledger.record(request)
+    quiet = _policy_for(request.dataset, cfg, storage, spec).quiet_s
+    if quiet:
+        # Just recorded: the dataset is not quiet now, by definition. The reconciler releases once it is (or
+        # once the oldest waited max_wait_s); deciding here would read every waiting request per arrival.
+        return Decision("held", head, f"quiet period: released once no request came for {quiet:g} s "
+                                      f"(from {_iso(ledger.clock() + quiet)}), by the reconciler")
     step = advance(request.dataset, cfg, backend, ledger)
     if step.state == "released" and step.inputs and _covers(step.inputs, request):
         return Decision("submitted", step.job, f"{len(step.inputs.manifests)} manifests")
+    if step.state == "held" and step.held:
+        return Decision("held", step.job, f"held by the retrain policy until {_iso(step.held.until)}: "
+                                          f"{step.held.reason}")
     if step.state == "active":  # another consumer released it meanwhile (with this request, or it waits)
         return Decision("coalesced", step.job, f"joins or waits for {step.job}")
     return Decision("duplicate", step.job, "already covered")
 
 
 def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Advance:
-    """Releases ``dataset``'s next job if its head ended and requests are pending; else says why not."""
+    """Releases ``dataset``'s next job if its head ended, requests are pending and the retrain policy allows;
+    else says why not (``held``: the policy's reasons and until when; the requests stay pending)."""
+    spec, unusable = _release_spec(dataset, cfg, ledger)
+    policy = _policy_for(dataset, cfg, ledger.storage, spec)
     for _ in range(ATTEMPTS):
         seq = ledger.head_seq(dataset)
         head = ledger.job_name(dataset, seq) if seq else None
-        if head is not None and not _ended(head, cfg, backend, ledger):
-            return Advance("active", head)
+        job, covered = None, None
+        if head is not None:
+            state, job = _state(head, cfg, backend, ledger)
+            if state != "ended":
+                return Advance("active", head)
+            covered = ledger.read_inputs(head)
+        record = _spent(dataset, covered, job, cfg, ledger, policy)
+        if policy.active:  # the holds a listing can decide, before any waiting request is read
+            times = ledger.pending_times(dataset)
+            if not times:
+                return Advance("idle", head)
+            held = decide(policy, [Waiting(t) for t in times], record.past_jobs(), ledger.clock())
+            if not held.release:
+                return Advance("held", head, held=held)
         since = ledger.pending_since(dataset)
         if not since:
             return Advance("idle", head)
         pending = [r for r, _ in since]
-        covered = ledger.read_inputs(head) if head else None
         fresh = [r for r in pending if not (covered and _covers(covered, r))]
         if len(fresh) < len(pending):
             ledger.drop_pending(dataset, [r.request_id for r in pending if r not in fresh])
@@ -173,23 +221,135 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
             _reject_lost(dataset, lost, ledger)
         if not fresh:
             return Advance("idle", head, covered)
-        try:  # the spec in force now: the job is rendered from this generation, whatever is applied later
-            spec = specs.for_dataset(ledger.storage, ledger.bucket, dataset, ledger.layout)
-            with_spec(cfg, dataset, spec)
-        except Invalid as exc:  # rejected for good, as a lost request: an unusable spec never sticks its dataset
-            _reject_lost(dataset, [(r, exc) for r in fresh], ledger)
+        if policy.active:  # again, on exactly the requests this job would cover, counted for min_new_instances
+            held = decide(policy, waiting(fresh, recorded, manifests, ledger.storage, policy.min_new_instances > 0),
+                          record.past_jobs(), ledger.clock())
+            if not held.release:
+                return Advance("held", head, held=held)
+        if unusable is not None:  # rejected for good, as lost requests: an unusable spec never sticks its dataset
+            _reject_lost(dataset, [(r, unusable) for r in fresh], ledger)
             return Advance("idle", head, covered)
+        # The spec in force now: the job is rendered from this generation, whatever is applied later.
         inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
         if not ledger.create_inputs(inputs):
             continue  # another consumer released this job first: look again
         _create_job(inputs, cfg, backend, ledger)
         ledger.drop_pending(dataset, [r.request_id for r in fresh])
+        spend.released(ledger.storage, ledger.bucket, ledger.layout, inputs, ledger.clock())
         log.info("released %s with %d manifests for %d requests", inputs.job, len(inputs.manifests),
                  len(fresh), extra={"job": inputs.job, "dataset": dataset,
                                     "fields": {"manifests": len(inputs.manifests), "requests": len(fresh),
                                                "seq": inputs.seq}})
         return Advance("released", inputs.job, inputs)
     raise TemporaryError(f"jobs of {dataset} kept changing while releasing the next one")
+
+
+def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None
+                ) -> RetrainPolicy:
+    """The one place the submit stage gets a dataset's retrain policy: the process-wide defaults
+    (``LANDFALL_QUIET_S`` ...) with the dataset spec's ``retrain`` section over them (``spec``: the caller read
+    it already). A spec that cannot be used gives the defaults (its requests are rejected at the release)."""
+    try:
+        base = RetrainPolicy.load(os.environ)
+    except ValueError as exc:  # a misconfigured deployment: every request waits and retries until it is fixed
+        raise TemporaryError(f"retrain policy: {exc}") from None
+    if spec is None:
+        try:
+            spec = specs.for_dataset(storage, cfg.bucket, dataset, Layout.load())
+        except Invalid:
+            return base
+    try:
+        return RetrainPolicy.from_mapping(spec.retrain, base)
+    except ValueError:  # the schema allows only the policy's fields: a newer spec than this code
+        return base
+
+
+def _release_spec(dataset: str, cfg: JobConfig, ledger: Ledger) -> tuple[specs.DatasetSpec, Invalid | None]:
+    """The dataset's spec now, and why this deployment cannot run it (``with_spec``; a stored spec that is not
+    valid): then ``DatasetSpec(dataset)`` and the reason, which rejects the requests a release would cover."""
+    try:
+        spec = specs.for_dataset(ledger.storage, ledger.bucket, dataset, ledger.layout)
+        with_spec(cfg, dataset, spec)
+    except Invalid as exc:
+        return specs.DatasetSpec(dataset), exc
+    return spec, None
+
+
+def _spent(dataset: str, head: JobInputs | None, job: dict | None, cfg: JobConfig, ledger: Ledger,
+           policy: RetrainPolicy) -> spend.Record:
+    """The dataset's spend record, with the ended head's GPU-seconds in it (``landfall.submit.spend``)."""
+    if head is None:  # no job yet: nothing spent
+        return (spend.read(ledger.storage, ledger.bucket, ledger.layout, dataset)[0] if policy.active
+                else spend.Record(dataset))
+    return spend.ended(ledger.storage, ledger.bucket, ledger.layout, head, job, cfg, ledger.clock())
+
+
+def waiting(requests: list[TrainingRequest], recorded: dict[str, float], manifests: list[InputManifest],
+            storage: Storage, count: bool = True) -> list[Waiting]:
+    """The waiting requests as the policy sees them: when each was recorded and, with ``count``, what it adds
+    (its arrival's instances: the listing's count, else the manifest's), or for a manual request, that someone
+    asked for the run."""
+    counts = {m.uri: m.count for m in manifests}
+    out = []
+    for r in requests:
+        instances = counts.get(r.manifest) if count else None
+        if count and r.reason == "arrival" and instances is None:
+            try:
+                instances = Manifest.from_json(storage.read_bytes(r.manifest), r.manifest).count
+            except (NotFound, Invalid):
+                instances = 0  # gone or unreadable: it adds nothing
+        out.append(Waiting(recorded[r.request_id], instances, manual=r.reason == "manual"))
+    return out
+
+
+def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, layout: Layout | None = None,
+            clock: Callable[[], float] | None = None) -> dict:
+    """Read-only, for ``landfall status``: the dataset's retrain policy, its spend over 24 h and 30 days against
+    the budget, and, with requests waiting, what the next release waits for (the running head, or the policy's
+    holds, each with its reason and until when)."""
+    ledger = Ledger(storage, cfg.bucket, layout or Layout(), clock or time.time)
+    policy, now = _policy_for(dataset, cfg, storage), ledger.clock()
+    record, _ = spend.read(storage, ledger.bucket, ledger.layout, dataset)
+    seq = ledger.head_seq(dataset)
+    head = ledger.job_name(dataset, seq) if seq else None
+    state, job = ("ended", None) if head is None else _peek(head, backend, ledger)
+    entry = record.entry(head) if head else None
+    if head is not None and state == "ended" and (entry is None or entry.get("ended_at") is None):
+        released = cost_epoch(ledger.read_inputs(head).released_at) if entry is None else float(entry["released_at"])
+        entry = entry or {"job": head, "seq": seq, "released_at": min(now, released or now)}
+        entry.update(spend.measure(storage, ledger.bucket, ledger.layout, head, job, cfg, float(entry["released_at"]),
+                                   now))
+        record.jobs = [e for e in record.jobs if e.get("job") != head] + [entry]  # in memory only
+    out: dict = {"policy": policy.describe(), "spend": spend.summary(record, policy, now)}
+    since = ledger.pending_since(dataset)
+    if not since:
+        return out
+    if state != "ended":
+        out["next"] = {"state": "waiting_for_job", "job": head}
+        return out
+    recorded = {r.request_id: t for r, t in since}
+    requests = [r for r, _ in since]
+    held = decide(policy, waiting(requests, recorded, [], storage, policy.min_new_instances > 0), record.past_jobs(),
+                  now)
+    out["next"] = ({"state": "releasable"} if held.release else
+                   {"state": "held", "until": _iso(held.until), "reason": held.reason,
+                    "holds": [{"rule": h.rule, "reason": h.reason, "until": _iso(h.until)} for h in held.holds]})
+    return out
+
+
+def _peek(name: str, backend: Backend, ledger: Ledger) -> tuple[str, dict | None]:
+    """``_state`` without acting: a released job whose TFJob is missing and was never created is ``active`` with
+    no object (``_state`` creates it)."""
+    submitted = ledger.was_submitted(name)
+    try:
+        job = backend.get(name)
+        return ("ended" if engine.is_finished(job) else "active"), job
+    except NotFound:
+        return ("ended" if submitted else "active"), None
+
+
+def _iso(t: float | None, timespec: str = "seconds") -> str:
+    return "-" if t is None else datetime.fromtimestamp(t, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def _covers(inputs: JobInputs, request: TrainingRequest) -> bool:
@@ -217,7 +377,8 @@ def _sort_out(dataset: str, requests: list[TrainingRequest], manifests: list[Inp
             lost.append((r, NotFound(f"request {r.request_id} names {r.manifest}, which no longer exists (deleted, "
                                      "or swept by the lifecycle rule, before a job was released for it)")))
             continue
-        age = time.time() - recorded.get(r.request_id, time.time())
+        now = ledger.clock()
+        age = now - recorded.get(r.request_id, now)
         if age < LISTING_LAG_S:
             raise TemporaryError(f"request {r.request_id} names {r.manifest}, which {where} lacks (listing lag?): "
                                  f"retried for {LISTING_LAG_S:.0f} s after it was recorded ({age:.0f} s ago)")
@@ -243,6 +404,7 @@ def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[Traini
     job = ledger.job_name(dataset, seq)
     inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
                        requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
+                       released_at=_iso(ledger.clock(), "milliseconds"),  # on the policy's clock
                        spec_generation=spec_generation)
     # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
     return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
@@ -300,19 +462,17 @@ def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple
 
     ``submitted.json`` is read *before* the TFJob: read after, a releaser could create the TFJob and mark
     it between the two reads, and a job that just started would look deleted, hence ended."""
-    submitted = ledger.was_submitted(name)
-    try:
-        job = backend.get(name)
-        return ("ended" if engine.is_finished(job) else "active"), job
-    except NotFound:
-        pass
-    if submitted:
-        return "ended", None
-    _create_job(ledger.read_inputs(name), cfg, backend, ledger)
-    return "created", None
+    state, job = _peek(name, backend, ledger)
+    if state == "active" and job is None:  # released, never created
+        _create_job(ledger.read_inputs(name), cfg, backend, ledger)
+        return "created", None
+    return state, job
 
 
-def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Decision:
+def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger,
+             spec: specs.DatasetSpec, unusable: Invalid | None = None) -> Decision:
+    if unusable is not None:
+        raise unusable  # the handler records the rejection
     name = job_name_for(request.dataset, "allow", request_id=request.request_id)
     manifests, listing = _resolve(request.dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
     # Not recorded pending: its age is its publish time's.
@@ -320,8 +480,6 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
                             {request.request_id: _epoch(request.arrived_at)})
     if lost:
         raise lost[0][1]  # the handler records the rejection
-    spec = specs.for_dataset(ledger.storage, ledger.bucket, request.dataset, ledger.layout)
-    with_spec(cfg, request.dataset, spec)  # Invalid: the handler records the rejection
     inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing,
                                              spec.generation), job=name)
     created = ledger.create_inputs(inputs)
@@ -334,19 +492,18 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
 
 
 def _epoch(stamp: str) -> float:
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return time.time()
+    t = cost_epoch(stamp)
+    return time.time() if t is None else t
 
 
 def reconcile(backend: Backend, storage: Storage, cfg: JobConfig, layout: Layout | None = None,
-              dataset: str | None = None) -> list[str]:
-    """Releases the next job of every dataset (or of ``dataset``) with pending requests whose head ended."""
+              dataset: str | None = None, clock: Callable[[], float] | None = None) -> list[str]:
+    """Releases the next job of every dataset (or of ``dataset``) with pending requests whose head ended,
+    once its retrain policy allows (a held release needs no new arrival to move)."""
     layout = layout or Layout()
     if not cfg.bucket:
         return []
-    ledger = Ledger(storage, cfg.bucket, layout)
+    ledger = Ledger(storage, cfg.bucket, layout, clock or time.time)
     released = []
     for ds in [dataset] if dataset else ledger.datasets_with_pending():
         step = advance(ds, cfg, backend, ledger)

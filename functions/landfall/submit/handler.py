@@ -8,8 +8,9 @@ the TFJob (``landfall.submit.tfjob``) and create it through the configured backe
 
 Outcomes, as Pub/Sub users expect them:
 
-- ``submitted`` / ``coalesced`` / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING):
-  returns normally, the message is acknowledged.
+- ``submitted`` / ``coalesced`` / ``held`` (recorded; the dataset's retrain policy holds its release:
+  ``landfall.core.policy``) / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING): returns
+  normally, the message is acknowledged.
 - ``rejected``: a permanent error (malformed request, a manifest that is missing, unreadable as JSON
   or invalid, a manifest of another dataset, a TFJob the API server refuses with 422). Acknowledged,
   logged as ERROR and recorded as ``gs://BUCKET/rejected/<dataset>/request-<request_id>.json``
@@ -99,7 +100,7 @@ def handle_message(data: bytes | str | None, attributes: dict[str, Any] | None, 
     try:
         request = TrainingRequest.from_message(data, attributes)
         manifest = validate(request, rt)
-        decision = coalesce.submit(request, rt.config, backend_of(rt), rt.storage, rt.layout)
+        decision = coalesce.submit(request, rt.config, backend_of(rt), rt.storage, rt.layout, rt.clock)
     except PermanentError as exc:
         _reject(data, attributes, request, exc, rt)
         return "rejected"

@@ -3,6 +3,9 @@
 - ``gs://B/requests/<D>/pending/<request_id>.json``: a request not yet covered by a released job (the
   request as received). Written on receipt, deleted once a released job covers it. A waiting follow-up
   *is* this set: no TFJob waits suspended (Kueue owns ``suspend``), so the set is bounded by what waits.
+  Its custom metadata ``recorded_at`` is when it was recorded, on the stage's clock (seconds since the epoch;
+  a record without it: its generation's write time), so the retrain policy's quiet period is decided from a
+  listing, without reading the records.
 - ``gs://B/received/<D>/<request_id>.json``: this request was recorded pending before (it is written
   after the pending record, create-only, and never removed; the bucket's lifecycle deletes it after
   Pub/Sub's longest retention). A later delivery of the same request, however late, is a duplicate,
@@ -24,6 +27,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from landfall.core.config import Layout
@@ -34,6 +39,15 @@ from landfall.core.storage import Storage
 from landfall.submit import tfjob
 
 DELETE_WORKERS = 16
+RECORDED_AT = "recorded_at"
+
+
+def recorded_at(info: Any) -> float:
+    """When a pending record was recorded: its ``recorded_at`` metadata, else its generation (write time, in µs)."""
+    try:
+        return float((info.metadata or {})[RECORDED_AT])
+    except (KeyError, TypeError, ValueError):
+        return float(info.generation) / 1e6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +55,7 @@ class Ledger:
     storage: Storage
     bucket: str
     layout: Layout
+    clock: Callable[[], float] = time.time  # the retrain policy's time (a test passes a fake clock)
 
     # -- pending requests ---------------------------------------------------------------------------------
     def _pending_prefix(self, dataset: str) -> str:
@@ -48,7 +63,8 @@ class Ledger:
 
     def add_pending(self, request: TrainingRequest) -> None:
         self.storage.write_bytes(self._pending_prefix(request.dataset) + f"{request.request_id}.json",
-                                 request.to_json(), content_type="application/json")
+                                 request.to_json(), content_type="application/json",
+                                 metadata={RECORDED_AT: repr(self.clock())})
 
     def _received_uri(self, request: TrainingRequest) -> str:
         return gs(self.bucket, f"{self.layout.received_prefix}{request.dataset}/{request.request_id}.json")
@@ -73,12 +89,16 @@ class Ledger:
         for info in sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
                            key=lambda i: (i.generation, i.uri)):
             try:
-                out.append((TrainingRequest.from_message(self.storage.read_bytes(info.uri)), info.generation / 1e6))
+                out.append((TrainingRequest.from_message(self.storage.read_bytes(info.uri)), recorded_at(info)))
             except NotFound:
                 continue  # covered and removed by a concurrent release
             except Invalid:
                 self.storage.delete(info.uri)  # not ours to keep: it could never be covered
         return out
+
+    def pending_times(self, dataset: str) -> list[float]:
+        """When each pending request was recorded, from one listing (no record is read)."""
+        return [recorded_at(i) for i in self.storage.list_objects(self._pending_prefix(dataset), suffix=".json")]
 
     def drop_pending(self, dataset: str, request_ids: list[str]) -> None:
         uris = [self._pending_prefix(dataset) + f"{rid}.json" for rid in request_ids]

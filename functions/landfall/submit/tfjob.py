@@ -24,7 +24,8 @@ The object
   1-127 on permanent errors, 128 and up on retryable ones), one container named ``tensorflow`` (the
   training operator sets ``TF_CONFIG`` only on that name) running ``python -m trainer.task`` with
   ``--inputs`` (the inputs URI), ``--job-dir gs://BUCKET/runs/<job>``, the epochs, the batch size and
-  extra trainer flags;
+  extra trainer flags; ``LANDFALL_GPUS_PER_WORKER`` and ``LANDFALL_ACCELERATOR`` in its environment (for the
+  job's cost, which the chief records);
   ``nvidia.com/gpu`` limits, the GKE accelerator node selector and the ``nvidia.com/gpu`` toleration
   (both left out when ``gpus_per_worker`` is 0), and ``serviceAccountName`` (Workload Identity).
 - ``spec.runPolicy``: ``cleanPodPolicy``, ``backoffLimit``, ``activeDeadlineSeconds``,
@@ -117,7 +118,10 @@ def container(cfg: JobConfig, name: str, inputs_uri: str, runs_prefix: str = "ru
         "command": ["python", "-m", "trainer.task"],
         "args": container_args(cfg, name, inputs_uri, runs_prefix),
         # The project names the results topic the chief publishes to (trainer.verdict.publish_result).
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "GOOGLE_CLOUD_PROJECT", "value": cfg.project}],
+        # What the job is given, for the cost the chief records (gpu_seconds, estimated_cost: trainer.task).
+        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "GOOGLE_CLOUD_PROJECT", "value": cfg.project},
+                {"name": "LANDFALL_GPUS_PER_WORKER", "value": str(cfg.gpus_per_worker)},
+                {"name": "LANDFALL_ACCELERATOR", "value": cfg.accelerator}],
         "resources": resources,
     }
 

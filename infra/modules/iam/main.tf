@@ -136,8 +136,8 @@ resource "google_storage_bucket_iam_member" "submitter_write_rejections" {
 # dataset's next job under requests/ (written, read, deleted once covered), each request's
 # create-only record under received/ (how a late redelivery is recognised), and each
 # released job's runs/<job>/inputs.json and submitted.json (created once, read). Nothing
-# else under runs/: the trainer's metrics and models, and the reconciler's result.json,
-# stay out of its reach.
+# else under runs/ is written: the trainer's metrics and models, and the reconciler's
+# result.json, stay out of its reach (metrics.json is read only: below).
 resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   bucket = var.bucket_name
   role   = "roles/storage.objectUser"
@@ -145,6 +145,19 @@ resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   condition {
     title      = "requests-and-job-inputs"
     expression = "${local.prefix_condition["requests"]} || ${local.prefix_condition["received"]} || (${local.prefix_condition["runs"]} && (resource.name.endsWith(\"/inputs.json\") || resource.name.endsWith(\"/submitted.json\")))"
+  }
+}
+
+# The retrain policy's GPU budget (landfall.core.policy, landfall.submit.spend) counts each
+# ended job's gpu_seconds, which its chief records in runs/<job>/metrics.json: read only,
+# nothing else the trainer writes.
+resource "google_storage_bucket_iam_member" "submitter_read_job_metrics" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["submitter"].member
+  condition {
+    title      = "job-metrics-only"
+    expression = "${local.prefix_condition["runs"]} && resource.name.endsWith(\"/metrics.json\")"
   }
 }
 

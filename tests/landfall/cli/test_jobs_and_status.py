@@ -129,7 +129,7 @@ def spied_reconcile(monkeypatch):
 
     calls, outcome = [], {"result": ["job-released"]}
 
-    def spy(backend, storage, cfg, layout=None, dataset=None):
+    def spy(backend, storage, cfg, layout=None, dataset=None, clock=None):
         calls.append(dataset)
         if isinstance(outcome["result"], Exception):
             raise outcome["result"]

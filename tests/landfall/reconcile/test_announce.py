@@ -118,3 +118,29 @@ def test_a_jobset_that_failed_without_a_chief_is_announced_once(emulator_stack, 
     r = results.Result.from_json(m.data)
     assert (r.job, r.status, r.published_by) == (name, "failed", "reconciler")
     assert "FailJobSet" in r.error
+
+
+def test_a_job_that_ended_without_a_chief_is_announced_with_its_estimated_cost(emulator_stack, bucket, tmp_path):
+    """No ``metrics.json`` gpu_seconds: the reconciler estimates from the job's start and end times and resources
+    (2 workers x 1 GPU for 600 s), and says so (``cost_basis: job_object``)."""
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    topic = unique("results")
+    pubsub.ensure_topic(topic)
+    pubsub.ensure_subscription(topic, topic)
+    backend = LocalBackend(tmp_path / "state")
+    rt = runtime(emulator_stack, bucket, backend, results_topic=topic, workers=2, gpus_per_worker=1,
+                 accelerator="nvidia-l4")
+    name, _ = _job(emulator_stack, bucket, backend, rt, tmp_path, "costly")
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "pods killed",
+              "lastTransitionTime": "2026-01-01T00:10:00Z"}
+    backend.patch_status(name, {"startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:10:00Z",
+                                "conditions": [failed]})
+    assert announce.announce_finished(backend, storage, pubsub, rt.config) == [name]
+    (m,) = pull_all(pubsub, topic, timeout_s=6.0)
+    r = results.Result.from_json(m.data)
+    assert (r.gpu_seconds, r.accelerator, r.cost_basis) == (1200.0, "nvidia-l4", "job_object")
+    assert r.estimated_cost == round(1200 / 3600 * 0.56, 6)
+    # A message from before the cost fields existed still decodes (they are None).
+    old = {k: v for k, v in json.loads(m.data).items()
+           if k not in ("gpu_seconds", "accelerator", "estimated_cost", "cost_basis")}
+    assert results.Result.from_json(json.dumps(old)).gpu_seconds is None

@@ -1,0 +1,58 @@
+"""What a job's GPUs cost: GPU-seconds and an estimate in USD from ``landfall.core.accelerators.prices()``.
+
+GPU-seconds are workers x GPUs per worker x the job's wall time (its first worker's start to its end). The
+trainer's chief records them in ``metrics.json`` (``gpu_seconds``, ``accelerator``, ``estimated_cost``) and in
+the result message; a job that ended without a chief to do so is estimated from its start and end times and
+its resources (``cost_basis: job_object``), and one whose object is gone as well from the times its
+``metrics.json`` holds (``metrics_times``) or from its release to when it was found finished, never past its
+deadline (``released_to_found_ended``, an upper bound); ``landfall.submit.spend`` says which. The price table
+is a stated default (see ``landfall.core.accelerators``); an accelerator it does not price costs ``None``
+(unknown), not 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from landfall.core import accelerators
+
+BASES = ("chief", "job_object", "metrics_times", "released_to_found_ended")
+
+
+def gpu_seconds(workers: int, gpus_per_worker: int, wall_s: float) -> float:
+    return round(max(0, workers) * max(0, gpus_per_worker) * max(0.0, wall_s), 3)
+
+
+def estimated_cost(seconds: float | None, accelerator: str, env: Mapping[str, str] | None = None) -> float | None:
+    """USD for ``seconds`` GPU-seconds of ``accelerator``; 0 for no GPU time; ``None`` when it has no price."""
+    if seconds is None:
+        return None
+    if not seconds:
+        return 0.0
+    price = accelerators.prices(env).get(accelerator)
+    return None if price is None else round(seconds / 3600.0 * price, 6)
+
+
+def fields(workers: int, gpus_per_worker: int, wall_s: float, accelerator: str, basis: str,
+           env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The cost fields a ``metrics.json`` and a result message carry."""
+    seconds = gpu_seconds(workers, gpus_per_worker, wall_s)
+    return {"gpu_seconds": seconds, "accelerator": accelerator or None,
+            "estimated_cost": estimated_cost(seconds, accelerator, env), "cost_basis": basis}
+
+
+def epoch(stamp: Any) -> float | None:
+    """Seconds since the epoch from an ISO 8601 timestamp (``...Z`` or with an offset); ``None`` if it is not one."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def wall_s(started_at: Any, ended_at: Any) -> float | None:
+    start, end = epoch(started_at), epoch(ended_at)
+    return None if start is None or end is None else max(0.0, end - start)
