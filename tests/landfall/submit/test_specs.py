@@ -140,3 +140,16 @@ def test_render_job_prints_the_job_as_the_release_renders_it_from_the_spec(emula
     (submitted,) = rt.backend.list(dataset)
     assert submitted["spec"] == printed["spec"] and engine.workers_of(printed) == 3
     assert flag(args_of(printed), "--units") == "8"
+
+
+def test_a_spec_retrain_section_is_the_dataset_policy_over_the_environment(emulator_stack, bucket, tmp_path):
+    storage = emulator_stack.storage
+    backend = LocalBackend(tmp_path / "state")
+    rt = runtime(emulator_stack, bucket, backend)
+    specs.apply(storage, bucket, spec("quiet", retrain={"quiet_s": 10}))
+    quiet, eager = convert_arrival(storage, bucket, "quiet", tmp_path), convert_arrival(storage, bucket, "eager",
+                                                                                         tmp_path, seed=1)
+    decision = coalesce.submit(quiet, rt.config, backend, storage)
+    assert decision.outcome == "held" and "quiet period" in decision.detail
+    assert coalesce.submit(eager, rt.config, backend, storage).outcome == "submitted"  # no spec: today's policy
+    assert coalesce._policy_for("quiet", rt.config, storage).quiet_s == 10
