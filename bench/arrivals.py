@@ -127,7 +127,7 @@ def input_work(inputs_uri: str, work: Path, batch: int) -> dict:
     t0 = time.perf_counter()
     inputs = load_manifests(storage, [inputs_uri], SHAPE)
     plan = plan_inputs(inputs, 1, 0, batch, 0.1, 0)
-    paths = stage(storage, plan, work, workers=8)
+    paths = stage(storage, plan, work)  # the trainer's default concurrency
     return {"inputs_s": round(time.perf_counter() - t0, 2), "requests": counter.n, "files": len(set(paths)),
             "inputs_json_bytes": len(storage.read_bytes(inputs_uri))}
 

@@ -30,7 +30,9 @@ class TrainerConfig(Settings):
     warm_start: str = "auto"  # auto (the dataset's newest succeeded model) | none | a model URI
     # Input pipeline.
     shuffle_buffer: int = 16384
-    download_workers: int = 8
+    # Staging is latency-bound on Cloud Storage (tens of ms a small object) before compaction (one file per
+    # arrival): 32 at a time; on the CPU-bound emulator 8 and 32 stage alike (2,000 files: 5.2-5.6 s either way).
+    download_workers: int = 32
     verify_crc32c: bool = True  # check every staged shard against the manifest's crc32c
     work_dir: str = ""  # local scratch (staged shards, checkpoints before upload); default under $TMPDIR
     # Distribution.

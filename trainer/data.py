@@ -1,15 +1,16 @@
 """The tf.data input pipeline over staged TFRecord shards (``landfall.core.records`` format).
 
-Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of
-a staged shard file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK``
-serialized records; the deterministic hold-out (same integer hash of the record
-index as ``trainer.inputs``) is applied to a whole block with one mask, and the block is parsed with
-one ``parse_example`` + ``decode_raw`` and normalised per feature. Shuffling is vectorised too: the
-range order is reshuffled on every pass, and the instances are permuted within windows of
-``shuffle_buffer`` instances (one gather per window) before they are cut into training batches with
-``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one epoch.
-Every per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost
-tens of microseconds per instance in tf.data, more than reading and parsing together.
+Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of a staged
+shard file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records
+(consecutive small files that hold nothing but their arrival's records, as a dataset of many small arrivals
+has before compaction, are read as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic
+hold-out (same integer hash of the record index as ``trainer.inputs``) is applied to a whole block with one
+mask, and the block is parsed with one ``parse_example`` + ``decode_raw`` and normalised per feature.
+Shuffling is vectorised too: the range order is reshuffled on every pass, and the instances are permuted
+within windows of ``shuffle_buffer`` instances (one gather per window) before they are cut into training
+batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one epoch. Every
+per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost tens of
+microseconds per instance in tf.data, more than reading and parsing together.
 """
 
 from __future__ import annotations
@@ -31,31 +32,45 @@ READ_BUFFER = 4 * 1024 * 1024
 BLOCK = 1024  # records read, filtered and parsed together
 
 
-def read_blocks(slices: Sequence[tuple[str, int, int, Sequence[tuple[int, int]]]], threshold: int, split: str, *,
-                deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
+JOIN_RECORDS = 16 * BLOCK  # consecutive small whole files are read as one stream of at most this many records
+
+Path_ = str | Sequence[str]  # one staged file, or several read as the concatenation of their records
+
+
+def _files(path: Path_) -> list[str]:
+    return [str(path)] if isinstance(path, str | os.PathLike) else [str(p) for p in path]
+
+
+def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, int]]]], threshold: int, split: str,
+                *, deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
     """Vectors of serialized records of ``split`` from ``slices``: ``(path, start, stop, segments)``, the
-    records ``[start, stop)`` of a staged file, where ``segments`` are ``(first, salt)``: from record
-    ``first`` on (ascending, the first at ``start``) the hold-out hash of record ``i`` is
-    ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a compacted file holds many arrivals, each with its salt).
-    ``ALL``: every record of them."""
+    records ``[start, stop)`` of a staged file (or of several, ``path`` a sequence: their records in turn, as
+    ``_joined`` makes), where ``segments`` are ``(first, salt)``: from record ``first`` on (ascending, the
+    first at ``start``) the hold-out hash of record ``i`` is ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a
+    compacted file holds many arrivals, each with its salt). ``ALL``: every record of them."""
     if split not in (TRAIN, VALIDATION, ALL):
         raise ValueError(f"split must be {TRAIN}, {VALIDATION} or {ALL}, got {split!r}")
-    paths = [str(s[0]) for s in slices]
+    groups = [_files(s[0]) for s in slices]
+    paths = [p for g in groups for p in g]
+    path_ends = np.cumsum([len(g) for g in groups], dtype=np.int64)
     firsts = [int(f) for s in slices for f, _ in s[3]]
     salts = [int(v) for s in slices for _, v in s[3]]
     ends = np.cumsum([len(s[3]) for s in slices], dtype=np.int64)
     los = (ends - [len(s[3]) for s in slices]).tolist()
+    n = len(slices)
     files = tf.data.Dataset.from_tensor_slices((
-        tf.constant(paths, tf.string, shape=[len(paths)]),
-        tf.constant([s[1] for s in slices], tf.int64, shape=[len(paths)]),
-        tf.constant([s[2] for s in slices], tf.int64, shape=[len(paths)]),
-        tf.constant(los, tf.int64, shape=[len(paths)]),
-        tf.constant(ends.tolist(), tf.int64, shape=[len(paths)]),
+        tf.constant((path_ends - [len(g) for g in groups]).tolist(), tf.int64, shape=[n]),
+        tf.constant(path_ends.tolist(), tf.int64, shape=[n]),
+        tf.constant([s[1] for s in slices], tf.int64, shape=[n]),
+        tf.constant([s[2] for s in slices], tf.int64, shape=[n]),
+        tf.constant(los, tf.int64, shape=[n]),
+        tf.constant(ends.tolist(), tf.int64, shape=[n]),
     ))
+    all_paths = tf.constant(paths, tf.string, shape=[len(paths)])
     all_firsts = tf.constant(firsts, tf.int64, shape=[len(firsts)])
     all_salts = tf.constant(salts, tf.int64, shape=[len(salts)])
-    if shuffle_files is not None and len(paths) > 1:
-        files = files.shuffle(len(paths), seed=shuffle_files, reshuffle_each_iteration=True)
+    if shuffle_files is not None and n > 1:
+        files = files.shuffle(n, seed=shuffle_files, reshuffle_each_iteration=True)
     # With no hold-out every record is a training record: training needs no mask then.
     filtered = split == VALIDATION or (split == TRAIN and threshold > 0)
 
@@ -64,9 +79,10 @@ def read_blocks(slices: Sequence[tuple[str, int, int, Sequence[tuple[int, int]]]
         held_out = hashed < threshold
         return held_out if split == VALIDATION else tf.logical_not(held_out)
 
-    def one_file(path: tf.Tensor, start: tf.Tensor, stop: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor
+    def one_file(plo: tf.Tensor, phi: tf.Tensor, start: tf.Tensor, stop: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor
                  ) -> tf.data.Dataset:
-        records = tf.data.TFRecordDataset(path, buffer_size=READ_BUFFER).skip(start).take(stop - start)
+        # A list of TFRecord files reads as their records in turn: the positions ``_joined`` gave them.
+        records = tf.data.TFRecordDataset(all_paths[plo:phi], buffer_size=READ_BUFFER).skip(start).take(stop - start)
         blocks = records.batch(BLOCK)
         if not filtered:
             return blocks
@@ -81,7 +97,7 @@ def read_blocks(slices: Sequence[tuple[str, int, int, Sequence[tuple[int, int]]]
 
     return files.interleave(
         one_file,
-        cycle_length=max(1, min(len(paths), 8)),
+        cycle_length=max(1, min(n, 8)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=deterministic,
     )
@@ -126,6 +142,30 @@ def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int
     return out
 
 
+def _joined(slices: Sequence[tuple[str, int, int, list[tuple[int, int]]]], sizes: dict[str, int],
+            limit: int = JOIN_RECORDS) -> list[tuple[tuple[str, ...], int, int, list[tuple[int, int]]]]:
+    """Consecutive slices of small whole files (``sizes``: the records of each staged file that holds exactly
+    its shard) as one slice over the files in turn, up to ``limit`` records: a slice that ends where its file
+    ends is followed by the next one starting at that file's first record, with the next file's positions
+    shifted by the records before it and each segment's salt shifted back by as many, so every record keeps its
+    hold-out hash. Before compaction a dataset of many small arrivals is then read in blocks of ``BLOCK``
+    records, as a compacted one is, instead of one pipeline (and one tiny block) per file."""
+    out: list[tuple[tuple[str, ...], int, int, list[tuple[int, int]]]] = []
+    offset, open_end = 0, False  # records of the current group's files; its last slice ends at its file's end
+    for path, start, stop, segments in slices:
+        size = sizes.get(path)
+        if out and open_end and start == 0 and size is not None and out[-1][2] - out[-1][1] + stop <= limit:
+            files, lo, _, segs = out[-1]
+            shifted = [(first + offset, (salt - offset * HASH_MULTIPLIER) % HASH_MODULUS) for first, salt in segments]
+            out[-1] = ((*files, path), lo, offset + stop, [*segs, *shifted])
+        else:
+            out.append(((path,), start, stop, list(segments)))
+            offset = 0
+        offset += size or 0
+        open_end = size is not None and stop == size
+    return out
+
+
 def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], split: str, *, mean=None, std=None,
                    deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
     """Blocks of parsed (and normalised) instances, float32 [n, T, F], of ``split`` for this worker: exactly
@@ -135,8 +175,9 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
                               shuffle_files=shuffle_files).concatenate(
             read_instances(plan, paths, shape, VALIDATION, mean=mean, std=std, deterministic=deterministic,
                            shuffle_files=shuffle_files))
-    blocks = read_blocks(_slices(plan, paths, split), plan.threshold, split, deterministic=deterministic,
-                         shuffle_files=shuffle_files)
+    sizes = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True) if plan.shards[i].whole}
+    blocks = read_blocks(_joined(_slices(plan, paths, split), sizes), plan.threshold, split,
+                         deterministic=deterministic, shuffle_files=shuffle_files)
     return blocks.map(parser(shape, mean, std), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 

@@ -42,7 +42,8 @@ MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
 HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
 HASH_MODULUS = 2**32
-READ_WORKERS = 16  # manifests and snapshot parts read at once
+READ_WORKERS = 32  # manifests read at once (latency-bound: one small object each)
+DOWNLOAD_WORKERS = 32  # files staged at once (TrainerConfig.download_workers)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,7 @@ class ShardRef:
     start: int = 0
     arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
     arrival_start: int = 0
+    whole: bool = False  # the file holds exactly these records (a converted arrival's shard): nothing else
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,7 +181,8 @@ def _snapshot_shards(storage: Storage, uri: str, skip: list[str], shape: tuple[i
                 found.append(aid)
                 continue
             refs.append(ShardRef(shard.uri, int(count), int(shard.bytes), shard.crc32c, snap.manifest_of(aid),
-                                 int(start), aid, int(first)))
+                                 int(start), aid, int(first),
+                                 whole=len(shard.ranges) == 1 and int(start) == 0 and int(count) == shard.count))
     retracted = pool.map(lambda a: _read_manifest(storage, snap.manifest_of(a), shape), sorted(set(found)))
     stats.extend((-m.count, m.stats.mean, m.stats.std) for m in retracted)
     return refs, stats, snap.dataset
@@ -205,7 +208,7 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
         first = 0
         for s in manifest.shards:
             ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
-                           first)
+                           first, whole=True)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
             first += ref.count
@@ -399,7 +402,8 @@ def _check_staged(path: Path, shard: ShardRef, verify: bool) -> str | None:
     return None
 
 
-def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = 8, verify: bool = True) -> list[Path]:
+def stage(storage: Storage, plan: Plan, local_dir: Path, workers: int = DOWNLOAD_WORKERS, verify: bool = True
+          ) -> list[Path]:
     """Downloads this worker's shards (parallel), reusing valid copies from an earlier attempt.
 
     Returns local paths in the order of ``plan.mine``. A missing shard raises ``NotFound``; a shard

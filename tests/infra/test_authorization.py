@@ -84,6 +84,34 @@ BOOKKEEPING: list[Op] = [
 # Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
 SPEC = data("config/datasets/pump-7.json")
 READS_SPEC: list[Op] = [("storage.objects.get", SPEC, "core.specs.for_dataset: the spec's generation and body")]
+# Compaction and snapshots (landfall.arrival.compact, landfall.core.snapshots): the names the code writes.
+SNAPSHOT = data("snapshots/pump-7/00000003.json")
+NEXT_SNAPSHOT = data("snapshots/pump-7/00000004.json")
+ATTEMPT = "compacted/pump-7/00000004-0a1b2c3d/"
+OLD_PART = data("compacted/pump-7/00000003-9f8e7d6c/part-00000.json")
+OLD_SHARD = data("compacted/pump-7/00000003-9f8e7d6c/part-00000.tfrecord")
+ARRIVAL_SHARD = data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord")
+COMPACTS: list[Op] = [
+    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed / arrival.compact.pending_work: the listings"),
+    ("storage.objects.get", SNAPSHOT, "core.snapshots.latest: the newest snapshot"),
+    ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: its parts"),
+    ("storage.objects.create", data(ATTEMPT + "fence"), "arrival.compact: the fence, before the listing"),
+    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "arrival.compact: the new arrivals"),
+    ("storage.objects.get", ARRIVAL_SHARD, "arrival.compact._checked: an arrival's shard, copied"),
+    ("storage.objects.get", OLD_SHARD, "arrival.compact._checked: a small compacted shard, rewritten"),
+    ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord"), "arrival.compact._Writer: a new shard"),
+    ("storage.objects.create", data(ATTEMPT + "part-00000.json"), "arrival.compact: the snapshot's parts"),
+    ("storage.objects.create", NEXT_SNAPSHOT, "arrival.compact: the snapshot, create-only, last"),
+    ("storage.objects.delete", data(ATTEMPT + "fence"), "arrival.compact: the fence, once the snapshot exists"),
+]
+RELEASES_ON_SNAPSHOT: list[Op] = [
+    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed: the dataset's snapshots"),
+    ("storage.objects.get", SNAPSHOT, "core.snapshots.with_snapshot: the newest one's fence"),
+]
+# What only the compactor writes, and what a snapshot makes immutable: nobody else may touch them.
+WRITES_SNAPSHOTS = [("storage.objects.create", NEXT_SNAPSHOT), ("storage.objects.delete", SNAPSHOT),
+                    ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord")),
+                    ("storage.objects.delete", OLD_SHARD)]
 TRAINER_TOUCHES = [data("runs/pump-7-3/checkpoint"), data("runs/pump-7-3/model/saved_model.pb"),
                    data("models/pump-7/champion.json")]
 
@@ -93,20 +121,23 @@ OPERATIONS: dict[str, list[Op]] = {
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
                   ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB), "core.cloudrun: one execution")],
-    "convert-job": [*READS_SPEC, *READS_ARRIVAL,
+    "convert-job": [*READS_SPEC, *READS_ARRIVAL, *COMPACTS,
                     ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
                     ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],
-    "submitter": [*READS_SPEC, *BOOKKEEPING,
+    "submitter": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
                   ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
                   ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
-    "reconciler": [*READS_SPEC, *BOOKKEEPING,
+    "reconciler": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
                    ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
                    ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
                    ("pubsub.topics.publish", RESULTS, "core.results: the result message")],
     "trainer": [*READS_SPEC, ("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
-                ("storage.objects.get", data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord"), "staging shards"),
+                ("storage.objects.get", ARRIVAL_SHARD, "staging shards"),
                 ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "trainer.inputs: the job's inputs"),
+                ("storage.objects.get", SNAPSHOT, "trainer.inputs._snapshot_shards: the snapshot inputs.json names"),
+                ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: its parts"),
+                ("storage.objects.get", OLD_SHARD, "trainer.inputs.stage: a compacted shard"),
                 *[(p, r, "trainer: checkpoints, model, metrics") for r in TRAINER_TOUCHES[:2]
                   for p in ("storage.objects.create", "storage.objects.get", "storage.objects.delete")],
                 ("storage.objects.update", data("models/pump-7/champion.json"), "core.champion: generation-guarded"),
@@ -165,25 +196,31 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
     "converter": [("storage.objects.create", SPEC), ("storage.objects.create", data("incoming/pump-7/x.csv")),
                   ("storage.objects.get",
                   data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
-                  ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1])],
+                  ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1]),
+                  *WRITES_SNAPSHOTS, ("storage.objects.get", SNAPSHOT)],
+    # A snapshot is create-only even for its writer: it may neither replace nor delete one.
     "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
-                    ("storage.objects.delete", data("incoming/pump-7/x.csv"))],
+                    ("storage.objects.delete", data("incoming/pump-7/x.csv")),
+                    ("storage.objects.delete", SNAPSHOT), ("storage.objects.update", SNAPSHOT)],
     "submitter": [("storage.objects.create", data("runs/pump-7-3/metrics.json")),  # read only (the GPU budget)
                   ("storage.objects.get", data("runs/pump-7-3/model/saved_model.pb")),
                   ("storage.objects.create", data("runs/pump-7-3/result.json")), ("pubsub.topics.publish", RESULTS),
                   *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
-                  ("storage.objects.get", data("incoming/pump-7/x.csv"))],
+                  ("storage.objects.get", data("incoming/pump-7/x.csv")), *WRITES_SNAPSHOTS,
+                  ("storage.objects.get", OLD_PART)],  # the release reads no part
     "reconciler": [("storage.objects.create", data("rejected/pump-7/request-r1.json")),
-                   ("container.clusters.get", CLUSTER), *[("storage.objects.create", r) for r in TRAINER_TOUCHES]],
+                   ("container.clusters.get", CLUSTER), *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
+                   *WRITES_SNAPSHOTS, ("storage.objects.get", OLD_PART)],
     "trainer": [("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
                 ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
-                ("pubsub.topics.publish", REQUESTS)],
-    "invoker": [("run.routes.invoke", OTHER_SERVICE), ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB))],
+                ("pubsub.topics.publish", REQUESTS), *WRITES_SNAPSHOTS],
+    "invoker": [("run.routes.invoke", OTHER_SERVICE), ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
+                ("storage.objects.get", SNAPSHOT), *WRITES_SNAPSHOTS],
     "gke-nodes": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer"))],
     "fn-build": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer")),
-                 ("storage.objects.get", data("incoming/pump-7/x.csv"))],
+                 ("storage.objects.get", data("incoming/pump-7/x.csv")), ("storage.objects.get", SNAPSHOT)],
     "test": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer")),
              ("storage.objects.get", gcp.obj(STATE, "landfall/prod/functions/default.tfstate"))],
     "build": [("cloudfunctions.functions.create", gcp.function(PROJECT, REGION, "another-function")),
@@ -198,8 +235,8 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler")),
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer")),
               ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json")),
-              ("storage.objects.create", data("config/other/pump-7.json")),
-              ("storage.objects.list", DATA_BUCKET)],
+              ("storage.objects.get", SNAPSHOT), ("storage.objects.get", OLD_SHARD), *WRITES_SNAPSHOTS,
+              ("storage.objects.create", data("config/other/pump-7.json")), ("storage.objects.list", DATA_BUCKET)],
 }
 
 
@@ -357,3 +394,31 @@ def test_each_replaced_grant_fails_the_check_when_put_back(old: str, tmp_path: P
     p = policy(infra)
     assert any(g.where.endswith(old) for g in p.grants)  # the old grant is read back in
     assert denied_operations(p), f"{old} put back, yet every operation is still allowed"
+
+
+def test_snapshots_and_compacted_shards_reach_exactly_their_workloads() -> None:
+    """Every principal any grant names, on snapshots/ and compacted/: the releasers read the snapshot's top
+    object, the trainer reads all three kinds, the convert job alone writes, and it cannot replace or delete a
+    snapshot (create-only); nobody else holds anything there."""
+    p = policy()
+    perms = ("storage.objects.get", "storage.objects.create", "storage.objects.delete", "storage.objects.update")
+    objects = {"snapshot": SNAPSHOT, "part": OLD_PART, "shard": OLD_SHARD}
+    held = {m: {(kind, perm.removeprefix("storage.objects.")) for kind, res in objects.items() for perm in perms
+                if p.allows(m, perm, res)} for m in {g.member for g in p.grants}}
+    rw = {(k, op) for k in ("part", "shard") for op in ("get", "create", "delete", "update")}
+    assert {m: h for m, h in held.items() if h} == {
+        "convert-job": {("snapshot", "get"), ("snapshot", "create"), *rw},
+        "submitter": {("snapshot", "get")},
+        "reconciler": {("snapshot", "get")},
+        "trainer": {(k, "get") for k in objects},
+    }
+
+
+def test_compaction_is_on_for_the_deployed_function_and_its_job_may_compact() -> None:
+    """The function starts compaction executions (LANDFALL_COMPACT_EVERY > 0) and the job they run as may do all
+    that compaction does: one without the other would fail every compaction (AccessDenied, retried, no snapshot)."""
+    text = (INFRA / "modules" / "functions" / "main.tf").read_text()
+    every = re.findall(r'^\s+LANDFALL_COMPACT_EVERY\s+=\s+"(\d+)"', text, re.M)
+    assert every and int(every[0]) > 0, every
+    p = policy()
+    assert [op for op in COMPACTS if not p.allows("convert-job", op[0], op[1])] == []

@@ -366,5 +366,5 @@ def test_bucket_settings() -> None:
     text = (INFRA / "modules" / "storage" / "main.tf").read_text()
     assert text.count("uniform_bucket_level_access = true") == 2
     assert text.count('public_access_prevention    = "enforced"') == 2
-    for prefix in ("tfrecords/", "runs/", "rejected/", "received/", "tmp/"):
+    for prefix in ("runs/", "rejected/", "received/", "tmp/"):
         assert f'matches_prefix = ["{prefix}"]' in text, prefix

@@ -126,6 +126,45 @@ def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
     assert examples > sum(plans[0].train_counts) - batch * workers
 
 
+@pytest.mark.parametrize("limit", [50, None])
+def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tmp_path, limit):
+    """Before compaction, consecutive small whole files are read as one stream (``data._joined``): each
+    worker's training and validation records are exactly those it reads file by file, and the pipeline has a
+    few streams, not one per file. ``limit`` 50 cuts streams between files and leaves ranges that start or end
+    inside a file (two workers) at the edges of a stream."""
+    from trainer import data
+
+    storage = Storage()
+    rng = np.random.default_rng(5)
+    sizes = [int(n) for n in rng.integers(1, 40, size=60)]
+    uris = [write_dataset(storage, str(tmp_path / f"a{k}"), make_array(n, seed=100 + k), shards=1 + (k % 7 == 0),
+                          arrival_id=f"a{k}") for k, n in enumerate(sizes)]
+    inputs = load_manifests(storage, uris, SHAPE)
+    assert all(s.whole for s in inputs.shards)
+    for worker in range(2):
+        plan = plan_inputs(inputs, 2, worker, batch_size=8, validation_fraction=0.25, seed=9)
+        paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{worker}")]
+        files = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True)}
+        for split in (data.TRAIN, data.VALIDATION):
+            slices = data._slices(plan, paths, split)
+            joined = data._joined(slices, files, **({"limit": limit} if limit else {}))
+            records = sum(hi - lo for _, lo, hi, _ in slices)
+            assert sum(hi - lo for _, lo, hi, _ in joined) == records
+            assert len(joined) <= (2 * records // limit + 2 if limit else 2) < len(slices)  # files < limit
+            assert any(len(j[0]) > 1 for j in joined)
+
+            one_by_one, streams = (
+                np.concatenate([b.numpy() for b in data.read_blocks(
+                    pieces, plan.threshold, split, deterministic=True).map(data.parser(SHAPE))])
+                for pieces in (slices, joined))
+            expected = plan.train_counts[worker] if split == data.TRAIN else plan.val_counts[worker]
+            assert len(streams) == len(one_by_one) == expected
+            assert _row_bytes(streams) == _row_bytes(one_by_one)
+    # A file that holds other records too (a compacted one) is never joined: it has no entry in ``sizes``.
+    assert data._joined([("a", 0, 5, [(0, 1)]), ("b", 0, 5, [(0, 2)])], {"b": 5}) == [
+        (("a",), 0, 5, [(0, 1)]), (("b",), 0, 5, [(0, 2)])]
+
+
 def test_training_batches_are_parsed_whole_and_normalised(tmp_path):
     from trainer import data
 

@@ -50,8 +50,9 @@ class ConverterConfig(Settings):
     region: str = "us-central1"
     cloud_run_endpoint: str = ""  # another Cloud Run API endpoint (tests: a fake), REST, anonymous
     # Every this many arrivals (by request id) the function starts a compaction execution of the convert job
-    # for the dataset, which compacts past landfall.arrival.compact's thresholds (0: never, the default until the
-    # convert job's account may write compacted/ and snapshots/; locally the operator compacts after each job).
+    # for the dataset, which compacts past landfall.arrival.compact's thresholds (0: never). 0 by default, so
+    # the local stack and the job's own tasks start none (locally the operator compacts after each job); infra
+    # sets 64 for the deployed function, whose convert job holds the grants on compacted/ and snapshots/.
     compact_every: int = 0
     jobs_backend: str = "cloudrun"  # cloudrun | local (`landfall up`: the local operator runs the tasks)
     local_state: str = "./.landfall/local"  # jobs_backend=local: where executions are recorded

@@ -47,6 +47,9 @@ locals {
     # tasks: the function starts one execution, at most max_tasks tasks (the job's parallelism).
     LANDFALL_CONVERT_JOB = google_cloud_run_v2_job.convert.id
     LANDFALL_MAX_TASKS   = tostring(var.convert_job.parallelism)
+    # One arrival in 64 (by request id) starts an execution of the job that compacts the dataset past
+    # landfall.arrival.compact's thresholds; the job's account holds compacted/ and snapshots/ (modules/iam).
+    LANDFALL_COMPACT_EVERY = "64"
   }
   # The job's tasks (python -m landfall.arrival.task) read ConverterConfig too; the execution adds
   # LANDFALL_SOURCE_BUCKET/NAME/GENERATION, Cloud Run CLOUD_RUN_TASK_INDEX/COUNT.

@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "config/datasets"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -98,6 +98,45 @@ resource "google_storage_bucket_iam_member" "convert_job_write" {
   }
 }
 
+# Compaction (landfall.arrival.compact, run by this job when the converter function starts an execution
+# with LANDFALL_COMPACT_DATASET): it reads the newest snapshot and its parts, the dataset's manifests and
+# shards (tfrecords/, above), and writes under its attempt's own folder compacted/<D>/<seq>-<token>/ the
+# fence (deleted once the snapshot exists), the shards and the parts; it reads back what the previous
+# snapshot names there to rewrite it. objectUser there: create, read and delete the fence.
+resource "google_storage_bucket_iam_member" "convert_job_compacted" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["convert-job"].member
+  condition {
+    title      = "compacted-only"
+    expression = local.prefix_condition["compacted"]
+  }
+}
+
+# snapshots/<D>/<seq>.json: read (the newest is where a compaction starts) and created last, create-only.
+# objectCreator cannot replace or delete an object, so not even a bug in the compactor can overwrite a
+# snapshot a job reads (a compactor that lost the race for a seq gets 412, or 403, temporary: its task is
+# retried from the winner's snapshot); the collection rule's deletes run where landfall compact runs, not here.
+resource "google_storage_bucket_iam_member" "convert_job_read_snapshots" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["convert-job"].member
+  condition {
+    title      = "snapshots-only"
+    expression = local.prefix_condition["snapshots"]
+  }
+}
+
+resource "google_storage_bucket_iam_member" "convert_job_create_snapshots" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectCreator"
+  member = google_service_account.sa["convert-job"].member
+  condition {
+    title      = "snapshots-only"
+    expression = local.prefix_condition["snapshots"]
+  }
+}
+
 resource "google_pubsub_topic_iam_member" "convert_job_publish" {
   project = var.project_id
   topic   = var.topic_name
@@ -111,13 +150,15 @@ resource "google_pubsub_topic_iam_member" "convert_job_publish" {
 
 # --- submitter --------------------------------------------------------------
 
+# Releasing lists the dataset's manifests (and retraction records) under tfrecords/ and reads the newest
+# snapshot's top object under snapshots/ (landfall.core.snapshots.with_snapshot); it reads no part.
 resource "google_storage_bucket_iam_member" "submitter_read_manifests" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
   member = google_service_account.sa["submitter"].member
   condition {
-    title      = "tfrecords-only"
-    expression = "${local.prefix_condition["tfrecords"]} || ${local.list_condition}"
+    title      = "tfrecords-and-snapshots"
+    expression = "${local.prefix_condition["tfrecords"]} || ${local.prefix_condition["snapshots"]} || ${local.list_condition}"
   }
 }
 
@@ -185,14 +226,15 @@ resource "google_service_account_iam_member" "reconciler_workload_identity" {
   member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.reconciler_ksa}]"
 }
 
-# Releasing lists the dataset's manifests (and retraction records) under tfrecords/.
+# Releasing lists the dataset's manifests (and retraction records) under tfrecords/ and reads the newest
+# snapshot under snapshots/, as the submitter does.
 resource "google_storage_bucket_iam_member" "reconciler_read_manifests" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
   member = google_service_account.sa["reconciler"].member
   condition {
-    title      = "tfrecords-only"
-    expression = "${local.prefix_condition["tfrecords"]} || ${local.list_condition}"
+    title      = "tfrecords-and-snapshots"
+    expression = "${local.prefix_condition["tfrecords"]} || ${local.prefix_condition["snapshots"]} || ${local.list_condition}"
   }
 }
 
@@ -230,13 +272,15 @@ resource "google_pubsub_topic_iam_member" "reconciler_publish_results" {
 
 # --- trainer ----------------------------------------------------------------
 
+# trainer.inputs: the job's snapshot (snapshots/), its parts and compacted shards (compacted/), the delta's
+# manifests and the shards they and the snapshot name in place (tfrecords/). Read only.
 resource "google_storage_bucket_iam_member" "trainer_read_tfrecords" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
   member = google_service_account.sa["trainer"].member
   condition {
-    title      = "tfrecords-only"
-    expression = "${local.prefix_condition["tfrecords"]} || ${local.list_condition}"
+    title      = "tfrecords-snapshots-compacted"
+    expression = "${local.prefix_condition["tfrecords"]} || ${local.prefix_condition["snapshots"]} || ${local.prefix_condition["compacted"]} || ${local.list_condition}"
   }
 }
 

@@ -9,7 +9,7 @@ variable "location" {
 }
 
 variable "bucket_name" {
-  description = "Name of the data bucket (incoming/, tfrecords/, runs/, rejected/)."
+  description = "Name of the data bucket (incoming/, tfrecords/, compacted/, snapshots/, runs/, rejected/, ...)."
   type        = string
   validation {
     condition     = can(regex("^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$", var.bucket_name))
@@ -23,16 +23,6 @@ variable "sources_bucket_name" {
   validation {
     condition     = can(regex("^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$", var.sources_bucket_name))
     error_message = "sources_bucket_name must be a valid bucket name."
-  }
-}
-
-variable "tfrecords_retention_days" {
-  description = "Days after which TFRecord shards and manifests under tfrecords/ are deleted."
-  type        = number
-  default     = 90
-  validation {
-    condition     = var.tfrecords_retention_days >= 1
-    error_message = "tfrecords_retention_days must be at least 1."
   }
 }
 
