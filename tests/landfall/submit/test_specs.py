@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from landfall.cli import status
 from landfall.core import specs
 from landfall.core.errors import Invalid
 from landfall.submit import coalesce, engine, tfjob
@@ -65,6 +66,8 @@ def test_a_spec_changed_between_two_arrivals_reaches_the_next_job_only(emulator_
 
     g2, _ = specs.apply(storage, bucket, spec(dataset, model={"units": [32]}, training={"epochs": 3},
                                               resources={"workers": 3}))
+    shown = status.collect(rt.config, storage, backend, dataset)["datasets"][dataset]["spec"]
+    assert shown == {"uri": specs.spec_uri(bucket, dataset, rt.layout), "generation": g2} and g2 != g1
     second = copy_arrival(storage, first, 1)
     assert handle_message(second.to_json(), {}, rt) == "coalesced"
     kept = backend.get(tfjob.name_of(running))  # the job already running keeps the old generation
