@@ -44,6 +44,9 @@ class TrainerConfig(Settings):
     promote_tolerance: float = 0.0  # promoted when loss <= champion's x (1 + tolerance)
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     results_topic: str = "landfall-training-results"  # "" publishes no result message
+    # The dataset spec (landfall.core.specs) the submit stage rendered the job from, recorded in metrics.json
+    # and the result; its settings arrive as the flags above. None: no spec (the deployment's settings).
+    spec_generation: int | None = None
     models: str = ""  # where champions live; default: gs://BUCKET/models (local: <job dir>/../../models)
     # What the job was given, for its cost (gpu_seconds, estimated_cost in metrics.json and the result): the
     # submit stage sets LANDFALL_GPUS_PER_WORKER and LANDFALL_ACCELERATOR on every worker (landfall.submit.tfjob).

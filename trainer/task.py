@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--health-check-interval-s", type=float,
       help="ignored: the coordination service detects a dead peer by its missed heartbeats")
     a("--verbose", type=int, choices=[0, 1, 2])
+    a("--promote-tolerance", type=float)
+    a("--threshold-quantile", type=float)
+    a("--spec-generation", type=int, help="the dataset spec generation the job was rendered from (recorded)")
     return p
 
 
@@ -191,6 +194,7 @@ def base_metrics(cfg: TrainerConfig, cluster: Cluster, manifests: list[str], dat
         "global_batch_size": cfg.batch_size_per_worker * cluster.num_workers,
         "learning_rate": cfg.learning_rate,
         "units": list(cfg.units),
+        "spec_generation": cfg.spec_generation,
         "epochs": [],
         "epochs_requested": cfg.epochs,
         "restarts": 0,

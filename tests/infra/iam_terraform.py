@@ -111,7 +111,7 @@ def expand_join(text: str) -> str:
 
 def condition_text(expression: str, each_key: str | None) -> str:
     text = expand_join(expression)
-    text = re.sub(r'\$\{local\.prefix_condition\[(?:"(\w+)"|each\.key)\]\}',
+    text = re.sub(r'\$\{local\.prefix_condition\[(?:"([\w/]+)"|each\.key)\]\}',
                   lambda m: f'resource.name.startsWith("{SAMPLE["local.objects"]}/{m.group(1) or each_key}/")', text)
     text = text.replace("${local.list_condition}", 'resource.type == "storage.googleapis.com/Bucket"')
     text = interpolate(text, **({"each.key": each_key} if each_key else {}))
@@ -128,11 +128,11 @@ def _keys(for_each: str, locals_: dict[str, Any]) -> list[str]:
     raise ValueError(f"cannot expand for_each {for_each!r}")
 
 
-def _member(text: str) -> str:
-    for pattern in (r'\$\{google_service_account\.sa\["([\w-]+)"\]\.member\}',
+def _member(text: str, key: str | None = None) -> str:
+    for pattern in (r'\$\{google_service_account\.sa\[(?:"([\w-]+)"|each\.key)\]\.member\}',
                     r"serviceAccount:\$\{var\.service_accounts\.([\w-]+)\}"):
         if m := re.fullmatch(pattern, text):
-            return m.group(1)
+            return m.group(1) or str(key)
     if "gcp-sa-pubsub" in text or text == "${local.pubsub_service_agent}":
         return PUBSUB_AGENT
     return text
@@ -206,7 +206,7 @@ def grants(root: Path = INFRA) -> list[Grant]:
         for key in keys:
             out.append(Grant(
                 where=f"{path.relative_to(root)}:{kind}.{name}" + (f'["{key}"]' if key else ""),
-                member=_member(expr_text(body["member"])),
+                member=_member(expr_text(body["member"]), key),
                 role=_role(expr_text(body["role"]), deployer_roles),
                 on=_on(kind, body, key),
                 condition=condition_text(expr_text(first(cond)["expression"]), key) if cond else None,

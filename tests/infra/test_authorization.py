@@ -81,6 +81,9 @@ BOOKKEEPING: list[Op] = [
     ("storage.objects.update", data("requests/pump-7/spend.json"), "submit.spend: rewritten, generation-guarded"),
     ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "submit.spend: the ended head's gpu_seconds"),
 ]
+# Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
+SPEC = data("config/datasets/pump-7.json")
+READS_SPEC: list[Op] = [("storage.objects.get", SPEC, "core.specs.for_dataset: the spec's generation and body")]
 # Compaction and snapshots (landfall.arrival.compact, landfall.core.snapshots): the names the code writes.
 SNAPSHOT = data("snapshots/pump-7/00000003.json")
 NEXT_SNAPSHOT = data("snapshots/pump-7/00000004.json")
@@ -128,23 +131,23 @@ TRAINER_TOUCHES = [data("runs/pump-7-3/checkpoint"), data("runs/pump-7-3/model/s
                    data("models/pump-7/champion.json")]
 
 OPERATIONS: dict[str, list[Op]] = {
-    "converter": [*READS_ARRIVAL,
+    "converter": [*READS_SPEC, *READS_ARRIVAL,
                   ("storage.objects.create", data("tfrecords/pump-7/a1/dispatch.json"), "arrival.route: marker"),
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
                   ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB), "core.cloudrun: one execution")],
-    "convert-job": [*READS_ARRIVAL, *COMPACTS,
+    "convert-job": [*READS_SPEC, *READS_ARRIVAL, *COMPACTS,
                     ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
                     ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],
-    "submitter": [*BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
+    "submitter": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
                   ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
                   ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
-    "reconciler": [*BOOKKEEPING, *RELEASES_ON_SNAPSHOT, *COLLECTS,
+    "reconciler": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT, *COLLECTS,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
                    ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
                    ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
                    ("pubsub.topics.publish", RESULTS, "core.results: the result message")],
-    "trainer": [("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
+    "trainer": [*READS_SPEC, ("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
                 ("storage.objects.get", ARRIVAL_SHARD, "staging shards"),
                 ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "trainer.inputs: the job's inputs"),
                 ("storage.objects.get", SNAPSHOT, "trainer.inputs._snapshot_shards: the snapshot inputs.json names"),
@@ -195,12 +198,18 @@ OPERATIONS: dict[str, list[Op]] = {
         *[("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, a), "the accounts the functions root names")
           for a in ("converter", "submitter", "invoker", "fn-build", "convert-job")],
         ("container.clusters.get", CLUSTER, "kubectl apply -k: cluster credentials"),
+        # cloudbuild-deploy.yaml apply-datasets: read the generation, write over it (an overwrite also needs delete:
+        # https://cloud.google.com/storage/docs/access-control/iam-permissions, read 2026-12-01).
+        *[(p, SPEC, "landfall datasets apply: conditional on the generation read")
+          for p in ("storage.objects.get", "storage.objects.create", "storage.objects.update",
+                    "storage.objects.delete")],
     ],
 }
 
 OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
 FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
-    "converter": [("storage.objects.create", data("incoming/pump-7/x.csv")), ("storage.objects.get",
+    "converter": [("storage.objects.create", SPEC), ("storage.objects.create", data("incoming/pump-7/x.csv")),
+                  ("storage.objects.get",
                   data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
                   ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1]),
                   *WRITES_SNAPSHOTS, ("storage.objects.get", SNAPSHOT)],
@@ -224,8 +233,10 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                    ("storage.objects.get", OLD_SHARD), ("storage.objects.create", ARRIVAL_SHARD),
                    ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                    ("storage.objects.delete", ARRIVAL_SHARD), ("storage.objects.delete", data("incoming/pump-7/x.csv")),
-                   ("storage.objects.delete", data("runs/pump-7-3/model/saved_model.pb"))],
-    "trainer": [("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
+                   ("storage.objects.delete", data("runs/pump-7-3/model/saved_model.pb")),
+                   ("storage.objects.create", SPEC), ("storage.objects.delete", SPEC)],
+    "trainer": [("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
+                ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
                 ("pubsub.topics.publish", REQUESTS), *WRITES_SNAPSHOTS],
@@ -248,7 +259,8 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler")),
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer")),
               ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json")),
-              ("storage.objects.get", SNAPSHOT), ("storage.objects.get", OLD_SHARD), *WRITES_SNAPSHOTS],
+              ("storage.objects.get", SNAPSHOT), ("storage.objects.get", OLD_SHARD), *WRITES_SNAPSHOTS,
+              ("storage.objects.create", data("config/other/pump-7.json")), ("storage.objects.list", DATA_BUCKET)],
 }
 
 

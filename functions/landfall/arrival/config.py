@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core.config import Seed, Settings, default_project
+from landfall.core import specs
+from landfall.core.config import DATASET_MODES, Layout, Seed, Settings, default_project
+from landfall.core.errors import BadInput, Invalid
+from landfall.core.storage import Storage
 
 CSV_HEADER_MODES = ("auto", "present", "absent")
 DELETE_POLICIES = ("retract", "keep")
@@ -33,6 +36,11 @@ class ConverterConfig(Settings):
     csv_header: str = "auto"  # auto | present | absent (landfall.arrival.csvfile)
     on_delete: str = "retract"  # retract | keep: what deleting (or archiving) a live arrival does
     request_topic: str = "landfall-training-requests"
+    # open | registered: registered rejects arrivals of datasets without a spec (unknown_dataset).
+    datasets: str = "open"
+    # The generation of the dataset spec this conversion follows (landfall.core.specs; None: no spec, these
+    # settings): set per arrival by the stage, never by hand; recorded in the manifest.
+    spec_generation: int | None = None
     storage_retry_s: float = 30.0  # then the platform retries the whole event
     # Large arrivals (landfall.arrival.route): above the threshold the function starts a Cloud Run job.
     inline_max_bytes: int | None = None  # None: per format, from the function's timeout (route.inline_limit)
@@ -55,6 +63,8 @@ class ConverterConfig(Settings):
             raise ValueError(f"csv_header must be one of {CSV_HEADER_MODES}, not {self.csv_header!r}")
         if self.on_delete not in DELETE_POLICIES:
             raise ValueError(f"on_delete must be one of {DELETE_POLICIES}, not {self.on_delete!r}")
+        if self.datasets not in DATASET_MODES:
+            raise ValueError(f"datasets must be one of {DATASET_MODES}, not {self.datasets!r}")
         if self.jobs_backend not in JOBS_BACKENDS:
             raise ValueError(f"jobs_backend must be one of {JOBS_BACKENDS}, not {self.jobs_backend!r}")
         if self.max_npz_ratio < 1 or self.max_gzip_ratio < 1 or self.max_expanded_bytes < 1:
@@ -65,3 +75,22 @@ class ConverterConfig(Settings):
     @property
     def shape(self) -> tuple[int, int]:
         return (self.timesteps, self.features)
+
+
+def with_spec(cfg: ConverterConfig, storage: Storage, bucket: str, dataset: str,
+              layout: Layout | None = None) -> ConverterConfig:
+    """``cfg`` with the dataset's spec over it (``landfall.core.specs``: its shape and arrival rules, and its
+    generation, which the manifest records). ``BadInput`` ``unknown_dataset`` under ``LANDFALL_DATASETS=registered``
+    for a dataset without a spec, and ``invalid_spec`` for a stored spec that is not valid (written around
+    ``landfall datasets apply``): either is recorded like any rejection, and the arrival converts once the spec
+    is fixed and the object is written again (or republished)."""
+    try:
+        spec = specs.for_dataset(storage, bucket, dataset, layout)
+    except Invalid as exc:
+        raise BadInput("invalid_spec", f"dataset {dataset}'s spec cannot be used: {exc}") from None
+    if cfg.datasets == "registered" and not spec.registered:
+        raise BadInput("unknown_dataset", f"dataset {dataset} has no spec (gs://{bucket}/"
+                       f"{(layout or Layout()).specs_prefix}{dataset}.json) and LANDFALL_DATASETS=registered "
+                       "accepts only datasets with one (`landfall datasets apply`)")
+    fields = spec.converter_fields()
+    return cfg if fields == {"spec_generation": cfg.spec_generation} else dataclasses.replace(cfg, **fields)

@@ -228,6 +228,7 @@ def convert(
         dropped_nonfinite=decoder.dropped,
         converter_version=__version__,
         csv=reading.csv,
+        spec_generation=cfg.spec_generation,
     )
     return _commit(storage, join(out_prefix, "manifest.json"), manifest)
 

@@ -16,13 +16,15 @@ in-process conversion.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import logging
 import uuid
 from typing import Literal
 
 from landfall.arrival import converter, formats, route
-from landfall.arrival.config import ConverterConfig
+from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, rejections, retractions
 from landfall.core.cloudrun import CloudRunJobs, LocalJobs
 from landfall.core.config import Layout
@@ -69,6 +71,7 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
         return _removed(obj, rt)
     try:
         arrival = layout.parse_arrival(obj.bucket, obj.name, obj.generation, rt.layout)
+        rt = spec_runtime(arrival, rt)
         if _superseded(arrival, rt):
             return "superseded"
         manifest_uri = layout.gs(obj.bucket, layout.manifest_name(rt.layout, arrival.dataset, aid))
@@ -93,6 +96,12 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
     return after_conversion(manifest, rt, outcome=outcome)
 
 
+def spec_runtime(arrival: layout.Arrival, rt: ArrivalRuntime) -> ArrivalRuntime:
+    """``rt`` with the arrival's dataset spec over its configuration (``with_spec``; one metadata read)."""
+    config = with_spec(rt.config, rt.storage, arrival.bucket, arrival.dataset, rt.layout)
+    return rt if config is rt.config else dataclasses.replace(rt, config=config)
+
+
 def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
                      outcome: Outcome = "converted") -> Outcome:
     """What follows a committed manifest, whoever converted: this handler, or the committer of the Cloud Run
@@ -105,8 +114,11 @@ def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
     published (deterministic ``request_id``: a repeat is dropped downstream). ``rt`` defaults to this
     process's runtime, built from the environment (``runtime()``). Temporary failures raise.
     """
-    rt = rt or runtime()
     bucket, name, generation = manifest.source.bucket, manifest.source.name, int(manifest.source.generation)
+    if rt is None:  # a Cloud Run task's committer: its dataset's on_delete rule (the conversion had the rest)
+        rt = runtime()
+        with contextlib.suppress(BadInput):
+            rt = spec_runtime(layout.parse_arrival(bucket, name, generation, rt.layout), rt)
     arrival = layout.parse_arrival(bucket, name, generation, rt.layout)
     aid = arrival.arrival_id
     manifest_uri = layout.gs(bucket, layout.manifest_name(rt.layout, arrival.dataset, aid))
@@ -161,6 +173,8 @@ def _removed(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
         arrival = layout.parse_arrival(obj.bucket, obj.name, obj.generation, rt.layout)
     except BadInput:
         return "ignored"  # never converted: nothing to retract
+    with contextlib.suppress(BadInput):  # the dataset's on_delete rule; without a usable spec, the deployment's
+        rt = spec_runtime(arrival, rt)
     live = _live_generation(layout.gs(obj.bucket, obj.name), rt)
     if live is not None and live > obj.generation:
         retractions.retract(rt.storage, rt.layout, arrival, "superseded", live)

@@ -161,6 +161,7 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
         shards=[Shard(uri=f, count=s["count"], bytes=s["bytes"], crc32c=s["crc32c"]) for s, f in zip(pending, finals,
                                                                                                     strict=True)],
         stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=_csv(parts),
+        spec_generation=cfg.spec_generation,
     )
     if not storage.create(job.manifest, manifest.to_json().encode(), content_type="application/json",
                           metadata={"count": str(manifest.count)}):

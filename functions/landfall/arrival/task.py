@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from landfall.arrival import ranged
-from landfall.arrival.config import ConverterConfig
-from landfall.core import logs
-from landfall.core.errors import TemporaryError
+from landfall.arrival.config import ConverterConfig, with_spec
+from landfall.core import layout, logs
+from landfall.core.config import Layout
+from landfall.core.errors import BadInput, TemporaryError
 from landfall.core.messages import Manifest
 from landfall.core.storage import Storage
 
@@ -49,6 +50,16 @@ def publisher() -> Callable[[Manifest], Any]:
     return after_conversion
 
 
+def spec_config(cfg: ConverterConfig, storage: Storage, env: dict[str, str]) -> ConverterConfig:
+    """The task converts as the function that dispatched it would have: with the dataset's spec over ``cfg``.
+    The function checked the spec before dispatching; one made unusable since fails the task (``BadInput``)."""
+    bucket, lay = env.get("LANDFALL_SOURCE_BUCKET", ""), Layout.load(env)
+    if not bucket:  # a local file (tests, a workstation): no bucket, no spec
+        return cfg
+    dataset = env.get("LANDFALL_TASK_DATASET") or layout.dataset_of(env["LANDFALL_SOURCE_NAME"], lay)
+    return with_spec(cfg, storage, bucket, dataset, lay) if dataset else cfg
+
+
 def main(env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     logs.setup()
@@ -60,11 +71,15 @@ def main(env: dict[str, str] | None = None) -> int:
     try:
         cfg = ConverterConfig.load(env)
         storage = Storage(cfg.project, retry_deadline_s=cfg.storage_retry_s)
+        cfg = spec_config(cfg, storage, env)
         result = ranged.run_task(
             storage, cfg, bucket=env.get("LANDFALL_SOURCE_BUCKET", ""), name=env["LANDFALL_SOURCE_NAME"],
             generation=int(env["LANDFALL_SOURCE_GENERATION"]), index=index, count=count,
             dataset=env.get("LANDFALL_TASK_DATASET") or None, out=out,
             on_committed=None if out else publisher())
+    except BadInput as exc:  # the dataset's spec, changed since the function dispatched the task
+        log.error("task %d of %d: %s", index, count, exc, extra={"fields": fields})
+        return 1
     except TemporaryError as exc:
         log.warning("task %d of %d: temporary failure, the task will be retried: %s", index, count, exc,
                     extra={"fields": {**fields, "peak_rss_mib": peak_rss_mib()}})

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render-tfjob": ("landfall.cli.jobs", "the old name of render-job"),
     "republish": ("landfall.cli.jobs", "publish a manual training request (a rerun)"),
     "status": ("landfall.cli.status", "arrivals, requests, jobs, their state and latest metrics"),
+    "datasets": ("landfall.cli.datasets", "dataset specs: validate, apply, show or list them (docs/datasets.md)"),
     "trace": ("landfall.cli.trace", "follow one arrival through every record, or a job back to its arrivals"),
     "report": ("landfall.cli.report", "one self-contained HTML page of what the bucket holds"),
     "promote": ("landfall.cli.models", "make a run's model its dataset's champion (records who asked)"),

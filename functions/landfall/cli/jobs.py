@@ -4,7 +4,8 @@
   prints the YAML of the job (a TFJob, or a JobSet under ``--engine jobset`` / ``LANDFALL_ENGINE=jobset``)
   the consumer would create as the dataset's next job; ``render-tfjob`` is its old name and renders the same
   (the engine ``LANDFALL_ENGINE`` or ``--engine`` names, TFJob by default). Numbered from the bucket's
-  records when it is reachable (``--offline``: as its first job). The job names only its
+  records when it is reachable (``--offline``: as its first job), and from the dataset's spec then, as the
+  release renders it (docs/datasets.md); the flags given win over both. The job names only its
   ``runs/<job>/inputs.json``, which the release writes; the manifests are resolved then, not here.
 - ``republish --dataset NAME | --manifest URI | gs://BUCKET/incoming/...``: publishes a request with
   ``reason: "manual"`` and a fresh ``request_id``, so a rerun happens although the data did not change.
@@ -23,7 +24,7 @@ import uuid
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import layout, retractions
+from landfall.core import layout, retractions, specs
 from landfall.core.config import Layout
 from landfall.core.errors import NotFound
 from landfall.core.messages import Manifest, TrainingRequest, utc_now
@@ -92,6 +93,11 @@ def render_tfjob(args: argparse.Namespace) -> int:
         request_id = request_id or layout.request_id(manifest.source.bucket, manifest.source.name,
                                                      manifest.source.generation)
         seq = Ledger(storage, bucket, lay).head_seq(dataset) + 1  # the dataset's next job
+        # As the release renders it: the dataset's spec over the environment, then the flags given here.
+        flags = {f: getattr(args, f) for f in ("workers", "gpus_per_worker", "trainer_image", "namespace", "epochs",
+                                               "engine") if getattr(args, f, None) is not None}
+        cfg = dataclasses.replace(coalesce.with_spec(cfg, dataset, specs.for_dataset(storage, bucket, dataset, lay)),
+                                  **flags)
     request_id = request_id or "manual"
     name = coalesce.job_name_for(dataset, cfg.concurrency, request_id=request_id, seq=seq)
     inputs_uri = tfjob.job_dir(bucket, name, lay.runs_prefix) + "/inputs.json"

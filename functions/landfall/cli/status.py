@@ -24,7 +24,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, layout, logs
+from landfall.core import champion, layout, logs, specs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.layout import MANIFEST, RETRACTION
@@ -186,6 +186,15 @@ def _retrain(cfg: JobConfig, storage: Any, backend: Any, ds: str, lay: Layout, c
         return {"error": str(exc)}
 
 
+def _spec(storage: Any, bucket: str, ds: str, lay: Layout) -> dict[str, Any]:
+    """Which spec the dataset's next conversion and release use (docs/datasets.md): its generation, or none."""
+    try:
+        spec = specs.for_dataset(storage, bucket, ds, lay)
+    except LandfallError as exc:
+        return {"error": str(exc)}
+    return {"uri": specs.spec_uri(bucket, ds, lay) if spec.registered else None, "generation": spec.generation}
+
+
 def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
             lay: Layout | None = None, reconcile: bool = False, clock: Any = None) -> dict[str, Any]:
     """The status report as a dict (``landfall status --json`` prints it). Read-only unless ``reconcile``:
@@ -204,6 +213,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
         for ds, entry in out["datasets"].items():
             entry["champion"] = _champion(storage, cfg.bucket, ds)
             entry["retrain"] = _retrain(cfg, storage, backend, ds, lay, clock)
+            entry["spec"] = _spec(storage, cfg.bucket, ds, lay)
     for job in backend.list(dataset):
         name = tfjob.name_of(job)
         bucket = cfg.bucket or engine.bucket_of(job)
@@ -294,6 +304,12 @@ def status(args: argparse.Namespace) -> int:
         for r in counts.get("latest_retractions", []):
             by = f" by generation {r['by_generation']}" if r.get("by_generation") else ""
             print(f"  retracted {r.get('name')}#{r.get('generation')}: {r.get('reason')}{by}")
+        sp = counts.get("spec") or {}
+        if "error" in sp:
+            print(f"  spec      unreadable: {sp['error']}")
+        elif sp:
+            print(f"  spec      generation {sp['generation']} ({sp['uri']})" if sp.get("generation") is not None
+                  else "  spec      none: the deployment's settings")
         for line in _retrain_lines(counts.get("retrain") or {}):
             print(f"  {line}")
         if counts.get("champion"):

@@ -15,6 +15,12 @@ from collections.abc import Mapping
 from typing import Any, Self, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "LANDFALL_"
+# The engines a job can run on (landfall.submit.engine); here so that a dataset spec (landfall.core.specs) can
+# be checked against them without importing the submit stage.
+ENGINES = ("tfjob", "jobset")
+# LANDFALL_DATASETS: open (any dataset, a spec optional) | registered (arrivals of datasets without a spec
+# are rejected, reason unknown_dataset); read by the converter and the submit stage.
+DATASET_MODES = ("open", "registered")
 
 
 class Seed:
@@ -94,3 +100,6 @@ class Layout(Settings):
     # Compaction (landfall.arrival.compact): compacted shards, and the snapshots that name them.
     compacted_prefix: str = "compacted/"
     snapshots_prefix: str = "snapshots/"
+    # Dataset specs (landfall.core.specs): config/datasets/<dataset>.json, one generation per `landfall datasets
+    # apply`; written by the deploy build, read by every stage.
+    specs_prefix: str = "config/datasets/"

@@ -135,6 +135,7 @@ class Manifest:
     converter_version: str = ""
     csv: dict[str, Any] | None = None  # CSV arrivals: the header and dialect decided (landfall.arrival.csvfile)
     schema: str = MANIFEST_SCHEMA
+    spec_generation: int | None = None  # the dataset spec it was converted under (landfall.core.specs); None: none
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -282,6 +283,7 @@ class JobInputs:
     schema: str = INPUTS_SCHEMA
     snapshot: str | None = None
     skip: list[str] = dataclasses.field(default_factory=list)  # arrival ids in the snapshot, retracted since
+    spec_generation: int | None = None  # the dataset spec the job was released under (landfall.core.specs)
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()

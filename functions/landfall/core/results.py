@@ -66,6 +66,7 @@ class Result:
     accelerator: str | None = None
     estimated_cost: float | None = None  # USD (landfall.core.accelerators.prices()); None: unknown
     cost_basis: str | None = None  # chief | job_object (landfall.core.cost)
+    spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -115,7 +116,19 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         finished_at=str(doc.get("ended_at") or utc_now()),
         gpu_seconds=costed.get("gpu_seconds"), accelerator=costed.get("accelerator"),
         estimated_cost=costed.get("estimated_cost"), cost_basis=costed.get("cost_basis") if costed else None,
+        spec_generation=_spec_generation(doc, storage, inputs_uri),
     )
+
+
+def _spec_generation(doc: dict[str, Any], storage: Storage, inputs_uri: str | None) -> int | None:
+    """From ``metrics.json``; for a job that died before writing it, from its ``inputs.json``."""
+    if "spec_generation" in doc or not inputs_uri:
+        found = doc.get("spec_generation")
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+    try:
+        return JobInputs.from_json(storage.read_bytes(inputs_uri), inputs_uri).spec_generation
+    except (NotFound, Invalid):
+        return None
 
 
 def marker_uri(job_dir: str) -> str:

@@ -172,14 +172,15 @@ class Storage:
             return sorted(f"gs://{bucket}/{p}" for p in pages.prefixes)
 
     # -- whole objects ---------------------------------------------------------------------------
-    def read_bytes(self, uri: str) -> bytes:
+    def read_bytes(self, uri: str, generation: int | None = None) -> bytes:
+        """The object's bytes (of ``generation`` when given: ``NotFound`` once that generation is gone)."""
         if not is_gs(uri):
             try:
                 return Path(uri).read_bytes()
             except FileNotFoundError:
                 raise NotFound(f"{uri}: not found") from None
         with mapped_errors(uri):
-            return self._blob(uri).download_as_bytes(retry=self.retry)
+            return self._blob(uri, generation).download_as_bytes(retry=self.retry)
 
     def write_bytes(self, uri: str, data: bytes, *, if_absent: bool = False,
                     content_type: str = "application/octet-stream", metadata: dict[str, str] | None = None) -> None:

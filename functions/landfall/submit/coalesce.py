@@ -66,7 +66,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from landfall.core import rejections, retractions, snapshots
+from landfall.core import rejections, retractions, snapshots, specs
 from landfall.core.config import Layout
 from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
@@ -130,8 +130,14 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
     if not cfg.bucket:  # never the bucket a request names (landfall.submit.handler)
         raise TemporaryError("LANDFALL_BUCKET is not set: not acting on the bucket a request names")
     ledger = Ledger(storage, cfg.bucket, layout, clock or time.time)
+    # One metadata read per request (the body only when its generation changed): for the retrain policy, and
+    # under LANDFALL_DATASETS=registered to refuse a dataset without a spec.
+    spec, unusable = _release_spec(request.dataset, cfg, ledger)
+    if cfg.datasets == "registered" and not spec.registered and unusable is None:
+        raise Invalid(f"{specs.UNKNOWN_DATASET}: dataset {request.dataset} has no spec and LANDFALL_DATASETS="
+                      "registered accepts only datasets with one (`landfall datasets apply`)")
     if cfg.concurrency == "allow":
-        return _own_job(request, cfg, backend, ledger)
+        return _own_job(request, cfg, backend, ledger, spec, unusable)
     seq = ledger.head_seq(request.dataset)
     head = ledger.job_name(request.dataset, seq) if seq else None
     recorded, state = False, "ended"
@@ -160,7 +166,7 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
             return Decision("coalesced", head, f"waits for {head} to finish")
     if not recorded:
         ledger.record(request)
-    quiet = _policy_for(request.dataset, cfg, storage).quiet_s
+    quiet = _policy_for(request.dataset, cfg, storage, spec).quiet_s
     if quiet:
         # Just recorded: the dataset is not quiet now, by definition. The reconciler releases once it is (or
         # once the oldest waited max_wait_s); deciding here would read every waiting request per arrival.
@@ -180,7 +186,8 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
 def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Advance:
     """Releases ``dataset``'s next job if its head ended, requests are pending and the retrain policy allows;
     else says why not (``held``: the policy's reasons and until when; the requests stay pending)."""
-    policy = _policy_for(dataset, cfg, ledger.storage)
+    spec, unusable = _release_spec(dataset, cfg, ledger)
+    policy = _policy_for(dataset, cfg, ledger.storage, spec)
     for _ in range(ATTEMPTS):
         seq = ledger.head_seq(dataset)
         head = ledger.job_name(dataset, seq) if seq else None
@@ -219,7 +226,11 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
                           record.past_jobs(), ledger.clock())
             if not held.release:
                 return Advance("held", head, held=held)
-        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing)
+        if unusable is not None:  # rejected for good, as lost requests: an unusable spec never sticks its dataset
+            _reject_lost(dataset, [(r, unusable) for r in fresh], ledger)
+            return Advance("idle", head, covered)
+        # The spec in force now: the job is rendered from this generation, whatever is applied later.
+        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
         if not ledger.create_inputs(inputs):
             continue  # another consumer released this job first: look again
         _create_job(inputs, cfg, backend, ledger)
@@ -233,13 +244,35 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
     raise TemporaryError(f"jobs of {dataset} kept changing while releasing the next one")
 
 
-def _policy_for(dataset: str, cfg: JobConfig, storage: Storage) -> RetrainPolicy:
-    """The one place the submit stage gets a dataset's retrain policy: for now the process-wide defaults
-    (``LANDFALL_QUIET_S`` ...); a dataset spec's ``retrain`` section goes over them (#24's specs half)."""
+def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None
+                ) -> RetrainPolicy:
+    """The one place the submit stage gets a dataset's retrain policy: the process-wide defaults
+    (``LANDFALL_QUIET_S`` ...) with the dataset spec's ``retrain`` section over them (``spec``: the caller read
+    it already). A spec that cannot be used gives the defaults (its requests are rejected at the release)."""
     try:
-        return RetrainPolicy.load(os.environ)
+        base = RetrainPolicy.load(os.environ)
     except ValueError as exc:  # a misconfigured deployment: every request waits and retries until it is fixed
         raise TemporaryError(f"retrain policy: {exc}") from None
+    if spec is None:
+        try:
+            spec = specs.for_dataset(storage, cfg.bucket, dataset, Layout.load())
+        except Invalid:
+            return base
+    try:
+        return RetrainPolicy.from_mapping(spec.retrain, base)
+    except ValueError:  # the schema allows only the policy's fields: a newer spec than this code
+        return base
+
+
+def _release_spec(dataset: str, cfg: JobConfig, ledger: Ledger) -> tuple[specs.DatasetSpec, Invalid | None]:
+    """The dataset's spec now, and why this deployment cannot run it (``with_spec``; a stored spec that is not
+    valid): then ``DatasetSpec(dataset)`` and the reason, which rejects the requests a release would cover."""
+    try:
+        spec = specs.for_dataset(ledger.storage, ledger.bucket, dataset, ledger.layout)
+        with_spec(cfg, dataset, spec)
+    except Invalid as exc:
+        return specs.DatasetSpec(dataset), exc
+    return spec, None
 
 
 def _spent(dataset: str, head: JobInputs | None, job: dict | None, cfg: JobConfig, ledger: Ledger,
@@ -367,17 +400,49 @@ def _reject_lost(dataset: str, lost: list[tuple[TrainingRequest, PermanentError]
 
 def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest],
                 manifests: list[InputManifest], cfg: JobConfig, ledger: Ledger,
-                listing: retractions.Listing) -> JobInputs:
+                listing: retractions.Listing, spec_generation: int | None = None) -> JobInputs:
     job = ledger.job_name(dataset, seq)
     inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
                        requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
-                       released_at=_iso(ledger.clock(), "milliseconds"))  # on the policy's clock
+                       released_at=_iso(ledger.clock(), "milliseconds"),  # on the policy's clock
+                       spec_generation=spec_generation)
     # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
     return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
                                                              ledger.layout)
 
 
+def with_spec(cfg: JobConfig, dataset: str, spec: specs.DatasetSpec) -> JobConfig:
+    """``cfg`` with ``spec`` over it: the job's resources, epochs and batch size, and the trainer flags for its
+    model, training and verdict settings. ``Invalid`` for a spec this deployment cannot run: another engine than
+    its backend's (``LANDFALL_ENGINE``; one backend per deployment), or values ``JobConfig`` refuses."""
+    if not spec.registered:
+        return cfg
+    fields = spec.job_fields(cfg.trainer_args)
+    if fields.get("engine", cfg.engine) != cfg.engine:
+        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation} asks for engine {fields['engine']!r}; "
+                      f"this deployment runs {cfg.engine!r} (LANDFALL_ENGINE)")
+    try:
+        return dataclasses.replace(cfg, **fields)
+    except ValueError as exc:
+        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation}: {exc}") from None
+
+
+def spec_config(cfg: JobConfig, dataset: str, generation: int | None, ledger: Ledger) -> JobConfig:
+    """``cfg`` with the dataset's spec of ``generation`` (the one its ``inputs.json`` records) over it. That
+    generation gone (replaced, in a bucket without versions) and the current one unusable: ``cfg`` itself, logged."""
+    spec = specs.at_generation(ledger.storage, ledger.bucket, dataset, generation, ledger.layout)
+    if spec.generation != generation:
+        log.warning("spec generation %s of %s is gone; rendering with generation %s", generation, dataset,
+                    spec.generation, extra={"dataset": dataset})
+    try:
+        return with_spec(cfg, dataset, spec)
+    except Invalid as exc:
+        log.error("%s; rendering with the deployment's settings", exc, extra={"dataset": dataset})
+        return cfg
+
+
 def _create_job(inputs: JobInputs, cfg: JobConfig, backend: Backend, ledger: Ledger) -> None:
+    cfg = spec_config(cfg, inputs.dataset, inputs.spec_generation, ledger)
     job = engine.render(cfg, name=inputs.job, dataset=inputs.dataset, inputs_uri=ledger.inputs_uri(inputs.job),
                         request_id=inputs.requests[0]["request_id"] if inputs.requests else "",
                         after=inputs.after, released_at=inputs.released_at, runs_prefix=ledger.layout.runs_prefix)
@@ -404,7 +469,10 @@ def _state(name: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> tuple
     return state, job
 
 
-def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger) -> Decision:
+def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger: Ledger,
+             spec: specs.DatasetSpec, unusable: Invalid | None = None) -> Decision:
+    if unusable is not None:
+        raise unusable  # the handler records the rejection
     name = job_name_for(request.dataset, "allow", request_id=request.request_id)
     manifests, listing = _resolve(request.dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
     # Not recorded pending: its age is its publish time's.
@@ -412,8 +480,8 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
                             {request.request_id: _epoch(request.arrived_at)})
     if lost:
         raise lost[0][1]  # the handler records the rejection
-    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing),
-                                 job=name)
+    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing,
+                                             spec.generation), job=name)
     created = ledger.create_inputs(inputs)
     if not created:
         inputs = ledger.read_inputs(name)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core.config import Seed, Settings, default_project
+from landfall.core.config import DATASET_MODES, ENGINES, Seed, Settings, default_project
 
 POLICIES = ("coalesce", "allow", "forbid")
-ENGINES = ("tfjob", "jobset")
+__all__ = ["ENGINES", "POLICIES", "JobConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,8 @@ class JobConfig(Settings):
     # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
     concurrency: str = "coalesce"  # coalesce | allow | forbid
     window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals
+    # open | registered: registered refuses requests of datasets without a spec (landfall.core.specs).
+    datasets: str = "open"
     queue_name: str = ""  # Kueue LocalQueue (k8s/components/kueue: landfall-gpu); labels every TFJob when set
     # Pub/Sub (republish, status).
     request_topic: str = "landfall-training-requests"
@@ -59,6 +61,8 @@ class JobConfig(Settings):
             raise ValueError(f"backend must be kubernetes or local, not {self.backend!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
+        if self.datasets not in DATASET_MODES:
+            raise ValueError(f"datasets must be one of {DATASET_MODES}, not {self.datasets!r}")
         if self.concurrency not in POLICIES:
             raise ValueError(f"concurrency must be one of {POLICIES}, not {self.concurrency!r}")
         if self.queue_name and not (len(self.queue_name) <= 63 and self.queue_name.replace("-", "").isalnum()):

@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -577,6 +577,32 @@ resource "google_project_iam_member" "build_cluster_access" {
   project = var.project_id
   role    = "roles/container.clusterViewer"
   member  = google_service_account.sa["build"].member
+}
+
+# --- dataset specs (config/datasets/<dataset>.json, landfall.core.specs) --------------------
+# The deploy build applies the reviewed datasets/ folder (`landfall datasets apply`: a read of the
+# current generation, then a write conditional on it, which overwrites: objectUser, as the
+# converter's rewritten records); only there. Every stage reads a dataset's spec by name (get,
+# no list): objectViewer on that prefix alone.
+resource "google_storage_bucket_iam_member" "build_apply_specs" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["build"].member
+  condition {
+    title      = "dataset-specs-only"
+    expression = local.prefix_condition["config/datasets"]
+  }
+}
+
+resource "google_storage_bucket_iam_member" "read_specs" {
+  for_each = toset(["converter", "convert-job", "submitter", "reconciler", "trainer"])
+  bucket   = var.bucket_name
+  role     = "roles/storage.objectViewer"
+  member   = google_service_account.sa[each.key].member
+  condition {
+    title      = "dataset-specs-read"
+    expression = local.prefix_condition["config/datasets"]
+  }
 }
 
 # Exactly the accounts the functions root names: the two runtime accounts

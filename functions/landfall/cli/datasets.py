@@ -1,0 +1,157 @@
+"""``landfall datasets validate|apply|show|list``: the dataset specs (``landfall.core.specs``, docs/datasets.md).
+
+- ``validate PATH...``: files (``.yaml``, ``.yml``, ``.json``) or folders of them; no bucket needed. Each file's
+  name (less its extension) must be the dataset it names, so a reviewed folder has one file per dataset.
+- ``apply PATH...``: validates every file first and applies none if one is invalid; then writes each as a new
+  generation of ``gs://BUCKET/config/datasets/<name>.json``, over the generation it read (``--if-generation``:
+  over that one, for a single file), and leaves an unchanged spec as it is (no new generation).
+- ``show NAME``: the stored document and its generation; ``list``: every stored spec and its generation.
+
+Exit status 1 with one line per problem (the file, the document path and the schema path) when anything fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from landfall.cli.common import job_config, reporting_errors
+from landfall.core import logs, specs
+from landfall.core.config import Layout
+from landfall.core.errors import AlreadyExists, Invalid
+from landfall.core.storage import Storage
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    v = sub.add_parser("validate", help="check spec files against landfall.dataset/v1 (no bucket needed)")
+    v.add_argument("paths", nargs="+", metavar="PATH", help="spec files, or folders of them")
+    a = sub.add_parser("apply", help="validate, then store each spec as a new generation (unchanged: kept)")
+    a.add_argument("paths", nargs="+", metavar="PATH", help="spec files, or folders of them")
+    a.add_argument("--if-generation", type=int, help="only over this generation (0: only if it has none); one file")
+    s = sub.add_parser("show", help="a dataset's stored spec and its generation")
+    s.add_argument("dataset")
+    sub.add_parser("list", help="every stored spec and its generation")
+    for q in (a, s, sub.choices["list"]):
+        q.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
+        q.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
+        q.add_argument("--json", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.setup()
+    if args.action != "validate":
+        from landfall.local.stack import use_running_stack
+
+        use_running_stack(args=args)
+    return reporting_errors(args, ACTIONS[args.action])
+
+
+def files_of(paths: list[str]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise Invalid(f"{raw}: no such file or folder")
+    return found
+
+
+def load_file(path: Path) -> dict:
+    """The validated document of ``path``; ``Invalid`` naming the file and every problem."""
+    if path.suffix not in SUFFIXES:
+        raise Invalid(f"{path}: a spec is a {', '.join(SUFFIXES)} file")
+    doc = specs.load_text(path.read_bytes(), str(path))
+    if doc["name"] != path.stem:
+        raise Invalid(f"{path}: names dataset {doc['name']!r}; the file of dataset {doc['name']!r} is "
+                      f"{doc['name']}{path.suffix} (one file per dataset, named after it)")
+    return doc
+
+
+def load_all(paths: list[str]) -> list[tuple[Path, dict]]:
+    """Every file's document, or ``Invalid`` listing every file's problems (nothing applied then)."""
+    files = files_of(paths)
+    if not files:
+        raise Invalid(f"no spec files ({', '.join(SUFFIXES)}) in {' '.join(paths)}")
+    loaded, problems = [], []
+    for path in files:
+        try:
+            loaded.append((path, load_file(path)))
+        except Invalid as exc:
+            problems.append(str(exc))
+    names = [doc["name"] for _, doc in loaded]
+    problems += [f"dataset {n!r} has more than one file" for n in sorted(set(names)) if names.count(n) > 1]
+    if problems:
+        raise Invalid("\n".join(problems))
+    return loaded
+
+
+def validate(args: argparse.Namespace) -> int:
+    for path, doc in load_all(args.paths):
+        print(f"{path}: valid {specs.API_VERSION} for dataset {doc['name']}")
+    return 0
+
+
+def _target(args: argparse.Namespace) -> tuple[Storage, str, Layout]:
+    cfg = job_config(args, "bucket", "project")
+    if not cfg.bucket:
+        raise Invalid("no bucket: pass --bucket (or LANDFALL_BUCKET)")
+    return Storage(cfg.project), cfg.bucket, Layout.load()
+
+
+def apply(args: argparse.Namespace) -> int:
+    loaded = load_all(args.paths)
+    if args.if_generation is not None and len(loaded) != 1:
+        raise Invalid("--if-generation applies one file")
+    storage, bucket, layout = _target(args)
+    done = []
+    for path, doc in loaded:
+        try:
+            generation, changed = specs.apply(storage, bucket, doc, layout, if_generation=args.if_generation)
+        except AlreadyExists as exc:  # another apply in between: nothing overwritten, look again
+            raise Invalid(f"{path}: not applied: {exc}") from None
+        done.append({"dataset": doc["name"], "file": str(path), "generation": generation, "changed": changed})
+        if not args.json:
+            print(f"{doc['name']}: {'applied as' if changed else 'unchanged at'} generation {generation} "
+                  f"({specs.spec_uri(bucket, doc['name'], layout)})")
+    if args.json:
+        print(json.dumps(done, indent=2))
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    storage, bucket, layout = _target(args)
+    spec = specs.for_dataset(storage, bucket, args.dataset, layout)
+    if not spec.registered:
+        print(f"landfall datasets: dataset {args.dataset} has no spec ({specs.spec_uri(bucket, args.dataset, layout)})"
+              "; it runs with the deployment's LANDFALL_* settings", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"generation": spec.generation, "spec": spec.document()}, indent=2, sort_keys=True))
+    else:
+        print(f"# {specs.spec_uri(bucket, args.dataset, layout)} generation {spec.generation}")
+        print(json.dumps(spec.document(), indent=2, sort_keys=True))
+    return 0
+
+
+def list_(args: argparse.Namespace) -> int:
+    storage, bucket, layout = _target(args)
+    found = specs.stored(storage, bucket, layout)
+    if args.json:
+        print(json.dumps([{"dataset": n, "generation": g} for n, g in found], indent=2))
+        return 0
+    if not found:
+        print(f"no dataset specs under gs://{bucket}/{layout.specs_prefix}")
+    for name, generation in found:
+        print(f"{name:<40} generation {generation}")
+    return 0
+
+
+ACTIONS = {"validate": validate, "apply": apply, "show": show, "list": list_}

@@ -1,0 +1,300 @@
+"""Dataset specs (``landfall.dataset/v1``): one document per dataset, its shape, model, training, resources,
+arrival, verdict and retrain rules; what a document leaves unset is the deployment's ``LANDFALL_*`` setting.
+
+The document (YAML or JSON) is validated by the JSON Schema shipped beside this module
+(``dataset-v1.schema.json``, draft 2020-12, with the ``jsonschema`` library); the accelerator and engine
+enums are filled in from ``landfall.core.accelerators`` (the names it can price, ``LANDFALL_GPU_PRICES``
+included) and ``landfall.core.config.ENGINES``, so there is one list of each. Every error names the
+document path and the schema path (``resources.accelerator (schema: properties/resources/properties/
+accelerator/enum): 'nvidia-k80' is not one of [...]``).
+
+Where they live: ``gs://BUCKET/config/datasets/<dataset>.json`` (``Layout.specs_prefix``), always stored as
+canonical JSON whatever was applied. ``apply`` writes a new generation only when the content changed, and
+only over the generation it read (``ifGenerationMatch``), so of two concurrent applies one wins and the
+other is told to look again; re-applying the same file (every deploy does) is a no-op.
+
+How stages read them (``for_dataset``): one metadata read (the object's generation) per use, the body only
+when the generation changed since this process last read it; a dataset without a spec gets
+``DatasetSpec(generation=None)`` and empty sections: today's settings. What a stage takes from a spec is
+decided at the moment it acts (a conversion, a release), and the generation is recorded with what it wrote
+(the manifest, ``inputs.json``), so a job released under generation 3 keeps generation 3's settings
+whatever is applied while it runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from landfall.core import accelerators
+from landfall.core.config import ENGINES, Layout
+from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
+from landfall.core.layout import gs, valid_dataset
+from landfall.core.storage import Storage
+
+API_VERSION = "landfall.dataset/v1"
+SECTIONS = ("shape", "model", "training", "resources", "arrival", "verdict", "retrain")
+MAX_BYTES = 64 * 1024  # a spec is a page of settings; anything larger is refused before it is parsed
+READ_ATTEMPTS = 4  # a spec replaced between its metadata read and its body read is read again, this often
+UNKNOWN_DATASET = "unknown_dataset"  # the rejection reason under LANDFALL_DATASETS=registered
+
+# The converter's settings (landfall.arrival.config.ConverterConfig) a spec sets: (section, key) -> field.
+CONVERTER_FIELDS = {
+    ("shape", "timesteps"): "timesteps", ("shape", "features"): "features",
+    ("arrival", "csv_header"): "csv_header", ("arrival", "drop_nonfinite"): "drop_nonfinite",
+    ("arrival", "on_delete"): "on_delete",
+}
+# The submit stage's (landfall.submit.config.JobConfig): the job's resources and the flags it renders itself.
+JOB_FIELDS = {
+    ("resources", "engine"): "engine", ("resources", "workers"): "workers",
+    ("resources", "gpus_per_worker"): "gpus_per_worker", ("resources", "accelerator"): "accelerator",
+    ("resources", "queue_name"): "queue_name", ("resources", "cpu"): "cpu_request",
+    ("resources", "memory"): "memory_request", ("training", "epochs"): "epochs",
+    ("training", "batch_size_per_worker"): "batch_size_per_worker",
+}
+# The trainer's (trainer.config.TrainerConfig), passed as its flags by the job the submit stage renders.
+TRAINER_FLAGS = {
+    ("shape", "timesteps"): "--timesteps", ("shape", "features"): "--features",
+    ("model", "units"): "--units", ("model", "dropout"): "--dropout",
+    ("training", "learning_rate"): "--learning-rate", ("training", "validation_fraction"): "--validation-fraction",
+    ("training", "warm_start"): "--warm-start",
+    ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "threshold_quantile"): "--threshold-quantile",
+}
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset's spec as a stage uses it. ``generation`` None: the dataset has none (today's settings)."""
+
+    name: str
+    generation: int | None = None
+    shape: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    model: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    training: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    resources: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    arrival: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    verdict: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
+    # Only the keys the document set (landfall.core.policy puts them over the deployment's defaults).
+    retrain: Mapping[str, float | int] = dataclasses.field(default_factory=_empty)
+
+    @classmethod
+    def from_document(cls, doc: Mapping[str, Any], generation: int | None) -> DatasetSpec:
+        """From a document ``validate`` accepted."""
+        return cls(name=str(doc["name"]), generation=generation,
+                   **{s: MappingProxyType(copy.deepcopy(dict(doc.get(s) or {}))) for s in SECTIONS})
+
+    @property
+    def registered(self) -> bool:
+        return self.generation is not None
+
+    def _set(self, table: Mapping[tuple[str, str], str]) -> Iterable[tuple[str, Any]]:
+        for (section, key), target in table.items():
+            values = getattr(self, section)
+            if key in values:
+                yield target, values[key]
+
+    def converter_fields(self) -> dict[str, Any]:
+        """``dataclasses.replace(ConverterConfig, **this)``: the spec's shape and arrival rules, and its generation."""
+        return {**dict(self._set(CONVERTER_FIELDS)), "spec_generation": self.generation}
+
+    def job_fields(self, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
+        """``dataclasses.replace(JobConfig, **this)``: the job's resources, epochs and batch size, and the trainer
+        flags for the rest, after the deployment's ``trainer_args`` (argparse: the last wins, so the spec's)."""
+        return {**dict(self._set(JOB_FIELDS)), "trainer_args": tuple(trainer_args) + self.trainer_args()}
+
+    def trainer_args(self) -> tuple[str, ...]:
+        args: list[str] = []
+        for flag, value in self._set(TRAINER_FLAGS):
+            args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
+        if self.generation is not None:
+            args += ["--spec-generation", str(self.generation)]
+        return tuple(args)
+
+    def document(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"apiVersion": API_VERSION, "name": self.name}
+        doc.update({s: copy.deepcopy(dict(getattr(self, s))) for s in SECTIONS if getattr(self, s)})
+        return doc
+
+
+# -- the document ----------------------------------------------------------------------------------------
+@functools.cache
+def _base_schema() -> dict[str, Any]:
+    text = resources.files("landfall.core").joinpath("dataset-v1.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _validator(names: tuple[str, ...]) -> Any:
+    import jsonschema
+
+    schema = copy.deepcopy(_base_schema())
+    res = schema["properties"]["resources"]["properties"]
+    res["accelerator"]["enum"] = list(names)
+    res["engine"]["enum"] = list(ENGINES)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def schema() -> dict[str, Any]:
+    """The schema in force (the shipped one, with the accelerators this deployment can price)."""
+    return dict(_validator(tuple(sorted(accelerators.prices()))).schema)
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where ``1e-3`` is a string; a spec's numbers are read as YAML 1.2 (and JSON) read
+    them, so ``learning_rate: 1e-3`` is the number a user means."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$|^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$"),
+    list("-+0123456789."))
+
+
+def parse(text: str | bytes, where: str) -> dict[str, Any]:
+    """A YAML or JSON document (JSON is YAML): ``Invalid`` naming ``where`` when it is neither, or too large."""
+    if len(text) > MAX_BYTES:
+        raise Invalid(f"{where}: {len(text)} bytes, more than a spec may have ({MAX_BYTES})")
+    try:
+        doc = yaml.load(text, Loader=_Loader)  # a SafeLoader
+    except yaml.YAMLError as exc:
+        raise Invalid(f"{where}: neither YAML nor JSON: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(doc, dict):
+        raise Invalid(f"{where}: a spec is a mapping (apiVersion, name, sections), not {type(doc).__name__}")
+    return doc
+
+
+def problems(doc: Any) -> list[str]:
+    """Every way ``doc`` breaks the schema, one line each: ``<document path> (schema: <schema path>): message``."""
+    validator = _validator(tuple(sorted(accelerators.prices())))
+    lines = []
+    for err in sorted(validator.iter_errors(doc), key=lambda e: (list(map(str, e.path)), list(e.schema_path))):
+        at = ".".join(str(p) for p in err.path) or "(document)"
+        message = err.message if len(err.message) <= 300 else err.message[:297] + "..."
+        lines.append(f"{at} (schema: {'/'.join(str(p) for p in err.schema_path)}): {message}")
+    return lines
+
+
+def validate(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` if it is a valid ``landfall.dataset/v1`` document, else ``Invalid`` listing every problem."""
+    found = problems(doc)
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise Invalid(f"{where}: not a valid {API_VERSION}: " + "; ".join(found[:3]) + more)
+    return dict(doc)
+
+
+def load_text(text: str | bytes, where: str) -> dict[str, Any]:
+    return validate(parse(text, where), where)
+
+
+def canonical(doc: Mapping[str, Any]) -> bytes:
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+# -- in the bucket -----------------------------------------------------------------------------------------
+def spec_uri(bucket: str, dataset: str, layout: Layout) -> str:
+    if not valid_dataset(dataset):
+        raise Invalid(f"dataset {dataset!r} is not a dataset name")
+    return gs(bucket, f"{layout.specs_prefix}{dataset}.json")
+
+
+_CACHE: dict[tuple[str, str], DatasetSpec] = {}  # (uri, generation) -> the spec, newest few per dataset
+_LOCK = threading.Lock()
+_KEEP = 4  # generations kept per dataset: a release under generation N may re-render after N+1 was applied
+
+
+def _read(storage: Storage, uri: str, dataset: str, generation: int) -> DatasetSpec:
+    key = (uri, str(generation))
+    spec = _CACHE.get(key)
+    if spec is not None:
+        return spec
+    body = storage.read_bytes(uri, generation)
+    doc = load_text(body, f"{uri}#{generation}")
+    if doc["name"] != dataset:
+        raise Invalid(f"{uri}#{generation}: names dataset {doc['name']!r}, not {dataset!r}")
+    spec = DatasetSpec.from_document(doc, generation)
+    with _LOCK:
+        _CACHE[key] = spec
+        mine = sorted((int(g) for u, g in _CACHE if u == uri), reverse=True)
+        for old in mine[_KEEP:]:
+            _CACHE.pop((uri, str(old)), None)
+    return spec
+
+
+def for_dataset(storage: Storage, bucket: str, dataset: str, layout: Layout | None = None) -> DatasetSpec:
+    """The dataset's spec now: one metadata read, the body only when its generation is new to this process.
+
+    No spec: ``DatasetSpec(dataset)`` (generation None, empty sections). A stored spec that is not valid (written
+    around ``apply``) is ``Invalid``: permanent, the stage rejects what it was doing and says why."""
+    uri = spec_uri(bucket, dataset, layout or Layout())
+    for _ in range(READ_ATTEMPTS):
+        try:
+            generation = storage.stat(uri).generation
+        except NotFound:
+            return DatasetSpec(dataset)
+        try:
+            return _read(storage, uri, dataset, generation)
+        except NotFound:  # replaced (or deleted) between the two reads: look again
+            continue
+    raise TemporaryError(f"{uri} kept changing while it was read ({READ_ATTEMPTS} attempts)")
+
+
+def at_generation(storage: Storage, bucket: str, dataset: str, generation: int | None,
+                  layout: Layout | None = None) -> DatasetSpec:
+    """The spec of ``generation`` (what a job was released with), from the cache or the bucket; when that
+    generation is gone (replaced, and the bucket keeps no versions) the current one, which the caller logs."""
+    if generation is None:
+        return DatasetSpec(dataset)
+    uri = spec_uri(bucket, dataset, layout or Layout())
+    try:
+        return _read(storage, uri, dataset, generation)
+    except NotFound:
+        return for_dataset(storage, bucket, dataset, layout)
+
+
+def apply(storage: Storage, bucket: str, doc: Mapping[str, Any], layout: Layout | None = None,
+          if_generation: int | None = None) -> tuple[int, bool]:
+    """Validates ``doc`` and stores it as a new generation of its dataset's spec: ``(generation, changed)``.
+
+    Conditional on the generation read here (or ``if_generation``, what the caller showed its user): a
+    concurrent apply in between is ``AlreadyExists`` (look again), never silently overwritten. The same
+    content again is no new generation (``changed`` False)."""
+    doc = validate(doc, f"spec {doc.get('name')!r}" if isinstance(doc, Mapping) else "spec")
+    uri = spec_uri(bucket, doc["name"], layout or Layout())
+    body = canonical(doc)
+    try:
+        current, generation = storage.read_generation(uri)
+    except NotFound:
+        current, generation = None, 0
+    if if_generation is not None and if_generation != generation:
+        raise AlreadyExists(f"{uri} is at generation {generation}, not {if_generation}: it changed since it was "
+                            "read (look again: `landfall datasets show`)")
+    if current == body:
+        return generation, False
+    return storage.write_if_generation(uri, body, generation), True
+
+
+def stored(storage: Storage, bucket: str, layout: Layout | None = None) -> list[tuple[str, int]]:
+    """Every stored spec: ``(dataset, generation)``, by name."""
+    layout = layout or Layout()
+    found = []
+    for info in storage.list_objects(gs(bucket, layout.specs_prefix), suffix=".json"):
+        name = info.uri.rsplit("/", 1)[-1][: -len(".json")]
+        if valid_dataset(name):
+            found.append((name, info.generation))
+    return sorted(found)
