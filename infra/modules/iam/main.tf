@@ -278,8 +278,9 @@ resource "google_storage_bucket_iam_member" "reconciler_collect_read_parts" {
 }
 
 # Delete only, under snapshots/ and compacted/: no predefined object role deletes without also creating
-# (objectUser, objectAdmin), and with create it could replace a snapshot a job reads. Without
-# storage.objects.create it can neither create nor overwrite anything (an overwrite needs create and delete).
+# (objectUser, objectAdmin, storage.admin, legacyBucketWriter all create too), and with create it could replace
+# a snapshot a job reads. Without storage.objects.create it can neither create nor overwrite anything (an
+# overwrite needs create and delete).
 resource "google_storage_bucket_iam_member" "reconciler_collect_delete" {
   bucket = var.bucket_name
   role   = google_project_iam_custom_role.object_deleter.name
