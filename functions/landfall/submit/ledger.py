@@ -35,7 +35,7 @@ from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import gs
 from landfall.core.messages import JobInputs, TrainingRequest
-from landfall.core.storage import Storage
+from landfall.core.storage import ObjectInfo, Storage
 from landfall.submit import tfjob
 
 DELETE_WORKERS = 16
@@ -84,17 +84,24 @@ class Ledger:
 
     def pending_since(self, dataset: str) -> list[tuple[TrainingRequest, float]]:
         """The pending requests, oldest first, each with when it was recorded (seconds since the epoch: the
-        record's generation, which Cloud Storage sets from its write time in microseconds)."""
-        out = []
-        for info in sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
-                           key=lambda i: (i.generation, i.uri)):
+        record's generation, which Cloud Storage sets from its write time in microseconds).
+
+        The records are read ``DELETE_WORKERS`` at a time: a release after a burst of 2,000 requests reads 2,000
+        small objects, minutes one after another at Cloud Storage's tens of milliseconds each."""
+        infos = sorted(self.storage.list_objects(self._pending_prefix(dataset), suffix=".json"),
+                       key=lambda i: (i.generation, i.uri))
+
+        def read(info: ObjectInfo) -> tuple[TrainingRequest, float] | None:
             try:
-                out.append((TrainingRequest.from_message(self.storage.read_bytes(info.uri)), recorded_at(info)))
+                return TrainingRequest.from_message(self.storage.read_bytes(info.uri)), recorded_at(info)
             except NotFound:
-                continue  # covered and removed by a concurrent release
+                return None  # covered and removed by a concurrent release
             except Invalid:
                 self.storage.delete(info.uri)  # not ours to keep: it could never be covered
-        return out
+                return None
+
+        with concurrent.futures.ThreadPoolExecutor(min(DELETE_WORKERS, max(1, len(infos)))) as pool:
+            return [r for r in pool.map(read, infos) if r is not None]  # map keeps the listing's order
 
     def pending_times(self, dataset: str) -> list[float]:
         """When each pending request was recorded, from one listing (no record is read)."""
