@@ -244,21 +244,13 @@ def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: se
     kept = [s for s in every if s.seq not in gone]
     named = {u for s in kept for u in snapshots.named_objects(storage, s)}
     deleted = [snapshots.snapshot_uri(bucket, layout, dataset, seq) for seq in sorted(gone)]
-    _delete_all(storage, deleted)  # the snapshots first: once they are gone nothing names their objects
+    storage.delete_many(deleted, READ_WORKERS)  # the snapshots first: once they are gone nothing names their objects
     prefix = gs(bucket, f"{layout.compacted_prefix}{dataset}/")
     newest = every[-1].seq
     doomed = [u for u in storage.list(prefix) if u not in named
               and _attempt_seq(u[len(prefix):]) is not None and _attempt_seq(u[len(prefix):]) <= newest]
-    _delete_all(storage, doomed)
+    storage.delete_many(doomed, READ_WORKERS)  # a first collection of an old dataset: thousands
     return deleted + doomed
-
-
-def _delete_all(storage: Storage, uris: list[str]) -> None:
-    """Deletes ``uris``, ``READ_WORKERS`` at a time (a first collection of a long-lived dataset may delete
-    thousands of objects; one after another at tens of ms each, that would be minutes)."""
-    if uris:
-        with ThreadPoolExecutor(min(READ_WORKERS, len(uris))) as pool:
-            list(pool.map(storage.delete, uris))
 
 
 def _attempt_seq(rest: str) -> int | None:

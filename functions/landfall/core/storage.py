@@ -357,6 +357,13 @@ class Storage:
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             return list(pool.map(lambda p: self.download(*p), pairs))
 
+    def delete_many(self, uris: list[str], workers: int = 16) -> None:
+        """Deletes ``uris`` (missing ones are fine), ``workers`` at a time: thousands of small deletes one after
+        another, at Cloud Storage's tens of milliseconds each, would take minutes."""
+        if uris:
+            with ThreadPoolExecutor(max_workers=min(workers, len(uris))) as pool:
+                list(pool.map(self.delete, uris))
+
     def sync_down(self, uri_prefix: str, local_dir: str | Path) -> int:
         prefix = uri_prefix.rstrip("/") + "/"
         uris = self.list(prefix)

@@ -108,9 +108,8 @@ class Ledger:
         return [recorded_at(i) for i in self.storage.list_objects(self._pending_prefix(dataset), suffix=".json")]
 
     def drop_pending(self, dataset: str, request_ids: list[str]) -> None:
-        uris = [self._pending_prefix(dataset) + f"{rid}.json" for rid in request_ids]
-        with concurrent.futures.ThreadPoolExecutor(min(DELETE_WORKERS, max(1, len(uris)))) as pool:
-            list(pool.map(self.storage.delete, uris))
+        self.storage.delete_many([self._pending_prefix(dataset) + f"{rid}.json" for rid in request_ids],
+                                 DELETE_WORKERS)
 
     def datasets_with_pending(self) -> list[str]:
         prefix = gs(self.bucket, self.layout.requests_prefix)
