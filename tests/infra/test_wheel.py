@@ -30,6 +30,9 @@ def test_the_wheel_holds_every_module_of_every_package(tmp_path: Path):
     expected |= {f"landfall/{p.relative_to(REPO / 'functions' / 'landfall').as_posix()}"
                  for p in (REPO / "functions" / "landfall").rglob("*.schema.json")}
     assert "landfall/core/dataset-v1.schema.json" in expected
+    # The real public series landfall_bench.realdata reads (bench/data/README.md).
+    expected |= {f"landfall_bench/data/{p.name}" for p in (REPO / "bench" / "data").iterdir()}
+    assert "landfall_bench/data/BasicMotions_TRAIN.ts" in expected
     assert len(expected) > 40
     assert not expected - shipped, sorted(expected - shipped)
     assert not any(name.startswith(("tests/", "functions/")) for name in shipped)
