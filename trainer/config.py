@@ -21,6 +21,8 @@ class TrainerConfig(Settings):
     learning_rate: float = 1e-3
     validation_fraction: float = 0.1
     seed: int = 42
+    # random | blocks (landfall.core.holdout): blocks holds out contiguous runs with a gap of one window each side.
+    holdout: str = "random"
     # The model (the seed's: encoder GRU 128 -> 32, decoder 32 -> 128, dense back to F features).
     timesteps: int = Seed.TIMESTEPS
     features: int = Seed.FEATURES
@@ -43,6 +45,19 @@ class TrainerConfig(Settings):
     # The verdict (trainer.verdict): evaluation against the champion, promotion, the result message.
     promote_tolerance: float = 0.0  # promoted when loss <= champion's x (1 + tolerance)
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
+    # The labelled check (trainer.labelled): the set `landfall datasets apply` stored (landfall.core.labelled), scored
+    # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
+    labelled: str = ""
+    min_average_precision: float | None = None
+    # The floor (trainer.baseline): promoted only when 1 - loss / baseline loss >= min_skill (else no_skill).
+    min_skill: float = 0.1
+    # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it.
+    early_stopping_patience: int = 3
+    early_stopping_min_delta: float = 0.002  # a fraction of the last improvement's val_loss
+    early_stopping_start_from_epoch: int = 0
+    # Every epoch's input order a function of (seed, worker, epoch) (trainer.data._deterministic): a restarted
+    # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.
+    deterministic: bool = False
     results_topic: str = "landfall-training-results"  # "" publishes no result message
     # The dataset spec (landfall.core.specs) the submit stage rendered the job from, recorded in metrics.json
     # and the result; its settings arrive as the flags above. None: no spec (the deployment's settings).
@@ -62,6 +77,8 @@ class TrainerConfig(Settings):
             problems.append(f"batch size per worker must be >= 1, got {self.batch_size_per_worker}")
         if not 0.0 <= self.validation_fraction < 1.0:
             problems.append(f"validation fraction must be in [0, 1), got {self.validation_fraction}")
+        if self.holdout not in ("random", "blocks"):
+            problems.append(f"holdout must be random or blocks, got {self.holdout!r}")
         if self.learning_rate <= 0:
             problems.append(f"learning rate must be > 0, got {self.learning_rate}")
         if not 0.0 <= self.dropout < 1.0:
@@ -77,8 +94,21 @@ class TrainerConfig(Settings):
         if self.promote_tolerance < 0 or not 0.0 < self.threshold_quantile < 1.0:
             problems.append(f"promote tolerance must be >= 0 and threshold quantile in (0, 1), got "
                             f"{self.promote_tolerance}, {self.threshold_quantile}")
+        if self.min_skill > 1.0:
+            problems.append(f"min skill must be <= 1 (1 is a perfect reconstruction), got {self.min_skill}")
+        try:
+            self.stopping_rule()
+        except ValueError as exc:
+            problems.append(str(exc))
+        if self.min_average_precision is not None and not 0.0 <= self.min_average_precision <= 1.0:
+            problems.append(f"min average precision must be in [0, 1], got {self.min_average_precision}")
         if problems:
             raise ValueError("; ".join(problems))
+
+    def stopping_rule(self):
+        from trainer.stopping import Rule
+
+        return Rule(self.early_stopping_patience, self.early_stopping_min_delta, self.early_stopping_start_from_epoch)
 
     @property
     def shape(self) -> tuple[int, int]:

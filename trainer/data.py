@@ -4,12 +4,13 @@ Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``:
 shard file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records
 (consecutive small files that hold nothing but their arrival's records, as a dataset of many small arrivals
 has before compaction, are read as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic
-hold-out (same integer hash of the record index as ``trainer.inputs``) is applied to a whole block with one
-mask, and the block is parsed with one ``parse_example`` + ``decode_raw`` and normalised per feature.
-Shuffling is vectorised too: the range order is reshuffled on every pass, and the instances are permuted
-within windows of ``shuffle_buffer`` instances (one gather per window) before they are cut into training
-batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one epoch. Every
-per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost tens of
+hold-out (``landfall.core.holdout``'s integer arithmetic, the same as the plan's, vectorised: ``random``, a hash of
+the record's index in its arrival; ``blocks``, a hash of its block, and the gap around held-out blocks left out of
+both splits) is applied to a whole block with one mask, and the block is parsed with one ``parse_example`` +
+``decode_raw`` and normalised per feature. Shuffling is vectorised too: the range order is reshuffled on every pass,
+and the instances are permuted within windows of ``shuffle_buffer`` instances (one gather per window) before they are
+cut into training batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one
+epoch. Every per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost tens of
 microseconds per instance in tf.data, more than reading and parsing together.
 """
 
@@ -24,8 +25,10 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from landfall.core import holdout
+from landfall.core.holdout import HASH_MODULUS, HASH_MULTIPLIER
 from landfall.core.records import FEATURE_KEY
-from trainer.inputs import HASH_MODULUS, HASH_MULTIPLIER, Plan
+from trainer.inputs import Plan
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
 READ_BUFFER = 4 * 1024 * 1024
@@ -41,20 +44,27 @@ def _files(path: Path_) -> list[str]:
     return [str(path)] if isinstance(path, str | os.PathLike) else [str(p) for p in path]
 
 
-def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, int]]]], threshold: int, split: str,
-                *, deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
+def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]]]], threshold: int, split: str,
+                *, deterministic: bool = False, shuffle_files: int | None = None,
+                rule: holdout.Split | None = None) -> tf.data.Dataset:
     """Vectors of serialized records of ``split`` from ``slices``: ``(path, start, stop, segments)``, the
     records ``[start, stop)`` of a staged file (or of several, ``path`` a sequence: their records in turn, as
-    ``_joined`` makes), where ``segments`` are ``(first, salt)``: from record ``first`` on (ascending, the
-    first at ``start``) the hold-out hash of record ``i`` is ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a
-    compacted file holds many arrivals, each with its salt). ``ALL``: every record of them."""
+    ``_joined`` makes), where ``segments`` are ``(first, salt[, delta])``: from record ``first`` on (ascending,
+    the first at ``start``) the hold-out hash of record ``i`` is ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a
+    compacted file holds many arrivals, each with its salt) and its index in its arrival ``i + delta``.
+    ``rule``: the plan's split (``None``: ``random``); ``blocks`` needs every segment's ``delta``. ``ALL``: every
+    record of them."""
     if split not in (TRAIN, VALIDATION, ALL):
         raise ValueError(f"split must be {TRAIN}, {VALIDATION} or {ALL}, got {split!r}")
+    blocks_mode = rule is not None and rule.mode == holdout.BLOCKS
+    if blocks_mode and any(len(seg) < 3 for s in slices for seg in s[3]):
+        raise ValueError("the blocks hold-out needs each segment's (first, salt, delta)")
     groups = [_files(s[0]) for s in slices]
     paths = [p for g in groups for p in g]
     path_ends = np.cumsum([len(g) for g in groups], dtype=np.int64)
-    firsts = [int(f) for s in slices for f, _ in s[3]]
-    salts = [int(v) for s in slices for _, v in s[3]]
+    firsts = [int(seg[0]) for s in slices for seg in s[3]]
+    salts = [int(seg[1]) for s in slices for seg in s[3]]
+    deltas = [int(seg[2]) if len(seg) > 2 else 0 for s in slices for seg in s[3]]
     ends = np.cumsum([len(s[3]) for s in slices], dtype=np.int64)
     los = (ends - [len(s[3]) for s in slices]).tolist()
     n = len(slices)
@@ -69,12 +79,28 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, int]
     all_paths = tf.constant(paths, tf.string, shape=[len(paths)])
     all_firsts = tf.constant(firsts, tf.int64, shape=[len(firsts)])
     all_salts = tf.constant(salts, tf.int64, shape=[len(salts)])
+    all_deltas = tf.constant(deltas, tf.int64, shape=[len(deltas)])
     if shuffle_files is not None and n > 1:
         files = files.shuffle(n, seed=shuffle_files, reshuffle_each_iteration=True)
     # With no hold-out every record is a training record: training needs no mask then.
     filtered = split == VALIDATION or (split == TRAIN and threshold > 0)
+    length = rule.block if rule is not None else 1
+    gap = rule.timesteps if rule is not None else 0
 
-    def keep(index: tf.Tensor, salt: tf.Tensor) -> tf.Tensor:
+    def held_block(blocks: tf.Tensor, base: tf.Tensor) -> tf.Tensor:
+        hashed = tf.math.floormod(blocks * HASH_MULTIPLIER + base, HASH_MODULUS)
+        return tf.logical_and(blocks >= 0, hashed < threshold)
+
+    def keep(index: tf.Tensor, salt: tf.Tensor, delta: tf.Tensor) -> tf.Tensor:
+        if blocks_mode:  # landfall.core.holdout.sides, in TensorFlow: by block, the gap in neither split
+            at = index + delta  # the record's index in its arrival
+            base = tf.math.floormod(salt - delta * HASH_MULTIPLIER, HASH_MODULUS)  # the arrival's salt at record 0
+            held_out = held_block(tf.math.floordiv(at, length), base)
+            if split == VALIDATION:
+                return held_out
+            near = tf.logical_or(held_block(tf.math.floordiv(at - gap, length), base),
+                                 held_block(tf.math.floordiv(at + gap, length), base))
+            return tf.logical_not(tf.logical_or(held_out, near))
         hashed = tf.math.floormod(index * HASH_MULTIPLIER + salt, HASH_MODULUS)
         held_out = hashed < threshold
         return held_out if split == VALIDATION else tf.logical_not(held_out)
@@ -86,12 +112,12 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, int]
         blocks = records.batch(BLOCK)
         if not filtered:
             return blocks
-        seg_firsts, seg_salts = all_firsts[lo:hi], all_salts[lo:hi]
+        seg_firsts, seg_salts, seg_deltas = all_firsts[lo:hi], all_salts[lo:hi], all_deltas[lo:hi]
 
         def select(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
             index = start + block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
             which = tf.searchsorted(seg_firsts, index, side="right", out_type=tf.int64) - 1
-            return tf.boolean_mask(records, keep(index, tf.gather(seg_salts, which)))
+            return tf.boolean_mask(records, keep(index, tf.gather(seg_salts, which), tf.gather(seg_deltas, which)))
 
         return blocks.enumerate().map(select)
 
@@ -121,42 +147,44 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
     return parse
 
 
-def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, int]]]]:
+def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, ...]]]]:
     """This worker's planned record ranges of ``split`` as ``(path, start, stop, segments)`` in file record
-    positions, consecutive ranges of one file merged into one (a compacted file is opened once, not once
-    per arrival in it); ``paths`` are the staged files, in the order of ``plan.mine`` (as
-    ``trainer.inputs.stage`` returns them)."""
+    positions (each segment ``(first, salt, delta)``: ``read_blocks``), consecutive ranges of one file merged
+    into one (a compacted file is opened once, not once per arrival in it); ``paths`` are the staged files, in
+    the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
     if len(paths) != len(plan.mine):
         raise ValueError(f"{len(paths)} staged paths for the plan's {len(plan.mine)} shards")
     local = dict(zip(plan.mine, paths, strict=True))
     chosen = plan.train_slices if split == TRAIN else plan.val_slices
-    out: list[tuple[str, int, int, list[tuple[int, int]]]] = []
+    out: list[tuple[str, int, int, list[tuple[int, ...]]]] = []
     for s in chosen:
         piece = plan.shards[s.shard]
         path, start, stop = str(local[s.shard]), piece.start + s.start, piece.start + s.stop
         salt = (plan.salts[s.shard] - piece.start * HASH_MULTIPLIER) % HASH_MODULUS  # in file positions
+        segment = (start, salt, piece.arrival_start - piece.start)  # file position + delta: index in the arrival
         if out and out[-1][0] == path and out[-1][2] == start:
-            out[-1] = (path, out[-1][1], stop, [*out[-1][3], (start, salt)])
+            out[-1] = (path, out[-1][1], stop, [*out[-1][3], segment])
         else:
-            out.append((path, start, stop, [(start, salt)]))
+            out.append((path, start, stop, [segment]))
     return out
 
 
-def _joined(slices: Sequence[tuple[str, int, int, list[tuple[int, int]]]], sizes: dict[str, int],
-            limit: int = JOIN_RECORDS) -> list[tuple[tuple[str, ...], int, int, list[tuple[int, int]]]]:
+def _joined(slices: Sequence[tuple[str, int, int, list[tuple[int, ...]]]], sizes: dict[str, int],
+            limit: int = JOIN_RECORDS) -> list[tuple[tuple[str, ...], int, int, list[tuple[int, ...]]]]:
     """Consecutive slices of small whole files (``sizes``: the records of each staged file that holds exactly
     its shard) as one slice over the files in turn, up to ``limit`` records: a slice that ends where its file
     ends is followed by the next one starting at that file's first record, with the next file's positions
     shifted by the records before it and each segment's salt shifted back by as many, so every record keeps its
     hold-out hash. Before compaction a dataset of many small arrivals is then read in blocks of ``BLOCK``
     records, as a compacted one is, instead of one pipeline (and one tiny block) per file."""
-    out: list[tuple[tuple[str, ...], int, int, list[tuple[int, int]]]] = []
+    out: list[tuple[tuple[str, ...], int, int, list[tuple[int, ...]]]] = []
     offset, open_end = 0, False  # records of the current group's files; its last slice ends at its file's end
     for path, start, stop, segments in slices:
         size = sizes.get(path)
         if out and open_end and start == 0 and size is not None and out[-1][2] - out[-1][1] + stop <= limit:
             files, lo, _, segs = out[-1]
-            shifted = [(first + offset, (salt - offset * HASH_MULTIPLIER) % HASH_MODULUS) for first, salt in segments]
+            shifted = [(seg[0] + offset, (seg[1] - offset * HASH_MULTIPLIER) % HASH_MODULUS,
+                        *(d - offset for d in seg[2:])) for seg in segments]
             out[-1] = ((*files, path), lo, offset + stop, [*segs, *shifted])
         else:
             out.append(((path,), start, stop, list(segments)))
@@ -177,7 +205,7 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
                            shuffle_files=shuffle_files))
     sizes = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True) if plan.shards[i].whole}
     blocks = read_blocks(_joined(_slices(plan, paths, split), sizes), plan.threshold, split,
-                         deterministic=deterministic, shuffle_files=shuffle_files)
+                         deterministic=deterministic, shuffle_files=shuffle_files, rule=plan.split)
     return blocks.map(parser(shape, mean, std), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 
@@ -185,18 +213,25 @@ def _pair(x: tf.Tensor):
     return x, x
 
 
-def _options() -> tf.data.Options:
+def _options(deterministic: bool = False) -> tf.data.Options:
     options = tf.data.Options()
     # Sharding is ours (record ranges per worker); tf.distribute must not shard again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    options.deterministic = False
+    options.deterministic = deterministic
     return options
 
 
 def train_dataset(plan: Plan, paths: Sequence[str], shape: tuple[int, int], *, batch_size: int,
-                  shuffle_buffer: int, seed: int, mean=None, std=None) -> tf.data.Dataset:
+                  shuffle_buffer: int, seed: int, mean=None, std=None, first_epoch: int | None = None
+                  ) -> tf.data.Dataset:
     """Endless shuffled ``(x, x)`` batches of ``batch_size`` (per replica; ``plan.batch_size`` per worker);
-    ``plan.steps_per_epoch`` steps take one pass over this worker's training records but the remainder."""
+    ``plan.steps_per_epoch`` steps take one pass over this worker's training records but the remainder.
+
+    ``first_epoch`` (``--deterministic``): the order of every pass is a function of (seed, worker, epoch) only,
+    and the stream starts at pass ``first_epoch`` (the epoch a restarted run resumes at), so a run that was
+    killed and restarted sees exactly the batches an uninterrupted run sees (``_deterministic``)."""
+    if first_epoch is not None:
+        return _deterministic(plan, paths, shape, batch_size, shuffle_buffer, seed, mean, std, first_epoch)
     ds = read_instances(plan, paths, shape, TRAIN, mean=mean, std=std, shuffle_files=seed + plan.worker_index)
     if shuffle_buffer > 1:
         ds = ds.rebatch(shuffle_buffer).map(tf.random.shuffle, num_parallel_calls=tf.data.AUTOTUNE)
@@ -213,3 +248,29 @@ def validation_dataset(plan: Plan, paths: Sequence[str], shape: tuple[int, int],
     ds = read_instances(plan, paths, shape, VALIDATION, mean=mean, std=std, deterministic=True)
     ds = ds.rebatch(batch_size, drop_remainder=True).take(num_batches).map(_pair)
     return ds.prefetch(tf.data.AUTOTUNE).with_options(_options())
+
+
+def _deterministic(plan: Plan, paths: Sequence[str], shape: tuple[int, int], batch_size: int, shuffle_buffer: int,
+                   seed: int, mean, std, first_epoch: int) -> tf.data.Dataset:
+    """Pass ``k`` reads the worker's training records in an order seeded by (seed, worker, k): the ranges
+    shuffled with that seed, read in a deterministic interleave, each window of ``shuffle_buffer`` instances
+    permuted by a stateless shuffle of (seed, worker, k, window). Nothing depends on what ran before, so pass
+    ``k`` is the same whether the run started at 0 or resumed at ``k``. Costs some read parallelism (a
+    deterministic interleave waits for the slowest file in turn): a mode for reproducible runs and for the
+    tests that compare a killed run with an uninterrupted one, not the default."""
+    per_pass = plan.steps_per_epoch * plan.batch_size // batch_size
+    base = (int(seed) * 1_000_003 + plan.worker_index * 7_919) % (2**31)
+
+    def one_pass(k: tf.Tensor) -> tf.data.Dataset:
+        pass_seed = tf.constant(base, tf.int64) * 104_729 + k
+        ds = read_instances(plan, paths, shape, TRAIN, mean=mean, std=std, deterministic=True,
+                            shuffle_files=pass_seed)
+        if shuffle_buffer > 1:
+            def permute(i: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+                return tf.random.experimental.stateless_shuffle(x, seed=tf.stack([pass_seed, i]))
+
+            ds = ds.rebatch(shuffle_buffer).enumerate().map(permute, deterministic=True)
+        return ds.rebatch(batch_size, drop_remainder=True).take(per_pass)
+
+    ds = tf.data.Dataset.range(first_epoch, 2**62).flat_map(one_pass).map(_pair)
+    return ds.prefetch(tf.data.AUTOTUNE).with_options(_options(deterministic=True))

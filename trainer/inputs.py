@@ -5,8 +5,10 @@
 - ``plan_inputs`` decides which records each worker trains and validates on, balanced to within one
   record however the instances spread over shards and arrivals. All shards' records are taken in one
   fixed global order (manifest order, then file order); the validation hold-out is a deterministic
-  function of (seed, shard URI, record index): a golden-ratio hash of the index, so it is spread evenly
-  over the data and a record stays on the same side when more arrivals are added. The training records
+  function of (seed, arrival, record index in the arrival) (``landfall.core.holdout``: ``random``, a golden-ratio
+  hash of the index, spread evenly over the data; or ``blocks``, contiguous runs with a gap of one window), so a
+  record stays on the same side when more arrivals are added, and the submit stage counts exactly what a job
+  will train on before it releases it. The training records
   are cut into ``num_workers`` contiguous runs of equal size (to within one record), the validation
   records likewise; a run may start and end inside a shard, so a worker stages only the shards its runs
   touch and reads only its record ranges of them (``Plan.train_slices``/``val_slices``). Every worker
@@ -22,14 +24,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import google_crc32c
 import numpy as np
 
-from landfall.core import logs, snapshots
+from landfall.core import holdout, logs, snapshots
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import RETRACTION
 from landfall.core.messages import JobInputs, Manifest
@@ -40,8 +41,8 @@ log = logs.get("trainer.inputs")
 
 MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
-HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, evenly spread
-HASH_MODULUS = 2**32
+HASH_MULTIPLIER = holdout.HASH_MULTIPLIER  # the split's arithmetic lives in landfall.core.holdout
+HASH_MODULUS = holdout.HASH_MODULUS
 READ_WORKERS = 32  # manifests read at once (latency-bound: one small object each)
 DOWNLOAD_WORKERS = 32  # files staged at once (TrainerConfig.download_workers)
 
@@ -223,17 +224,22 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
 def shard_salt(seed: int, shard: ShardRef) -> int:
     """The hold-out salt of ``shard``'s first record: a function of its arrival and its index in the arrival
     (never of the file it is in), so compaction moves records without moving them across the split."""
-    base = zlib.crc32(f"{seed}/{shard.arrival or shard.uri}".encode())
-    return (base + shard.arrival_start * HASH_MULTIPLIER) % HASH_MODULUS
+    return holdout.salt_at(seed, shard.arrival or shard.uri, shard.arrival_start)
 
 
 def holdout_threshold(fraction: float) -> int:
-    return round(fraction * HASH_MODULUS)
+    return holdout.threshold(fraction)
 
 
 def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
-    """Same integer arithmetic as ``trainer.data`` does in TensorFlow (int64, exact)."""
-    return (index.astype(np.int64) * HASH_MULTIPLIER + salt) % HASH_MODULUS < threshold
+    """``random`` hold-out: same integer arithmetic as ``trainer.data`` does in TensorFlow (int64, exact)."""
+    return holdout.is_validation(index, salt, threshold)
+
+
+def shard_sides(split: holdout.Split, shard: ShardRef) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation) masks of ``shard``'s records (``landfall.core.holdout``: by arrival and index in it)."""
+    index = shard.arrival_start + np.arange(shard.count, dtype=np.int64)
+    return split.sides(shard.arrival or shard.uri, index)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,6 +268,7 @@ class Plan:
     offsets: tuple[int, ...]  # global position of each shard's first record
     train_ranges: tuple[tuple[int, int], ...]  # per worker: [start, stop) of global positions
     val_ranges: tuple[tuple[int, int], ...]
+    split: holdout.Split = dataclasses.field(default_factory=holdout.Split)  # seed, fraction, mode, window
 
     @property
     def global_batch_size(self) -> int:
@@ -314,7 +321,7 @@ def _balanced_ranges(masks: list[np.ndarray], offsets: list[int], num_workers: i
 
 
 def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size: int,
-                validation_fraction: float, seed: int) -> Plan:
+                validation_fraction: float, seed: int, holdout_mode: str = holdout.RANDOM) -> Plan:
     """Every worker's records, balanced to within one record whatever the shards' sizes.
 
     All shards' records are taken in one fixed global order (the manifests' shard order, each shard's
@@ -324,15 +331,18 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     stages only the shards its runs touch and reads only its record ranges of them. An epoch is
     ``floor(min share / batch)`` steps on every worker, so it covers every training instance once but
     the remainder of one global batch.
+
+    ``holdout_mode`` ``blocks`` holds out contiguous blocks of records with a gap of one window (the instances'
+    timesteps) on each side, trained on by no one (``landfall.core.holdout``).
     """
     shards = inputs.shards
+    split = holdout.Split(seed, validation_fraction, holdout_mode, max(1, int(inputs.shape[0])))
     salts = [shard_salt(seed, s) for s in shards]
-    threshold = holdout_threshold(validation_fraction)
+    threshold = split.threshold
     offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
-    val_masks = [is_validation(np.arange(s.count, dtype=np.int64), salt, threshold)
-                 for s, salt in zip(shards, salts, strict=True)]
-    train_ranges, train_counts = _balanced_ranges([~m for m in val_masks], offsets, num_workers)
-    val_ranges, val_counts = _balanced_ranges(val_masks, offsets, num_workers)
+    sides = [shard_sides(split, s) for s in shards]
+    train_ranges, train_counts = _balanced_ranges([t for t, _ in sides], offsets, num_workers)
+    val_ranges, val_counts = _balanced_ranges([v for _, v in sides], offsets, num_workers)
     steps = min(train_counts) // batch_size
     if steps < 1:
         raise Invalid(
@@ -359,6 +369,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
         offsets=tuple(offsets),
         train_ranges=tuple(train_ranges),
         val_ranges=tuple(val_ranges),
+        split=split,
     )
     mine = sorted({s.shard for s in plan.train_slices + plan.val_slices})
     return dataclasses.replace(plan, mine=tuple(mine))
@@ -369,13 +380,13 @@ def arrival_counts(inputs: Inputs, plan: Plan) -> list[dict]:
     per: dict[str, dict] = {}
     for uri, manifest in zip(inputs.manifest_uris, inputs.manifests, strict=True):
         per[uri] = {"manifest": uri, "source": manifest.source.name, "instances": 0, "train": 0, "validation": 0}
-    for shard, salt in zip(plan.shards, plan.salts, strict=True):
-        held = int(is_validation(np.arange(shard.count, dtype=np.int64), salt, plan.threshold).sum())
+    for shard in plan.shards:
+        train, held = shard_sides(plan.split, shard)
         entry = per.setdefault(shard.manifest, {"manifest": shard.manifest, "source": None, "instances": 0,
                                                 "train": 0, "validation": 0})
         entry["instances"] += shard.count
-        entry["validation"] += held
-        entry["train"] += shard.count - held
+        entry["validation"] += int(held.sum())
+        entry["train"] += int(train.sum())  # with blocks, the gap records are in neither
     return list(per.values())
 
 

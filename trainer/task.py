@@ -10,9 +10,14 @@ Flags
                               are all used; repeatable (LANDFALL_MANIFESTS: comma separated or a JSON list)
     --job-dir URI             gs://bucket/runs/<job> or a local folder (required)
     --job-name NAME           default: LANDFALL_JOB_NAME, else the last path segment of --job-dir
-    --epochs N                epochs to reach (a restarted job continues to the same total)
+    --epochs N                the ceiling: at most this many epochs (a restarted job continues to the same
+                              total); the run stops earlier once the held-out loss stops improving
+    --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-start-from-epoch S
+                              the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
+    --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.baseline``)
+    --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
-    --learning-rate, --validation-fraction, --seed
+    --learning-rate, --validation-fraction, --seed, --holdout random|blocks (landfall.core.holdout)
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
     --warm-start auto|none|URI  initial weights: auto (default) the dataset's newest succeeded model, found
@@ -114,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--learning-rate", type=float)
     a("--validation-fraction", type=float)
     a("--seed", type=int)
+    a("--holdout", choices=["random", "blocks"], help="random records, or blocks with a gap of one window")
     a("--units", type=lambda s: tuple(int(u) for u in s.split(",") if u.strip()), metavar="U1,U2")
     a("--dropout", type=float)
     a("--timesteps", type=int)
@@ -130,7 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
       help="ignored: the coordination service detects a dead peer by its missed heartbeats")
     a("--verbose", type=int, choices=[0, 1, 2])
     a("--promote-tolerance", type=float)
+    a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
+    a("--early-stopping-patience", type=int, help="epochs without improvement before stopping; 0: train to --epochs")
+    a("--early-stopping-min-delta", type=float, help="an improvement: val_loss lower by this fraction")
+    a("--early-stopping-start-from-epoch", type=int, help="epochs before the held-out loss is monitored")
+    a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
+      help="each epoch's input order a function of (seed, worker, epoch): a restart replays exactly")
     a("--threshold-quantile", type=float)
+    a("--labelled", metavar="URI", help="a labelled evaluation set (landfall.core.labelled), scored by the verdict")
+    a("--min-average-precision", type=float, help="promote only at this average precision on --labelled, or above")
     a("--spec-generation", type=int, help="the dataset spec generation the job was rendered from (recorded)")
     return p
 
@@ -215,16 +229,33 @@ def record_cost(cfg: TrainerConfig, metrics: Metrics) -> None:
     if wall is None:
         return
     try:
-        metrics.update(**cost.fields(int(doc.get("num_workers") or 1), cfg.gpus_per_worker, wall, cfg.accelerator,
-                                     "chief"))
+        fields = cost.fields(int(doc.get("num_workers") or 1), cfg.gpus_per_worker, wall, cfg.accelerator, "chief")
+        metrics.update(**fields, **ceiling_cost(doc, fields["gpu_seconds"]))
     except Exception as exc:  # the run is over either way; the submit stage estimates what is missing
         log.warning(f"could not record the cost in {METRICS}: {exc}")
 
 
+def ceiling_cost(doc: dict[str, Any], gpu_seconds: float | None) -> dict[str, Any]:
+    """``ceiling_gpu_seconds``: what the run would have cost had it trained to the ceiling. The epochs it did not
+    run are priced at the median wall time of the epochs it ran, on the same GPUs; ``saved_gpu_seconds`` is the
+    difference. Nothing when the run did not stop early."""
+    if not doc.get("stopped_early") or gpu_seconds is None:
+        return {"ceiling_gpu_seconds": gpu_seconds, "saved_gpu_seconds": 0.0 if gpu_seconds is not None else None}
+    epochs = [float(e["wall_s"]) for e in doc.get("epochs") or [] if isinstance(e.get("wall_s"), int | float)]
+    ceiling, ran = int(doc.get("epochs_ceiling") or doc.get("epochs_requested") or 0), len(epochs)
+    wall = cost.wall_s(doc.get("started_at"), doc.get("ended_at")) or 0.0
+    if not epochs or ceiling <= ran or wall <= 0:
+        return {"ceiling_gpu_seconds": gpu_seconds, "saved_gpu_seconds": 0.0}
+    per_second = gpu_seconds / wall  # GPUs held: workers x GPUs per worker
+    saved = (ceiling - ran) * sorted(epochs)[len(epochs) // 2] * per_second
+    return {"ceiling_gpu_seconds": round(gpu_seconds + saved, 3), "saved_gpu_seconds": round(saved, 3)}
+
+
 def already_done(job: JobDir, cfg: TrainerConfig) -> bool:
+    """The job dir holds a finished run of this ceiling: all its epochs, or fewer because it converged."""
     doc = job.read_json(METRICS) or {}
     return (doc.get("status") == "succeeded" and doc.get("epochs_requested") == cfg.epochs
-            and len(doc.get("epochs") or []) >= cfg.epochs)
+            and (len(doc.get("epochs") or []) >= cfg.epochs or bool(doc.get("stopped_early"))))
 
 
 def arrival_latency_s(storage: Storage, args: list[str] | tuple[str, ...], now: datetime | None = None) -> float | None:
@@ -265,7 +296,7 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
         metrics.doc.update(dataset=",".join(inputs.datasets), manifests=list(inputs.manifest_uris))
         plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
-                                      cfg.validation_fraction, cfg.seed)
+                                      cfg.validation_fraction, cfg.seed, cfg.holdout)
         log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
     with phase("reading the job dir"):
         if cluster.is_chief and job.read_json(METRICS) is None:  # this job's first start

@@ -67,8 +67,10 @@ TRAINER_FLAGS = {
     ("shape", "timesteps"): "--timesteps", ("shape", "features"): "--features",
     ("model", "units"): "--units", ("model", "dropout"): "--dropout",
     ("training", "learning_rate"): "--learning-rate", ("training", "validation_fraction"): "--validation-fraction",
+    ("training", "holdout"): "--holdout",
     ("training", "warm_start"): "--warm-start",
     ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "threshold_quantile"): "--threshold-quantile",
+    ("verdict", "min_average_precision"): "--min-average-precision",
 }
 
 def _empty() -> Mapping[str, Any]:
@@ -119,6 +121,9 @@ class DatasetSpec:
         args: list[str] = []
         for flag, value in self._set(TRAINER_FLAGS):
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
+        labelled = self.verdict.get("labelled") or {}
+        if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)
+            args += ["--labelled", str(labelled["uri"])]
         if self.generation is not None:
             args += ["--spec-generation", str(self.generation)]
         return tuple(args)
