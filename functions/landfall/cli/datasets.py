@@ -5,6 +5,13 @@
 - ``apply PATH...``: validates every file first and applies none if one is invalid; then writes each as a new
   generation of ``gs://BUCKET/config/datasets/<name>.json``, over the generation it read (``--if-generation``:
   over that one, for a single file), and leaves an unchanged spec as it is (no new generation).
+- A spec's labelled evaluation file (``verdict.labelled.file``: a path relative to the spec file, inside its
+  folder, or a ``gs://`` URI) is read with the converter's readers and its labels checked
+  (``landfall.arrival.labelled``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
+  written). ``apply`` stores it create-only as ``gs://BUCKET/config/labelled/<name>/<sha256>.npz`` and its manifest
+  (``landfall.core.labelled``), then records that URI in the stored spec as ``verdict.labelled.uri`` (so the job
+  rendered from that generation passes it to the trainer). The same file again is the same object: no new
+  generation.
 - ``show NAME``: the stored document and its generation; ``list``: every stored spec and its generation.
 
 Exit status 1 with one line per problem (the file, the document path and the schema path) when anything fails.
@@ -13,15 +20,20 @@ Exit status 1 with one line per problem (the file, the document path and the sch
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from landfall.arrival import labelled as labelled_input
+from landfall.arrival.config import ConverterConfig
 from landfall.cli.common import job_config, reporting_errors
+from landfall.core import labelled as labelled_store
 from landfall.core import logs, specs
 from landfall.core.config import Layout
-from landfall.core.errors import AlreadyExists, Invalid
-from landfall.core.storage import Storage
+from landfall.core.errors import AlreadyExists, BadInput, Invalid, NotFound
+from landfall.core.storage import Storage, is_gs
 
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -72,7 +84,64 @@ def load_file(path: Path) -> dict:
     if doc["name"] != path.stem:
         raise Invalid(f"{path}: names dataset {doc['name']!r}; the file of dataset {doc['name']!r} is "
                       f"{doc['name']}{path.suffix} (one file per dataset, named after it)")
+    if "uri" in ((doc.get("verdict") or {}).get("labelled") or {}):
+        raise Invalid(f"{path}: verdict.labelled.uri is written by `landfall datasets apply` (the converted set), "
+                      "not in a reviewed spec: name the file with verdict.labelled.file")
     return doc
+
+
+def labelled_source(path: Path, doc: dict) -> tuple[str, str] | None:
+    """``(source, label)`` of the spec's labelled file, or None. A relative ``file`` is relative to the spec file
+    and must stay in its folder (the deploy build mounts only datasets/)."""
+    entry = (doc.get("verdict") or {}).get("labelled")
+    if not entry:
+        return None
+    file, label = str(entry["file"]), str(entry.get("label") or labelled_input.DEFAULT_LABEL)
+    if is_gs(file):
+        return file, label
+    folder = path.parent.resolve()
+    source = (folder / file).resolve()
+    if folder not in source.parents:
+        raise Invalid(f"{path}: verdict.labelled.file {file!r} is outside the spec's folder {path.parent}/ (the "
+                      "deploy build sees only that folder): keep it beside the spec, or give a gs:// URI")
+    return str(source), label
+
+
+def read_labelled(path: Path, doc: dict, storage: Storage) -> labelled_input.Labelled | None:
+    """The spec's labelled set, read and checked for its shape; ``Invalid``, one line, naming the spec, the file
+    and the reason."""
+    found = labelled_source(path, doc)
+    if found is None:
+        return None
+    source, label = found
+    spec = specs.DatasetSpec.from_document(doc, None)
+    cfg = ConverterConfig.load(**{k: v for k, v in spec.converter_fields().items() if k != "spec_generation"})
+    file = doc["verdict"]["labelled"]["file"]
+    try:
+        return labelled_input.load(storage, source, cfg, label)
+    except BadInput as exc:
+        raise Invalid(f"{path}: verdict.labelled.file {file}: {exc} (for instances of shape "
+                      f"({cfg.timesteps}, {cfg.features}), label {label!r})") from None
+    except NotFound:
+        raise Invalid(f"{path}: verdict.labelled.file {file}: no such file ({source})") from None
+
+
+def _labelled_sets(loaded: list[tuple[Path, dict]], storage: Storage,
+                   local_only: bool = False) -> dict[str, labelled_input.Labelled]:
+    """Every spec's labelled set (by dataset), all read before anything is written; ``Invalid`` listing each
+    spec's problem. ``local_only``: a gs:// file is left for ``apply``."""
+    found, problems = {}, []
+    for path, doc in loaded:
+        try:
+            source = labelled_source(path, doc)
+            if source is None or (local_only and is_gs(source[0])):
+                continue
+            found[doc["name"]] = read_labelled(path, doc, storage)
+        except Invalid as exc:
+            problems.append(str(exc))
+    if problems:
+        raise Invalid("\n".join(problems))
+    return found  # type: ignore[return-value]
 
 
 def load_all(paths: list[str]) -> list[tuple[Path, dict]]:
@@ -94,9 +163,26 @@ def load_all(paths: list[str]) -> list[tuple[Path, dict]]:
 
 
 def validate(args: argparse.Namespace) -> int:
-    for path, doc in load_all(args.paths):
-        print(f"{path}: valid {specs.API_VERSION} for dataset {doc['name']}")
+    loaded = load_all(args.paths)
+    sets = _labelled_sets(loaded, Storage(), local_only=True)
+    for path, doc in loaded:
+        got = sets.get(doc["name"])
+        more = f"; labelled set: {len(got.labels)} instances, {got.positives} positives" if got else ""
+        if got is None and labelled_source(path, doc):
+            more = "; labelled set on Cloud Storage: checked by apply"
+        print(f"{path}: valid {specs.API_VERSION} for dataset {doc['name']}{more}")
     return 0
+
+
+def _with_labelled(storage: Storage, bucket: str, doc: dict, path: Path,
+                   got: labelled_input.Labelled) -> tuple[dict[str, Any], str]:
+    """``doc`` with ``verdict.labelled.uri``: the set stored (create-only, content-addressed) first."""
+    _, label = labelled_source(path, doc)  # type: ignore[misc]
+    uri = labelled_store.write(storage, bucket, doc["name"], got.instances, got.labels,
+                               source=doc["verdict"]["labelled"]["file"], label=label)
+    out = copy.deepcopy(doc)
+    out["verdict"]["labelled"]["uri"] = uri
+    return out, uri
 
 
 def _target(args: argparse.Namespace) -> tuple[Storage, str, Layout]:
@@ -111,16 +197,24 @@ def apply(args: argparse.Namespace) -> int:
     if args.if_generation is not None and len(loaded) != 1:
         raise Invalid("--if-generation applies one file")
     storage, bucket, layout = _target(args)
+    sets = _labelled_sets(loaded, storage)  # every labelled file read and checked before anything is written
     done = []
     for path, doc in loaded:
+        entry: dict[str, Any] = {"dataset": doc["name"], "file": str(path)}
+        got = sets.get(doc["name"])
+        if got is not None:
+            doc, uri = _with_labelled(storage, bucket, doc, path, got)
+            entry["labelled"] = {"uri": uri, "instances": len(got.labels), "positives": got.positives}
         try:
             generation, changed = specs.apply(storage, bucket, doc, layout, if_generation=args.if_generation)
         except AlreadyExists as exc:  # another apply in between: nothing overwritten, look again
             raise Invalid(f"{path}: not applied: {exc}") from None
-        done.append({"dataset": doc["name"], "file": str(path), "generation": generation, "changed": changed})
+        done.append({**entry, "generation": generation, "changed": changed})
         if not args.json:
+            more = (f"; labelled set {entry['labelled']['uri']} ({len(got.labels)} instances, {got.positives} "
+                    "positives)") if got is not None else ""
             print(f"{doc['name']}: {'applied as' if changed else 'unchanged at'} generation {generation} "
-                  f"({specs.spec_uri(bucket, doc['name'], layout)})")
+                  f"({specs.spec_uri(bucket, doc['name'], layout)}){more}")
     if args.json:
         print(json.dumps(done, indent=2))
     return 0

@@ -1,0 +1,76 @@
+"""The labelled check: a model scored against a dataset's labelled evaluation set (spec ``verdict.labelled``).
+
+The set (``landfall.core.labelled``: instances in original units, labels 1 anomalous / 0 normal) is read once
+per job through ``landfall.core.storage``. A model's score for an instance is its reconstruction error
+(``trainer.scoring.Scorer.errors_of``, MSE in original units); an instance is flagged when its error is
+**strictly above** the threshold (as ``landfall score`` flags it). With ``y`` the labels and ``s`` the scores:
+
+- **precision** at the threshold ``t``: TP / (TP + FP), the share of flagged instances that are anomalous;
+  ``None`` (undefined, not zero) when nothing is flagged.
+- **recall** at ``t``: TP / (TP + FN), the share of anomalous instances flagged (the set has positives: the
+  converter refuses one without).
+- **average precision** (threshold-free), the step-wise area under the precision-recall curve, as
+  ``sklearn.metrics.average_precision_score`` defines it: ``AP = sum_n (R_n - R_{n-1}) * P_n`` over the
+  distinct scores taken as thresholds from the highest down (``score >= s_n`` flagged), ``P_n`` and ``R_n``
+  the precision and recall there, ``R_0 = 0``. Tied scores enter together. A random ranking scores about
+  the share of positives; a perfect one 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from landfall.core import labelled as labelled_mod
+from landfall.core.storage import Storage
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    precision: float | None
+    recall: float
+    average_precision: float
+    threshold: float
+    flagged: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Step-wise average precision (see the module docstring); labels 0/1 with at least one positive."""
+    y = np.asarray(labels, np.float64)
+    s = np.asarray(scores, np.float64)
+    positives = y.sum()
+    if positives == 0:
+        raise ValueError("average precision needs at least one positive label")
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last_of_tie = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # each distinct score's last position
+    tp = np.cumsum(y)[last_of_tie]
+    flagged = last_of_tie + 1
+    precision = tp / flagged
+    recall = tp / positives
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def at_threshold(labels: np.ndarray, scores: np.ndarray, threshold: float) -> Figures:
+    y = np.asarray(labels).astype(bool)
+    flags = np.asarray(scores) > threshold
+    tp = int((flags & y).sum())
+    flagged = int(flags.sum())
+    return Figures(precision=tp / flagged if flagged else None, recall=tp / int(y.sum()),
+                   average_precision=average_precision(y, scores), threshold=float(threshold), flagged=flagged)
+
+
+def load(storage: Storage, uri: str) -> labelled_mod.LabelledSet:
+    """The set at ``uri`` (``NotFound``, ``Invalid`` as ``landfall.core.labelled.read``)."""
+    return labelled_mod.read(storage, uri)
+
+
+def evaluate(scorer: Any, labelled: labelled_mod.LabelledSet, threshold: float) -> Figures:
+    """``scorer`` (a ``trainer.scoring.Scorer``) on the set, at ``threshold`` (that model's own)."""
+    errors = scorer.errors_of([labelled.instances])
+    return at_threshold(labelled.labels, errors, threshold)
