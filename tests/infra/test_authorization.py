@@ -84,6 +84,10 @@ BOOKKEEPING: list[Op] = [
 # Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
 SPEC = data("config/datasets/pump-7.json")
 READS_SPEC: list[Op] = [("storage.objects.get", SPEC, "core.specs.for_dataset: the spec's generation and body")]
+# Labelled evaluation sets (landfall.core.labelled): `landfall datasets apply` stores them create-only, manifest
+# last; the trainer reads the one its job names (--labelled).
+LABELLED_SET = data(f"config/labelled/pump-7/{'ab' * 32}.npz")
+LABELLED_MANIFEST = data(f"config/labelled/pump-7/{'ab' * 32}.json")
 # Compaction and snapshots (landfall.arrival.compact, landfall.core.snapshots): the names the code writes.
 SNAPSHOT = data("snapshots/pump-7/00000003.json")
 NEXT_SNAPSHOT = data("snapshots/pump-7/00000004.json")
@@ -157,7 +161,9 @@ OPERATIONS: dict[str, list[Op]] = {
                   for p in ("storage.objects.create", "storage.objects.get", "storage.objects.delete")],
                 ("storage.objects.update", data("models/pump-7/champion.json"), "core.champion: generation-guarded"),
                 ("storage.objects.create", data("models/pump-7/history/4.json"), "core.champion: history"),
-                ("pubsub.topics.publish", RESULTS, "core.results: the chief announces")],
+                ("pubsub.topics.publish", RESULTS, "core.results: the chief announces"),
+                ("storage.objects.get", LABELLED_MANIFEST, "core.labelled.read: the manifest, the commit point"),
+                ("storage.objects.get", LABELLED_SET, "core.labelled.read: the set (trainer.labelled.load)")],
     "invoker": [("run.routes.invoke", s, "Pub/Sub push to the function") for s in services()],
     PUBSUB_AGENT: [("iam.serviceAccounts.getOpenIdToken", gcp.service_account(PROJECT, "invoker"),
                     "push: an OIDC token of the invoker"),
@@ -203,12 +209,16 @@ OPERATIONS: dict[str, list[Op]] = {
         *[(p, SPEC, "landfall datasets apply: conditional on the generation read")
           for p in ("storage.objects.get", "storage.objects.create", "storage.objects.update",
                     "storage.objects.delete")],
+        ("storage.objects.get", LABELLED_MANIFEST, "core.labelled.write: is the set committed already"),
+        ("storage.objects.create", LABELLED_SET, "core.labelled.write: the set, create-only"),
+        ("storage.objects.create", LABELLED_MANIFEST, "core.labelled.write: its manifest, create-only, last"),
     ],
 }
 
 OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
 FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
-    "converter": [("storage.objects.create", SPEC), ("storage.objects.create", data("incoming/pump-7/x.csv")),
+    "converter": [("storage.objects.create", SPEC), ("storage.objects.get", LABELLED_SET),
+                  ("storage.objects.create", data("incoming/pump-7/x.csv")),
                   ("storage.objects.get",
                   data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
                   ("run.jobs.update", gcp.run_job(PROJECT, REGION, JOB)), ("run.routes.invoke", services()[1]),
@@ -218,6 +228,7 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                     ("storage.objects.delete", data("incoming/pump-7/x.csv")),
                     ("storage.objects.delete", SNAPSHOT), ("storage.objects.update", SNAPSHOT)],
     "submitter": [("storage.objects.create", data("runs/pump-7-3/metrics.json")),  # read only (the GPU budget)
+                  ("storage.objects.get", LABELLED_SET),
                   ("storage.objects.get", data("runs/pump-7-3/model/saved_model.pb")),
                   ("storage.objects.create", data("runs/pump-7-3/result.json")), ("pubsub.topics.publish", RESULTS),
                   *[("storage.objects.create", r) for r in TRAINER_TOUCHES],
@@ -236,6 +247,7 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                    ("storage.objects.delete", data("runs/pump-7-3/model/saved_model.pb")),
                    ("storage.objects.create", SPEC), ("storage.objects.delete", SPEC)],
     "trainer": [("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
+                ("storage.objects.create", LABELLED_SET), ("storage.objects.delete", LABELLED_SET),
                 ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
@@ -260,7 +272,10 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
               ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer")),
               ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json")),
               ("storage.objects.get", SNAPSHOT), ("storage.objects.get", OLD_SHARD), *WRITES_SNAPSHOTS,
-              ("storage.objects.create", data("config/other/pump-7.json")), ("storage.objects.list", DATA_BUCKET)],
+              ("storage.objects.create", data("config/other/pump-7.json")), ("storage.objects.list", DATA_BUCKET),
+              # a labelled set is create-only, even for the build that writes it
+              ("storage.objects.update", LABELLED_SET), ("storage.objects.delete", LABELLED_SET),
+              ("storage.objects.delete", LABELLED_MANIFEST)],
 }
 
 

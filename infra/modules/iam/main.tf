@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets", "config/labelled"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -603,6 +603,32 @@ resource "google_storage_bucket_iam_member" "read_specs" {
   condition {
     title      = "dataset-specs-read"
     expression = local.prefix_condition["config/datasets"]
+  }
+}
+
+# --- labelled evaluation sets (config/labelled/<dataset>/<sha256>.npz + .json, landfall.core.labelled) ---
+# `landfall datasets apply` (the deploy build) converts a spec's labelled file and stores it create-only,
+# content-addressed, manifest last: it reads the manifest by name (is the set there?) and creates both
+# objects; it never overwrites or deletes one (objectCreator + objectViewer, not objectUser). The trainer
+# reads the set its job names (--labelled); no other stage touches it.
+resource "google_storage_bucket_iam_member" "build_create_labelled" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectCreator"
+  member = google_service_account.sa["build"].member
+  condition {
+    title      = "labelled-sets-create"
+    expression = local.prefix_condition["config/labelled"]
+  }
+}
+
+resource "google_storage_bucket_iam_member" "read_labelled" {
+  for_each = toset(["build", "trainer"])
+  bucket   = var.bucket_name
+  role     = "roles/storage.objectViewer"
+  member   = google_service_account.sa[each.key].member
+  condition {
+    title      = "labelled-sets-read"
+    expression = local.prefix_condition["config/labelled"]
   }
 }
 
