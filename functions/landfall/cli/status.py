@@ -254,7 +254,10 @@ def _retrain_lines(r: dict[str, Any]) -> list[str]:
         return [f"retrain   unavailable: {r['error']}"]
     lines = []
     nxt = r.get("next") or {}
-    if nxt.get("state") == "held":
+    if nxt.get("state") == "held" and nxt.get("data"):  # too little data (landfall.submit.sufficient)
+        lines.append(f"held      next release {nxt['reason']}; released once there is enough (requests retired "
+                     f"{nxt['retired_at']})")
+    elif nxt.get("state") == "held":
         lines.append(f"held      next release held until {nxt['until']}: {nxt['reason']}")
     elif nxt.get("state") == "waiting_for_job":
         lines.append(f"waiting   next release once {nxt['job']} ends")

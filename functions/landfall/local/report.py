@@ -100,11 +100,25 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
                    not in ("Succeeded", "Failed", "Ended") else
                    f"job {head} ended ({state}): the next reconcile pass releases them" if head else
                    "no job released yet: the next request or reconcile pass releases one")
+            short = _data_hold(r, name) if not head or state in ("Succeeded", "Failed", "Ended") else None
+            why = why if short is None else f"{short.reason}: the next job is released once there is enough"
             entry["pending_reason"] = why
         entry["arrivals"].sort(key=lambda a: a["at"] or "")
     dead = [_peek(pubsub, sub) for sub in dead_letter_subscriptions] if pubsub is not None else []
     return {"bucket": r.bucket, "generated_at": utc_now(), "datasets": [datasets[k] for k in sorted(datasets)],
             "rejections": rejections, "rejections_by_reason": _by_reason(rejections), "dead_letters": dead}
+
+
+def _data_hold(r: Reader, dataset: str) -> Any:
+    """Too little data for the dataset's next job (``landfall.submit.sufficient``), with the deployment's settings
+    from the environment, as ``landfall status`` reads them; None when there is enough or it cannot be told."""
+    from landfall.submit import coalesce
+    from landfall.submit.config import JobConfig
+
+    try:
+        return coalesce.data_hold(dataset, JobConfig.load(bucket=r.bucket), r.storage, r.lay)
+    except (LandfallError, ValueError):
+        return None
 
 
 def _by_reason(rejections: list[dict[str, Any]]) -> list[dict[str, Any]]:

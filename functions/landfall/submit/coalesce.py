@@ -46,6 +46,17 @@ The retrain policy (``landfall.core.policy``, from ``_policy_for``; all rules of
     releasers still race for the create-only ``inputs.json``: the policy is decided against the ended head's
     state, and at most one of them releases job ``seq+1``.
 
+Enough data (``landfall.submit.sufficient``; ``LANDFALL_MIN_DATA=off`` turns it off)
+    A release is also held while the dataset's live arrivals give the job it would render less than one batch of
+    training records per worker, counted exactly as the trainer's ``plan_inputs`` will (``landfall.core.holdout``):
+    state ``held`` with a ``Shortfall`` (``held: 127 of 1,138 instances needed (1 worker x batch 1024, validation
+    0.1)``), the requests stay pending, and the next arrival or the reconciler releases the job once there is enough.
+    Decided after the retrain policy (so its reason is the one shown first) and before ``inputs.json``. Requests that
+    can never train (a held arrival of another shape than the spec now sets) are rejected, as are requests held
+    ``sufficient.HOLD_BOUND_S`` (7 days) for lack of data: their arrivals stay in the dataset and are counted by the
+    next request's release. Every job carries ``--seed``, ``--validation-fraction`` and ``--holdout`` (``with_spec``
+    pins them), so the count and the trainer agree.
+
 Policy ``allow``
     Every request gets its own job (named from its ``request_id``), released at once; the create-only
     ``inputs.json`` makes a redelivery a duplicate.
@@ -75,7 +86,7 @@ from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection
 from landfall.core.policy import Decision as PolicyDecision
 from landfall.core.policy import RetrainPolicy, Waiting, decide
 from landfall.core.storage import Storage
-from landfall.submit import engine, spend, tfjob
+from landfall.submit import engine, spend, sufficient, tfjob
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
@@ -101,6 +112,7 @@ class Advance:
     job: str | None
     inputs: JobInputs | None = None
     held: PolicyDecision | None = None  # state held: the retrain policy's holds, their reasons and until when
+    short: sufficient.Shortfall | None = None  # state held: too little data for the job (landfall.submit.sufficient)
 
 
 def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> tuple[
@@ -178,6 +190,8 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
     if step.state == "held" and step.held:
         return Decision("held", step.job, f"held by the retrain policy until {_iso(step.held.until)}: "
                                           f"{step.held.reason}")
+    if step.state == "held" and step.short:
+        return Decision("held", step.job, f"{step.short.reason}: released once there is enough")
     if step.state == "active":  # another consumer released it meanwhile (with this request, or it waits)
         return Decision("coalesced", step.job, f"joins or waits for {step.job}")
     return Decision("duplicate", step.job, "already covered")
@@ -229,6 +243,17 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
         if unusable is not None:  # rejected for good, as lost requests: an unusable spec never sticks its dataset
             _reject_lost(dataset, [(r, unusable) for r in fresh], ledger)
             return Advance("idle", head, covered)
+        short = _shortfall(dataset, cfg, spec, manifests, ledger)
+        if short is not None:  # too little data for the job: held, or rejected when it can never be enough
+            problem = (sufficient.never(fresh, sufficient.spec_shape(spec.shape), dataset, spec.generation,
+                                        ledger.storage)
+                       or sufficient.expired(short, min(recorded[r.request_id] for r in fresh), ledger.clock()))
+            if problem is not None:
+                _reject_lost(dataset, [(r, problem) for r in fresh], ledger)
+                return Advance("idle", head, covered)
+            log.info("held the next job of %s: %s", dataset, short.reason,
+                     extra={"dataset": dataset, "fields": short.describe()})
+            return Advance("held", head, covered, short=short)
         # The spec in force now: the job is rendered from this generation, whatever is applied later.
         inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
         if not ledger.create_inputs(inputs):
@@ -242,6 +267,22 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
                                                "seq": inputs.seq}})
         return Advance("released", inputs.job, inputs)
     raise TemporaryError(f"jobs of {dataset} kept changing while releasing the next one")
+
+
+def _shortfall(dataset: str, cfg: JobConfig, spec: specs.DatasetSpec, manifests: list[InputManifest],
+               ledger: Ledger) -> sufficient.Shortfall | None:
+    """Too little data in ``manifests`` for the job ``spec`` renders (``landfall.submit.sufficient``), or None."""
+    try:
+        if not sufficient.enabled():
+            return None
+    except ValueError as exc:  # a misconfigured deployment: every request waits and retries until it is fixed
+        raise TemporaryError(str(exc)) from None
+    job = with_spec(cfg, dataset, spec)
+    window = None
+    if (sufficient.split_of(job).mode == "blocks"
+            and sufficient.flag_value(job.trainer_args, "--timesteps") is None):
+        window = sufficient.window_of(manifests, ledger.storage)
+    return sufficient.shortfall(manifests, job, ledger.storage, window)
 
 
 def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None
@@ -306,7 +347,7 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
             clock: Callable[[], float] | None = None) -> dict:
     """Read-only, for ``landfall status``: the dataset's retrain policy, its spend over 24 h and 30 days against
     the budget, and, with requests waiting, what the next release waits for (the running head, or the policy's
-    holds, each with its reason and until when)."""
+    holds, each with its reason and until when, or too little data: ``data``, ``landfall.submit.sufficient``)."""
     ledger = Ledger(storage, cfg.bucket, layout or Layout(), clock or time.time)
     policy, now = _policy_for(dataset, cfg, storage), ledger.clock()
     record, _ = spend.read(storage, ledger.bucket, ledger.layout, dataset)
@@ -334,7 +375,24 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
     out["next"] = ({"state": "releasable"} if held.release else
                    {"state": "held", "until": _iso(held.until), "reason": held.reason,
                     "holds": [{"rule": h.rule, "reason": h.reason, "until": _iso(h.until)} for h in held.holds]})
+    short = data_hold(dataset, cfg, storage, ledger.layout) if held.release else None
+    if short is not None:  # the policy allows, the data does not (landfall.submit.sufficient)
+        out["next"] = {"state": "held", "until": None, "reason": short.reason, "data": short.describe(),
+                       "retired_at": _iso(min(recorded.values()) + sufficient.HOLD_BOUND_S),
+                       "holds": [{"rule": "min_data", "reason": short.reason, "until": None}]}
     return out
+
+
+def data_hold(dataset: str, cfg: JobConfig, storage: Storage, layout: Layout | None = None
+              ) -> sufficient.Shortfall | None:
+    """Read-only (``landfall status``, ``landfall report``): too little data for the dataset's next job, as a release
+    now would find (``landfall.submit.sufficient``), or None (enough, or a spec the release would reject)."""
+    ledger = Ledger(storage, cfg.bucket, layout or Layout())
+    spec, unusable = _release_spec(dataset, cfg, ledger)
+    if unusable is not None:
+        return None
+    manifests, _ = _resolve(dataset, ledger.bucket, cfg.window, storage, ledger.layout)
+    return _shortfall(dataset, cfg, spec, manifests, ledger)
 
 
 def _peek(name: str, backend: Backend, ledger: Ledger) -> tuple[str, dict | None]:
@@ -414,17 +472,21 @@ def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[Traini
 def with_spec(cfg: JobConfig, dataset: str, spec: specs.DatasetSpec) -> JobConfig:
     """``cfg`` with ``spec`` over it: the job's resources, epochs and batch size, and the trainer flags for its
     model, training and verdict settings. ``Invalid`` for a spec this deployment cannot run: another engine than
-    its backend's (``LANDFALL_ENGINE``; one backend per deployment), or values ``JobConfig`` refuses."""
-    if not spec.registered:
-        return cfg
-    fields = spec.job_fields(cfg.trainer_args)
-    if fields.get("engine", cfg.engine) != cfg.engine:
-        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation} asks for engine {fields['engine']!r}; "
-                      f"this deployment runs {cfg.engine!r} (LANDFALL_ENGINE)")
-    try:
-        return dataclasses.replace(cfg, **fields)
-    except ValueError as exc:
-        raise Invalid(f"dataset {dataset}'s spec generation {spec.generation}: {exc}") from None
+    its backend's (``LANDFALL_ENGINE``; one backend per deployment), or values ``JobConfig`` refuses. The hold-out's
+    ``--seed``, ``--validation-fraction`` and ``--holdout`` are always rendered (``sufficient.pin``): the release
+    counts a job's training records with exactly what its trainer will use."""
+    if spec.registered:
+        fields = spec.job_fields(cfg.trainer_args)
+        if fields.get("engine", cfg.engine) != cfg.engine:
+            raise Invalid(f"dataset {dataset}'s spec generation {spec.generation} asks for engine "
+                          f"{fields['engine']!r}; this deployment runs {cfg.engine!r} (LANDFALL_ENGINE)")
+        try:
+            cfg = dataclasses.replace(cfg, **fields)
+        except ValueError as exc:
+            raise Invalid(f"dataset {dataset}'s spec generation {spec.generation}: {exc}") from None
+    cfg = sufficient.pin(cfg)
+    sufficient.split_of(cfg)  # Invalid for flags the trainer would refuse
+    return cfg
 
 
 def spec_config(cfg: JobConfig, dataset: str, generation: int | None, ledger: Ledger) -> JobConfig:

@@ -1,0 +1,90 @@
+"""The hold-out split (``landfall.core.holdout``): ``blocks`` leaves no training window overlapping a held-out one,
+and the numpy plan and the TensorFlow pipeline (``trainer.data``) select exactly the same records."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from landfall.core import holdout
+from landfall.core.storage import Storage
+from tests.trainer.helpers import make_array, write_dataset
+from trainer.config import TrainerConfig
+from trainer.inputs import load_manifests, plan_inputs, stage
+
+
+def test_the_trainer_defaults_are_the_holdout_defaults_the_submit_stage_counts_with():
+    cfg = TrainerConfig()
+    assert (cfg.seed, cfg.validation_fraction, cfg.holdout) == (holdout.SEED, holdout.VALIDATION_FRACTION,
+                                                               holdout.MODE)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), arrival=st.text("abcdef0123456789", min_size=1, max_size=12),
+       timesteps=st.integers(1, 40), fraction=st.floats(0.05, 0.6), count=st.integers(1, 4000))
+def test_blocks_leave_no_training_record_within_a_window_of_a_held_out_one(seed, arrival, timesteps, fraction, count):
+    split = holdout.Split(seed, fraction, holdout.BLOCKS, timesteps)
+    train, val = split.sides(arrival, np.arange(count))
+    assert not (train & val).any()
+    held, trained = np.flatnonzero(val), np.flatnonzero(train)
+    if len(held) and len(trained):
+        # The nearest held-out record of every training record is more than a window away: stride-1 windows of
+        # ``timesteps`` steps starting there share no step.
+        pos = np.searchsorted(held, trained)
+        left = np.abs(trained - held[np.clip(pos - 1, 0, len(held) - 1)])
+        right = np.abs(held[np.clip(pos, 0, len(held) - 1)] - trained)
+        assert np.minimum(left, right).min() > timesteps
+    # Held-out records come in whole blocks; a record's side never depends on the records after it.
+    blocks = np.unique(held // split.block)
+    assert all(val[b * split.block:min(count, (b + 1) * split.block)].all() for b in blocks)
+    assert split.training_count(arrival, count, limit=count // 2) == int(train[:count // 2].sum())
+
+
+def test_blocks_hold_out_about_the_fraction_and_lose_at_most_a_window_each_side():
+    split = holdout.Split(42, 0.1, holdout.BLOCKS, 36)
+    train, val = split.sides("arrival-x", np.arange(200_000))
+    assert 0.08 < val.mean() < 0.12
+    gap = ~(train | val)
+    assert gap.sum() <= 2 * 36 * len(np.unique(np.flatnonzero(val) // split.block)) + 36
+    random_train, random_val = holdout.Split(42, 0.1).sides("arrival-x", np.arange(200_000))
+    assert (random_train ^ random_val).all()  # random: every record on exactly one side
+
+
+@pytest.mark.parametrize("mode", [holdout.RANDOM, holdout.BLOCKS])
+def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mode):
+    from trainer import data
+
+    storage = Storage()
+    shape = (6, 2)
+    sizes = [7, 130, 41, 300, 5]
+    uris = []
+    for k, n in enumerate(sizes):
+        array = make_array(n, seed=k, shape=shape)
+        array[:, 0, 0] = np.arange(n, dtype=np.float32)  # each record carries its index in its arrival
+        array[:, 0, 1] = k
+        uris.append(write_dataset(storage, str(tmp_path / f"a{k}"), array, shards=1 + k % 3, arrival_id=f"arr-{k}"))
+    inputs = load_manifests(storage, uris, shape)
+    split = holdout.Split(3, 0.2, mode, shape[0])
+    expected = {}
+    for k, n in enumerate(sizes):
+        train, val = split.sides(f"arr-{k}", np.arange(n))
+        expected[data.TRAIN, k] = set(np.flatnonzero(train).tolist())
+        expected[data.VALIDATION, k] = set(np.flatnonzero(val).tolist())
+    assert split.training_records([(f"arr-{k}", n) for k, n in enumerate(sizes)]) == sum(
+        len(expected[data.TRAIN, k]) for k in range(len(sizes)))
+    for workers in (1, 2):
+        seen: dict[tuple[str, int], set[int]] = {key: set() for key in expected}
+        for w in range(workers):
+            plan = plan_inputs(inputs, workers, w, batch_size=4, validation_fraction=0.2, seed=3, holdout_mode=mode)
+            assert sum(plan.train_counts) == split.training_records([(f"arr-{k}", n) for k, n in enumerate(sizes)])
+            paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{mode}-{workers}-{w}")]
+            for which in (data.TRAIN, data.VALIDATION):
+                got = np.concatenate([b.numpy() for b in data.read_instances(plan, paths, shape, which,
+                                                                             deterministic=True)])
+                counts = plan.train_counts if which == data.TRAIN else plan.val_counts
+                assert len(got) == counts[w]
+                for index, k in zip(got[:, 0, 0].astype(int), got[:, 0, 1].astype(int), strict=True):
+                    seen[which, k].add(int(index))
+        assert seen == expected
