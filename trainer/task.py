@@ -15,6 +15,9 @@ Flags
     --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-start-from-epoch S
                               the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
     --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.baseline``)
+    --labelled URI            a labelled set (``landfall.core.labelled``) the verdict scores: precision, recall,
+                              average precision of challenger and champion (``trainer.labelled``)
+    --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)
     --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
     --learning-rate, --validation-fraction, --seed, --holdout random|blocks (landfall.core.holdout)

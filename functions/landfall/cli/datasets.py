@@ -84,7 +84,11 @@ def load_file(path: Path) -> dict:
     if doc["name"] != path.stem:
         raise Invalid(f"{path}: names dataset {doc['name']!r}; the file of dataset {doc['name']!r} is "
                       f"{doc['name']}{path.suffix} (one file per dataset, named after it)")
-    if "uri" in ((doc.get("verdict") or {}).get("labelled") or {}):
+    verdict = doc.get("verdict") or {}
+    if "min_average_precision" in verdict and "labelled" not in verdict:
+        raise Invalid(f"{path}: verdict.min_average_precision gates on a labelled set: name one with "
+                      "verdict.labelled.file")
+    if "uri" in (verdict.get("labelled") or {}):
         raise Invalid(f"{path}: verdict.labelled.uri is written by `landfall datasets apply` (the converted set), "
                       "not in a reviewed spec: name the file with verdict.labelled.file")
     return doc

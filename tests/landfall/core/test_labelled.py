@@ -113,3 +113,7 @@ def test_bad_labels_refuse_the_apply_with_one_line_and_write_nothing(emulator_st
         _spec(tmp_path, "motions", **entry)
         assert cli(["datasets", "validate", str(tmp_path)]) == 1
         assert says in capsys.readouterr().err
+    (tmp_path / "motions.yaml").write_text("apiVersion: landfall.dataset/v1\nname: motions\n"
+                                           "verdict: {min_average_precision: 0.5}\n")
+    assert cli(["datasets", "validate", str(tmp_path)]) == 1
+    assert "verdict.min_average_precision gates on a labelled set" in capsys.readouterr().err
