@@ -25,7 +25,7 @@ from landfall.core import logs
 from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
-from trainer import data, verdict, warmstart
+from trainer import data, stopping, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -172,6 +172,87 @@ class EpochReporter(keras.callbacks.Callback):
             self.metrics.save()
 
 
+class ConvergenceStop(keras.callbacks.Callback):
+    """The stopping rule of ``trainer.stopping``, after ``BackupAndRestore`` in the callback list: its state and
+    best weights go into the backup folder after every epoch (mirrored by ``EpochReporter`` with the checkpoint
+    pointer last), and a restarted run reads them back for the epoch its checkpoint restored.
+
+    Every worker runs it on the same ``val_loss`` (all-reduced by Keras), so all stop at the same epoch. Reading
+    or setting the weights is symmetric too: every worker does it at the same point (a BatchNormalization
+    statistic is a sync-on-read variable, read with an all-reduce)."""
+
+    def __init__(self, rule: stopping.Rule, folder: Path, monitored: bool, worker: int):
+        super().__init__()
+        self.rule, self.folder, self.monitored, self.worker = rule, folder, monitored, worker
+        self.state: stopping.State | None = None
+        self.best_weights: list[np.ndarray] | None = None
+
+    def _restore(self, epochs: int | None) -> None:
+        """The state after ``epochs`` epochs (None: the latest in the backup: no epoch is left to run)."""
+        state = stopping.read_state(self.folder, epochs) if epochs is not None else stopping.latest_state(self.folder)
+        if state is None:  # a backup written before this rule existed: monitoring starts again from here
+            state = stopping.State(epochs=epochs or 0, values=[None] * (epochs or 0))
+            log.warning("no early-stopping state in the backup; the rule starts counting again",
+                        extra={"fields": {"worker": self.worker, "epoch": epochs}})
+        self.state = state
+        if state.best_epoch:
+            self.best_weights = stopping.read_best(self.folder, state.best_epoch)
+        if state.epochs:
+            log.info("early-stopping state restored", extra={"fields": {
+                "worker": self.worker, "epochs": state.epochs, "best_epoch": state.best_epoch, "wait": state.wait,
+                "stopped": state.stopped}})
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        if self.state is None:
+            self._restore(epoch)
+            if self.state is not None and self.state.stopped:
+                raise stopping.Converged(f"the run stopped after epoch {self.state.epochs} before it was killed")
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        assert self.state is not None
+        previous = dataclasses.replace(self.state, values=list(self.state.values))
+        value = (logs or {}).get("val_loss") if self.monitored else None
+        stop = self.state.update(self.rule, None if value is None else float(value))
+        improved = self.state.best_epoch == self.state.epochs
+        if improved:
+            self.best_weights = self.model.get_weights()
+        stopping.write(self.folder, self.state, self.best_weights if improved else None, previous)
+        if stop:
+            log.info(f"stopping after epoch {self.state.epochs}: val_loss did not improve by {self.rule.min_delta:g} "
+                     f"for {self.rule.patience} epochs; keeping epoch {self.state.best_epoch}'s weights",
+                     extra={"fields": {"worker": self.worker, "epoch": self.state.epochs,
+                                       "best_epoch": self.state.best_epoch, "best_val_loss": self.state.best}})
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None) -> None:
+        if self.state is None:  # no epoch left to run: the restored state is the last one
+            self._restore(None)
+        self.keep_best()
+
+    def keep_best(self) -> None:
+        """The best epoch's weights into the model, unless they are its weights already."""
+        state = self.state
+        if (self.monitored and state is not None and self.best_weights is not None and state.best_epoch
+                and state.best_epoch != state.epochs):
+            self.model.set_weights(self.best_weights)
+
+    def summary(self, ceiling: int) -> dict:
+        return stopping.summary(self.rule, self.state or stopping.State(), ceiling, self.monitored)
+
+
+def restored_epochs(backup: Path) -> int:
+    """How many epochs the backup's checkpoint holds (what ``BackupAndRestore`` resumes after): 0 without one.
+    Its ``ckpt_saved_epoch`` is the 0-based index of the last finished epoch (tf_keras's WorkerTrainingState)."""
+    latest = tf.train.latest_checkpoint(str(backup / "chief"))
+    if latest is None:
+        return 0
+    names = [n for n, _ in tf.train.list_variables(latest) if n.startswith("ckpt_saved_epoch/")]
+    if not names:
+        raise Invalid(f"backup checkpoint {latest} holds no ckpt_saved_epoch (a tf_keras that saves otherwise)")
+    saved = int(tf.train.load_variable(latest, names[0]))
+    return saved + 1 if saved >= 0 else 0
+
+
 def _units(model: keras.Model) -> list[int]:
     """The encoder's GRU widths (the model's ``units``)."""
     grus = model_mod.gru_layers(model)
@@ -207,16 +288,25 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
-        train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs)
+        first_epoch = restored_epochs(backup) if cfg.deterministic else None
+        train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
         timer = EpochTimer()
+        converge = ConvergenceStop(cfg.stopping_rule(), backup, monitored=val_ds is not None,
+                                   worker=cluster.worker_index)
         callbacks = [
             timer,
             keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
+            converge,
             keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
             EpochReporter(cluster, job, metrics, plan, work, attempt, timer, strategy),
         ]
-        model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
-                  validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
+        try:
+            model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
+                      validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
+        except stopping.Converged as done:  # restarted after it had decided to stop: nothing left to train
+            log.info(f"{done}: saving its best weights", extra={"fields": fields})
+            converge.keep_best()
+        metrics.doc.update(converge.summary(cfg.epochs))
     with phase(SAVE):
         save_model(model, cluster, job, work, mean, std, inputs, start)
     if cluster.is_chief:
@@ -227,7 +317,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
             metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
                            tensorboard=job.path(TENSORBOARD))
-    log.info("training finished", extra={"fields": {**fields, "epochs": cfg.epochs}})
+    log.info("training finished", extra={"fields": {**fields, **converge.summary(cfg.epochs)}})
     return 0
 
 
@@ -292,10 +382,12 @@ def _restore_backup(cluster: Cluster, job: JobDir, work: Path) -> tuple[Path, in
 
 
 def _datasets(cfg: TrainerConfig, strategy: tf.distribute.Strategy, plan: Plan, paths: list[str], sizes: BatchSizes,
-              mean, std, inputs: Inputs) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
+              mean, std, inputs: Inputs, first_epoch: int | None = None
+              ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return data.train_dataset(plan, paths, inputs.shape, batch_size=sizes.batch,
-                                  shuffle_buffer=cfg.shuffle_buffer, seed=cfg.seed, mean=mean, std=std)
+                                  shuffle_buffer=cfg.shuffle_buffer, seed=cfg.seed, mean=mean, std=std,
+                                  first_epoch=first_epoch)
 
     def val_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
         return data.validation_dataset(plan, paths, inputs.shape, batch_size=sizes.val_batch,

@@ -16,7 +16,21 @@
    (1 + ``promote_tolerance``), or when the dataset has no champion (or one whose model cannot be loaded any
    more); the write is conditional on ``champion.json``'s generation, and a job that loses the race
    evaluates the new champion and compares again.
-Returns the fields for ``metrics.json``: ``verdict`` (``promoted`` | ``kept_champion`` | ``not_evaluated``),
+4. An absolute floor before any comparison (``trainer.baseline``): a naive baseline, the training set's mean
+   window in original units, is scored on the same held-out instances; the challenger's ``skill`` is
+   ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default
+   ``trainer.config.DEFAULT_MIN_SKILL``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
+   first model, and the champion (still evaluated on the same instances, for the record) is kept. So a model
+   that learned nothing (noise data, a broken scaling, a model stopped far too early) never becomes a champion,
+   and two bad models in a row cannot compare as "fine".
+5. The labelled check (``trainer.labelled``), when the job has a labelled set (``--labelled``, from the spec's
+   ``verdict.labelled``): the challenger (at its threshold) and the champion it is compared with (at the champion's
+   own threshold) are scored on it: precision, recall, average precision. A champion that cannot score it is
+   unknown (null), never zero. With ``min_average_precision`` (spec ``verdict.min_average_precision``) a challenger
+   below it, or one whose set cannot be read, is ``low_average_precision``: nothing is promoted, not even a
+   dataset's first model (checked after ``no_skill``).
+Returns the fields for ``metrics.json``: ``verdict`` (``promoted`` | ``kept_champion`` | ``no_skill`` |
+``low_average_precision`` | ``not_evaluated``), ``baseline_loss``, ``skill``, ``min_skill``, ``labelled``,
 ``challenger_loss``, ``champion_loss``, ``champion`` (the champion's model URI after the verdict),
 ``champion_run``, ``threshold`` and ``evaluation``. ``not_evaluated``: no held-out instance on the chief
 (``--validation-fraction 0``, or too little data), or a job over several datasets.
@@ -45,7 +59,8 @@ from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import scoring
+from trainer import baseline, scoring
+from trainer import labelled as labelled_check
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, inputs_uri
 from trainer.jobdir import MODEL, JobDir
@@ -60,6 +75,14 @@ def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
     from trainer import data
 
     ds = data.read_instances(plan, paths, shape, data.VALIDATION, deterministic=True)
+    yield from ds.as_numpy_iterator()
+
+
+def _training(plan: Plan, paths: list[str], shape: tuple[int, int]):
+    """The chief's training instances in original units, block by block (the baseline's sample)."""
+    from trainer import data
+
+    ds = data.read_instances(plan, paths, shape, data.TRAIN, deterministic=True)
     yield from ds.as_numpy_iterator()
 
 
@@ -86,11 +109,21 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         why = "no held-out instance" if not len(errors) else f"trained on {len(datasets)} datasets"
         log.warning(f"not evaluated: {why}", extra={"job": run, "fields": {"datasets": datasets}})
         return {"verdict": "not_evaluated", "challenger_loss": None, "champion_loss": None, "champion": None,
-                "champion_run": None, "threshold": None, "evaluation": {**evaluation, "reason": why}}
+                "champion_run": None, "threshold": None, "baseline_loss": None, "skill": None,
+                "min_skill": cfg.min_skill, "evaluation": {**evaluation, "reason": why}}
     loss = float(errors.mean())
     threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
     job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
+    mean_window = baseline.MeanWindow.of(_training(plan, paths, shape))
+    baseline_loss = float(mean_window.errors_of(_held_out(plan, paths, shape)).mean())
+    skill = baseline.skill(loss, baseline_loss)
+    evaluation["baseline"] = {"name": baseline.NAME, "description": baseline.DESCRIPTION,
+                              "training_instances": mean_window.count}
+    gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill}
+    # The labelled check (trainer.labelled): the spec's labelled set, scored by the challenger and each champion.
+    labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"])
+    figures: dict[str, dict[str, Any] | None] = {}  # champion model -> its figures on the labelled set
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
     losses: dict[str, float | None] = {}
 
@@ -100,6 +133,9 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             try:
                 scorer = scoring.Scorer.load(storage, current.model, cache_dir)
                 value: float | None = float(scorer.errors_of(_held_out(plan, paths, shape)).mean())  # type: ignore[arg-type]
+                if labelled is not None and labelled["set"] is not None:  # at the champion's own threshold
+                    figures[current.model] = _figures(scorer, labelled["set"], (scorer.threshold or {}).get("value"),
+                                                      run, f"champion {current.run}")
             except TemporaryError:
                 raise
             except Exception as exc:  # gone or unloadable: a champion that cannot score is replaced
@@ -111,12 +147,28 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "champion_run": current.run, "champion_loss": value, "wall_s": round(time.monotonic() - t0, 3)}})
         return losses[current.model]
 
+    refusal = _refusal(cfg, skill) or _labelled_refusal(cfg, labelled)
+    if refusal is not None:  # below the floor: nothing is promoted; the champion is still scored, for the record
+        verdict, why = refusal
+        current, _ = champion_mod.read(storage, models_root(cfg), dataset)
+        try:
+            champion_loss = evaluate(current) if current is not None else None
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        fields = {"verdict": verdict, "challenger_loss": loss, "champion_loss": champion_loss, **gates,
+                  "champion": current.model if current else None, "champion_run": current.run if current else None,
+                  "threshold": threshold, "labelled": _labelled_fields(labelled, figures, losses),
+                  "evaluation": {**evaluation, "reason": why, "tolerance": cfg.promote_tolerance,
+                                 "wall_s": round(time.monotonic() - started, 3)}}
+        log.warning(f"verdict: {verdict}: {why}", extra={"job": run, "dataset": dataset, "fields": {
+            k: fields[k] for k in ("verdict", "challenger_loss", "baseline_loss", "skill", "champion_run")}})
+        return fields
     try:
         outcome, champion_loss = champion_mod.promote_evaluated(
             storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=evaluate,
             tolerance=cfg.promote_tolerance,
             evaluation={"instances": len(errors), "metric": METRIC, "threshold": threshold["value"],
-                        "quantiles": threshold["quantiles"]})
+                        "quantiles": threshold["quantiles"], **gates})
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     verdict = "promoted" if outcome.promoted else "kept_champion"
@@ -125,15 +177,98 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         "verdict": verdict,
         "challenger_loss": loss,
         "champion_loss": champion_loss,
+        **gates,
         "champion": current.model if current else None,
         "champion_run": current.run if current else None,
         "threshold": threshold,
+        "labelled": _labelled_fields(labelled, figures, losses),
         "evaluation": {**evaluation, "tolerance": cfg.promote_tolerance,
                        "wall_s": round(time.monotonic() - started, 3)},
     }
     log.info(f"verdict: {verdict}", extra={"job": run, "dataset": dataset, "fields": {
-        k: fields[k] for k in ("verdict", "challenger_loss", "champion_loss", "champion_run")}})
+        k: fields[k] for k in ("verdict", "challenger_loss", "champion_loss", "skill", "champion_run")}})
     return fields
+
+
+def _refusal(cfg: TrainerConfig, skill: float | None) -> tuple[str, str] | None:
+    """The absolute gates a challenger must pass before it is compared with the champion: ``(verdict, why)``
+    for the first it fails, else None."""
+    if skill is None:
+        return "no_skill", ("the baseline (the training set's mean window) reconstructs the held-out instances "
+                            "exactly: there is nothing for a model to learn")
+    if skill < cfg.min_skill:
+        return "no_skill", (f"skill {skill:.3f} over the baseline (the training set's mean window) is below "
+                            f"min_skill {cfg.min_skill:g}: the model did not learn enough to be promoted")
+    return None
+
+
+def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, challenger: scoring.Scorer,
+              threshold: float) -> dict[str, Any] | None:
+    """The labelled set (``--labelled``) and the challenger's figures on it; None without one. A set that cannot be
+    read (gone, or not what its manifest says) is recorded with its ``error``: a gate on it then fails closed."""
+    if not cfg.labelled:
+        return None
+    out: dict[str, Any] = {"uri": cfg.labelled, "set": None, "error": None, "challenger": None,
+                           "min_average_precision": cfg.min_average_precision}
+    try:
+        out["set"] = labelled_check.load(storage, cfg.labelled)
+    except TemporaryError:
+        raise
+    except Exception as exc:  # NotFound, Invalid: a permanent problem of the set, said in metrics.json
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        log.warning(f"labelled set unreadable: {exc}", extra={"job": run, "dataset": dataset,
+                                                               "fields": {"labelled": cfg.labelled}})
+        return out
+    out["challenger"] = _figures(challenger, out["set"], threshold, run, "challenger")
+    return out
+
+
+def _figures(scorer: scoring.Scorer, labelled_set: Any, threshold: float | None, run: str,
+             who: str) -> dict[str, Any] | None:
+    """``scorer``'s precision and recall at ``threshold`` (None without one: unknown) and average precision on the
+    set; None (unknown, never zero) when it cannot score it (another shape, a broken model)."""
+    try:
+        errors = scorer.errors_of([labelled_set.instances])
+        if threshold is None:
+            return {"precision": None, "recall": None, "flagged": None, "threshold": None,
+                    "average_precision": labelled_check.average_precision(labelled_set.labels, errors)}
+        return labelled_check.at_threshold(labelled_set.labels, errors, threshold).as_dict()
+    except TemporaryError:
+        raise
+    except Exception as exc:
+        log.warning(f"{who} cannot score the labelled set ({exc}): unknown", extra={"job": run})
+        return None
+
+
+def _labelled_refusal(cfg: TrainerConfig, labelled: dict[str, Any] | None) -> tuple[str, str] | None:
+    """The labelled check's gate (spec ``verdict.min_average_precision``), failing closed when it cannot be checked."""
+    if cfg.min_average_precision is None or labelled is None:
+        return None
+    found = labelled["challenger"]
+    if found is None:
+        return "low_average_precision", (f"the labelled set {labelled['uri']} could not be scored "
+                                         f"({labelled['error'] or 'see the log'}): min_average_precision "
+                                         f"{cfg.min_average_precision:g} cannot be checked, so nothing is promoted")
+    if found["average_precision"] < cfg.min_average_precision:
+        return "low_average_precision", (
+            f"average precision {found['average_precision']:.3f} on the labelled set ({labelled['set'].count} "
+            f"instances, {labelled['set'].positives} anomalous) is below min_average_precision "
+            f"{cfg.min_average_precision:g}")
+    return None
+
+
+def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[str, Any] | None],
+                     losses: dict[str, float | None]) -> dict[str, Any] | None:
+    """``metrics.json``'s ``labelled``: the challenger's figures and those of the champion it was compared with (the
+    last one evaluated), null when unknown (no champion, or one that could not score the set)."""
+    if labelled is None:
+        return None
+    compared = next(reversed(losses), None)
+    found = labelled["set"]
+    return {"uri": labelled["uri"], "instances": found.count if found else None,
+            "positives": found.positives if found else None, "error": labelled["error"],
+            "min_average_precision": labelled["min_average_precision"],
+            "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None}
 
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,

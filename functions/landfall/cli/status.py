@@ -68,8 +68,29 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
     last = epochs[-1] if epochs else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
             **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last},
-            **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss", "gpu_seconds", "estimated_cost")
+            **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss", "gpu_seconds", "estimated_cost",
+                                       *CONVERGENCE)
                if k in raw}}
+
+
+# What the trainer records of its convergence and its skill (trainer.stopping, trainer.baseline).
+CONVERGENCE = ("epochs_run", "epochs_ceiling", "stopped_early", "best_epoch", "ceiling_gpu_seconds", "baseline_loss",
+               "skill", "min_skill")
+
+
+def _verdict_text(m: dict[str, Any]) -> str:
+    """`` verdict=... skill=... epochs_run=7/20 (stopped early, best 4)``, and why a no-skill result kept the
+    champion: the parts the metrics have."""
+    out = f" verdict={m['verdict']}" if m.get("verdict") else ""
+    if isinstance(m.get("skill"), int | float):
+        out += f" skill={m['skill']:.3f}"
+        if m.get("verdict") == "no_skill":
+            out += f" (below min_skill {m.get('min_skill')}: not promoted)"
+    if m.get("epochs_run") is not None:
+        out += f" epochs_run={m['epochs_run']}/{m.get('epochs_ceiling')}"
+        if m.get("stopped_early"):
+            out += f" (stopped early, best epoch {m.get('best_epoch')})"
+    return out
 
 
 def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
@@ -323,7 +344,7 @@ def status(args: argparse.Namespace) -> int:
     for j in report["jobs"]:
         m = j["metrics"] or {}
         metrics = (f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
-                   + (f" verdict={m['verdict']}" if m.get("verdict") else "") if m else "-")
+                   + _verdict_text(m) if m else "-")
         manifests = "-" if j["manifests"] is None else j["manifests"]
         print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
               f"{metrics}")

@@ -2,7 +2,12 @@
 
 The message (topic ``landfall-training-results``, ordering key = dataset, attributes ``schema``, ``dataset``,
 ``job``, ``status``, ``verdict``): ``dataset``, ``job``, ``status`` (``succeeded`` | ``failed``), ``verdict``
-(``promoted`` | ``kept_champion`` | ``not_evaluated``), ``challenger_loss``, ``champion_loss``, ``model``
+(``promoted`` | ``kept_champion`` | ``no_skill`` | ``low_average_precision`` | ``not_evaluated``),
+``challenger_loss``, ``champion_loss``, ``baseline_loss`` and ``skill`` (``1 - challenger_loss / baseline_loss``)
+with the ``min_skill`` it was held to, how its epochs ended (``epochs_run``, ``epochs_ceiling``, ``stopped_early``,
+``best_epoch``, ``ceiling_gpu_seconds``: what training to the ceiling would have cost), ``labelled`` (the labelled
+check's precision, recall and average precision of the challenger and the champion, when the spec names a labelled
+set: ``trainer.labelled``; null otherwise), ``model``
 (this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
 ``threshold``, ``error`` (a failure's message), ``arrivals`` (``{count, ids, inputs}``: how many requests
 the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI that lists them all, so the
@@ -42,7 +47,9 @@ RESULT = "result.json"
 RESULTS_TOPIC = "landfall-training-results"
 MAX_IDS = 20  # arrivals listed by id in a message; the rest are counted, and listed in inputs.json
 STATUSES = ("succeeded", "failed")
-VERDICTS = ("promoted", "kept_champion", "not_evaluated")
+# no_skill: below the naive baseline's floor (trainer.baseline); low_average_precision: below the labelled check's.
+VERDICTS = ("promoted", "kept_champion", "no_skill", "low_average_precision", "not_evaluated")
+REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whatever the champion: worth an alert
 ATTEMPTS = 8
 
 
@@ -67,6 +74,19 @@ class Result:
     estimated_cost: float | None = None  # USD (landfall.core.accelerators.prices()); None: unknown
     cost_basis: str | None = None  # chief | job_object (landfall.core.cost)
     spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
+    # The naive baseline and the skill over it (trainer.baseline); how the epochs ended (trainer.stopping).
+    baseline_loss: float | None = None
+    skill: float | None = None
+    min_skill: float | None = None
+    epochs_run: int | None = None
+    epochs_ceiling: int | None = None
+    stopped_early: bool | None = None
+    best_epoch: int | None = None
+    ceiling_gpu_seconds: float | None = None
+    # The labelled check (trainer.labelled), when the dataset's spec names a labelled set: {challenger: {precision,
+    # recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated against
+    # labels), instances, positives, min_average_precision}; null without one.
+    labelled: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -117,6 +137,9 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         gpu_seconds=costed.get("gpu_seconds"), accelerator=costed.get("accelerator"),
         estimated_cost=costed.get("estimated_cost"), cost_basis=costed.get("cost_basis") if costed else None,
         spec_generation=_spec_generation(doc, storage, inputs_uri),
+        **{k: doc.get(k) for k in ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling",
+                                   "stopped_early", "best_epoch", "ceiling_gpu_seconds")},
+        labelled=doc.get("labelled") if isinstance(doc.get("labelled"), dict) and status == "succeeded" else None,
     )
 
 

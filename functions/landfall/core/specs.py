@@ -71,6 +71,12 @@ TRAINER_FLAGS = {
     ("training", "warm_start"): "--warm-start",
     ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "threshold_quantile"): "--threshold-quantile",
     ("verdict", "min_average_precision"): "--min-average-precision",
+    ("verdict", "min_skill"): "--min-skill",
+    # A dotted key is a field of a nested object: training.early_stopping.patience (trainer.stopping).
+    ("training", "early_stopping.patience"): "--early-stopping-patience",
+    ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
+    ("training", "early_stopping.start_from_epoch"): "--early-stopping-start-from-epoch",
+    ("training", "deterministic"): "--deterministic",
 }
 
 def _empty() -> Mapping[str, Any]:
@@ -104,9 +110,12 @@ class DatasetSpec:
 
     def _set(self, table: Mapping[tuple[str, str], str]) -> Iterable[tuple[str, Any]]:
         for (section, key), target in table.items():
-            values = getattr(self, section)
-            if key in values:
-                yield target, values[key]
+            values: Any = getattr(self, section)
+            *outer, last = key.split(".")
+            for name in outer:
+                values = values.get(name) if isinstance(values, Mapping) else None
+            if isinstance(values, Mapping) and last in values:
+                yield target, values[last]
 
     def converter_fields(self) -> dict[str, Any]:
         """``dataclasses.replace(ConverterConfig, **this)``: the spec's shape and arrival rules, and its generation."""
@@ -120,6 +129,9 @@ class DatasetSpec:
     def trainer_args(self) -> tuple[str, ...]:
         args: list[str] = []
         for flag, value in self._set(TRAINER_FLAGS):
+            if isinstance(value, bool):  # a BooleanOptionalAction flag: --x or --no-x
+                args.append(flag if value else "--no-" + flag[2:])
+                continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
         labelled = self.verdict.get("labelled") or {}
         if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)

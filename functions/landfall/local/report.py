@@ -134,6 +134,8 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
             "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
             "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
+            **{k: m.get(k) for k in ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling",
+                                     "stopped_early", "best_epoch", "ceiling_gpu_seconds", "gpu_seconds")},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
                       for e in epochs]}
 
@@ -320,7 +322,7 @@ def _dataset_html(d: dict[str, Any]) -> str:
     out.append('<div class="jobs">')
     for j in d["jobs"]:
         verdict = (f"verdict {_e(j['verdict'])} (loss {_num(j['challenger_loss'])} vs champion "
-                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict")
+                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict") + _skill_html(j)
         out.append(f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
                    f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
                    f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
@@ -334,6 +336,23 @@ def _dataset_html(d: dict[str, Any]) -> str:
                              f"</td><td>{_e(p['manifest'])}</td></tr>" for p in d["pending"]) + "</table>")
     out.append("</section>")
     return "".join(out)
+
+
+def _skill_html(j: dict[str, Any]) -> str:
+    """The job's skill over the naive baseline and how its epochs ended (trainer.baseline, trainer.stopping)."""
+    out = ""
+    if j.get("skill") is not None:
+        cls = "no-skill" if j.get("verdict") == "no_skill" else "skill"
+        out += (f'<br><span class="{cls}">skill {_num(j["skill"])} over the baseline (loss {_num(j["baseline_loss"])}'
+                f', min_skill {_num(j["min_skill"])})' + (": not promoted, the model learned too little"
+                                                          if j.get("verdict") == "no_skill" else "") + "</span>")
+    if j.get("epochs_run") is not None:
+        out += f"<br>epochs {_e(j['epochs_run'])} of {_e(j['epochs_ceiling'])}"
+        if j.get("stopped_early"):
+            out += f", stopped early (best epoch {_e(j['best_epoch'])})"
+            if j.get("ceiling_gpu_seconds") is not None and j.get("gpu_seconds") is not None:
+                out += f"; {_num(j['gpu_seconds'])} GPU-s of the ceiling's {_num(j['ceiling_gpu_seconds'])}"
+    return out
 
 
 def render(data: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Seed-shaped synthetic data: N x T x F multivariate time series (the seed's 36 x 10 by default).
 
-Each feature is a sum of sinusoids with random phases plus a trend and noise; a few instances are
-anomalous windows (a spike or level shift), which an autoencoder reconstructs badly.
+Each feature is a sum of sinusoids plus a trend and noise; an instance's channels share its random phases
+(each channel at a fixed offset, as the channels of one machine move together), so a model has something to
+learn; a few instances are anomalous windows (a spike or level shift), which an autoencoder reconstructs badly.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ def time_series(n: int, timesteps: int = 36, features: int = 10, seed: int = 0,
     out = np.zeros((n, timesteps, features), dtype=np.float32)
     for period in (6.0, 12.0, 36.0):
         amp = rng.uniform(0.2, 1.0, size=(1, 1, features)).astype(np.float32)
-        phase = rng.uniform(0, 2 * np.pi, size=(n, 1, features)).astype(np.float32)
+        # One machine's channels move together: each instance has one phase per period, each channel a fixed
+        # offset from it (as sensors on one shaft or one circuit do), plus a little phase jitter of its own.
+        offset = rng.uniform(0, 2 * np.pi, size=(1, 1, features)).astype(np.float32)
+        phase = (rng.uniform(0, 2 * np.pi, size=(n, 1, 1)) + offset
+                 + rng.normal(0, 0.1, size=(n, 1, features))).astype(np.float32)
         out += amp * np.sin(2 * np.pi * t / period + phase)
     out += rng.normal(0, 0.02, size=(n, 1, features)).astype(np.float32) * t  # trend
     out += rng.normal(0, 0.1, size=out.shape).astype(np.float32)  # noise
