@@ -268,6 +268,8 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
     """Trains to ``cfg.epochs`` (resuming from the job dir's backup), saves the model and records the run."""
     fields = {"worker": cluster.worker_index}
     with phase(STRATEGY):
+        if cfg.deterministic:  # cuDNN's GRU gradients and others have a deterministic kernel only when asked
+            tf.config.experimental.enable_op_determinism()
         log.info("waiting for every worker to join the cluster", extra={"fields": fields})
         started = time.monotonic()
         strategy = make_strategy(cfg)

@@ -140,7 +140,7 @@ def test_two_workers_train_in_step_and_report_metrics(converted, tmp_path):
     assert losses == pytest.approx([e["loss"] for e in per_worker[0]])
     assert storage.exists(f"{job_dir}/model/saved_model.pb")
     # The chief judged it after the other worker had gone (on its saved copy: no collective left to join).
-    assert metrics["verdict"] in ("promoted", "kept_champion") and metrics["challenger_loss"] > 0
+    assert metrics["verdict"] in ("promoted", "kept_champion", "no_skill") and metrics["challenger_loss"] > 0
     assert storage.exists(f"{job_dir}/model/threshold.json")
     assert storage.list(f"{job_dir}/tensorboard/", suffix=".v2")
     assert not storage.list(f"{job_dir}/backup/")  # removed once the run succeeded

@@ -71,6 +71,17 @@ def setting(tmp_path_factory):
             "paths": paths, "mean": mean, "std": std, "trained": trained, "untrained": untrained, "x": x}
 
 
+def _split(s):
+    """The setting's training and held-out instances, in original units (the verdict's view of the plan)."""
+    from trainer import data
+
+    def read(split):
+        ds = data.read_instances(s["plan"], s["paths"], SHAPE, split, deterministic=True)
+        return np.concatenate(list(ds.as_numpy_iterator()))
+
+    return read(data.TRAIN), read(data.VALIDATION)
+
+
 def _conclude(s, name: str, model, **cfg_overrides):
     import dataclasses
 
@@ -85,41 +96,63 @@ def _conclude(s, name: str, model, **cfg_overrides):
     return cfg, job, fields
 
 
-def test_first_model_is_promoted_a_worse_one_keeps_it_a_better_one_replaces_it_and_rollback_restores(setting):
+def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_keeps_it_and_rollback_restores(setting):
     s = setting
     root = str(s["root"] / "models")
-    # 1. the untrained model is the dataset's first: promoted, with its threshold beside it.
-    _, job_a, a = _conclude(s, "job-a", s["untrained"])
+    # 1. the untrained model learned nothing: below the naive baseline's floor it is not promoted, not even as the
+    #    dataset's first model; its threshold is still written beside it (scoring with it stays possible).
+    _, job_u, u = _conclude(s, "job-u", s["untrained"])
+    assert u["verdict"] == "no_skill" and u["champion_run"] is None and u["champion_loss"] is None
+    assert u["skill"] < u["min_skill"] == 0.1
+    assert u["skill"] == pytest.approx(1 - u["challenger_loss"] / u["baseline_loss"])
+    assert "below min_skill 0.1" in u["evaluation"]["reason"]
+    assert u["evaluation"]["baseline"]["name"] == "mean_window"
+    assert u["evaluation"]["baseline"]["training_instances"] == sum(s["plan"].train_counts)
+    assert champion.read(s["storage"], root, "demo")[0] is None
+    assert Path(job_u.path(MODEL, "threshold.json")).exists()
+    # The baseline is the training set's mean window, scored on the same held-out instances in original units.
+    x_train, x_val = _split(s)
+    window = x_train.astype(np.float64).mean(axis=0)
+    assert u["baseline_loss"] == pytest.approx(float(((x_val - window) ** 2).mean()), rel=1e-6)
+    # 2. the trained model beats the baseline: the dataset's first champion, with its threshold beside it.
+    _, job_a, a = _conclude(s, "job-a", s["trained"])
     assert a["verdict"] == "promoted" and a["champion_loss"] is None and a["champion_run"] == "job-a"
+    assert a["skill"] >= 0.1 and a["baseline_loss"] == u["baseline_loss"]
     threshold = json.loads(Path(job_a.path(MODEL, "threshold.json")).read_text())
     assert threshold["quantile"] == 0.99 and set(threshold["quantiles"]) == {"p50", "p95", "p99", "p99.9"}
     assert threshold["instances"] == a["evaluation"]["instances"] == sum(s["plan"].val_counts) > 50
     assert threshold["quantiles"]["p50"] <= threshold["value"] <= threshold["quantiles"]["p99.9"]
-    # 2. the trained model beats it on the same held-out instances, in original units: promoted.
+    current, _ = champion.read(s["storage"], root, "demo")
+    assert current.evaluation["skill"] == a["skill"] and current.evaluation["baseline_loss"] == a["baseline_loss"]
+    # 3. a model with no skill after it: the champion stays, and is still scored on the same instances.
+    _, _, n = _conclude(s, "job-n", s["untrained"])
+    assert n["verdict"] == "no_skill" and n["champion_run"] == "job-a"
+    assert n["champion_loss"] == pytest.approx(a["challenger_loss"], rel=1e-4)
+    # 4. with the floor lowered, the champion comparison decides: the untrained model is worse, kept ...
+    _, _, c = _conclude(s, "job-c", s["untrained"], min_skill=-1e9)
+    assert c["verdict"] == "kept_champion" and c["champion_run"] == "job-a"
+    assert c["challenger_loss"] > c["champion_loss"] == pytest.approx(a["challenger_loss"], rel=1e-4)
+    # 5. ... unless the tolerance lets it through ...
+    _, _, d = _conclude(s, "job-d", s["untrained"], promote_tolerance=1e6, min_skill=-1e9)
+    assert d["verdict"] == "promoted" and d["champion_run"] == "job-d"
+    # 6. ... and a better model (with the floor back) replaces that one, on the same instances, in original units.
     _, _, b = _conclude(s, "job-b", s["trained"])
     assert b["verdict"] == "promoted" and b["champion_run"] == "job-b"
-    assert b["champion_loss"] == pytest.approx(a["challenger_loss"], rel=1e-4)  # the same instances, the same scale
-    assert b["challenger_loss"] < b["champion_loss"]
-    # 3. the untrained model again is worse: the champion stays, both losses recorded.
-    _, _, c = _conclude(s, "job-c", s["untrained"])
-    assert c["verdict"] == "kept_champion" and c["champion_run"] == "job-b"
-    assert c["challenger_loss"] > c["champion_loss"] == pytest.approx(b["challenger_loss"], rel=1e-4)
-    # ... unless the tolerance lets it through.
-    _, _, d = _conclude(s, "job-d", s["untrained"], promote_tolerance=1e6)
-    assert d["verdict"] == "promoted" and d["champion_run"] == "job-d"
+    assert b["champion_loss"] == pytest.approx(d["challenger_loss"], rel=1e-4) and b["challenger_loss"] < b[
+        "champion_loss"]
     current, _ = champion.read(s["storage"], root, "demo")
-    assert (current.run, current.seq, current.previous, current.reason) == ("job-d", 3, 2, "evaluated")
-    assert [champion.read_history(s["storage"], root, "demo", n).run for n in (1, 2, 3)] == ["job-a", "job-b", "job-d"]
-    # Rollback restores the previous champion (job-b), a second one the one before it (job-a).
+    assert (current.run, current.seq, current.previous, current.reason) == ("job-b", 3, 2, "evaluated")
+    assert [champion.read_history(s["storage"], root, "demo", n).run for n in (1, 2, 3)] == ["job-a", "job-d", "job-b"]
+    # Rollback restores the previous champion (job-d), a second one the one before it (job-a).
     out = champion.rollback(s["storage"], root, "demo", by="tester")
     assert (out.champion.run, out.champion.reason, out.champion.promoted_by, out.champion.rolled_back) == (
-        "job-b", "rollback", "tester", 3)
+        "job-d", "rollback", "tester", 3)
     out = champion.rollback(s["storage"], root, "demo", by="tester")
     assert out.champion.run == "job-a" and out.champion.seq == 5
     with pytest.raises(NotFound):
         champion.rollback(s["storage"], root, "demo", by="tester")
     assert [champion.read_history(s["storage"], root, "demo", n).run for n in range(1, 6)] == [
-        "job-a", "job-b", "job-d", "job-b", "job-a"]
+        "job-a", "job-d", "job-b", "job-d", "job-a"]
 
 
 def test_no_held_out_data_is_not_evaluated(setting, tmp_path):
