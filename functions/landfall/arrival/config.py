@@ -35,6 +35,14 @@ class ConverterConfig(Settings):
     memory_limit_mib: int = 2048
     csv_header: str = "auto"  # auto | present | absent (landfall.arrival.csvfile)
     on_delete: str = "retract"  # retract | keep: what deleting (or archiving) a live arrival does
+    # A series dataset (landfall.arrival.series, set by its spec's shape.window and arrival.series): arrivals are a
+    # time column and channel columns, stored once as the series; windows of ``timesteps`` rows every
+    # ``window_stride`` rows are what the manifest counts. An empty time column: instances, as always.
+    series_time_column: str = ""
+    series_channels: tuple[str, ...] = ()  # default: every column but the time column and the dropped ones
+    series_drop_columns: tuple[str, ...] = ()
+    series_max_gap: float | None = None  # None: 3 x the arrival's median step (landfall.arrival.series)
+    window_stride: int = 1
     request_topic: str = "landfall-training-requests"
     # open | registered: registered rejects arrivals of datasets without a spec (unknown_dataset).
     datasets: str = "open"
@@ -69,12 +77,19 @@ class ConverterConfig(Settings):
             raise ValueError(f"jobs_backend must be one of {JOBS_BACKENDS}, not {self.jobs_backend!r}")
         if self.max_npz_ratio < 1 or self.max_gzip_ratio < 1 or self.max_expanded_bytes < 1:
             raise ValueError("max_npz_ratio, max_gzip_ratio and max_expanded_bytes must be at least 1")
+        if self.window_stride < 1 or (self.series_max_gap is not None and not self.series_max_gap > 0):
+            raise ValueError("window_stride must be at least 1 and series_max_gap positive")
         if self.task_bytes < 1 or self.max_tasks < 1:
             raise ValueError("task_bytes and max_tasks must be at least 1")
 
     @property
     def shape(self) -> tuple[int, int]:
         return (self.timesteps, self.features)
+
+    @property
+    def series(self) -> bool:
+        """Arrivals are series, windowed when read (landfall.arrival.series), not instances."""
+        return bool(self.series_time_column)
 
 
 def with_spec(cfg: ConverterConfig, storage: Storage, bucket: str, dataset: str,

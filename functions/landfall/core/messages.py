@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.core import layout
+from landfall.core import series as windows
 from landfall.core.errors import Invalid
 
 MANIFEST_SCHEMA = "landfall.manifest/v1"
@@ -136,6 +137,8 @@ class Manifest:
     csv: dict[str, Any] | None = None  # CSV arrivals: the header and dialect decided (landfall.arrival.csvfile)
     schema: str = MANIFEST_SCHEMA
     spec_generation: int | None = None  # the dataset spec it was converted under (landfall.core.specs); None: none
+    # A series arrival (landfall.core.series): stored as rows, ``count`` is its windows; None: instances.
+    series: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -160,6 +163,10 @@ class Manifest:
             raise Invalid(f"{where}: shard counts do not add up to count={self.count}")
         if len(self.stats.mean) != self.shape[1]:
             raise Invalid(f"{where}: stats have {len(self.stats.mean)} features, shape says {self.shape[1]}")
+        if self.series is not None:
+            problem = windows.check(self.series, self.shape, self.count, where)
+            if problem:
+                raise Invalid(problem)
 
 
 def _count(value: Any) -> bool:

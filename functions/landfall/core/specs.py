@@ -53,6 +53,10 @@ CONVERTER_FIELDS = {
     ("shape", "timesteps"): "timesteps", ("shape", "features"): "features",
     ("arrival", "csv_header"): "csv_header", ("arrival", "drop_nonfinite"): "drop_nonfinite",
     ("arrival", "on_delete"): "on_delete",
+    # A series dataset (landfall.arrival.series): window.length is the instance's timesteps.
+    ("shape", "window.length"): "timesteps", ("shape", "window.stride"): "window_stride",
+    ("arrival", "series.time_column"): "series_time_column", ("arrival", "series.channels"): "series_channels",
+    ("arrival", "series.drop_columns"): "series_drop_columns", ("arrival", "series.max_gap"): "series_max_gap",
 }
 # The submit stage's (landfall.submit.config.JobConfig): the job's resources and the flags it renders itself.
 JOB_FIELDS = {
@@ -77,6 +81,7 @@ TRAINER_FLAGS = {
     ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
     ("training", "early_stopping.start_from_epoch"): "--early-stopping-start-from-epoch",
     ("training", "deterministic"): "--deterministic",
+    ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
 }
 
 def _empty() -> Mapping[str, Any]:
@@ -119,7 +124,18 @@ class DatasetSpec:
 
     def converter_fields(self) -> dict[str, Any]:
         """``dataclasses.replace(ConverterConfig, **this)``: the spec's shape and arrival rules, and its generation."""
-        return {**dict(self._set(CONVERTER_FIELDS)), "spec_generation": self.generation}
+        fields = dict(self._set(CONVERTER_FIELDS))
+        for key in ("series_channels", "series_drop_columns"):
+            if key in fields:
+                fields[key] = tuple(fields[key])
+        if "series_channels" in fields and "features" not in fields:
+            fields["features"] = len(fields["series_channels"])  # the channels listed are the features
+        return {**fields, "spec_generation": self.generation}
+
+    @property
+    def series(self) -> bool:
+        """A series dataset (``shape.window`` with ``arrival.series``): windows cut from stored series."""
+        return "window" in self.shape
 
     def job_fields(self, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
         """``dataclasses.replace(JobConfig, **this)``: the job's resources, epochs and batch size, and the trainer
@@ -133,6 +149,12 @@ class DatasetSpec:
                 args.append(flag if value else "--no-" + flag[2:])
                 continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
+        if self.series:  # the channel count and the honest hold-out (landfall.core.series), unless set
+            channels = (self.arrival.get("series") or {}).get("channels")
+            if channels and "features" not in self.shape:
+                args += ["--features", str(len(channels))]
+            if "holdout" not in self.training:
+                args += ["--holdout", "blocks"]
         labelled = self.verdict.get("labelled") or {}
         if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)
             args += ["--labelled", str(labelled["uri"])]
@@ -198,12 +220,40 @@ def parse(text: str | bytes, where: str) -> dict[str, Any]:
 def problems(doc: Any) -> list[str]:
     """Every way ``doc`` breaks the schema, one line each: ``<document path> (schema: <schema path>): message``."""
     validator = _validator(tuple(sorted(accelerators.prices())))
-    lines = []
+    lines = _series_problems(doc) if isinstance(doc, Mapping) else []
     for err in sorted(validator.iter_errors(doc), key=lambda e: (list(map(str, e.path)), list(e.schema_path))):
         at = ".".join(str(p) for p in err.path) or "(document)"
         message = err.message if len(err.message) <= 300 else err.message[:297] + "..."
         lines.append(f"{at} (schema: {'/'.join(str(p) for p in err.schema_path)}): {message}")
     return lines
+
+
+def _series_problems(doc: Mapping[str, Any]) -> list[str]:
+    """What a series dataset's spec must agree on beyond the schema (one line each, as ``problems``)."""
+    shape = doc.get("shape") if isinstance(doc.get("shape"), Mapping) else {}
+    arrival = doc.get("arrival") if isinstance(doc.get("arrival"), Mapping) else {}
+    training = doc.get("training") if isinstance(doc.get("training"), Mapping) else {}
+    series = arrival.get("series")
+    window = "window" in shape
+    out = []
+    if window != (series is not None):
+        out.append("shape.window (series): shape.window and arrival.series go together: a series dataset "
+                   "needs both (its windows, and how to read its series)")
+    if not window:
+        return out
+    if "timesteps" in shape:
+        out.append("shape.timesteps (series): a series dataset's timesteps are its window.length; set only that")
+    if training.get("holdout") == "random":
+        out.append("training.holdout (series): overlapping windows need the blocks hold-out (random would put "
+                   "windows sharing rows on both sides of the split)")
+    channels = series.get("channels") if isinstance(series, Mapping) else None
+    if isinstance(channels, list) and "features" in shape and shape["features"] != len(channels):
+        out.append(f"shape.features (series): {shape['features']}, but arrival.series.channels lists "
+                   f"{len(channels)} channels")
+    if not channels and "features" not in shape:
+        out.append("shape.features (series): the channel count is needed (the model's features): set "
+                   "shape.features or list arrival.series.channels")
+    return out
 
 
 def validate(doc: Any, where: str) -> dict[str, Any]:

@@ -1,0 +1,105 @@
+"""Series datasets: the window arithmetic the converter (``landfall.arrival.series``) and the trainer
+(``trainer.windows``) share, and the manifest's ``series`` section that carries it.
+
+A series arrival is stored once, as its rows (one float32 per channel), not as windows. What it holds:
+
+- **segments**: the arrival's rows, sorted by time, are split wherever the step between two rows is longer than
+  ``max_gap``; a segment with fewer than ``length`` rows yields no window and is not stored. The kept segments,
+  concatenated, are the arrival's *stored rows*, numbered ``0 .. stored_rows - 1`` (segment ``k`` starts at its
+  ``row``).
+- **windows**: segment ``k`` of ``n`` rows yields ``windows_in(n) = (n - length) // stride + 1`` windows, window
+  ``j`` of it covering stored rows ``[row_k + j * stride, row_k + j * stride + length)``. An arrival's windows
+  are numbered across its segments in time order: they are its *records* (``manifest.count``), which the plan,
+  the hold-out (``landfall.core.holdout``) and the submit stage's count use exactly as they use instances.
+- **shards**: shard ``i`` holds the windows ``[first_i, first_i + count_i)`` (``first_i`` the sum of the earlier
+  shards' counts) and the rows they need: stored rows ``[start(first_i), start(last_i) + length)``, as records of
+  at most ``BLOCK_ROWS`` rows (``x``: raw float32, C order, ``(k, channels)``). So a window never needs two files;
+  consecutive shards repeat at most ``length - 1`` rows, and the converter makes shards at least
+  ``MIN_SHARD_WINDOWS`` windows long, so storage stays within ``1 + 1/MIN_SHARD_WINDOWS`` of the series.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
+MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
+
+
+def windows_in(rows: int | np.ndarray, length: int, stride: int) -> Any:
+    """Windows of ``length`` rows every ``stride`` rows in ``rows`` consecutive rows (0 when too few)."""
+    r = np.asarray(rows, dtype=np.int64)
+    out = np.where(r >= length, (r - length) // stride + 1, 0)
+    return int(out) if out.ndim == 0 else out
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """A run of rows without a gap: stored rows ``[row, row + rows)``, ``windows`` windows, times ``start``..``end``
+    (the time column's values: seconds since the epoch for ISO-8601 timestamps)."""
+
+    row: int
+    rows: int
+    windows: int
+    start: float
+    end: float
+
+    def to_list(self) -> list[Any]:
+        return [self.row, self.rows, self.windows, self.start, self.end]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where an arrival's windows are: its window ``length`` and ``stride`` and its segments."""
+
+    length: int
+    stride: int
+    segments: tuple[Segment, ...]
+
+    @property
+    def windows(self) -> int:
+        return sum(s.windows for s in self.segments)
+
+    def starts(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
+        """The stored row each of the arrival's windows ``index`` starts at (int64)."""
+        index = np.asarray(index, dtype=np.int64)
+        counts = np.array([s.windows for s in self.segments], dtype=np.int64)
+        firsts = np.concatenate([[0], np.cumsum(counts)])[:-1]
+        rows = np.array([s.row for s in self.segments], dtype=np.int64)
+        which = np.searchsorted(firsts, index, side="right") - 1
+        # A segment without windows is never listed; ties (none) would pick the last segment of a first.
+        return rows[which] + (index - firsts[which]) * self.stride
+
+    def times(self, index: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(segment, offset in rows from the segment's first row) of the arrival's windows ``index``."""
+        index = np.asarray(index, dtype=np.int64)
+        counts = np.array([s.windows for s in self.segments], dtype=np.int64)
+        firsts = np.concatenate([[0], np.cumsum(counts)])[:-1]
+        which = np.searchsorted(firsts, index, side="right") - 1
+        return which, (index - firsts[which]) * self.stride
+
+    @classmethod
+    def of(cls, series: Mapping[str, Any], length: int) -> Layout:
+        """From a manifest's ``series`` section and its shape's ``length`` (``shape[0]``)."""
+        return cls(int(length), int(series["stride"]),
+                   tuple(Segment(int(r), int(n), int(w), float(a), float(b)) for r, n, w, a, b in series["segments"]))
+
+
+def check(series: Mapping[str, Any], shape: Sequence[int], count: int, where: str) -> str | None:
+    """What is wrong with a manifest's ``series`` section (None: nothing)."""
+    try:
+        layout = Layout.of(series, int(shape[0]))
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"{where}: series section is not readable ({type(exc).__name__}: {exc})"
+    if layout.stride < 1 or not layout.segments:
+        return f"{where}: series has stride {layout.stride} and {len(layout.segments)} segments"
+    for s in layout.segments:
+        if s.windows != windows_in(s.rows, layout.length, layout.stride) or s.windows < 1:
+            return f"{where}: series segment at row {s.row} has {s.rows} rows but says {s.windows} windows"
+    if layout.windows != count:
+        return f"{where}: series segments hold {layout.windows} windows, count says {count}"
+    return None
