@@ -89,10 +89,15 @@ def load_crds() -> dict[str, dict[str, Any]]:
 CRD = load_crds()
 
 
+def served(kind: str, version: str) -> bool:
+    """Whether Kueue's CRD serves ``version`` of ``kind``: the API server refuses any other."""
+    return any(v["name"] == version and v["served"] for v in CRD[kind]["spec"]["versions"])
+
+
 def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validator:
+    """The schema of ``version`` as the CRD publishes it, served or not."""
     crd = CRD[kind]
     (ver,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    assert ver["served"], f"{kind} {version} is not served"
     schema = strict(copy.deepcopy(ver["schema"]["openAPIV3Schema"]))
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     cls.check_schema(schema)
@@ -102,6 +107,8 @@ def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validat
 def schema_errors(obj: dict[str, Any]) -> list[str]:
     group, version = obj["apiVersion"].split("/")
     assert group == GROUP, obj["apiVersion"]
+    if not served(obj["kind"], version):
+        return [f"<root>: {obj['apiVersion']} {obj['kind']} is not served by Kueue's CRD"]
     errors = [
         f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
         for e in validator(obj["kind"], version).iter_errors(obj)
@@ -191,8 +198,43 @@ def test_the_crds_are_kueues_and_serve_the_version() -> None:
     for kind, crd in CRD.items():
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert versions[VERSION]["served"] and versions[VERSION]["storage"], kind
+        # Kueue v0.20's CRDs (tests/infra/crds/README.md): v1beta1 still described, no longer served.
+        assert not versions["v1beta1"]["served"] and not versions["v1beta1"]["storage"], kind
+        assert {name for name, v in versions.items() if v["served"]} == {VERSION}, kind
     assert CRD["LocalQueue"]["spec"]["scope"] == "Namespaced"
     assert CRD["ClusterQueue"]["spec"]["scope"] == CRD["ResourceFlavor"]["spec"]["scope"] == "Cluster"
+
+
+def unserved_uses(files: list[Path], root: Path) -> set[tuple[str, str]]:
+    """(file, version) for every file that would apply or render a Kueue object of a version the CRDs do not
+    serve: an ``apiVersion:`` line or a quoted ``kueue.x-k8s.io/<version>``. Prose naming the version is fine."""
+    out = set()
+    for f in files:
+        text = f.read_text(errors="replace")
+        for v in set(re.findall(rf"{re.escape(GROUP)}/(v1\w+)", text)):
+            used = re.search(rf"""(apiVersion:\s*["']?|["']){re.escape(GROUP)}/{v}\b""", text)
+            if used and not all(served(kind, v) for kind in KINDS):
+                out.add((str(f.relative_to(root)), v))
+    return out
+
+
+def test_nothing_landfall_ships_names_an_unserved_kueue_version(tmp_path: Path) -> None:
+    """Kueue v0.20 refuses kueue.x-k8s.io/v1beta1: no manifest, rendering code or documented example may use it
+    (the queue label kueue.x-k8s.io/queue-name is a label, not an API version)."""
+    root = K8S.parent
+    files = [p for d in ("k8s", "functions", "infra", "docs", "trainer", "bench") for p in (root / d).rglob("*")
+             if p.suffix in {".yaml", ".yml", ".py", ".tf", ".md", ".json"} and p.is_file()]
+    files.append(root / "README.md")
+    assert COMPONENT / "clusterqueue.yaml" in files
+    assert unserved_uses(files, root) == set()
+    # The check sees an old manifest or a rendered dict, and lets prose and the served version pass.
+    old = tmp_path / "old.yaml"
+    old.write_text(f"apiVersion: {GROUP}/v1beta1\nkind: LocalQueue\n")
+    code = tmp_path / "render.py"
+    code.write_text(f'obj = {{"apiVersion": "{GROUP}/v1beta1"}}\n')
+    prose = tmp_path / "notes.md"
+    prose.write_text(f"Kueue v0.20 no longer serves `{GROUP}/v1beta1`; use apiVersion: {GROUP}/{VERSION}.\n")
+    assert unserved_uses([old, code, prose], tmp_path) == {("old.yaml", "v1beta1"), ("render.py", "v1beta1")}
 
 
 def test_the_component_is_optional() -> None:
@@ -230,8 +272,10 @@ def test_the_schema_check_catches_mistakes(objs: list[dict[str, Any]]) -> None:
     old = copy.deepcopy(cq)
     old["spec"]["cohort"] = "landfall"  # v1beta1's name; v1beta2 calls it cohortName
     assert schema_errors(old)
-    assert not [e for e in validator("ClusterQueue", "v1beta1").iter_errors({**old, "apiVersion": f"{GROUP}/v1beta1"})
-                if "cohort" in e.message]
+    as_v1beta1 = {**old, "apiVersion": f"{GROUP}/v1beta1"}
+    # v1beta1's own schema has `cohort`, but Kueue v0.20 no longer serves v1beta1 (kueue #14558): refused whole.
+    assert not [e for e in validator("ClusterQueue", "v1beta1").iter_errors(as_v1beta1) if "cohort" in e.message]
+    assert schema_errors(as_v1beta1) == [f"<root>: {GROUP}/v1beta1 ClusterQueue is not served by Kueue's CRD"]
     bad_enum = copy.deepcopy(cq)
     bad_enum["spec"]["queueingStrategy"] = "FIFO"
     assert schema_errors(bad_enum)

@@ -1,4 +1,4 @@
-"""k8s/kueue-config: the Kueue configuration a cluster needs to queue Landfall's TFJobs. Kueue v0.19 no longer
+"""k8s/kueue-config: the Kueue configuration a cluster needs to queue Landfall's TFJobs. Kueue v0.19 and v0.20 no longer
 enables ``kubeflow.org/tfjob`` by default (its shipped ``controller_manager_config.yaml``, copied into
 tests/infra/crds/kueue, comments it out) and deprecates it; ``jobset.x-k8s.io/jobset`` stays enabled. The
 patch renders to Kueue's ConfigMap and is exactly Kueue's default with that one framework added back, in the
@@ -18,7 +18,9 @@ REFERENCE = K8S.parent / "tests" / "infra" / "crds" / "kueue" / "controller_mana
 PATCH = K8S / "kueue-config"
 # Kueue's docs, read 2026-12-01: https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/ (Configuration,
 # integrations.frameworks) and the v0.19 release notes (kueue PR #12606: "kubeflow.org/tfjob" off by default,
-# deprecated, removal planned for about v0.20). The ConfigMap and its key are those of Kueue's release manifests
+# deprecated, removal planned for about v0.20). v0.20 still ships it, deprecated and off: its
+# site/content/en/docs/tasks/run/kubeflow/tfjobs.md keeps the deprecation notice, its controller_manager_config.yaml
+# (tests/infra/crds/kueue, the v0.20 line: tests/infra/crds/README.md) lists it commented out. The ConfigMap and its key are those of Kueue's release manifests
 # (config/components/manager/kustomization.yaml: configMapGenerator kueue-manager-config, namespace kueue-system).
 KUEUE = {
     "api_version": "config.kueue.x-k8s.io/v1beta2",
@@ -92,6 +94,6 @@ def test_the_shape_check_catches_mistakes() -> None:
 
 def test_the_readme_says_so() -> None:
     text = (K8S / "README.md").read_text()
-    assert "v0.19" in text and KUEUE["tfjob"] in text and "deprecated" in text
+    assert "v0.20" in text and KUEUE["tfjob"] in text and "deprecated" in text
     assert "k8s/kueue-config" in text and "managerConfig.controllerManagerConfigYaml" in text
     assert "v0.15" not in text

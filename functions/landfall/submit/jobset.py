@@ -37,8 +37,8 @@ State: JobSet reports the conditions ``Completed``, ``Failed`` and ``Suspended``
 of Landfall uses for both engines: ``Succeeded`` for ``Completed``, ``Failed``, ``Suspended``, ``Running``
 (a worker active), else ``Pending``.
 
-Sources, read 2026-12-01: the CRD (``config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml``, main of
-August 2026); https://jobset.sigs.k8s.io/docs/concepts/ (labels, hostnames, failure policy);
+Sources, read 2026-12-01: the CRD (``config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml``, release
+v0.12.0); https://jobset.sigs.k8s.io/docs/concepts/ (labels, hostnames, failure policy);
 kubernetes-sigs/jobset ``pkg/constants`` (condition reasons) and ``pkg/controllers/failure_policy.go``;
 https://kubernetes.io/docs/tasks/job/pod-failure-policy/.
 """

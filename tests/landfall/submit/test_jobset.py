@@ -28,7 +28,7 @@ CRD = Path(__file__).resolve().parents[2] / "infra" / "crds" / "jobset" / "jobse
 # https://jobset.sigs.k8s.io/docs/concepts/ and the CRD's field docs (network.enableDNSHostnames, subdomain),
 # kubernetes-sigs/jobset main, read 2026-12-01.
 JOBSET_DOCS = {
-    "source": "https://jobset.sigs.k8s.io/docs/concepts/; CRD jobset.x-k8s.io_jobsets.yaml (main, August 2026)",
+    "source": "https://jobset.sigs.k8s.io/docs/concepts/; CRD jobset.x-k8s.io_jobsets.yaml (v0.12.0)",
     "read": "2026-12-01",
     # "Pods will be reachable using the fully qualified pod hostname:
     #  <jobSet.name>-<spec.replicatedJob.name>-<job-index>-<pod-index>.<subdomain>"
