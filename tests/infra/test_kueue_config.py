@@ -20,7 +20,8 @@ PATCH = K8S / "kueue-config"
 # integrations.frameworks) and the v0.19 release notes (kueue PR #12606: "kubeflow.org/tfjob" off by default,
 # deprecated, removal planned for about v0.20). v0.20 still ships it, deprecated and off: its
 # site/content/en/docs/tasks/run/kubeflow/tfjobs.md keeps the deprecation notice, its controller_manager_config.yaml
-# (tests/infra/crds/kueue, the v0.20 line: tests/infra/crds/README.md) lists it commented out. The ConfigMap and its key are those of Kueue's release manifests
+# (tests/infra/crds/kueue, the v0.20 line: tests/infra/crds/README.md) lists it commented out.
+# The ConfigMap and its key are those of Kueue's release manifests
 # (config/components/manager/kustomization.yaml: configMapGenerator kueue-manager-config, namespace kueue-system).
 KUEUE = {
     "api_version": "config.kueue.x-k8s.io/v1beta2",
