@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from landfall import __version__
-from landfall.arrival import formats
+from landfall.arrival import formats, series
 from landfall.arrival.config import ConverterConfig
 from landfall.core import records
 from landfall.core.errors import BadInput
@@ -196,6 +196,9 @@ def convert(
     Raises ``BadInput`` for data that cannot be converted (nothing is left visible), and
     ``TemporaryError`` when storage is unavailable.
     """
+    if cfg.series:  # a series dataset: stored as its rows, windowed when read
+        return series.convert(source_uri, out_prefix, dataset, cfg, storage, arrival_id=arrival_id,
+                              generation=generation, tmp_prefix=tmp_prefix)
     fmt = formats.format_of(source_uri)
     info = storage.stat(source_uri, generation)
     writer = ShardWriter(storage, tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}"), cfg)

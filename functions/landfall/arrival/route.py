@@ -102,7 +102,9 @@ def inline_limit(fmt: str, cfg: ConverterConfig) -> int:
 
 
 def converts_inline(fmt: str, size: int, cfg: ConverterConfig) -> bool:
-    return size <= inline_limit(fmt, cfg)
+    # A series (landfall.arrival.series) is cut into segments and windows in time order by one reader: it is
+    # converted where it lands, whatever its size (ranged conversion of a series is not built yet).
+    return cfg.series or size <= inline_limit(fmt, cfg)
 
 
 def task_count(fmt: str, size: int, cfg: ConverterConfig) -> int:

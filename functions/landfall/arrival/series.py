@@ -1,0 +1,404 @@
+"""Series arrivals (a dataset whose spec sets ``shape.window`` and ``arrival.series``): a time column and one column
+per channel, as a sensor exports it, stored once as the series itself (``landfall.core.series`` says how), never
+as windows. ``landfall.arrival.converter.convert`` hands such an arrival here.
+
+Formats: CSV and CSV.gz with a header row naming the columns (read with pyarrow's streaming CSV reader, channels as
+float64; the CSV module's dialect rules of ``csvfile`` do not apply: comma-separated, UTF-8, an optional BOM), and
+Parquet (read in batches of ``chunk_instances`` rows, channels of any integer or float type). Time values: ISO-8601
+strings (``2024-01-01T00:00:00``, a space for the ``T``, a ``Z`` or an offset; naive ones are read as UTC) become
+seconds since the epoch; numbers (epoch seconds or milliseconds, plain integer counters) are taken as they are, in
+their own units, and ``max_gap`` is in those units. A Parquet timestamp column is read as seconds.
+
+Decisions:
+- **Sorted within an arrival.** Rows are streamed while the time column increases; at the first row out of order the
+  attempt is abandoned and the arrival is read again whole, sorted in memory (stable), when its rows fit in 40 % of
+  ``LANDFALL_MEMORY_LIMIT_MIB`` (else ``unsorted_too_large``: sort the export, or cut it into files). A sorted file of
+  any size streams with the converter's bounded memory. The manifest records ``sorted: false`` when it sorted.
+- **Duplicate timestamps** are refused (``duplicate_timestamps``): two readings of one moment have no order.
+- **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
+  step of the arrival's first chunk (recorded in the manifest). A segment shorter than one window is dropped (its
+  rows counted in ``dropped_rows``); an arrival whose every segment is, while it has enough rows, is ``all_gaps``;
+  an arrival with fewer rows than one window is ``too_short``.
+- **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
+  retracted), so a file boundary costs at most ``length - 1`` rows' windows.
+- **Non-finite values** are ``non_finite``, or with ``LANDFALL_DROP_NONFINITE=true`` the row is dropped, which makes
+  a gap if it is longer than ``max_gap``.
+- Statistics (``RunningStats``) are those of the stored rows, per channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import uuid
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from landfall import __version__
+from landfall.arrival import formats
+from landfall.arrival.config import ConverterConfig
+from landfall.core import records
+from landfall.core import series as windows
+from landfall.core.errors import BadInput
+from landfall.core.messages import Manifest, Source
+from landfall.core.storage import Storage, join
+
+SORT_SHARE = 0.4  # of memory_limit_mib: an unsorted arrival is sorted in memory up to this
+CSV_BLOCK = 4 << 20
+Chunk = tuple[np.ndarray, np.ndarray]  # (times float64 [n], values float32 [n, C])
+
+
+class _Unsorted(Exception):
+    """The arrival is not sorted by time: read it again, whole, and sort it."""
+
+
+# -- reading -------------------------------------------------------------------------------------------------
+def _columns(names: list[str], cfg: ConverterConfig) -> list[str]:
+    """The channel columns of a file with these ``names``, checked against the spec."""
+    if cfg.series_time_column not in names:
+        raise BadInput("missing_time_column", f"no time column {cfg.series_time_column!r} among the columns "
+                       f"{names[:12]}")
+    if cfg.series_channels:
+        missing = [c for c in cfg.series_channels if c not in names]
+        if missing:
+            raise BadInput("wrong_channel_count", f"channels {missing[:5]} named by the spec are not in the file "
+                           f"(columns {names[:12]})")
+        channels = list(cfg.series_channels)
+    else:
+        channels = [n for n in names if n != cfg.series_time_column and n not in cfg.series_drop_columns]
+    if len(channels) != cfg.features:
+        raise BadInput("wrong_channel_count", f"{len(channels)} channels {channels[:12]}, the spec's series has "
+                       f"{cfg.features} (shape.features)")
+    return channels
+
+
+def _times(column: pa.Array | pa.ChunkedArray, first_row: int) -> np.ndarray:
+    """A time column as float64: numbers as they are, timestamps and ISO-8601 text as seconds since the epoch."""
+    kind = column.type
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        values = pc.cast(column, pa.timestamp("ns", tz=getattr(kind, "tz", None))).cast(pa.int64())
+        out = values.to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        out = pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        out = None
+        for target in (pa.float64(), pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+            try:
+                parsed = pc.cast(column, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                continue
+            out = parsed.to_numpy(zero_copy_only=False) if target == pa.float64() else \
+                parsed.cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.float64) / 1e9
+            break
+        if out is None:
+            bad = next((i for i, v in enumerate(column.to_pylist()) if not _parses(v)), 0)
+            raise BadInput("unparseable_time", f"time value {str(column[bad])[:60]!r} in row {first_row + bad} is "
+                           "neither a number nor an ISO-8601 timestamp")
+    else:
+        raise BadInput("unparseable_time", f"the time column holds {kind}, not timestamps or numbers")
+    out = np.asarray(out, dtype=np.float64)
+    if column.null_count or not np.isfinite(out).all():
+        bad = int(np.argmin(np.isfinite(out)))
+        raise BadInput("unparseable_time", f"row {first_row + bad} has no time (an empty or non-finite time value)")
+    return out
+
+
+def _parses(value: Any) -> bool:
+    for target in (pa.float64(), pa.timestamp("ns"), pa.timestamp("ns", tz="UTC")):
+        try:
+            pc.cast(pa.array([value], pa.string()), target)
+            return True
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+    return False
+
+
+def _values(batch: pa.RecordBatch | pa.Table, channels: list[str]) -> np.ndarray:
+    out = np.empty((batch.num_rows, len(channels)), dtype=np.float32)
+    for j, name in enumerate(channels):
+        col = batch.column(name)
+        if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type)):
+            raise BadInput("non_numeric", f"channel {name!r} holds {col.type}, not numbers")
+        with np.errstate(over="ignore"):
+            out[:, j] = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _csv_chunks(stream: Any, cfg: ConverterConfig) -> Iterator[Chunk]:
+    head = stream.readline(16 << 20)
+    try:
+        names = next(csv.reader([head.decode("utf-8-sig")]))
+    except (UnicodeDecodeError, StopIteration):
+        raise BadInput("bad_encoding" if head else "empty_file",
+                       "the header row is not UTF-8" if head else "the file holds no header row") from None
+    names = [n.strip() for n in names]
+    channels = _columns(names, cfg)
+    types = {c: pa.float64() for c in channels} | {cfg.series_time_column: pa.string()}
+    try:
+        reader = pacsv.open_csv(
+            stream, read_options=pacsv.ReadOptions(column_names=names, block_size=CSV_BLOCK),
+            convert_options=pacsv.ConvertOptions(column_types=types,
+                                                 include_columns=[cfg.series_time_column, *channels]))
+        seen = 0
+        for batch in reader:
+            if batch.num_rows:
+                yield _times(batch.column(cfg.series_time_column), seen + 1), _values(batch, channels)
+                seen += batch.num_rows
+    except pa.ArrowInvalid as exc:
+        text = str(exc)
+        if "conversion error to double" in text:
+            raise BadInput("non_numeric", f"a channel value is not a number: {text[:300]}") from None
+        raise BadInput("corrupt_csv", f"not readable as CSV: {text[:300]}") from None
+
+
+def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig) -> Iterator[Chunk]:
+    try:
+        pf = pq.ParquetFile(fh)
+        channels = _columns(pf.schema_arrow.names, cfg)
+        for batch in pf.iter_batches(batch_size=cfg.chunk_instances, columns=[cfg.series_time_column, *channels]):
+            yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
+
+
+def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Iterator[Chunk]:
+    """The arrival's (times, values) in file order, in bounded chunks."""
+    if size == 0:
+        raise BadInput("empty_file", "the file is empty")
+    src = formats.guarded(fh)
+    if fmt == "csv":
+        return _csv_chunks(src, cfg)
+    if fmt == "csv.gz":
+        counted = formats._Counted(src)
+        stream = formats._Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
+                                    cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
+        return formats._guard_gzip(_csv_chunks(stream, cfg))
+    if fmt == "parquet":
+        return _parquet_chunks(src, cfg)
+    raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+
+
+# -- segments and shards ----------------------------------------------------------------------------------------
+class SeriesWriter:
+    """Cuts sorted rows into segments at gaps and writes shards of whole windows (``landfall.core.series``)."""
+
+    def __init__(self, storage: Storage, tmp_prefix: str, cfg: ConverterConfig, max_gap: float | None):
+        self.storage, self.tmp_prefix, self.cfg = storage, tmp_prefix, cfg
+        self.length, self.stride, self.channels = cfg.timesteps, cfg.window_stride, cfg.features
+        self.max_gap = max_gap
+        self.target = max(cfg.shard_target_bytes // (4 * self.channels), windows.MIN_SHARD_WINDOWS * self.length)
+        self.stats = formats_stats(self.channels)
+        self.segments: list[windows.Segment] = []  # closed, kept
+        self.open: list[Any] | None = None  # [row, rows, start, end] of the segment being read
+        self.pending: list[np.ndarray] = []  # its rows while it is shorter than a window
+        self.buffer: list[np.ndarray] = []  # stored rows from ``buf0`` on, not yet written
+        self.buf0 = 0
+        self.kept = 0  # stored rows so far
+        self.rows = 0  # rows read
+        self.dropped = 0  # rows in segments too short for a window
+        self.dropped_nonfinite = 0
+        self.next_window = 0
+        self.last: float | None = None
+        self.done: list[tuple[str, int, int, str]] = []
+
+    def feed(self, times: np.ndarray, values: np.ndarray) -> None:
+        if not len(times):
+            return
+        ok = np.isfinite(values).all(axis=1)
+        if not ok.all():
+            if not self.cfg.drop_nonfinite:
+                raise BadInput("non_finite", f"row {self.rows + int(np.argmin(ok)) + 1} holds NaN, Inf or a missing "
+                               "channel value (set LANDFALL_DROP_NONFINITE=true to drop such rows)")
+            self.dropped_nonfinite += int((~ok).sum())
+            times, values = times[ok], values[ok]
+        self.rows += len(times)
+        steps = np.diff(times, prepend=times[0] if self.last is None else self.last)
+        if (steps < 0).any():
+            raise _Unsorted()
+        dup = np.flatnonzero(steps == 0)
+        dup = dup[dup > 0] if self.last is None else dup  # the first row of the arrival has no step
+        if len(dup):
+            raise BadInput("duplicate_timestamps", f"time {times[dup[0]]!r} appears twice (row "
+                           f"{self.rows - len(times) + int(dup[0]) + 1} of the sorted series)")
+        if self.max_gap is None:
+            positive = np.diff(times)
+            self.max_gap = 3.0 * float(np.median(positive)) if len(positive) else float("inf")
+        cuts = np.flatnonzero(steps > self.max_gap)
+        lo = 0
+        for cut in [*cuts.tolist(), len(times)]:
+            for at in range(lo, cut, self.target):  # a shard is cut at most every ``target`` rows
+                self._append(times[at:min(cut, at + self.target)], values[at:min(cut, at + self.target)])
+            if cut < len(times):
+                self._close()
+            lo = cut
+        self.last = float(times[-1])
+
+    def _append(self, times: np.ndarray, values: np.ndarray) -> None:
+        if self.open is None:
+            self.open = [self.kept, 0, float(times[0]), float(times[0])]
+        seg = self.open
+        seg[3] = float(times[-1])
+        if seg[1] < self.length:  # not yet a window long: held aside, dropped if the segment ends short
+            self.pending.append(values)
+            held = sum(len(p) for p in self.pending)
+            if held < self.length:
+                seg[1] = held
+                return
+            values = np.concatenate(self.pending)
+            self.pending = []
+            seg[1] = 0
+        self.stats.update(values[:, None, :])
+        skip = max(0, self.buf0 - self.kept)  # stride > length: rows before the next window's start are never read
+        if skip < len(values):
+            self.buffer.append(values[skip:])
+        seg[1] += len(values)
+        self.kept += len(values)
+        if self.kept - self.buf0 >= self.target:
+            self._flush()
+
+    def _close(self) -> None:
+        if self.open is not None:
+            row, rows, start, end = self.open
+            if rows >= self.length and not self.pending:
+                self.segments.append(windows.Segment(row, rows, windows.windows_in(rows, self.length, self.stride),
+                                                     start, end))
+            else:
+                self.dropped += sum(len(p) for p in self.pending)
+            self.pending, self.open = [], None
+
+    def _all_segments(self) -> list[windows.Segment]:
+        out = list(self.segments)
+        if self.open is not None and not self.pending:
+            row, rows, start, end = self.open
+            out.append(windows.Segment(row, rows, windows.windows_in(rows, self.length, self.stride), start, end))
+        return out
+
+    def _flush(self) -> None:
+        segs = self._all_segments()
+        layout = windows.Layout(self.length, self.stride, tuple(s for s in segs if s.windows))
+        total = layout.windows
+        if total > self.next_window:
+            w0, w1 = self.next_window, total
+            r0, r1 = int(layout.starts([w0])[0]), int(layout.starts([w1 - 1])[0]) + self.length
+            rows = np.concatenate(self.buffer) if len(self.buffer) != 1 else self.buffer[0]
+            self._write(rows[r0 - self.buf0:r1 - self.buf0], w1 - w0)
+            self.next_window = w1
+            self.buffer = [rows]
+        if not self.buffer:
+            return
+        # Keep only the rows a later window may need: from the open segment's next window start on.
+        seg = self.open
+        keep = self.kept if seg is None or self.pending else seg[0] + windows.windows_in(
+            seg[1], self.length, self.stride) * self.stride
+        rows = np.concatenate(self.buffer)
+        cut = min(max(keep - self.buf0, 0), len(rows))
+        self.buffer = [rows[cut:]] if cut < len(rows) else []
+        self.buf0 = max(self.buf0 + cut, keep)
+
+    def _write(self, rows: np.ndarray, count: int) -> None:
+        uri = join(self.tmp_prefix, f"part-{len(self.done):05d}{records.SHARD_SUFFIX}")
+        with self.storage.open_write(uri) as out:
+            full = len(rows) // windows.BLOCK_ROWS * windows.BLOCK_ROWS
+            if full:
+                framer = records.RecordFramer((windows.BLOCK_ROWS, self.channels))
+                for lo in range(0, full, 64 * windows.BLOCK_ROWS):
+                    part = rows[lo:min(full, lo + 64 * windows.BLOCK_ROWS)]
+                    out.write(framer.frame(part.reshape(-1, windows.BLOCK_ROWS, self.channels)))
+            if full < len(rows):
+                tail = rows[full:]
+                out.write(records.RecordFramer(tail.shape).frame(tail[None]))
+        self.done.append((uri, count, out.size, out.crc32c))
+
+    def finish(self) -> list[windows.Segment]:
+        self._close()
+        self._flush()
+        return self.segments
+
+    def abort(self) -> None:
+        for uri, *_ in self.done:
+            with contextlib.suppress(Exception):
+                self.storage.delete(uri)
+        self.storage.remove_empty_dir(self.tmp_prefix)
+
+
+def formats_stats(channels: int) -> Any:
+    from landfall.arrival.converter import RunningStats
+
+    return RunningStats(channels)
+
+
+# -- the conversion -------------------------------------------------------------------------------------------
+def _sorted_whole(fmt: str, storage: Storage, source_uri: str, generation: int | None, size: int,
+                  cfg: ConverterConfig) -> Iterator[Chunk]:
+    """The arrival read whole and sorted by time (stable), in chunks: for an arrival that is not sorted."""
+    budget = int(cfg.memory_limit_mib * 2**20 * SORT_SHARE)
+    times, values, held = [], [], 0
+    with storage.open_read(source_uri, generation) as fh:
+        for t, v in chunks(fmt, fh, size, cfg):
+            held += t.nbytes + v.nbytes
+            if held > budget:
+                raise BadInput("unsorted_too_large", f"the series is not sorted by time and holds more than "
+                               f"{budget >> 20} MiB of rows (40% of LANDFALL_MEMORY_LIMIT_MIB), more than the "
+                               "converter sorts in memory: sort it by time, or upload it in smaller files")
+            times.append(t)
+            values.append(v)
+    t = np.concatenate(times)
+    v = np.concatenate(values)
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    step = max(1, cfg.chunk_instances)
+    for lo in range(0, len(t), step):
+        yield t[lo:lo + step], v[lo:lo + step]
+
+
+def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig, storage: Storage, *,
+            arrival_id: str | None = None, generation: int | None = None, tmp_prefix: str | None = None,
+            progress: Any = None) -> Manifest:
+    """A series arrival into shards of whole windows and a manifest (written last, create-only)."""
+    from landfall.arrival.converter import _commit, _publish_shards
+
+    fmt = formats.format_of(source_uri)
+    info = storage.stat(source_uri, generation)
+    tmp = tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}")
+    in_order = True
+    writer = SeriesWriter(storage, tmp, cfg, cfg.series_max_gap)
+    try:
+        try:
+            with storage.open_read(source_uri, generation) as fh:
+                for t, v in chunks(fmt, fh, info.size, cfg):
+                    writer.feed(t, v)
+        except _Unsorted:
+            writer.abort()
+            in_order = False
+            writer = SeriesWriter(storage, tmp, cfg, cfg.series_max_gap)
+            for t, v in _sorted_whole(fmt, storage, source_uri, generation, info.size, cfg):
+                writer.feed(t, v)
+        segments = writer.finish()
+        if not segments:
+            if writer.rows < cfg.timesteps:
+                raise BadInput("too_short", f"{writer.rows} rows, fewer than one window of {cfg.timesteps}")
+            raise BadInput("all_gaps", f"{writer.rows} rows, but no run of {cfg.timesteps} rows without a step "
+                           f"longer than max_gap={writer.max_gap:g}: every window would span a gap")
+    except BaseException:
+        writer.abort()
+        raise
+    shards = _publish_shards(storage, writer.done, out_prefix, tmp)
+    bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
+    layout = windows.Layout(cfg.timesteps, cfg.window_stride, tuple(segments))
+    manifest = Manifest(
+        dataset=dataset, arrival_id=arrival_id or out_prefix.rstrip("/").rsplit("/", 1)[-1],
+        source=Source(bucket=bucket, name=name, generation=info.generation, size=info.size, crc32c=info.crc32c),
+        shape=list(cfg.shape), count=layout.windows, shards=shards, stats=writer.stats.result(),
+        dropped_nonfinite=writer.dropped_nonfinite, converter_version=__version__,
+        spec_generation=cfg.spec_generation,
+        series={"time_column": cfg.series_time_column, "stride": cfg.window_stride, "max_gap": writer.max_gap,
+                "rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
+                "sorted": in_order, "segments": [s.to_list() for s in segments]})
+    return _commit(storage, join(out_prefix, "manifest.json"), manifest)

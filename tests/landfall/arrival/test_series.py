@@ -1,0 +1,164 @@
+"""Series arrivals (landfall.arrival.series): a timestamped multichannel export stored once as its rows, its
+windows counted in the manifest, gaps splitting it, and every bad series refused with its reason."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from landfall.arrival import converter
+from landfall.arrival.config import ConverterConfig
+from landfall.core import records
+from landfall.core import series as windows
+from landfall.core.errors import BadInput
+from landfall.core.messages import Manifest
+from landfall.core.storage import Storage
+
+CFG = ConverterConfig(timesteps=8, features=3, window_stride=2, series_time_column="time",
+                      series_drop_columns=("label",), chunk_instances=64)
+
+
+def _frame(n: int = 300, start: str = "2024-01-01", step: str = "1s") -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    times = pd.date_range(start, periods=n, freq=step)
+    df = pd.DataFrame(rng.normal(size=(n, 3)).astype(np.float32), columns=["a", "b", "c"])
+    df.insert(0, "time", times)
+    df["label"] = 0
+    return df
+
+
+def _convert(path: Path, tmp_path: Path, cfg: ConverterConfig = CFG) -> Manifest:
+    return converter.convert(str(path), str(tmp_path / "out"), "d", cfg, Storage("landfall-test"))
+
+
+def _stored_rows(manifest: Manifest, shard: int) -> np.ndarray:
+    with open(manifest.shards[shard].uri, "rb") as fh:
+        raw = b"".join(records.decode_example(r, (-1,)).tobytes() for r in records.iter_records(fh))
+    return np.frombuffer(raw, dtype=np.float32).reshape(-1, manifest.shape[1])
+
+
+def _windows(manifest: Manifest) -> np.ndarray:
+    """Every window of the arrival, cut from its shards as the trainer does."""
+    layout = windows.Layout.of(manifest.series, manifest.shape[0])
+    out, first = [], 0
+    for i, shard in enumerate(manifest.shards):
+        rows = _stored_rows(manifest, i)
+        starts = layout.starts(np.arange(first, first + shard.count))
+        starts -= starts[0]
+        out.append(np.stack([rows[s:s + layout.length] for s in starts]))
+        first += shard.count
+    return np.concatenate(out)
+
+
+def _expected(values: np.ndarray, length: int, stride: int) -> np.ndarray:
+    return np.stack([values[s:s + length] for s in range(0, len(values) - length + 1, stride)])
+
+
+@pytest.mark.parametrize("writer", ["pandas_csv", "csv_module_gz", "parquet"])
+def test_a_series_converts_into_its_windows(tmp_path, writer):
+    df = _frame()
+    if writer == "pandas_csv":
+        path = tmp_path / "s.csv"
+        df.to_csv(path, index=False)
+    elif writer == "csv_module_gz":
+        path = tmp_path / "s.csv.gz"
+        with gzip.open(path, "wt", newline="") as fh:
+            w = csv.writer(fh, quoting=csv.QUOTE_NONNUMERIC)
+            w.writerow(df.columns)
+            for row in df.itertuples(index=False):
+                w.writerow([row.time.isoformat() + "Z", *map(float, row[1:4]), row.label])
+    else:
+        path = tmp_path / "s.parquet"
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path, row_group_size=50)
+    cfg = dataclasses.replace(CFG, shard_target_bytes=1)  # shards of the minimum, 16 windows' rows
+    manifest = _convert(path, tmp_path, cfg)
+    values = df[["a", "b", "c"]].to_numpy(np.float32)
+    assert manifest.count == (300 - 8) // 2 + 1 and manifest.shape == [8, 3]
+    assert len(manifest.shards) > 1 and manifest.series["segments"] == [[0, 300, manifest.count,
+                                                                        1704067200.0, 1704067499.0]]
+    np.testing.assert_array_equal(_windows(manifest), _expected(values, 8, 2))
+    np.testing.assert_allclose(manifest.stats.mean, values.mean(axis=0), rtol=1e-5, atol=1e-6)
+    # Stored once: the shards hold the series' rows and at most length - 1 of them again per shard boundary.
+    stored = sum(len(_stored_rows(manifest, i)) for i in range(len(manifest.shards)))
+    assert 300 - 8 < stored <= 300 + 7 * (len(manifest.shards) - 1)
+    assert Manifest.from_json(manifest.to_json()).series == json.loads(manifest.to_json())["series"]
+
+
+def test_gaps_split_the_series_and_an_unsorted_arrival_is_sorted(tmp_path):
+    df = pd.concat([_frame(40), _frame(5, start="2024-01-02"), _frame(30, start="2024-01-03")])
+    df.sample(frac=1.0, random_state=1).to_csv(tmp_path / "s.csv", index=False)  # shuffled rows
+    manifest = _convert(tmp_path / "s.csv", tmp_path)
+    segs = manifest.series["segments"]
+    assert [s[:3] for s in segs] == [[0, 40, 17], [40, 30, 12]]  # the 5-row run is shorter than a window
+    assert manifest.series["dropped_rows"] == 5 and manifest.series["sorted"] is False
+    assert manifest.series["max_gap"] == 3.0  # 3 x the median step
+    values = pd.concat([_frame(40), _frame(30, start="2024-01-03")])[["a", "b", "c"]].to_numpy(np.float32)
+    np.testing.assert_array_equal(_windows(manifest), np.concatenate(
+        [_expected(values[:40], 8, 2), _expected(values[40:], 8, 2)]))
+
+
+def test_epoch_numbers_and_integer_counters_are_times(tmp_path):
+    for i, times in enumerate([np.arange(100) * 0.5 + 1.7e9, np.arange(100, dtype=np.int64)]):
+        df = _frame(100)
+        df["time"] = times
+        df.to_csv(tmp_path / f"s{i}.csv", index=False)
+        manifest = _convert(tmp_path / f"s{i}.csv", tmp_path / str(i))
+        assert manifest.count == (100 - 8) // 2 + 1 and manifest.series["segments"][0][3] == float(times[0])
+
+
+def _rejected(path: Path, tmp_path: Path, cfg: ConverterConfig = CFG) -> BadInput:
+    with pytest.raises(BadInput) as info:
+        _convert(path, tmp_path, cfg)
+    assert not (tmp_path / "out" / "manifest.json").exists()
+    assert not list((tmp_path / "out").glob("**/*.tfrecord")) if (tmp_path / "out").exists() else True
+    return info.value
+
+
+def test_bad_series_are_refused_with_their_reason(tmp_path):
+    df = _frame(50)
+    cases = {
+        "missing_time_column": df.rename(columns={"time": "when"}),
+        "unparseable_time": df.assign(time=["2024-01-01"] * 20 + ["yesterday"] + ["2024-01-02"] * 29),
+        "duplicate_timestamps": df.assign(time=list(df.time[:25]) * 2),
+        "wrong_channel_count": df.assign(d=1.0),
+        "non_numeric": df.assign(b=["x"] * 50),
+        "too_short": df.head(5),
+        "all_gaps": df.assign(time=np.arange(50) ** 2),  # every step longer than the last: 3 x median < the rest
+        "non_finite": df.assign(a=[np.nan] + [1.0] * 49),
+    }
+    for reason, frame in cases.items():
+        path = tmp_path / f"{reason}.csv"
+        frame.to_csv(path, index=False)
+        cfg = dataclasses.replace(CFG, series_max_gap=1.5) if reason == "all_gaps" else CFG
+        err = _rejected(path, tmp_path / reason, cfg)
+        assert err.reason == reason, (reason, err)
+        assert str(err) and "\n" not in str(err)
+
+
+def test_the_instance_converter_is_unchanged_for_instance_datasets(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((4, 36, 10), np.float32))
+    manifest = converter.convert(str(tmp_path / "x.npy"), str(tmp_path / "o"), "d", ConverterConfig(),
+                                 Storage("landfall-test"))
+    assert manifest.series is None and manifest.count == 4
+
+
+@pytest.mark.parametrize("length, stride", [(8, 1), (8, 8), (5, 11)])
+def test_any_stride_reads_back_its_windows_and_stays_near_the_series_size(tmp_path, length, stride):
+    df = _frame(2000)
+    df.to_csv(tmp_path / "s.csv", index=False)
+    cfg = dataclasses.replace(CFG, timesteps=length, window_stride=stride, shard_target_bytes=4 * 3 * 500)
+    manifest = _convert(tmp_path / "s.csv", tmp_path, cfg)
+    values = df[["a", "b", "c"]].to_numpy(np.float32)
+    np.testing.assert_array_equal(_windows(manifest), _expected(values, length, stride))
+    assert len(manifest.shards) >= 3
+    stored = sum(len(_stored_rows(manifest, i)) for i in range(len(manifest.shards)))
+    assert stored <= 2000 * 1.1
