@@ -198,6 +198,11 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
                    deterministic: bool = False, shuffle_files: int | None = None) -> tf.data.Dataset:
     """Blocks of parsed (and normalised) instances, float32 [n, T, F], of ``split`` for this worker: exactly
     ``plan.train_counts[w]`` (or ``val_counts[w]``) of them; ``ALL`` is its training then its validation ones."""
+    if any(plan.shards[i].series is not None for i in plan.mine):  # a series: windows cut from its rows
+        from trainer import windows
+
+        return windows.read_windows(plan, paths, shape, split, mean=mean, std=std, deterministic=deterministic,
+                                    shuffle_files=shuffle_files)
     if split == ALL:
         return read_instances(plan, paths, shape, TRAIN, mean=mean, std=std, deterministic=deterministic,
                               shuffle_files=shuffle_files).concatenate(

@@ -31,6 +31,7 @@ import google_crc32c
 import numpy as np
 
 from landfall.core import holdout, logs, snapshots
+from landfall.core import series as series_windows
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import RETRACTION
 from landfall.core.messages import JobInputs, Manifest
@@ -62,6 +63,8 @@ class ShardRef:
     arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
     arrival_start: int = 0
     whole: bool = False  # the file holds exactly these records (a converted arrival's shard): nothing else
+    # A series arrival's shard (landfall.core.series): its records are windows cut from the rows the file holds.
+    series: series_windows.Layout | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,9 +210,10 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
             names.append(dataset)
     for uri, manifest in zip(uris, manifests, strict=True):
         first = 0
+        layout = series_windows.Layout.of(manifest.series, manifest.shape[0]) if manifest.series else None
         for s in manifest.shards:
             ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
-                           first, whole=True)
+                           first, whole=True, series=layout)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")
             first += ref.count
@@ -336,6 +340,10 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     timesteps) on each side, trained on by no one (``landfall.core.holdout``).
     """
     shards = inputs.shards
+    if holdout_mode != holdout.BLOCKS and any(s.series is not None for s in shards):
+        # Windows of a series overlap: only blocks with a gap of a window keeps them apart (trainer.windows).
+        log.warning("series inputs: the hold-out is blocks, not %s", holdout_mode)
+        holdout_mode = holdout.BLOCKS
     split = holdout.Split(seed, validation_fraction, holdout_mode, max(1, int(inputs.shape[0])))
     salts = [shard_salt(seed, s) for s in shards]
     threshold = split.threshold
