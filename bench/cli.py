@@ -1,11 +1,12 @@
-"""``landfall bench convert|train|submit [flags]``."""
+"""``landfall bench convert|train|submit|memory [flags]``."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
-BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit"}
+BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit",
+           "memory": "landfall_bench.stack_memory"}
 
 
 def main(argv: list[str] | None = None) -> int:
