@@ -135,9 +135,10 @@ def _csv_chunks(stream: Any, cfg: ConverterConfig) -> Iterator[Chunk]:
     head = stream.readline(16 << 20)
     try:
         names = next(csv.reader([head.decode("utf-8-sig")]))
-    except (UnicodeDecodeError, StopIteration):
-        raise BadInput("bad_encoding" if head else "empty_file",
-                       "the header row is not UTF-8" if head else "the file holds no header row") from None
+    except StopIteration:
+        raise BadInput("empty_file", "the file holds no header row") from None
+    except UnicodeDecodeError:
+        raise BadInput("bad_encoding", "the header row is not UTF-8") from None
     names = [n.strip() for n in names]
     channels = _columns(names, cfg)
     types = {c: pa.float64() for c in channels} | {cfg.series_time_column: pa.string()}
