@@ -21,6 +21,9 @@ One run prints (and optionally writes as JSON):
    against the floor: the most any epoch of whole global batches can take, ``train - train % global``
    (goal: >= 0.99).
 
+4. With ``--convergence`` instead (``landfall_bench.convergence``): a fixed ceiling of epochs against early stopping
+   on a real series (Daphnet), the final held-out loss, epochs run and GPU-seconds of each.
+
 Runs unchanged on a GPU machine (the GRUs then use cuDNN); nothing here pins a device.
 """
 
@@ -211,6 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "compaction, e.g. 1,2000,10000 (landfall_bench.arrivals)")
     p.add_argument("--arrival-instances", type=int, default=100_000,
                    help="with --arrivals: the dataset's instances at every arrival count")
+    p.add_argument("--convergence", action="store_true",
+                   help="instead: a fixed ceiling of epochs against early stopping on a real series (Daphnet)")
+    p.add_argument("--convergence-epochs", type=int, default=80, help="the ceiling")
+    p.add_argument("--convergence-seeds", type=int, default=3, help="runs of each contender (medians reported)")
+    p.add_argument("--convergence-window", type=int, default=32, help="rows per window")
+    p.add_argument("--convergence-stride", type=int, default=2, help="rows between windows")
+    p.add_argument("--convergence-units", default="32,8")
+    p.add_argument("--convergence-batch", type=int, default=64)
+    p.add_argument("--convergence-learning-rate", type=float, default=0.01)
     p.add_argument("--work-dir", help="scratch folder (default: a temporary one)")
     p.add_argument("--json", help="also write the results to this file")
     return p
@@ -222,6 +234,10 @@ def main(argv: list[str] | None = None) -> int:
         from landfall_bench import arrivals
 
         return arrivals.main(args)
+    if args.convergence:
+        from landfall_bench import convergence
+
+        return convergence.main(args)
     coverage = epoch_coverage(args.coverage_batch)
     print(f"epoch coverage (examples per epoch / training instances), batch {args.coverage_batch} per worker:")
     for row in coverage:

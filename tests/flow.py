@@ -157,7 +157,10 @@ def build(emu, tmp: Path) -> Flow:
         inputs_uri = tfjob.inputs_of(job1)
         proc = run_trainer(["--inputs", inputs_uri, "--job-dir", tfjob.job_dir(bucket, jobs["trained"]),
                             "--job-name", jobs["trained"], "--epochs", str(EPOCHS), "--batch-size-per-worker", "16",
-                            "--units", "4,2", "--warm-start", "none"],
+                            "--units", "4,2", "--warm-start", "none",
+                            # 2 epochs of a toy model check the plumbing, not learning: the naive baseline's floor
+                            # is off here (tests/trainer/test_verdict.py and the noise dataset check it).
+                            "--min-skill", "-1"],
                            LANDFALL_RESULTS_TOPIC=results, GOOGLE_CLOUD_PROJECT=emu.project)
         assert proc.returncode == 0, proc.stderr[-3000:]
         set_state(backend, jobs["trained"], "Succeeded")

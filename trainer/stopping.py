@@ -9,8 +9,11 @@ The rule (``Rule``, from ``training.early_stopping`` in a dataset spec or ``LAND
   dataset whatever its units and scale): 0.002 asks for 0.2 % less than the last improvement;
 - epochs before ``start_from_epoch`` are not monitored (as Keras's ``start_from_epoch``): a warm start's or a
   fresh model's first epochs may be noisy;
-- the run stops after ``patience`` epochs in a row without improvement; ``patience`` 0 turns the rule off
-  (the run trains to the ceiling, and still ends with its best epoch's weights).
+- after ``patience`` epochs in a row without improvement the run is on a plateau: while it has learning-rate
+  reductions left (``reductions``, default 2) the learning rate is multiplied by ``factor`` (0.3) and the count
+  starts again (as Keras's ``ReduceLROnPlateau``: a smaller step settles into the minimum the noisy large one
+  kept jumping over); with none left the run stops. ``patience`` 0 turns the rule off (the run trains to the
+  ceiling at its learning rate, and still ends with its best epoch's weights).
 Whatever ends the run, the ceiling or the rule, the model saved, judged by the verdict and warm-started from
 is the *best* epoch's (the lowest ``val_loss``), not the last one's. A run without held-out data (no
 validation step) has nothing to monitor: it trains to the ceiling and keeps its last weights.
@@ -60,14 +63,18 @@ class Converged(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    patience: int = 3  # epochs in a row without improvement before stopping; 0: off
+    patience: int = 5  # epochs in a row without improvement before a reduction or the stop; 0: off
     min_delta: float = 0.002  # an improvement is val_loss < best x (1 - min_delta)
     start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
+    reductions: int = 2  # plateaus met by lowering the learning rate before one stops the run
+    factor: float = 0.3  # the learning rate is multiplied by this at each reduction
 
     def __post_init__(self) -> None:
-        if self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0:
-            raise ValueError(f"early stopping: patience must be >= 0, min_delta in [0, 1) and start_from_epoch "
-                             f">= 0, got {self.patience}, {self.min_delta}, {self.start_from_epoch}")
+        if (self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0 or self.reductions < 0
+                or not 0.0 < self.factor < 1.0):
+            raise ValueError(f"early stopping: patience must be >= 0, min_delta in [0, 1), start_from_epoch >= 0, "
+                             f"reductions >= 0 and factor in (0, 1), got {self.patience}, {self.min_delta}, "
+                             f"{self.start_from_epoch}, {self.reductions}, {self.factor}")
 
     @property
     def active(self) -> bool:
@@ -75,7 +82,8 @@ class Rule:
 
     def describe(self) -> dict[str, Any]:
         return {"patience": self.patience, "min_delta": self.min_delta, "start_from_epoch": self.start_from_epoch,
-                "monitor": "val_loss", "min_delta_is": "a fraction of the best val_loss"}
+                "reductions": self.reductions, "factor": self.factor, "monitor": "val_loss",
+                "min_delta_is": "a fraction of the last improvement's val_loss"}
 
 
 @dataclasses.dataclass
@@ -88,6 +96,8 @@ class State:
     best_epoch: int | None = None  # 1-based
     reference: float | None = None  # the val_loss of the last improvement by min_delta: patience counts from it
     wait: int = 0
+    reduced: int = 0  # learning-rate reductions made: the rate in force is the initial one x factor ** reduced
+    reduced_at: list[int] = dataclasses.field(default_factory=list)  # after which epochs
     stopped: bool = False
 
     def update(self, rule: Rule, value: float | None) -> bool:
@@ -105,8 +115,17 @@ class State:
         else:
             self.wait += 1
         if rule.active and self.wait >= rule.patience:
-            self.stopped = True
+            if self.reduced < rule.reductions:  # a plateau: a smaller step first
+                self.reduced += 1
+                self.reduced_at.append(self.epochs)
+                self.wait = 0
+            else:
+                self.stopped = True
         return self.stopped
+
+    def learning_rate(self, rule: Rule, initial: float) -> float:
+        """The learning rate in force after this state's epochs."""
+        return float(initial * rule.factor ** self.reduced)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -177,7 +196,7 @@ def _atomic(path: Path, write_to) -> None:
 
 def summary(rule: Rule, state: State, ceiling: int, monitored: bool) -> dict[str, Any]:
     """The fields ``metrics.json`` records once training ended."""
-    return {"epochs_run": state.epochs, "epochs_ceiling": ceiling,
+    return {"epochs_run": state.epochs, "epochs_ceiling": ceiling, "lr_reduced_after": list(state.reduced_at),
             "stopped_early": bool(state.stopped and state.epochs < ceiling),
             "best_epoch": state.best_epoch if monitored else None,
             "best_val_loss": state.best if monitored else None,

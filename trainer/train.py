@@ -181,9 +181,10 @@ class ConvergenceStop(keras.callbacks.Callback):
     or setting the weights is symmetric too: every worker does it at the same point (a BatchNormalization
     statistic is a sync-on-read variable, read with an all-reduce)."""
 
-    def __init__(self, rule: stopping.Rule, folder: Path, monitored: bool, worker: int):
+    def __init__(self, rule: stopping.Rule, folder: Path, monitored: bool, worker: int, learning_rate: float):
         super().__init__()
         self.rule, self.folder, self.monitored, self.worker = rule, folder, monitored, worker
+        self.initial_lr = learning_rate
         self.state: stopping.State | None = None
         self.best_weights: list[np.ndarray] | None = None
 
@@ -197,6 +198,8 @@ class ConvergenceStop(keras.callbacks.Callback):
         self.state = state
         if state.best_epoch:
             self.best_weights = stopping.read_best(self.folder, state.best_epoch)
+        if state.reduced:  # the rate the state says is in force, whatever the optimizer's checkpoint held
+            self._set_lr(state.learning_rate(self.rule, self.initial_lr))
         if state.epochs:
             log.info("early-stopping state restored", extra={"fields": {
                 "worker": self.worker, "epochs": state.epochs, "best_epoch": state.best_epoch, "wait": state.wait,
@@ -213,16 +216,25 @@ class ConvergenceStop(keras.callbacks.Callback):
         previous = dataclasses.replace(self.state, values=list(self.state.values))
         value = (logs or {}).get("val_loss") if self.monitored else None
         stop = self.state.update(self.rule, None if value is None else float(value))
+        if self.state.reduced > previous.reduced:
+            lr = self.state.learning_rate(self.rule, self.initial_lr)
+            log.info(f"val_loss on a plateau for {self.rule.patience} epochs: learning rate lowered to {lr:.3g}",
+                     extra={"fields": {"worker": self.worker, "epoch": self.state.epochs, "learning_rate": lr}})
+            self._set_lr(lr)
         improved = self.state.best_epoch == self.state.epochs
         if improved:
             self.best_weights = self.model.get_weights()
         stopping.write(self.folder, self.state, self.best_weights if improved else None, previous)
         if stop:
             log.info(f"stopping after epoch {self.state.epochs}: val_loss did not improve by {self.rule.min_delta:g} "
-                     f"for {self.rule.patience} epochs; keeping epoch {self.state.best_epoch}'s weights",
+                     f"for {self.rule.patience} epochs after {self.state.reduced} learning-rate reductions; keeping "
+                     f"epoch {self.state.best_epoch}'s weights",
                      extra={"fields": {"worker": self.worker, "epoch": self.state.epochs,
                                        "best_epoch": self.state.best_epoch, "best_val_loss": self.state.best}})
             self.model.stop_training = True
+
+    def _set_lr(self, lr: float) -> None:
+        keras.backend.set_value(self.model.optimizer.learning_rate, lr)
 
     def on_train_end(self, logs=None) -> None:
         if self.state is None:  # no epoch left to run: the restored state is the last one
@@ -294,7 +306,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
         timer = EpochTimer()
         converge = ConvergenceStop(cfg.stopping_rule(), backup, monitored=val_ds is not None,
-                                   worker=cluster.worker_index)
+                                   worker=cluster.worker_index, learning_rate=cfg.learning_rate)
         callbacks = [
             timer,
             keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),

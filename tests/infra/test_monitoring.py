@@ -247,9 +247,48 @@ def test_the_failed_result_alert_matches_the_failed_job_only(small_flow):
     assert [_labels(e, condition) for e in matched] == [{"job": small_flow.jobs["failed"], "dataset": "pumps"}]
 
 
+def _result_line(emulator_stack, bucket: str, verdict: str, status: str = "succeeded") -> dict[str, Any]:
+    """The LogEntry of the line ``landfall.core.results.announce`` logs when it publishes a result (the real
+    call, against the emulators, its JSON line captured with the project's own formatter)."""
+    import io
+    import json
+    import logging
+
+    from landfall.core import logs, results
+
+    topic = f"results-{bucket}"
+    emulator_stack.pubsub.ensure_topic(topic)
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logs.JsonFormatter())
+    logger = logging.getLogger("landfall.core.results")
+    logger.addHandler(handler)
+    try:
+        message = results.Result(dataset="sensors", job=f"job-{verdict}", status=status, verdict=verdict)
+        assert results.announce(emulator_stack.storage, emulator_stack.pubsub, topic,
+                                f"gs://{bucket}/runs/job-{verdict}-{status}", message)
+    finally:
+        logger.removeHandler(handler)
+    (line,) = [json.loads(x) for x in out.getvalue().splitlines() if '"result published"' in x]
+    return log_entry(line)
+
+
+def test_the_refused_result_alert_matches_no_skill_and_low_average_precision_only(emulator_stack, bucket):
+    (policy,) = [b for n, b in _resources("google_monitoring_alert_policy").items() if n == "refused_results"]
+    condition = first(first(policy["conditions"])["condition_matched_log"])
+    query = Query(str(unquote(condition["filter"])))
+    for verdict in ("no_skill", "low_average_precision"):
+        entry = _result_line(emulator_stack, bucket, verdict)
+        assert query.matches(entry), verdict
+        assert _labels(entry, condition) == {"job": f"job-{verdict}", "dataset": "sensors", "verdict": verdict}
+    for verdict, status in (("promoted", "succeeded"), ("kept_champion", "succeeded"), ("not_evaluated", "failed")):
+        assert not query.matches(_result_line(emulator_stack, bucket, verdict, status)), verdict
+
+
 def test_alerts_say_what_to_do_and_log_match_alerts_are_rate_limited():
     policies = _resources("google_monitoring_alert_policy")
-    assert {"dead_letters", "failed_results", "function_errors", "reconciler_heartbeat"} <= set(policies)
+    assert {"dead_letters", "failed_results", "refused_results", "function_errors",
+            "reconciler_heartbeat"} <= set(policies)
     for name, body in policies.items():
         doc = first(body["documentation"])
         content = str(unquote(doc["content"]))

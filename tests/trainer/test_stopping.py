@@ -31,7 +31,7 @@ def replay(rule: Rule, values: list[float | None]) -> State:
 
 
 def test_patience_counts_epochs_without_a_relative_improvement():
-    rule = Rule(patience=2, min_delta=0.01)
+    rule = Rule(patience=2, min_delta=0.01, reductions=0)
     # 1.0 -> 0.95 improves (5 %); 0.949 is lower but by less than 1 % of 0.95: no improvement, though its
     # weights become the best; 0.948 again not: two in a row, stop after epoch 4.
     state = replay(rule, [1.0, 0.95, 0.949, 0.948, 0.5])
@@ -42,9 +42,18 @@ def test_patience_counts_epochs_without_a_relative_improvement():
     assert (state.epochs, state.best_epoch) == (5, 3)
 
 
+def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():
+    rule = Rule(patience=2, min_delta=0.0, reductions=2, factor=0.5)
+    # Plateaus after epochs 3 and 6 lower the rate (0.5, then 0.25 of it); the third, after epoch 10, stops.
+    state = replay(rule, [1.0, 1.0, 1.0, 0.9, 0.9, 0.9, 0.8, 0.7, 0.7, 0.7, 0.1])
+    assert (state.reduced_at, state.reduced, state.stopped, state.epochs, state.best_epoch) == ([3, 6], 2, True, 10, 8)
+    assert state.learning_rate(rule, 0.02) == pytest.approx(0.005)
+    assert replay(Rule(patience=2, reductions=0), [1.0, 1.0, 1.0]).epochs == 3  # none: the first plateau stops
+
+
 def test_start_from_epoch_and_patience_zero_and_no_held_out_loss():
-    assert replay(Rule(patience=1, start_from_epoch=3), [1.0, 2.0, 3.0, 3.0, 3.5]).epochs == 5  # stops after 5
-    assert replay(Rule(patience=1, start_from_epoch=3), [1.0, 2.0, 3.0, 3.0, 3.5]).best_epoch == 4
+    assert replay(Rule(patience=1, start_from_epoch=3, reductions=0), [1.0, 2.0, 3.0, 3.0, 3.5]).epochs == 5
+    assert replay(Rule(patience=1, start_from_epoch=3, reductions=0), [1.0, 2.0, 3.0, 3.0, 3.5]).best_epoch == 4
     off = replay(Rule(patience=0), [1.0, 2.0, 3.0, 4.0])
     assert (off.stopped, off.epochs, off.best_epoch) == (False, 4, 1)  # off: to the ceiling, the best still kept
     nothing = replay(Rule(patience=1), [None, None, None])
@@ -53,15 +62,18 @@ def test_start_from_epoch_and_patience_zero_and_no_held_out_loss():
         Rule(patience=-1)
     with pytest.raises(ValueError, match="early stopping"):
         Rule(min_delta=1.0)
+    with pytest.raises(ValueError, match="early stopping"):
+        Rule(factor=1.0)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.floats(0.0, 10.0)), min_size=1, max_size=30),
-       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5))
-def test_the_state_resumed_from_any_epoch_decides_as_the_uninterrupted_one(values, cut, patience, min_delta):
+       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5), st.integers(0, 3))
+def test_the_state_resumed_from_any_epoch_decides_as_the_uninterrupted_one(values, cut, patience, min_delta,
+                                                                           reductions):
     """A restart hands the rule its state after ``cut`` epochs through JSON: it must end exactly where the
     uninterrupted replay does."""
-    rule = Rule(patience=patience, min_delta=min_delta)
+    rule = Rule(patience=patience, min_delta=min_delta, reductions=reductions)
     whole = replay(rule, values)
     state = State()
     for i, v in enumerate(values):
@@ -151,7 +163,7 @@ def _fit(folder, epochs: int, rule: Rule, crash_after: int | None = None):
 
     model, x, v = _model_and_data()
     rec = Recorder()
-    converge = ConvergenceStop(rule, folder, monitored=True, worker=0)
+    converge = ConvergenceStop(rule, folder, monitored=True, worker=0, learning_rate=3e-2)
 
     class Killer(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -169,7 +181,7 @@ def _fit(folder, epochs: int, rule: Rule, crash_after: int | None = None):
 
 
 def test_the_best_epochs_weights_are_kept_and_a_crashed_run_resumes_to_the_same_end(tmp_path):
-    rule = Rule(patience=2, min_delta=0.0)
+    rule = Rule(patience=2, min_delta=0.0, reductions=1, factor=0.5)
     model, rec, converge = _fit(tmp_path / "whole", 40, rule)
     state = converge.state
     assert state.stopped and state.epochs < 40, rec.val  # stopped before the ceiling
@@ -182,13 +194,16 @@ def test_the_best_epochs_weights_are_kept_and_a_crashed_run_resumes_to_the_same_
     assert summary["epochs_run"] == state.epochs and summary["stopped_early"] and summary["best_epoch"] == \
         state.best_epoch
 
-    # Crashed after every epoch before the stop in turn, and after the stop itself: each resumed run ends the same.
-    for crash_after in sorted({1, max(1, state.best_epoch - 1), state.best_epoch, state.epochs}):
+    assert state.reduced == 1 and float(model.optimizer.learning_rate.numpy()) == pytest.approx(1.5e-2)
+    # Crashed after the first epoch, around the best and the learning-rate reduction, and after the stop itself:
+    # each resumed run ends the same (the same reduced rate in force after the restart).
+    for crash_after in sorted({1, max(1, state.best_epoch - 1), state.best_epoch, *state.reduced_at, state.epochs}):
         folder = tmp_path / f"crash-{crash_after}"
         with pytest.raises(Crash):
             _fit(folder, 40, rule, crash_after=crash_after)
         resumed, _, again = _fit(folder, 40, rule)
         assert again.state == state, crash_after
+        assert float(resumed.optimizer.learning_rate.numpy()) == pytest.approx(1.5e-2)
         for got, want in zip(resumed.get_weights(), model.get_weights(), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
@@ -203,6 +218,7 @@ def test_the_trainer_stops_at_convergence_and_records_it(tmp_path):
     proc = run_trainer(["--manifest", manifest, "--job-dir", str(job_dir), "--epochs", "40",
                         "--batch-size-per-worker", "64", "--units", "8,4", "--learning-rate", "0.02",
                         "--early-stopping-patience", "2", "--early-stopping-min-delta", "0.05",
+                        "--early-stopping-reductions", "0",
                         "--verbose", "0", "--min-skill", "-1"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((job_dir / "metrics.json").read_text())

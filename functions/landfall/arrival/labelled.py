@@ -150,8 +150,9 @@ def _read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tupl
         with zf.open(member) as f:
             labels = np.lib.format.read_array(f, allow_pickle=False)
     except ValueError as exc:  # object arrays (allow_pickle=False), bad headers
-        raise BadInput("bad_dtype" if "pickle" in str(exc) else "corrupt_npz",
-                       f"label array {label!r}: {exc}") from None
+        if "pickle" in str(exc):
+            raise BadInput("bad_dtype", f"label array {label!r}: {exc}") from None
+        raise BadInput("corrupt_npz", f"label array {label!r}: {exc}") from None
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise BadInput("corrupt_npz", f"label array {label!r}: {exc}") from None
     if labels.dtype.kind not in "biuf":
@@ -171,7 +172,9 @@ def _first_row(fmt: str, fh: BinaryIO) -> list[str]:
             if not line or line.strip():
                 break
     except (gzip.BadGzipFile, EOFError, OSError) as exc:
-        raise BadInput("corrupt_gzip" if fmt == "csv.gz" else "corrupt_csv", f"{exc}") from None
+        if fmt == "csv.gz":
+            raise BadInput("corrupt_gzip", f"{exc}") from None
+        raise BadInput("corrupt_csv", f"{exc}") from None
     finally:
         fh.seek(0)
     if not line.strip():
@@ -270,7 +273,8 @@ def _list_chunk(col: pa.Array, cfg: ConverterConfig, width: int) -> np.ndarray:
         ok = bool((lengths == width).all())
     if not ok:
         row = int(np.argmax(lengths != width))
-        raise BadInput("ragged_rows" if not pa.types.is_fixed_size_list(col.type) else "shape_mismatch",
-                       f"row {row} holds {lengths[row]} values, expected T*F = {width}")
+        if pa.types.is_fixed_size_list(col.type):
+            raise BadInput("shape_mismatch", f"row {row} holds {lengths[row]} values, expected T*F = {width}")
+        raise BadInput("ragged_rows", f"row {row} holds {lengths[row]} values, expected T*F = {width}")
     values = col.flatten().fill_null(float("nan")).to_numpy(zero_copy_only=False)
     return narrowed(values).reshape(len(col), cfg.timesteps, cfg.features)

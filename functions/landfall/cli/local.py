@@ -35,6 +35,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--epochs", type=int, default=5)
         p.add_argument("--batch-size-per-worker", type=int, default=128)
         p.add_argument("--units", default=SEED_UNITS, help=f"GRU units of the encoder (the seed's {SEED_UNITS})")
+        p.add_argument("--min-skill", type=float,
+                       help="the verdict's floor: promoted only at 1 - loss / baseline loss >= this (default 0.1)")
         p.add_argument("--out", default="./landfall-demo")
         p.add_argument("--stage-timeout", type=float, default=150.0,
                        help="fail a stage that makes no progress for this many seconds")
@@ -108,6 +110,7 @@ def demo(args: argparse.Namespace) -> int:
     logs.setup(level="WARNING")
     return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs, engine=args.engine,
                                 batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
+                                min_skill=args.min_skill,
                                 stage_timeout=args.stage_timeout, keep_running=args.keep_running,
                                 follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes,
                                 task_bytes=args.task_bytes))

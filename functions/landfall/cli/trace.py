@@ -265,6 +265,13 @@ def _job_stop(r: Reader, job: str, inputs: JobInputs, covered: bool) -> str:
         if verdict == "kept_champion":
             return (f"{lead} (Succeeded): kept the champion {current.run if current else '?'} (loss "
                     f"{m.get('challenger_loss')} against {m.get('champion_loss')})")
+        if verdict == "no_skill":
+            skill = m.get("skill")
+            return (f"{lead} (Succeeded): not promoted, no skill: "
+                    + (f"skill {skill:.3f} over the mean-window baseline, below min_skill {m.get('min_skill')}"
+                       if isinstance(skill, int | float) else "the baseline reconstructs the data exactly")
+                    + (f"; the champion stays {current.run}" if current else "; the dataset has no champion")
+                    + (f"; {m.get('epochs_run')} of {m.get('epochs_ceiling')} epochs" if m.get("epochs_run") else ""))
         return f"{lead} ({state}): {verdict or 'no verdict'}"
     if not covered:
         return f"{lead} ({state})"

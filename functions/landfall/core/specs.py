@@ -80,6 +80,8 @@ TRAINER_FLAGS = {
     ("training", "early_stopping.patience"): "--early-stopping-patience",
     ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
     ("training", "early_stopping.start_from_epoch"): "--early-stopping-start-from-epoch",
+    ("training", "early_stopping.reductions"): "--early-stopping-reductions",
+    ("training", "early_stopping.factor"): "--early-stopping-factor",
     ("training", "deterministic"): "--deterministic",
     ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
 }

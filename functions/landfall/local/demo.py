@@ -60,6 +60,7 @@ class DemoOptions:
     epochs: int = 5
     batch_size_per_worker: int = 128
     units: str = "128,32"
+    min_skill: float | None = None  # the verdict's floor (trainer.baseline); None: the trainer's default (0.1)
     engine: str = "tfjob"  # or jobset: the same flow with JobSets
     dataset: str = "demo"
     out: str = "./landfall-demo"
@@ -193,7 +194,8 @@ def upload(storage: Storage, bucket: str, dataset: str, name: str, data: np.ndar
 def run(opts: DemoOptions) -> int:
     out = Path(opts.out)
     (out / "metrics").mkdir(parents=True, exist_ok=True)
-    trainer_args = ("--units", opts.units, "--verbose", "0")
+    trainer_args = ("--units", opts.units, "--verbose", "0",
+                    *(("--min-skill", str(opts.min_skill)) if opts.min_skill is not None else ()))
     cfg = StackConfig.load(state_dir=str(out / "stack"), workers=opts.workers, epochs=opts.epochs, engine=opts.engine,
                            batch_size_per_worker=opts.batch_size_per_worker, trainer_args=trainer_args,
                            inline_max_bytes=opts.inline_max_bytes, task_bytes=opts.task_bytes)
@@ -284,7 +286,10 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
             f"{np.median([e['wall_s'] for e in epochs]) if epochs else float('nan'):.1f}s, restarts {m.get('restarts')}"
             + (f", follow-up of {after} (coalesced arrival)" if after else "")
             + (f"; verdict {m['verdict']} (loss {_fmt(m.get('challenger_loss'))} vs champion "
-               f"{_fmt(m.get('champion_loss'))})" if m.get("verdict") else ""))
+               f"{_fmt(m.get('champion_loss'))}, skill {_fmt(m.get('skill'))} over the mean-window baseline "
+               f"{_fmt(m.get('baseline_loss'))})" if m.get("verdict") else "")
+            + (f"; stopped early at epoch {m.get('epochs_run')} of {m.get('epochs_ceiling')} (best "
+               f"{m.get('best_epoch')})" if m.get("stopped_early") else ""))
     lines += warm_start_lines(metrics)
     champions = [m for m in metrics if m.get("champion")]
     if champions:

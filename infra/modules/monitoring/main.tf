@@ -243,6 +243,50 @@ resource "google_monitoring_alert_policy" "failed_results" {
   }
 }
 
+# trainer.verdict: a job that trained but whose model is refused whatever the champion (results.REFUSALS): below
+# the naive baseline's floor (no_skill) or the labelled check's (low_average_precision). The champion is kept; a
+# dataset's first model is not promoted, so the dataset may have no champion at all.
+resource "google_monitoring_alert_policy" "refused_results" {
+  project               = var.project_id
+  display_name          = "Landfall ${var.env}: a trained model was refused (no skill or low average precision)"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = local.channels
+  conditions {
+    display_name = "A landfall.result/v1 with verdict no_skill or low_average_precision was published"
+    condition_matched_log {
+      filter = "jsonPayload.logger=\"landfall.core.results\" AND jsonPayload.message=\"result published\" AND (jsonPayload.verdict=\"no_skill\" OR jsonPayload.verdict=\"low_average_precision\")"
+      label_extractors = {
+        job     = "EXTRACT(jsonPayload.job)"
+        dataset = "EXTRACT(jsonPayload.dataset)"
+        verdict = "EXTRACT(jsonPayload.verdict)"
+      }
+    }
+  }
+  alert_strategy {
+    notification_rate_limit {
+      period = "3600s"
+    }
+    auto_close = "86400s"
+  }
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Job `$${log.extracted_label.job}` of dataset `$${log.extracted_label.dataset}` trained, but its model was
+      refused (`$${log.extracted_label.verdict}`): the champion did not change, and a dataset without one still
+      has none.
+      1. `landfall status --dataset $${log.extracted_label.dataset}` shows the job's skill over the naive
+         baseline (the training set's mean window) and the min_skill it was held to, or its average precision
+         on the labelled set.
+      2. no_skill: the model reconstructs held-out data no better than the mean window. Look at the data (pure
+         noise, a broken scaling, a unit change) and at the run (`landfall trace JOB`: epochs run, whether the
+         held-out loss was still falling at the ceiling; raise training.epochs or the learning rate).
+      3. Retrain with `landfall republish --dataset DATASET` once fixed.
+      See docs/operations.md and docs/verdicts.md.
+    EOT
+  }
+}
+
 resource "google_monitoring_alert_policy" "function_errors" {
   project               = var.project_id
   display_name          = "Landfall ${var.env}: function error rate"

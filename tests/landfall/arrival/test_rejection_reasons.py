@@ -38,9 +38,23 @@ def _reason_arg(call: ast.Call) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == "reason"), None)
 
 
-def produced_reasons() -> dict[str, list[str]]:
+LABELLED = "functions/landfall/arrival/labelled.py"  # a labelled evaluation file's reasons (docs/datasets.md)
+
+
+def labelled_reasons_documented() -> set[str]:
+    """The backquoted codes of docs/datasets.md's paragraph on bad labelled files (from "Bad labels refuse")."""
+    text = (REPO / "docs" / "datasets.md").read_text()
+    start = text.index("Bad labels refuse")
+    end = text.find("\n\n", start)
+    return set(re.findall(r"`([a-z][a-z0-9_]*)`", text[start : end if end >= 0 else None]))
+
+
+def produced_reasons(labelled: bool = False) -> dict[str, list[str]]:
+    """The literal reasons of every ``BadInput`` of an arrival (or, ``labelled``, of a labelled evaluation file)."""
     found: dict[str, list[str]] = {}
     for where, call in _bad_input_calls():
+        if where.startswith(LABELLED) != labelled:
+            continue
         arg = _reason_arg(call)
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             found.setdefault(arg.value, []).append(where)
@@ -63,6 +77,15 @@ def test_every_rejection_names_its_reason_literally():
 def test_every_reason_given_is_listed_in_the_readme():
     undocumented = {r: where for r, where in produced_reasons().items() if r not in documented_reasons()}
     assert undocumented == {}
+
+
+def test_every_labelled_file_reason_is_listed_in_datasets_md_or_arrival_md():
+    """``landfall datasets apply`` refuses a bad labelled file with these (docs/datasets.md), or with the
+    converter's own reasons for the same formats (docs/arrival.md)."""
+    produced = produced_reasons(labelled=True)
+    assert {"label_length", "label_values", "no_positives", "no_negatives"} <= set(produced)
+    known = labelled_reasons_documented() | documented_reasons()
+    assert {r: where for r, where in produced.items() if r not in known} == {}
 
 
 def test_every_listed_reason_is_given_somewhere():

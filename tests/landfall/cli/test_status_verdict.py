@@ -37,3 +37,48 @@ def test_status_shows_the_champion_and_the_verdicts(emulator_stack, bucket, tmp_
     assert cli.main(["status", "--no-dead-letter"]) == 0
     text = capsys.readouterr().out
     assert "champion  job-0 #1 (forced by alice" in text and "verdict=kept_champion" in text
+
+
+def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stack, bucket, tmp_path, capsys,
+                                                                   monkeypatch):
+    """Pure noise has nothing to learn: the real trainer, run on the job the submit stage released, finds the
+    model no better than the naive baseline (skill about 0), so the dataset's first model is not promoted, and
+    ``landfall status`` and the result say why."""
+    import numpy as np
+
+    from landfall.arrival import converter
+    from landfall.arrival.config import ConverterConfig
+    from landfall.core import layout
+    from landfall.core.config import Layout
+    from landfall.core.messages import TrainingRequest
+    from tests.trainer.helpers import run_trainer
+
+    storage = emulator_stack.storage
+    name = "incoming/noise/part-1.npy"
+    src = tmp_path / "noise.npy"
+    np.save(src, np.random.default_rng(11).normal(3.0, 2.0, size=(2048, 36, 10)).astype(np.float32))
+    aid = layout.arrival_id(name, 1)
+    out = layout.gs(bucket, layout.shards_prefix(Layout(), "noise", aid))
+    converter.convert(str(src), out, "noise", ConverterConfig.load({}), storage, arrival_id=aid)
+    request = TrainingRequest(dataset="noise", manifest=out + "manifest.json",
+                              request_id=layout.request_id(bucket, name, 1))
+    state = tmp_path / "state"
+    rt = runtime(emulator_stack, bucket, LocalBackend(state))
+    assert handle_message(request.to_json(), {}, rt) == "submitted"
+    job = tfjob.name_of(rt.backend.list("noise")[0])
+    job_dir = f"gs://{bucket}/runs/{job}"
+    proc = run_trainer(["--inputs", f"{job_dir}/inputs.json", "--job-dir", job_dir, "--epochs", "6",
+                        "--batch-size-per-worker", "128", "--units", "32,8", "--learning-rate", "0.01",
+                        "--verbose", "0"], LANDFALL_RESULTS_TOPIC="")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    set_state(rt.backend, job, "Succeeded")
+    metrics = json.loads(storage.read_bytes(f"{job_dir}/metrics.json"))
+    assert metrics["verdict"] == "no_skill" and abs(metrics["skill"]) < 0.05 < 0.1 == metrics["min_skill"]
+    assert metrics["champion"] is None and champion.read(storage, f"gs://{bucket}/models", "noise")[0] is None
+    monkeypatch.setenv("LANDFALL_BUCKET", bucket)
+    monkeypatch.setenv("LANDFALL_LOCAL_STATE", str(state))
+    assert cli.main(["status", "--no-dead-letter", "--dataset", "noise"]) == 0
+    text = capsys.readouterr().out
+    assert "verdict=no_skill skill=" in text and "(below min_skill 0.1: not promoted)" in text
+    assert f"epochs_run={metrics['epochs_run']}/6" in text
+    assert "champion  " not in text  # no champion line: the dataset has none

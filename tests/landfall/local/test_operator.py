@@ -4,6 +4,7 @@ real two-worker training submitted through the submit stage, once clean and once
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from landfall.local.operator import Operator
@@ -162,6 +164,42 @@ def test_sigterm_stops_the_replicas_and_exits_cleanly(tmp_path):
 
 # -- a real two-worker training, submitted through the submit stage and run by `landfall operator` -------
 TINY = ("--units", "8,4", "--learning-rate", "0.005", "--health-check-interval-s", "2", "--verbose", "0")
+# Early stopping on, each epoch's input order a function of (seed, worker, epoch), no dropout (its masks come from
+# stateful random ops a checkpoint does not hold): a restarted run must then end exactly as an uninterrupted one.
+CONVERGING = (*TINY, "--learning-rate", "0.02", "--dropout", "0", "--deterministic", "--early-stopping-patience", "2",
+              "--early-stopping-reductions", "1",
+              "--early-stopping-min-delta", "0.05", "--min-skill", "-1")
+CEILING = 12
+
+
+def _containers(obj):
+    """The first ``containers`` list in a rendered job (a TFJob's or a JobSet's pod template)."""
+    if isinstance(obj, dict):
+        if "containers" in obj:
+            return obj["containers"]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for value in obj:
+            found = _containers(value)
+            if found:
+                return found
+    return None
+
+
+def uninterrupted(job: dict, job_dir: str, tmp_path: Path) -> None:
+    """The job's own trainer command and environment, run once more by two workers on loopback into ``job_dir``,
+    with nobody killed: the reference a restarted run must match."""
+    from landfall.local.operator import command_of
+    from tests.trainer.test_distributed import Cluster
+
+    (container,) = [c for c in _containers(job) if c.get("name") == tfjob.CONTAINER]
+    args = command_of(container)[3:]  # after python -m trainer.task
+    args[args.index("--job-dir") + 1] = job_dir
+    env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+    logs = tmp_path / "reference"
+    logs.mkdir()
+    cluster = Cluster(args, logs, n=2, **env)
+    assert cluster.wait() == [0, 0], cluster.tail(0) + cluster.tail(1)
 
 
 def read_metrics(storage, uri: str) -> dict:
@@ -177,14 +215,16 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     JobSet labels and JOB_COMPLETION_INDEX, and the JobSet controller restarts the whole group.
 
     Worker 1 is killed after epoch 1 (exit 137, retryable): the operator or controller restarts every replica,
-    and they resume at epoch 2 from the backup checkpoint. A clean two-worker run through the operator is
+    and they resume at epoch 2 from the backup checkpoint. Early stopping is on (epochs a ceiling of 12): the
+    restarted job stops at the same epoch, keeps the same best epoch and ends with the same weights as the same
+    job run again with nobody killed (``--deterministic``, no dropout). A clean two-worker run through the operator is
     ``landfall up``'s test (tests/landfall/local/test_stack.py) and the demo's; the chief noticing a dead peer
     on its own is tests/trainer/test_distributed.py's."""
     storage = emulator_stack.storage
     request = convert_arrival(storage, bucket, "train", tmp_path, n=512)
     state = tmp_path / "state"
-    rt = runtime(emulator_stack, bucket, LocalBackend(state, engine_name=engine_name), epochs=3,
-                 batch_size_per_worker=32, trainer_args=TINY, backoff_limit=2, engine=engine_name)
+    rt = runtime(emulator_stack, bucket, LocalBackend(state, engine_name=engine_name), epochs=CEILING,
+                 batch_size_per_worker=32, trainer_args=CONVERGING, backoff_limit=2, engine=engine_name)
     assert handle_message(request.to_json(), {}, rt) == "submitted"  # only records the job
     (job,) = rt.backend.list("train")
     assert job["kind"] == {"tfjob": "TFJob", "jobset": "JobSet"}[engine_name]
@@ -216,13 +256,30 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
         assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
     metrics = read_metrics(storage, metrics_uri)
     assert metrics["status"] == "succeeded", metrics
-    assert [e["epoch"] for e in metrics["epochs"]] == [1, 2, 3]
+    run = metrics["epochs_run"]
+    assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, run + 1))
+    assert 2 <= run < CEILING and metrics["stopped_early"] is True  # converged before the ceiling
     if engine_name == "tfjob":
         assert "Restarting" in [c["type"] for c in tfjob.conditions(job)]
     assert metrics.get("restarts") == 1
-    assert [e["attempt"] for e in metrics["epochs"]] == [1, 2, 2]  # epochs 2 and 3 by the restarted cluster
+    assert [e["attempt"] for e in metrics["epochs"]] == [1] + [2] * (run - 1)  # the rest by the restarted cluster
     for i in range(2):  # every replica of the second attempt resumed from the backup, none from scratch
-        assert "resuming at epoch 2 from the backup checkpoint" in rt.backend.log_path(name, i).read_text()
+        log = rt.backend.log_path(name, i).read_text()
+        assert "resuming at epoch 2 from the backup checkpoint" in log
+        assert "early-stopping state restored" in log  # the rule's state came back with the checkpoint
+    # The same job, nobody killed: the same stopping epoch, best epoch and held-out losses, the same weights.
+    reference = f"gs://{bucket}/runs/{name}-uninterrupted"
+    uninterrupted(job, reference, tmp_path)
+    ref = read_metrics(storage, f"{reference}/metrics.json")
+    assert (ref["epochs_run"], ref["best_epoch"], ref["stopped_early"], ref["restarts"]) == (
+        run, metrics["best_epoch"], True, 0)
+    assert [e["val_loss"] for e in metrics["epochs"]] == pytest.approx([e["val_loss"] for e in ref["epochs"]],
+                                                                       rel=1e-4)
+    got, want = (np.load(io.BytesIO(storage.read_bytes(f"{d}/model/weights.npz"))) for d in (
+        f"gs://{bucket}/runs/{name}", reference))
+    assert sorted(got.files) == sorted(want.files)
+    for key in want.files:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-5)
 
 
 def _diagnose(state: Path, name: str, tmp_path: Path) -> str:

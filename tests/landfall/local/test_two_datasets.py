@@ -29,11 +29,13 @@ SPECS = {
     "pump": {"shape": {"timesteps": 36, "features": 10}, "model": {"units": [8, 4], "dropout": 0.0},
              "training": {"epochs": 1, "batch_size_per_worker": 64, "learning_rate": 0.005},
              "resources": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "1Gi"},
-             "verdict": {"threshold_quantile": 0.9}},
+             # One epoch of a toy model checks the plumbing, not learning: the floor is lowered by the spec
+             # (verdict.min_skill, which must reach the trainer), so each dataset gets its own champion.
+             "verdict": {"threshold_quantile": 0.9, "min_skill": -1}},
     "fleet": {"shape": {"timesteps": 12, "features": 4}, "model": {"units": [4]},
               "training": {"epochs": 1, "batch_size_per_worker": 32},
               "resources": {"workers": 1, "gpus_per_worker": 0},
-              "arrival": {"csv_header": "present"}, "verdict": {"threshold_quantile": 0.95}},
+              "arrival": {"csv_header": "present"}, "verdict": {"threshold_quantile": 0.95, "min_skill": -1}},
 }
 
 
@@ -127,6 +129,7 @@ def test_two_datasets_of_different_shapes_each_run_with_their_own_spec(stack, tm
         assert metrics["units"] == sections["model"]["units"] and len(metrics["epochs"]) == 1
         assert metrics["batch_size_per_worker"] == sections["training"]["batch_size_per_worker"]
         assert metrics["threshold"]["quantile"] == sections["verdict"]["threshold_quantile"]  # its verdict rules
+        assert metrics["min_skill"] == sections["verdict"]["min_skill"] and metrics["skill"] is not None
         assert metrics["verdict"] == "promoted" and results[dataset]["verdict"] == "promoted"
         src = pump if dataset == "pump" else fleet
         scored = landfall("score", str(src), "--dataset", dataset, "--out", str(tmp_path / f"{dataset}.parquet"),
