@@ -8,6 +8,10 @@ process (one worker, the same seed, so the same hold-out split and initial weigh
 - ``ceiling``: ``--early-stopping-patience 0``, every one of ``--convergence-epochs`` epochs;
 - ``early``: the default stopping rule (``trainer.stopping``), the same ceiling.
 
+Both run ``--deterministic`` (every epoch's batches a function of seed, worker and epoch): without it two runs of
+the same settings differ by tens of percent on this series (measured), which would swamp the comparison; with it
+the early-stopping run is exactly the ceiling run until it stops.
+
 For each it reports the final held-out loss (the verdict's ``challenger_loss``: reconstruction MSE in the data's
 original units on the held-out windows, of the weights the run keeps, its best epoch's), the epochs run, and the
 GPU-seconds (``LANDFALL_GPUS_PER_WORKER=1``: one GPU for the run's wall time; on a CPU machine this prices the
@@ -47,6 +51,9 @@ def run(manifest: str, work: Path, name: str, epochs: int, seed: int, extra: lis
            "--units", args.convergence_units, "--timesteps", str(args.convergence_window), "--features", "9",
            "--learning-rate", str(args.convergence_learning_rate), "--seed", str(seed),
            "--holdout", "blocks", "--min-skill", "-1", "--work-dir", str(work / f"{name}-work"), "--verbose", "0",
+           # The same batches in both contenders: the early-stopping run is the ceiling run's prefix until it stops,
+           # so the difference is what stopping cost, not two runs' noise.
+           "--deterministic",
            *extra]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:

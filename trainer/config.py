@@ -55,7 +55,7 @@ class TrainerConfig(Settings):
     early_stopping_patience: int = 5
     early_stopping_min_delta: float = 0.002  # a fraction of the last improvement's val_loss
     early_stopping_start_from_epoch: int = 0
-    early_stopping_reductions: int = 2  # plateaus met by lowering the learning rate before one stops the run
+    early_stopping_reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     early_stopping_factor: float = 0.3
     # Every epoch's input order a function of (seed, worker, epoch) (trainer.data._deterministic): a restarted
     # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.

@@ -10,7 +10,7 @@ The rule (``Rule``, from ``training.early_stopping`` in a dataset spec or ``LAND
 - epochs before ``start_from_epoch`` are not monitored (as Keras's ``start_from_epoch``): a warm start's or a
   fresh model's first epochs may be noisy;
 - after ``patience`` epochs in a row without improvement the run is on a plateau: while it has learning-rate
-  reductions left (``reductions``, default 2) the learning rate is multiplied by ``factor`` (0.3) and the count
+  reductions left (``reductions``, default 0: opt-in) the learning rate is multiplied by ``factor`` (0.3) and the count
   starts again (as Keras's ``ReduceLROnPlateau``: a smaller step settles into the minimum the noisy large one
   kept jumping over); with none left the run stops. ``patience`` 0 turns the rule off (the run trains to the
   ceiling at its learning rate, and still ends with its best epoch's weights).
@@ -66,7 +66,7 @@ class Rule:
     patience: int = 5  # epochs in a row without improvement before a reduction or the stop; 0: off
     min_delta: float = 0.002  # an improvement is val_loss < best x (1 - min_delta)
     start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
-    reductions: int = 2  # plateaus met by lowering the learning rate before one stops the run
+    reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     factor: float = 0.3  # the learning rate is multiplied by this at each reduction
 
     def __post_init__(self) -> None:

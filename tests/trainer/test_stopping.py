@@ -43,7 +43,7 @@ def test_patience_counts_epochs_without_a_relative_improvement():
 
 
 def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():
-    rule = Rule(patience=2, min_delta=0.0, reductions=2, factor=0.5)
+    rule = Rule(patience=2, min_delta=0.0, reductions=2, factor=0.5)  # reductions are opt-in (default 0)
     # Plateaus after epochs 3 and 6 lower the rate (0.5, then 0.25 of it); the third, after epoch 10, stops.
     state = replay(rule, [1.0, 1.0, 1.0, 0.9, 0.9, 0.9, 0.8, 0.7, 0.7, 0.7, 0.1])
     assert (state.reduced_at, state.reduced, state.stopped, state.epochs, state.best_epoch) == ([3, 6], 2, True, 10, 8)

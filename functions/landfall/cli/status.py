@@ -75,7 +75,7 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
 
 # What the trainer records of its convergence and its skill (trainer.stopping, trainer.baseline).
 CONVERGENCE = ("epochs_run", "epochs_ceiling", "stopped_early", "best_epoch", "ceiling_gpu_seconds", "baseline_loss",
-               "skill", "min_skill")
+               "skill", "min_skill", "labelled")
 
 
 def _verdict_text(m: dict[str, Any]) -> str:
@@ -86,6 +86,13 @@ def _verdict_text(m: dict[str, Any]) -> str:
         out += f" skill={m['skill']:.3f}"
         if m.get("verdict") == "no_skill":
             out += f" (below min_skill {m.get('min_skill')}: not promoted)"
+    labelled = m.get("labelled") if isinstance(m.get("labelled"), dict) else {}
+    mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
+    if mine and isinstance(mine.get("average_precision"), int | float):
+        theirs = labelled.get("champion") if isinstance(labelled.get("champion"), dict) else None
+        out += (f" average_precision={mine['average_precision']:.3f} (champion "
+                + (f"{theirs['average_precision']:.3f}" if theirs and isinstance(theirs.get("average_precision"),
+                                                                                int | float) else "unknown") + ")")
     if m.get("epochs_run") is not None:
         out += f" epochs_run={m['epochs_run']}/{m.get('epochs_ceiling')}"
         if m.get("stopped_early"):

@@ -135,7 +135,7 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
             "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
             **{k: m.get(k) for k in ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling",
-                                     "stopped_early", "best_epoch", "ceiling_gpu_seconds", "gpu_seconds")},
+                                     "stopped_early", "best_epoch", "ceiling_gpu_seconds", "gpu_seconds", "labelled")},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
                       for e in epochs]}
 
@@ -346,6 +346,13 @@ def _skill_html(j: dict[str, Any]) -> str:
         out += (f'<br><span class="{cls}">skill {_num(j["skill"])} over the baseline (loss {_num(j["baseline_loss"])}'
                 f', min_skill {_num(j["min_skill"])})' + (": not promoted, the model learned too little"
                                                           if j.get("verdict") == "no_skill" else "") + "</span>")
+    labelled = j.get("labelled") if isinstance(j.get("labelled"), dict) else {}
+    mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
+    if mine:
+        theirs = labelled.get("champion") if isinstance(labelled.get("champion"), dict) else None
+        out += (f"<br>labelled check: average precision {_num(mine.get('average_precision'))}, precision "
+                f"{_num(mine.get('precision'))} and recall {_num(mine.get('recall'))} at the threshold (champion: "
+                + (f"{_num(theirs.get('average_precision'))}" if theirs else "unknown") + ")")
     if j.get("epochs_run") is not None:
         out += f"<br>epochs {_e(j['epochs_run'])} of {_e(j['epochs_ceiling'])}"
         if j.get("stopped_early"):

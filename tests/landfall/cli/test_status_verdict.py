@@ -21,6 +21,9 @@ def test_status_shows_the_champion_and_the_verdicts(emulator_stack, bucket, tmp_
     set_state(rt.backend, name, "Succeeded")
     storage.write_bytes(f"gs://{bucket}/runs/{name}/metrics.json", json.dumps({
         "status": "succeeded", "verdict": "kept_champion", "challenger_loss": 0.9, "champion_loss": 0.4,
+        "baseline_loss": 1.5, "skill": 0.4, "min_skill": 0.1, "epochs_run": 4, "epochs_ceiling": 10,
+        "stopped_early": True, "best_epoch": 3, "ceiling_gpu_seconds": 20.0,
+        "labelled": {"challenger": {"average_precision": 0.9, "precision": 0.8, "recall": 0.7}, "champion": None},
         "epochs": [{"epoch": 1, "loss": 0.5}]}).encode())
     champion.force(storage, f"gs://{bucket}/models", "champ", run="job-0", model=f"gs://{bucket}/runs/job-0/model",
                    evaluation={"loss": 0.4}, by="alice")
@@ -37,6 +40,11 @@ def test_status_shows_the_champion_and_the_verdicts(emulator_stack, bucket, tmp_
     assert cli.main(["status", "--no-dead-letter"]) == 0
     text = capsys.readouterr().out
     assert "champion  job-0 #1 (forced by alice" in text and "verdict=kept_champion" in text
+    # The skill over the naive baseline, the labelled check (a champion never scored on labels: unknown, not 0)
+    # and how the epochs ended.
+    assert ("verdict=kept_champion skill=0.400 average_precision=0.900 (champion unknown) epochs_run=4/10 "
+            "(stopped early, best epoch 3)") in text
+    assert job["metrics"]["ceiling_gpu_seconds"] == 20.0 and job["metrics"]["skill"] == 0.4
 
 
 def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stack, bucket, tmp_path, capsys,
