@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --disable-pip-version-check -U pip
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[cpu,local,dev]'
 	# tf-keras's metadata asks for `tensorflow`; here we run tensorflow-cpu of the same minor.
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.20,<2.21'
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.21,<2.22'
 	# The google provider's schema, as HashiCorp's generated bindings (read by tests/infra/test_provider_schema.py,
 	# never imported): pinned with the provider in infra/**/versions.tf.
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'cdktf-cdktf-provider-google==16.12.1'

@@ -29,7 +29,7 @@ Flags
                               (see ``trainer.warmstart``); recorded in metrics.json as warm_start_from
     --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
     --collective auto|ring|nccl, --collective-timeout-s   distribution
-    --health-check-interval-s accepted and ignored: TensorFlow 2.20's coordination service finds a
+    --health-check-interval-s accepted and ignored: TensorFlow 2.21's coordination service finds a
                               dead peer by its missed heartbeats (10 s) whatever this says
     --verbose 0|1|2           Keras progress on stderr (default 2: one line per epoch)
 

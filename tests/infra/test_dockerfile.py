@@ -16,7 +16,17 @@ def test_hadolint() -> None:
 
 def test_image_conventions() -> None:
     text = DOCKERFILE.read_text()
-    assert re.search(r"^FROM tensorflow/tensorflow:2\.20\.0-gpu$", text, re.M)
+    # The base image's TensorFlow is the minor pyproject.toml's trainer extra pins (they move together): pip then
+    # finds tensorflow satisfied and adds only tf-keras of the same minor.
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (pin,) = [d for d in extras["trainer"] if d.startswith("tensorflow")]
+    low = re.fullmatch(r"tensorflow>=(\d+)\.(\d+),<\d+\.\d+", pin)
+    assert low, pin
+    (tag,) = re.findall(r"^FROM tensorflow/tensorflow:(\d+)\.(\d+)\.\d+-gpu$", text, re.M)
+    assert tag == low.groups(), (tag, pin)
+    assert [d for d in extras["cpu"] if d.startswith("tensorflow-cpu")] == [pin.replace("tensorflow", "tensorflow-cpu")]
     assert "TF_USE_LEGACY_KERAS=1" in text
     assert 'pip install --no-cache-dir ".[trainer]"' in text
     assert re.search(r"^USER 10001(:10001)?$", text, re.M)  # non-root, matches the pods' runAsUser
