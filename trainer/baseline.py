@@ -65,10 +65,6 @@ class MeanWindow:
         x = np.asarray(x, np.float64)
         return ((x - self.window[None]) ** 2).mean(axis=(1, 2))
 
-    def errors_of(self, blocks: Iterable[np.ndarray]) -> np.ndarray:
-        parts = [self.errors(b) for b in blocks if len(b)]
-        return np.concatenate(parts) if parts else np.empty(0, np.float64)
-
 
 def skill(loss: float, baseline_loss: float) -> float | None:
     """``1 - loss / baseline_loss``; None when the baseline is exact (a constant dataset: nothing to learn)."""

@@ -18,8 +18,8 @@
    evaluates the new champion and compares again.
 4. An absolute floor before any comparison (``trainer.baseline``): a naive baseline, the training set's mean
    window in original units, is scored on the same held-out instances; the challenger's ``skill`` is
-   ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default
-   ``trainer.config.DEFAULT_MIN_SKILL``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
+   ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default 0.1:
+   ``TrainerConfig.min_skill``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
    first model, and the champion (still evaluated on the same instances, for the record) is kept. So a model
    that learned nothing (noise data, a broken scaling, a model stopped far too early) never becomes a champion,
    and two bad models in a row cannot compare as "fine".
@@ -53,6 +53,8 @@ import time
 from typing import Any
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np
 
 from landfall.core import champion as champion_mod
 from landfall.core import logs, results
@@ -101,10 +103,21 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         challenger.uri = model_uri
     else:
         challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
-    errors = challenger.errors_of(_held_out(plan, paths, shape))  # type: ignore[arg-type]
+    datasets = inputs.datasets
+    # The baseline's mean window (one pass over the chief's training share) only for a job that can be judged; its
+    # errors are taken in the same pass over the held-out instances as the challenger's.
+    mean_window = baseline.MeanWindow.of(_training(plan, paths, shape)) if len(datasets) == 1 else None
+    baseline_parts: list = []
+
+    def held_out():
+        for block in _held_out(plan, paths, shape):
+            if mean_window is not None and len(block):
+                baseline_parts.append(mean_window.errors(block))
+            yield block
+
+    errors = challenger.errors_of(held_out())  # type: ignore[arg-type]
     evaluation: dict[str, Any] = {"metric": METRIC, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
-    datasets = inputs.datasets
     if not len(errors) or len(datasets) != 1:
         why = "no held-out instance" if not len(errors) else f"trained on {len(datasets)} datasets"
         log.warning(f"not evaluated: {why}", extra={"job": run, "fields": {"datasets": datasets}})
@@ -115,8 +128,8 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
     job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
-    mean_window = baseline.MeanWindow.of(_training(plan, paths, shape))
-    baseline_loss = float(mean_window.errors_of(_held_out(plan, paths, shape)).mean())
+    assert mean_window is not None  # one dataset
+    baseline_loss = float(np.concatenate(baseline_parts).mean())
     skill = baseline.skill(loss, baseline_loss)
     evaluation["baseline"] = {"name": baseline.NAME, "description": baseline.DESCRIPTION,
                               "training_instances": mean_window.count}

@@ -24,7 +24,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, layout, logs, specs
+from landfall.core import champion, layout, logs, results, specs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.layout import MANIFEST, RETRACTION
@@ -73,9 +73,8 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
                if k in raw}}
 
 
-# What the trainer records of its convergence and its skill (trainer.stopping, trainer.baseline).
-CONVERGENCE = ("epochs_run", "epochs_ceiling", "stopped_early", "best_epoch", "ceiling_gpu_seconds", "baseline_loss",
-               "skill", "min_skill", "labelled")
+# What the trainer records of its convergence, its skill and the labelled check.
+CONVERGENCE = (*results.TRAINING_FIELDS, "labelled")
 
 
 def _verdict_text(m: dict[str, Any]) -> str:

@@ -50,6 +50,10 @@ STATUSES = ("succeeded", "failed")
 # no_skill: below the naive baseline's floor (trainer.baseline); low_average_precision: below the labelled check's.
 VERDICTS = ("promoted", "kept_champion", "no_skill", "low_average_precision", "not_evaluated")
 REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whatever the champion: worth an alert
+# What metrics.json records of the skill (trainer.baseline) and of how the epochs ended (trainer.stopping): carried by
+# the result message, and shown by `landfall status` and the report.
+TRAINING_FIELDS = ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling", "stopped_early", "best_epoch",
+                   "ceiling_gpu_seconds")
 ATTEMPTS = 8
 
 
@@ -137,8 +141,7 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         gpu_seconds=costed.get("gpu_seconds"), accelerator=costed.get("accelerator"),
         estimated_cost=costed.get("estimated_cost"), cost_basis=costed.get("cost_basis") if costed else None,
         spec_generation=_spec_generation(doc, storage, inputs_uri),
-        **{k: doc.get(k) for k in ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling",
-                                   "stopped_early", "best_epoch", "ceiling_gpu_seconds")},
+        **{k: doc.get(k) for k in TRAINING_FIELDS},
         labelled=doc.get("labelled") if isinstance(doc.get("labelled"), dict) and status == "succeeded" else None,
     )
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.core import champion, layout
+from landfall.core import champion, layout, results
 from landfall.core.errors import LandfallError
 from landfall.core.layout import MANIFEST, RETRACTION
 from landfall.core.messages import utc_now
@@ -134,8 +134,7 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
             "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
             "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
-            **{k: m.get(k) for k in ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling",
-                                     "stopped_early", "best_epoch", "ceiling_gpu_seconds", "gpu_seconds", "labelled")},
+            **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled")},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
                       for e in epochs]}
 
