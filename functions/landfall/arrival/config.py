@@ -43,6 +43,10 @@ class ConverterConfig(Settings):
     series_drop_columns: tuple[str, ...] = ()
     series_max_gap: float | None = None  # None: 3 x the arrival's median step (landfall.arrival.series)
     window_stride: int = 1
+    # The arrival's profile and its checks against the dataset's reference (landfall.core.profile, .checks):
+    # ``checks`` is the spec's arrival.checks as JSON, set per arrival by the stage ("": none, every check warns).
+    profile: bool = True
+    checks: str = ""
     request_topic: str = "landfall-training-requests"
     # open | registered: registered rejects arrivals of datasets without a spec (unknown_dataset).
     datasets: str = "open"

@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from landfall import __version__
-from landfall.arrival import formats, series
+from landfall.arrival import formats, screen, series
 from landfall.arrival.config import ConverterConfig
 from landfall.core import records
 from landfall.core.errors import BadInput
 from landfall.core.layout import shard_name
 from landfall.core.messages import FeatureStats, Manifest, Shard, Source
+from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
 
 Progress = Callable[[int, int], None]  # (instances so far, shards so far)
@@ -211,13 +212,13 @@ def convert(
                 if progress:
                     progress(writer.written, len(writer.done))
         parts = writer.close()
+        if decoder.kept == 0:
+            raise BadInput("no_instances",
+                           "no instances left to convert" if decoder.dropped else "the file holds no instances")
+        checks = screen.screen(storage, out_prefix, cfg, decoder.profile())
     except BaseException:
         writer.abort()
         raise
-    if decoder.kept == 0:
-        writer.abort()
-        raise BadInput("no_instances",
-                       "no instances left to convert" if decoder.dropped else "the file holds no instances")
     shards = _publish_shards(storage, parts, out_prefix, writer.tmp_prefix)
     bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
     manifest = Manifest(
@@ -232,6 +233,7 @@ def convert(
         converter_version=__version__,
         csv=reading.csv,
         spec_generation=cfg.spec_generation,
+        checks=checks,
     )
     return _commit(storage, join(out_prefix, "manifest.json"), manifest)
 
@@ -246,6 +248,7 @@ class Decoder:
     def __init__(self, cfg: ConverterConfig, first_row: int = 0):
         self.cfg = cfg
         self.stats = RunningStats(cfg.features)
+        self.sketch = Profile(cfg.features) if cfg.profile else None  # landfall.core.profile
         self.first_row = first_row  # of the file, for messages: a ranged task starts further in
         self.seen = 0
         self.dropped = 0
@@ -254,12 +257,20 @@ class Decoder:
     def kept(self) -> int:
         return self.seen - self.dropped
 
+    def profile(self) -> Profile | None:
+        """The arrival's profile with its exact moments, once every chunk was read (``None``: not profiling)."""
+        return None if self.sketch is None else self.sketch.finish(self.stats.to_dict())
+
     def chunks(self, decoded: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
         for chunk in _checked(decoded):
             kept, lost = chunk, 0
             if not self.stats.update(chunk):
                 kept, lost = finite_rows(chunk, self.cfg, self.first_row + self.seen)
                 self.stats.update(kept)
+                if self.sketch is not None:
+                    self.sketch.dropped(chunk[~np.isfinite(chunk).all(axis=(1, 2))])
+            if self.sketch is not None:
+                self.sketch.update(kept)
             self.seen += len(chunk)
             self.dropped += lost
             yield kept
@@ -279,12 +290,18 @@ def _publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], ou
 
 def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
     """Writes the manifest last and create-only: the commit point readers wait for."""
-    # The count in the object's metadata lets a release list counts without reading each manifest.
+    # The count in the object's metadata lets a release list counts without reading each manifest; so does
+    # ``quarantined`` its hold (landfall.core.quarantine).
     if not storage.create(manifest_uri, manifest.to_json().encode(), content_type="application/json",
-                          metadata={"count": str(manifest.count)}):
+                          metadata=manifest_metadata(manifest)):
         # A concurrent delivery finished first; its manifest describes the same bytes.
         return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)
     return manifest
+
+
+def manifest_metadata(manifest: Manifest) -> dict[str, str]:
+    """The manifest object's custom metadata: its count, and whether its checks quarantined it."""
+    return {"count": str(manifest.count), **({"quarantined": "true"} if manifest.quarantined else {})}
 
 
 def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndarray]:

@@ -23,7 +23,7 @@ import logging
 import uuid
 from typing import Literal
 
-from landfall.arrival import converter, formats, route
+from landfall.arrival import converter, formats, route, screen
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, rejections, retractions
 from landfall.core.cloudrun import CloudRunJobs, LocalJobs
@@ -126,6 +126,7 @@ def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
         if _superseded(arrival, rt):
             return "superseded"
         older = retractions.retract_older(rt.storage, rt.layout, arrival)
+        screen.settle(rt.storage, manifest, manifest_uri)
     except NotFound:
         log.warning("%s generation %s is gone; skipping", name, generation,
                     extra={"arrival_id": aid, "dataset": arrival.dataset})
@@ -136,7 +137,8 @@ def after_conversion(manifest: Manifest, rt: ArrivalRuntime | None = None, *,
              extra={"arrival_id": aid, "dataset": arrival.dataset,
                     "fields": {"outcome": outcome, "manifest": manifest_uri, "count": manifest.count,
                                "shards": len(manifest.shards), "dropped": manifest.dropped_nonfinite,
-                               "retracted_generations": older}})
+                               "retracted_generations": older,
+                               "check_status": (manifest.checks or {}).get("status")}})
     return outcome
 
 

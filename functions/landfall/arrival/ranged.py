@@ -179,6 +179,7 @@ def _convert(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index:
         "config": parts.fingerprint(cfg), "seen": decoder.seen, "count": decoder.kept, "dropped": decoder.dropped,
         "shards": [{"tmp": uri, "count": n, "bytes": size, "crc32c": crc} for uri, n, size, crc in done],
         "stats": decoder.stats.to_dict(), "csv": share.csv,
+        "profile": decoder.sketch.to_dict() if decoder.sketch is not None else None,
         "index_first": share.index.first if share.index is not None else None,
     }
     storage.write_bytes(job.part(index), json.dumps(part, sort_keys=True).encode(), content_type="application/json")

@@ -19,12 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from landfall import __version__
+from landfall.arrival import screen
 from landfall.arrival.config import ConverterConfig
-from landfall.arrival.converter import RunningStats
+from landfall.arrival.converter import RunningStats, manifest_metadata
 from landfall.core import layout
 from landfall.core.config import Layout
 from landfall.core.errors import BadInput, NotFound, TemporaryError
 from landfall.core.messages import Manifest, Shard, Source
+from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
 
 PART_SCHEMA = "landfall.ranged-part/v1"
@@ -148,6 +150,7 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
     if parts is None or storage.exists(job.manifest):
         return None
     stats, kept, dropped = merge(parts, cfg.features)
+    checks = screen.screen(storage, job.out, cfg, merged_profile(parts, cfg.features, stats))
     pending = [s for part in parts for s in part["shards"]]
     owners = [job.part(part["task"]) for part in parts for _ in part["shards"]]
     finals = [join(job.out, layout.shard_name(i, len(pending))) for i in range(len(pending))]
@@ -161,12 +164,23 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
         shards=[Shard(uri=f, count=s["count"], bytes=s["bytes"], crc32c=s["crc32c"]) for s, f in zip(pending, finals,
                                                                                                     strict=True)],
         stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=_csv(parts),
-        spec_generation=cfg.spec_generation,
+        spec_generation=cfg.spec_generation, checks=checks,
     )
     if not storage.create(job.manifest, manifest.to_json().encode(), content_type="application/json",
-                          metadata={"count": str(manifest.count)}):
+                          metadata=manifest_metadata(manifest)):
         return None  # another task committed the same arrival
     return manifest
+
+
+def merged_profile(parts: list[dict[str, Any]], features: int, stats: RunningStats) -> Profile | None:
+    """The arrival's profile: its tasks' profiles merged (fixed buckets: exact in any order), with the merged moments;
+    ``None`` when the tasks did not profile (``LANDFALL_PROFILE=false``)."""
+    if any(part.get("profile") is None for part in parts):
+        return None
+    out = Profile(features)
+    for part in parts:
+        out.merge(Profile.from_dict(part["profile"], "a ranged part's profile"))
+    return out.finish(stats.to_dict())
 
 
 def _csv(parts: list[dict[str, Any]]) -> dict[str, Any] | None:

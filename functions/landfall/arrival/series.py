@@ -32,7 +32,7 @@ import contextlib
 import csv
 import gzip
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -120,18 +120,20 @@ def _parses(value: Any) -> bool:
     return False
 
 
-def _values(batch: pa.RecordBatch | pa.Table, channels: list[str]) -> np.ndarray:
-    out = np.empty((batch.num_rows, len(channels)), dtype=np.float32)
-    for j, name in enumerate(channels):
+def _values(batch: pa.RecordBatch | pa.Table, channels: list[str], extra: Sequence[str] = ()) -> np.ndarray:
+    names = [*channels, *extra]
+    out = np.empty((batch.num_rows, len(names)), dtype=np.float32)
+    for j, name in enumerate(names):
         col = batch.column(name)
         if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type)):
-            raise BadInput("non_numeric", f"channel {name!r} holds {col.type}, not numbers")
+            what = "channel" if j < len(channels) else "column"
+            raise BadInput("non_numeric", f"{what} {name!r} holds {col.type}, not numbers")
         with np.errstate(over="ignore"):
             out[:, j] = pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
     return out
 
 
-def _csv_chunks(stream: Any, cfg: ConverterConfig) -> Iterator[Chunk]:
+def _csv_names(stream: Any) -> list[str]:
     head = stream.readline(16 << 20)
     try:
         names = next(csv.reader([head.decode("utf-8-sig")]))
@@ -139,18 +141,23 @@ def _csv_chunks(stream: Any, cfg: ConverterConfig) -> Iterator[Chunk]:
         raise BadInput("empty_file", "the file holds no header row") from None
     except UnicodeDecodeError:
         raise BadInput("bad_encoding", "the header row is not UTF-8") from None
-    names = [n.strip() for n in names]
+    return [n.strip() for n in names]
+
+
+def _csv_chunks(stream: Any, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
+    names = _csv_names(stream)
     channels = _columns(names, cfg)
-    types = {c: pa.float64() for c in channels} | {cfg.series_time_column: pa.string()}
+    _check_extra(names, extra)
+    types = {c: pa.float64() for c in [*channels, *extra]} | {cfg.series_time_column: pa.string()}
     try:
         reader = pacsv.open_csv(
             stream, read_options=pacsv.ReadOptions(column_names=names, block_size=CSV_BLOCK),
             convert_options=pacsv.ConvertOptions(column_types=types,
-                                                 include_columns=[cfg.series_time_column, *channels]))
+                                                 include_columns=[cfg.series_time_column, *channels, *extra]))
         seen = 0
         for batch in reader:
             if batch.num_rows:
-                yield _times(batch.column(cfg.series_time_column), seen + 1), _values(batch, channels)
+                yield _times(batch.column(cfg.series_time_column), seen + 1), _values(batch, channels, extra)
                 seen += batch.num_rows
     except pa.ArrowInvalid as exc:
         text = str(exc)
@@ -159,31 +166,80 @@ def _csv_chunks(stream: Any, cfg: ConverterConfig) -> Iterator[Chunk]:
         raise BadInput("corrupt_csv", f"not readable as CSV: {text[:300]}") from None
 
 
-def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig) -> Iterator[Chunk]:
+def _check_extra(names: list[str], extra: Sequence[str]) -> None:
+    missing = [c for c in extra if c not in names]
+    if missing:
+        raise BadInput("missing_column", f"no column {missing[0]!r} among the columns {names[:12]}")
+
+
+def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(fh)
         channels = _columns(pf.schema_arrow.names, cfg)
-        for batch in pf.iter_batches(batch_size=cfg.chunk_instances, columns=[cfg.series_time_column, *channels]):
-            yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels)
+        _check_extra(pf.schema_arrow.names, extra)
+        for batch in pf.iter_batches(batch_size=cfg.chunk_instances,
+                                     columns=[cfg.series_time_column, *channels, *extra]):
+            yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels, extra)
     except (pa.ArrowInvalid, OSError) as exc:
         raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
 
 
-def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Iterator[Chunk]:
-    """The arrival's (times, values) in file order, in bounded chunks."""
+def _gunzipped(src: Any, cfg: ConverterConfig) -> Any:
+    counted = formats._Counted(src)
+    return formats._Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
+                              cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
+
+
+def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
+    """The arrival's (times, values) in file order, in bounded chunks. ``extra`` columns (numeric: a label, for
+    ``landfall score``) follow the channels in ``values``."""
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
     src = formats.guarded(fh)
     if fmt == "csv":
-        return _csv_chunks(src, cfg)
+        return _csv_chunks(src, cfg, extra)
     if fmt == "csv.gz":
-        counted = formats._Counted(src)
-        stream = formats._Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
-                                    cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
-        return formats._guard_gzip(_csv_chunks(stream, cfg))
+        return formats._guard_gzip(_csv_chunks(_gunzipped(src, cfg), cfg, extra))
     if fmt == "parquet":
-        return _parquet_chunks(src, cfg)
+        return _parquet_chunks(src, cfg, extra)
     raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+
+
+def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], bool]:
+    """A series file's column names, and whether its time column holds timestamps (ISO-8601 text or a Parquet
+    timestamp) rather than numbers: the first data row decides. Reads the header (and one row) only."""
+    src = formats.guarded(fh)
+    if fmt == "parquet":
+        try:
+            pf = pq.ParquetFile(src)
+            names = pf.schema_arrow.names
+            if cfg.series_time_column not in names:
+                return names, False
+            kind = pf.schema_arrow.field(cfg.series_time_column).type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                return names, pa.types.is_timestamp(kind) or pa.types.is_date(kind)
+            first = next(pf.iter_batches(batch_size=1, columns=[cfg.series_time_column]), None)
+            value = first.column(0)[0].as_py() if first is not None and first.num_rows else None
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
+    elif fmt in ("csv", "csv.gz"):
+        stream = _gunzipped(src, cfg) if fmt == "csv.gz" else src
+        try:
+            names = _csv_names(stream)
+            row = next(csv.reader([stream.readline(16 << 20).decode("utf-8-sig", "replace")]), [])
+        except (OSError, EOFError) as exc:
+            raise BadInput("corrupt_gzip", f"not a readable gzip stream: {exc}") from None
+        at = names.index(cfg.series_time_column) if cfg.series_time_column in names else None
+        value = row[at] if at is not None and at < len(row) else None
+    else:
+        raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+    if value is None:
+        return names, False
+    try:
+        float(value)
+        return names, False
+    except (TypeError, ValueError):
+        return names, True
 
 
 # -- segments and shards ----------------------------------------------------------------------------------------
@@ -229,8 +285,7 @@ class SeriesWriter:
             raise BadInput("duplicate_timestamps", f"time {times[dup[0]]!r} appears twice (row "
                            f"{self.rows - len(times) + int(dup[0]) + 1} of the sorted series)")
         if self.max_gap is None:
-            positive = np.diff(times)
-            self.max_gap = 3.0 * float(np.median(positive)) if len(positive) else float("inf")
+            self.max_gap = windows.default_max_gap(times)
         cuts = np.flatnonzero(steps > self.max_gap)
         lo = 0
         for cut in [*cuts.tolist(), len(times)]:
@@ -336,13 +391,13 @@ def formats_stats(channels: int) -> Any:
 
 
 # -- the conversion -------------------------------------------------------------------------------------------
-def _sorted_whole(fmt: str, storage: Storage, source_uri: str, generation: int | None, size: int,
-                  cfg: ConverterConfig) -> Iterator[Chunk]:
+def sorted_whole(fmt: str, storage: Storage, source_uri: str, generation: int | None, size: int,
+                 cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     """The arrival read whole and sorted by time (stable), in chunks: for an arrival that is not sorted."""
     budget = int(cfg.memory_limit_mib * 2**20 * SORT_SHARE)
     times, values, held = [], [], 0
     with storage.open_read(source_uri, generation) as fh:
-        for t, v in chunks(fmt, fh, size, cfg):
+        for t, v in chunks(fmt, fh, size, cfg, extra):
             held += t.nbytes + v.nbytes
             if held > budget:
                 raise BadInput("unsorted_too_large", f"the series is not sorted by time and holds more than "
@@ -379,7 +434,7 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
             writer.abort()
             in_order = False
             writer = SeriesWriter(storage, tmp, cfg, cfg.series_max_gap)
-            for t, v in _sorted_whole(fmt, storage, source_uri, generation, info.size, cfg):
+            for t, v in sorted_whole(fmt, storage, source_uri, generation, info.size, cfg):
                 writer.feed(t, v)
         segments = writer.finish()
         if not segments:

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("landfall.cli.report", "one self-contained HTML page of what the bucket holds"),
     "promote": ("landfall.cli.models", "make a run's model its dataset's champion (records who asked)"),
     "rollback": ("landfall.cli.models", "restore a dataset's previous champion"),
+    "admit": ("landfall.cli.quarantine", "release a quarantined arrival to training (records who and when)"),
+    "reject": ("landfall.cli.quarantine", "retract a quarantined arrival for good (records who and when)"),
     "score": ("landfall.cli.score", "anomaly scores for every instance of a file, with the champion or a model"),
     "reconcile": ("landfall.cli.reconcile", "start waiting follow-up TFJobs on a cluster (the reconciler Deployment)"),
     "compact": ("landfall.cli.compact", "compact a dataset's small arrivals into large shards and snapshot it"),

@@ -36,6 +36,12 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x84\x86-\x9f]")
 INVALID_DATASET = "_invalid"
 MANIFEST = "manifest.json"
 RETRACTION = "retracted.json"
+# An arrival's profile (landfall.core.profile), written before its manifest; the dataset's reference beside the
+# arrival folders (a name no arrival id takes: ids end in -g<generation>-<hex>); the operator's admission of a
+# quarantined arrival (landfall.core.quarantine), create-only.
+PROFILE = "profile.json"
+REFERENCE = "_reference.json"
+ADMISSION = "admitted.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +173,11 @@ def manifest_arrival(layout: Layout, dataset: str, name: str) -> str | None:
 
 def retraction_name(layout: Layout, dataset: str, aid: str) -> str:
     return shards_prefix(layout, dataset, aid) + RETRACTION
+
+
+def reference_name(layout: Layout, dataset: str) -> str:
+    """The dataset's reference profile (``landfall.reference/v1``): the merge of its admitted arrivals' profiles."""
+    return dataset_prefix(layout, dataset) + REFERENCE
 
 
 def shard_name(index: int, total: int) -> str:

@@ -139,6 +139,15 @@ class Manifest:
     spec_generation: int | None = None  # the dataset spec it was converted under (landfall.core.specs); None: none
     # A series arrival (landfall.core.series): stored as rows, ``count`` is its windows; None: instances.
     series: dict[str, Any] | None = None
+    # The arrival's checks against its dataset's reference (landfall.core.checks, landfall.arrival.screen):
+    # {status: first|admitted|warned|quarantined, reference: {arrivals, rows, generation}, findings: [...],
+    # profile: "profile.json"}; None: not profiled (LANDFALL_PROFILE=false, or written before profiles).
+    checks: dict[str, Any] | None = None
+
+    @property
+    def quarantined(self) -> bool:
+        """Held back by a check until an operator admits it (``landfall admit``)."""
+        return bool(self.checks) and self.checks.get("status") == "quarantined"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -246,15 +255,17 @@ class Rejection:
 @dataclasses.dataclass(frozen=True)
 class Retraction:
     """An arrival no job may train on any more: its object was overwritten (``superseded``, by generation
-    ``by_generation``) or deleted (``deleted``). Written next to the arrival's manifest, once, for good."""
+    ``by_generation``) or deleted (``deleted``), or an operator rejected it in quarantine (``rejected``, ``by``
+    whom: ``landfall reject``). Written next to the arrival's manifest, once, for good."""
 
     dataset: str
     arrival_id: str
     source: dict[str, Any]  # {bucket, name, generation}
-    reason: str  # superseded | deleted
+    reason: str  # superseded | deleted | rejected
     by_generation: int | None = None
     retracted_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = RETRACTION_SCHEMA
+    by: str | None = None  # who rejected it (reason rejected)
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()

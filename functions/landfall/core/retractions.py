@@ -14,8 +14,9 @@ import logging
 
 from landfall.core import layout
 from landfall.core.config import Layout
-from landfall.core.layout import MANIFEST, RETRACTION, Arrival
-from landfall.core.messages import Retraction
+from landfall.core.errors import Invalid, NotFound
+from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Arrival
+from landfall.core.messages import Manifest, Retraction
 from landfall.core.storage import ObjectInfo, Storage
 
 log = logging.getLogger("landfall.retractions")
@@ -59,16 +60,25 @@ def _records(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, 
 
 def _listed(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], dict[str, ObjectInfo]]:
     """{folder: manifest object} and {folder: retraction object} of the arrivals directly under ``prefix``."""
-    manifests, retracted = {}, {}
-    for info in storage.list_objects(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION)):
+    manifests, retracted, _ = _listed_all(storage, prefix, start)
+    return manifests, retracted
+
+
+def _listed_all(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], dict[str, ObjectInfo],
+                                                                          set[str]]:
+    """As ``_listed``, and the folders holding an admission record (``landfall.core.quarantine``)."""
+    manifests, retracted, admitted = {}, {}, set()
+    for info in storage.list_objects(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + ADMISSION)):
         folder, _, leaf = info.uri.rpartition("/")
         if "/" in folder[len(prefix):]:
             continue  # deeper than <prefix><arrival-id>/
         if leaf == MANIFEST:
             manifests[folder] = info
+        elif leaf == ADMISSION:
+            admitted.add(folder)
         else:
             retracted[folder] = info
-    return manifests, retracted
+    return manifests, retracted, admitted
 
 
 def _listed_manifest(info: ObjectInfo) -> ListedManifest:
@@ -79,23 +89,39 @@ def _listed_manifest(info: ObjectInfo) -> ListedManifest:
 @dataclasses.dataclass(frozen=True)
 class Listing:
     """One listing of a dataset: its live manifests and, for each retracted arrival that has a manifest,
-    the manifest and the retraction record's generation (when it was retracted)."""
+    the manifest and the retraction record's generation (when it was retracted). ``quarantined``: the manifests
+    whose checks hold them back and that no operator admitted yet (``landfall.core.quarantine``): not live."""
 
     live: list[ListedManifest]
     retracted: list[tuple[ListedManifest, int]]
+    quarantined: list[ListedManifest] = dataclasses.field(default_factory=list)
+
+
+def _held(storage: Storage, info: ObjectInfo) -> bool:
+    """Whether the manifest's checks quarantined its arrival: its object's metadata says so (``quarantined``); on
+    local disk, which keeps no metadata, the manifest itself is read."""
+    if info.metadata is not None or info.uri.startswith("gs://"):
+        return (info.metadata or {}).get("quarantined") == "true"
+    try:
+        return bool(Manifest.from_json(storage.read_bytes(info.uri), info.uri).quarantined)
+    except (Invalid, NotFound):
+        return False
 
 
 def list_dataset(storage: Storage, prefix: str) -> Listing:
-    manifests, retracted = _listed(storage, prefix)
-    live = [_listed_manifest(info) for folder, info in sorted(manifests.items()) if folder not in retracted]
+    manifests, retracted, admitted = _listed_all(storage, prefix)
+    current = [(folder, info, _held(storage, info) and folder not in admitted)
+               for folder, info in sorted(manifests.items()) if folder not in retracted]
+    live = [_listed_manifest(info) for _, info, hold in current if not hold]
+    held = [_listed_manifest(info) for _, info, hold in current if hold]
     gone = [(_listed_manifest(manifests[folder]), info.generation) for folder, info in sorted(retracted.items())
             if folder in manifests]
-    return Listing(live, gone)
+    return Listing(live, gone, held)
 
 
 def live_manifest_objects(storage: Storage, prefix: str) -> list[ListedManifest]:
-    """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted,
-    with the generation and count the listing returns (no read per manifest)."""
+    """The manifests of the arrivals under ``prefix`` (``gs://B/tfrecords/<D>/``) that are not retracted (nor
+    quarantined and not admitted), with the generation and count the listing returns (no read per manifest)."""
     return list_dataset(storage, prefix).live
 
 

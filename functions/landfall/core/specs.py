@@ -52,7 +52,7 @@ UNKNOWN_DATASET = "unknown_dataset"  # the rejection reason under LANDFALL_DATAS
 CONVERTER_FIELDS = {
     ("shape", "timesteps"): "timesteps", ("shape", "features"): "features",
     ("arrival", "csv_header"): "csv_header", ("arrival", "drop_nonfinite"): "drop_nonfinite",
-    ("arrival", "on_delete"): "on_delete",
+    ("arrival", "on_delete"): "on_delete", ("arrival", "checks"): "checks",
     # A series dataset (landfall.arrival.series): window.length is the instance's timesteps.
     ("shape", "window.length"): "timesteps", ("shape", "window.stride"): "window_stride",
     ("arrival", "series.time_column"): "series_time_column", ("arrival", "series.channels"): "series_channels",
@@ -130,6 +130,8 @@ class DatasetSpec:
         for key in ("series_channels", "series_drop_columns"):
             if key in fields:
                 fields[key] = tuple(fields[key])
+        if "checks" in fields:  # a hashable setting: its canonical JSON (landfall.core.checks.Rules.parse reads it)
+            fields["checks"] = json.dumps(fields["checks"], sort_keys=True, separators=(",", ":"))
         if "series_channels" in fields and "features" not in fields:
             fields["features"] = len(fields["series_channels"])  # the channels listed are the features
         return {**fields, "spec_generation": self.generation}

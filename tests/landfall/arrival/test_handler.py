@@ -19,6 +19,7 @@ from landfall.core import layout
 from landfall.core.errors import TemporaryError
 from landfall.core.events import ObjectEvent
 from landfall.core.messages import REQUEST_SCHEMA, Manifest
+from landfall.core.profile import Profile
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.landfall.arrival import badfiles
@@ -110,7 +111,11 @@ def test_redelivery_makes_one_manifest_and_same_request_id(emulator_stack, bucke
     outcomes = [arrival.handle(obj, rt) for _ in range(3)]
     assert outcomes == ["converted", "duplicate", "duplicate"]
     objects = rt.storage.list(f"gs://{bucket}/tfrecords/")
-    assert len(objects) == 4  # 3 shards + 1 manifest
+    # 3 shards + the manifest + the arrival's profile, and the dataset's reference holding it once
+    assert len(objects) == 6 and sum(u.endswith("/profile.json") for u in objects) == 1
+    assert objects[0] == f"gs://{bucket}/tfrecords/sensors/_reference.json"
+    reference, raw = Profile.from_json(rt.storage.read_bytes(objects[0]))
+    assert reference.arrivals == 1 and len(raw["recent"]) == 1
     messages = pull_all(rt.pubsub, topic, expect=3)
     assert len({json.loads(m.data)["request_id"] for m in messages}) == 1
 

@@ -1,0 +1,75 @@
+"""The arrival stage's checks of data that is well formed but wrong: an arrival's profile (``landfall.core.profile``,
+gathered by the converter as it streams) against its dataset's reference, at the commit point.
+
+- ``screen`` (before the manifest, by whoever commits it: the converter, a series conversion, the committer of Cloud
+  Run tasks): reads the reference (one object), runs ``landfall.core.checks.assess`` under the dataset's rules, writes
+  the profile beside the shards and returns the manifest's ``checks`` section. A finding whose action is ``reject``
+  raises ``BadInput("failed_check")``: the arrival's rejection record, nothing left visible.
+- ``settle`` (after the manifest, ``handler.after_conversion``): logs what was flagged (WARNING lines, one per
+  finding, with the check, the feature, the measured distance and its threshold) and merges the arrival's profile into
+  the reference unless it is quarantined (an operator's ``landfall admit`` merges it then:
+  ``landfall.core.quarantine``).
+
+The reference (``tfrecords/<dataset>/_reference.json``, ``landfall.reference/v1``) is the merge of the profiles of
+the dataset's admitted arrivals: as large as one profile whatever their number, updated by compare-and-swap on its
+generation, and naming the last ``RECENT`` arrivals merged so a redelivered event does not count one twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from landfall.arrival.config import ConverterConfig
+from landfall.core import checks, quarantine
+from landfall.core.errors import BadInput, Invalid
+from landfall.core.layout import PROFILE
+from landfall.core.messages import Manifest
+from landfall.core.profile import Profile
+from landfall.core.storage import Storage, join
+
+log = logging.getLogger("landfall.arrival")
+
+
+def rules_of(cfg: ConverterConfig) -> checks.Rules:
+    """The dataset's ``arrival.checks``; without one, every check runs and only warns."""
+    try:
+        return checks.Rules.parse(cfg.checks or None, default_action="warn")
+    except (Invalid, ValueError) as exc:
+        raise BadInput("invalid_spec", f"arrival.checks cannot be used: {exc}") from None
+
+
+def screen(storage: Storage, out_prefix: str, cfg: ConverterConfig, profile: Profile | None) -> dict[str, Any] | None:
+    """The manifest's ``checks`` section for an arrival converted into ``out_prefix`` (``None``: not profiled)."""
+    if profile is None:
+        return None
+    rules = rules_of(cfg)
+    reference, generation = quarantine.read_reference(storage, quarantine.reference_uri(out_prefix))
+    names = cfg.series_channels if len(cfg.series_channels) == cfg.features else ()
+    result = checks.assess(profile, reference, rules, names, generation)
+    rejected = result.rejected
+    if rejected:
+        raise BadInput("failed_check", "; ".join(f.line() for f in rejected))
+    storage.write_bytes(join(out_prefix, PROFILE), profile.to_json(), content_type="application/json")
+    return {**result.to_dict(), "profile": PROFILE}
+
+
+def settle(storage: Storage, manifest: Manifest, manifest_uri: str) -> None:
+    """What follows a committed manifest's checks: its findings logged, its profile merged unless quarantined."""
+    found = manifest.checks
+    if not found:
+        return
+    context = {"arrival_id": manifest.arrival_id, "dataset": manifest.dataset}
+    for finding in found.get("findings", []):
+        log.warning("%s %s: %s on %s: measured %s, threshold %s", found["status"], manifest.source.name,
+                    finding["check"], finding["feature"], finding["measured"], finding["threshold"],
+                    extra={**context, "fields": {"check_status": found["status"], "check": finding["check"],
+                                                 "feature": finding["feature"], "measured": finding["measured"],
+                                                 "threshold": finding["threshold"], "action": finding["action"],
+                                                 "manifest": manifest_uri}})
+    if found["status"] == "first":
+        log.info("%s admitted without checks: the dataset's reference holds %d arrivals, %d values per feature",
+                 manifest.source.name, found["reference"]["arrivals"], found["reference"]["rows"],
+                 extra={**context, "fields": {"check_status": "first", "manifest": manifest_uri}})
+    if found["status"] != "quarantined":
+        quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id)

@@ -1,0 +1,269 @@
+"""The checks of one arrival's profile against its dataset's reference (``landfall.core.profile``): data that is well
+formed but wrong. Pure functions: what to read and where the verdict goes is the arrival stage's
+(``landfall.arrival.screen``).
+
+Each finding names its check, the feature (by its channel name when the spec lists channels, else its index), what
+was measured and the threshold it crossed, and the action the rules give it:
+
+- ``drift``: the Jensen-Shannon divergence (base 2, so in [0, 1]) between the feature's distribution in the arrival and
+  in the reference, on ``BINS`` bins of equal reference mass (the reference's deciles, read from its sketch) plus
+  one bin below and one above everything the reference has seen. The distance TFDV's drift comparator and Vertex AI
+  Model Monitoring (``DataDriftSpec``, its default for numeric features) use for numeric features.
+- ``scale_change``: the feature's spread (standard deviation) is ``factor`` times above the highest spread one
+  admitted arrival had, or as far below the lowest, or its mean moved by ``factor`` reference spreads or more: a
+  unit change (volts to millivolts), a gain error. Measured against the envelope of normal arrivals' spreads, not the
+  pooled spread, because real series change their spread by an order of magnitude between regimes (standing,
+  running: docs/datasets.md#arrival-checks).
+- ``flat_channel``: the feature repeats its previous value in at least ``run_fraction`` of its steps (a stuck
+  sensor, a channel that sends zeros), where the reference repeats in less than half that share.
+- ``swapped_channels``: two features each look like the other's reference (their crossed drifts together at most
+  ``ratio`` times their own) while each drifted at least ``min_drift`` from its own. Two channels whose
+  distributions are alike cannot be told apart this way (docs/datasets.md#arrival-checks).
+- ``missing_values``: the share of missing or non-finite values rose by ``rise`` or more over the reference's
+  (counted in the rows the converter dropped: ``arrival.drop_nonfinite``).
+
+Rules (the spec's ``arrival.checks``, ``rules``): each check ``{action, <its threshold>}``, a default ``action`` for
+all of them, and ``features: {<name or index>: {<check>: {...}}}`` per feature. Actions: ``quarantine`` (written,
+not trained on until admitted), ``warn`` (trained on, logged and counted), ``reject`` (the arrival's rejection
+record), ``off``. Until the reference holds ``min_reference_rows`` values per feature from ``min_reference_arrivals``
+arrivals, nothing is checked: the arrival is admitted and says so (``first``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from landfall.core.errors import Invalid
+from landfall.core.profile import Profile
+
+ACTIONS = ("quarantine", "warn", "reject", "off")
+CHECKS = ("drift", "scale_change", "flat_channel", "swapped_channels", "missing_values")
+BINS = 10
+# The defaults (docs/datasets.md#arrival-checks says how they were chosen: no flag over 265 clean real arrivals).
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "drift": {"threshold": 0.75},
+    "scale_change": {"factor": 10.0},
+    "flat_channel": {"run_fraction": 0.9},
+    "swapped_channels": {"ratio": 0.6, "min_drift": 0.3},
+    "missing_values": {"rise": 0.05},
+}
+THRESHOLD_KEY = {"drift": "threshold", "scale_change": "factor", "flat_channel": "run_fraction",
+                 "swapped_channels": "ratio", "missing_values": "rise"}
+MIN_REFERENCE_ROWS = 1000
+MIN_REFERENCE_ARRIVALS = 3
+# Status of an arrival: first (no reference yet: admitted), admitted, warned (trained on), quarantined.
+STATUSES = ("first", "admitted", "warned", "quarantined")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    check: str
+    feature: str
+    measured: float
+    threshold: float
+    action: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def line(self) -> str:
+        return f"{self.check} on {self.feature}: {self.detail}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """The spec's ``arrival.checks`` over ``DEFAULTS``; ``action`` is the action of a check that sets none."""
+
+    action: str = "quarantine"
+    checks: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    features: Mapping[str, Mapping[str, Mapping[str, Any]]] = dataclasses.field(default_factory=dict)
+    min_reference_rows: int = MIN_REFERENCE_ROWS
+    min_reference_arrivals: int = MIN_REFERENCE_ARRIVALS
+
+    @classmethod
+    def parse(cls, text: str | Mapping[str, Any] | None, *, default_action: str = "quarantine") -> Rules:
+        """From the spec's ``arrival.checks`` (a mapping, or its JSON as ``ConverterConfig.checks`` holds it).
+
+        Without any (``None`` or ``""``) every check runs with the defaults and ``default_action``."""
+        if text is None or text == "":
+            return cls(action=default_action)
+        raw = json.loads(text) if isinstance(text, str) else dict(text)
+        if not isinstance(raw, Mapping):
+            raise Invalid(f"arrival.checks: must be an object, not {type(raw).__name__}")
+        action = raw.get("action", "quarantine")
+        checks = {k: dict(raw[k]) for k in CHECKS if k in raw}
+        features = {str(k): {c: dict(v) for c, v in dict(per).items()}
+                    for k, per in dict(raw.get("features", {})).items()}
+        for where, table in [("", checks), *[(f"features.{k}.", v) for k, v in features.items()]]:
+            for name, rule in table.items():
+                if name not in CHECKS:
+                    raise Invalid(f"arrival.checks.{where}{name}: not a check (one of {', '.join(CHECKS)})")
+                if rule.get("action", action) not in ACTIONS:
+                    raise Invalid(f"arrival.checks.{where}{name}.action: {rule.get('action')!r} is not one of "
+                                  f"{ACTIONS}")
+        if action not in ACTIONS:
+            raise Invalid(f"arrival.checks.action: {action!r} is not one of {ACTIONS}")
+        return cls(action=action, checks=checks, features=features,
+                   min_reference_rows=int(raw.get("min_reference_rows", MIN_REFERENCE_ROWS)),
+                   min_reference_arrivals=int(raw.get("min_reference_arrivals", MIN_REFERENCE_ARRIVALS)))
+
+    def rule(self, check: str, feature: str, index: int) -> dict[str, Any]:
+        """The check's settings for one feature: the defaults, then the dataset's, then the feature's."""
+        out = {**DEFAULTS[check], "action": self.action, **self.checks.get(check, {})}
+        for key in (feature, str(index)):
+            if key in self.features:
+                out.update(self.features[key].get(check, {}))
+                break
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Assessment:
+    status: str  # one of STATUSES
+    findings: tuple[Finding, ...]
+    reference: dict[str, Any]  # {arrivals, rows, generation}: what it was checked against
+
+    @property
+    def rejected(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.action == "reject")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reference": self.reference, "findings": [f.to_dict() for f in self.findings]}
+
+
+def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
+    """Jensen-Shannon divergence, base 2 (0: the same distribution, 1: disjoint); counts or probabilities."""
+    p = p / p.sum()
+    q = q / q.sum()
+    m = (p + q) / 2
+
+    def kl(a: np.ndarray) -> float:
+        at = a > 0
+        return float((a[at] * np.log2(a[at] / m[at])).sum())
+
+    return max(0.0, (kl(p) + kl(q)) / 2)
+
+
+def drift(arrival: Profile, a: int, reference: Profile, r: int) -> float:
+    """The JS divergence of arrival feature ``a`` against reference feature ``r`` on the reference's coarse bins."""
+    ref_index, ref_counts = reference.histogram(r)
+    index, counts = arrival.histogram(a)
+    if not ref_counts.sum() or not counts.sum():
+        return 0.0
+    cum = np.cumsum(ref_counts) / ref_counts.sum()
+    cuts = np.unique(ref_index[np.minimum(np.searchsorted(cum, np.arange(1, BINS) / BINS), len(ref_index) - 1)])
+
+    def binned(idx: np.ndarray, n: np.ndarray) -> np.ndarray:
+        group = np.where(idx < ref_index[0], 0, np.where(idx > ref_index[-1], len(cuts) + 2,
+                                                          1 + np.searchsorted(cuts, idx, side="left")))
+        return np.bincount(group, weights=n, minlength=len(cuts) + 3)
+
+    return js_divergence(binned(index, counts), binned(ref_index, ref_counts))
+
+
+def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Sequence[str] = (),
+           generation: int | None = None) -> Assessment:
+    """The findings for ``arrival`` against ``reference``; ``first`` while the reference is too small."""
+    names = list(names) if len(names) == arrival.features else [str(i) for i in range(arrival.features)]
+    ref_info = {"arrivals": reference.arrivals if reference else 0, "rows": reference.rows if reference else 0,
+                "generation": generation}
+    if (reference is None or reference.features != arrival.features or reference.arrivals < rules.min_reference_arrivals
+            or reference.rows < rules.min_reference_rows):
+        return Assessment("first", (), ref_info)
+    findings: list[Finding] = []
+
+    def add(check: str, f: int, measured: float, threshold: float, detail: str, feature: str | None = None) -> bool:
+        """Records the finding unless the check is off for this feature; whether it did."""
+        action = rules.rule(check, names[f], f)["action"]
+        if action != "off":
+            findings.append(Finding(check, feature or names[f], round(float(measured), 6), float(threshold), action,
+                                    detail))
+        return action != "off"
+
+    own = np.array([drift(arrival, f, reference, f) for f in range(arrival.features)])
+    a_std, r_std = arrival.std(), reference.std()
+    a_mean, r_mean = arrival.mean(), reference.mean()
+    a_rep, r_rep = arrival.repeat_fraction(), reference.repeat_fraction()
+    a_miss, r_miss = arrival.missing_fraction(), reference.missing_fraction()
+    swaps = _swaps(arrival, reference, own, rules, names)
+    swapped = {f for pair in swaps for f in pair[:2]}
+    for f, name in enumerate(names):
+        rule = lambda check, f=f, name=name: rules.rule(check, name, f)  # noqa: E731
+        if rule("missing_values")["action"] != "off":
+            rise = rule("missing_values")["rise"]
+            if a_miss[f] - r_miss[f] >= rise:
+                add("missing_values", f, a_miss[f] - r_miss[f], rise,
+                    f"{a_miss[f]:.1%} of its values missing or non-finite, the reference {r_miss[f]:.1%} "
+                    f"(a rise of at least {rise:.1%} is flagged)")
+        flat = rule("flat_channel")["run_fraction"]
+        stuck = np.isfinite(a_rep[f]) and a_rep[f] >= flat and not (np.isfinite(r_rep[f]) and r_rep[f] >= flat / 2)
+        if (stuck or (a_std[f] == 0 and r_std[f] > 0 and arrival.values[f] > 1)) and add(
+                "flat_channel", f, a_rep[f] if np.isfinite(a_rep[f]) else 1.0, flat,
+                f"repeats its previous value in {a_rep[f]:.1%} of its steps (spread {a_std[f]:.4g}), the reference "
+                f"in {r_rep[f]:.1%} (spread {r_std[f]:.4g})"):
+            continue  # a flat channel drifts and changes scale too: one finding says it
+        if f in swapped:
+            continue  # so does each of two swapped channels: the pair's finding says it
+        factor = rule("scale_change")["factor"]
+        measured = _scale(a_std[f], a_mean[f], reference, r_std[f], r_mean[f], f)
+        if measured >= factor and add(
+                "scale_change", f, measured, factor,
+                f"spread {a_std[f]:.4g} and mean {a_mean[f]:.4g} against the reference's {r_std[f]:.4g} and "
+                f"{r_mean[f]:.4g} (one arrival's spread from {reference.spread_low[f]:.4g} to "
+                f"{reference.spread_high[f]:.4g}): x{measured:.3g} off (x{factor:g} or more is flagged)"):
+            continue  # a unit change drifts too
+        threshold = rule("drift")["threshold"]
+        if own[f] >= threshold:
+            add("drift", f, own[f], threshold,
+                f"Jensen-Shannon divergence {own[f]:.3f} from the reference (threshold {threshold:g})")
+    for f, g, crossed, direct, ratio in swaps:
+        add("swapped_channels", f, crossed / max(direct, 1e-12), ratio,
+            f"{names[f]} and {names[g]} each match the other's reference: crossed divergence {crossed:.3f} against "
+            f"{direct:.3f} unswapped (ratio {ratio:g} or below is flagged)", feature=f"{names[f]},{names[g]}")
+    status = "admitted"
+    if any(x.action == "warn" for x in findings):
+        status = "warned"
+    if any(x.action in ("quarantine", "reject") for x in findings):
+        status = "quarantined"
+    return Assessment(status, tuple(findings), ref_info)
+
+
+def _scale(a_std: float, a_mean: float, reference: Profile, r_std: float, r_mean: float, f: int) -> float:
+    """How many times the arrival's spread lies outside the spreads normal arrivals had (``spread_low`` to
+    ``spread_high``), or its mean away from the reference's, in the reference's spreads: 1 inside the envelope."""
+    low, high = reference.spread_low[f], reference.spread_high[f]
+    if not (np.isfinite(low) and np.isfinite(high)):
+        low = high = r_std
+    above = a_std / high if high > 0 else (np.inf if a_std > 0 else 1.0)
+    below = low / a_std if a_std > 0 else (np.inf if low > 0 else 1.0)
+    shift = abs(a_mean - r_mean) / r_std if r_std > 0 else 0.0
+    return float(max(above, below, shift, 1.0))
+
+
+def _swaps(arrival: Profile, reference: Profile, own: np.ndarray, rules: Rules,
+           names: Sequence[str]) -> list[tuple[int, int, float, float, float]]:
+    """Pairs (f, g), each drifted ``min_drift`` or more, whose crossed drifts are at most ``ratio`` of their own."""
+    out = []
+    taken: set[int] = set()
+    suspects = [f for f in range(arrival.features)
+                if own[f] >= rules.rule("swapped_channels", names[f], f)["min_drift"]]
+    for i, f in enumerate(suspects):
+        for g in suspects[i + 1:]:
+            if f in taken or g in taken:
+                continue
+            rule = rules.rule("swapped_channels", names[f], f)
+            if rule["action"] == "off":
+                continue
+            direct = own[f] + own[g]
+            crossed = drift(arrival, f, reference, g) + drift(arrival, g, reference, f)
+            if crossed <= rule["ratio"] * direct:
+                out.append((f, g, crossed, direct, float(rule["ratio"])))
+                taken |= {f, g}
+    return out
+

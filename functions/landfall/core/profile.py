@@ -1,0 +1,261 @@
+"""An arrival's profile (``landfall.profile/v1``): per feature, a mergeable sketch of its distribution, its moments,
+its missing and non-finite values and how often it repeats itself; and a dataset's reference, the merge of the
+profiles of its admitted arrivals.
+
+The sketch is a **log-bucketed histogram on fixed edges** (DDSketch's mapping: Masson, Rim, Lee, "DDSketch: a fast
+and fully-mergeable quantile sketch with relative-error guarantees", VLDB 2019). A value ``x`` falls in bucket
+``sign(x) * (ceil(log_gamma |x|) + OFFSET)``, ``gamma = (1 + a) / (1 - a)`` with ``a = ALPHA`` (5 %: any quantile
+read back is within 5 % of a true value); ``|x| < MIN_ABS`` is the zero bucket. The edges are the same for every
+arrival of every dataset, so two profiles merge by adding counts (exactly, in any order, by any process: the
+converter's prefetch thread, Cloud Run tasks, the reference's update), no arrival needs its dataset's reference
+before it is read, and the bucket index is monotone in the value, so quantiles (and the coarse bins a check
+compares on, ``landfall.core.checks``) come straight from the cumulative counts. A feature's histogram holds only
+its non-empty buckets: at most about 2 x 23 per decade its values span (below 2 x 1,300 in all).
+
+What is measured on every value, and what on a sample: the moments (count, mean, M2, min, max: the converter's
+``RunningStats``, exact), the missing (NaN) and non-finite (+-Inf) counts (exact: they are counted in the rows the
+converter drops, ``LANDFALL_DROP_NONFINITE=true``; otherwise such an arrival is rejected anyway) and the values seen
+are exact. The histogram and the constant-run fraction (the share of steps, consecutive timesteps of one instance or
+consecutive rows of a series, where a feature did not change at all) are taken on a systematic sample: at most
+``SAMPLE_INSTANCES`` evenly spaced instances (or blocks of ``BLOCK_ROWS`` rows of a series) per chunk, so the
+profile costs the converter a bounded share of its time whatever the chunk size.
+
+Size: bounded whatever the data (the buckets per feature are bounded, the rest is a few numbers per feature), so
+the reference, the merge of every admitted arrival, stays as small as one arrival's profile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from landfall.core.errors import Invalid
+
+SCHEMA = "landfall.profile/v1"
+REFERENCE_SCHEMA = "landfall.reference/v1"
+ALPHA = 0.05  # relative accuracy of the buckets
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+LN_GAMMA = math.log(GAMMA)
+MIN_ABS = 1e-12  # smaller magnitudes are the zero bucket
+OFFSET = 600  # keys of |x| in [MIN_ABS, float32 max] run from -276 to 888: + OFFSET keeps them >= 1
+MAX_KEY = 900
+SPAN = 2 * (OFFSET + MAX_KEY) + 1  # distinct buckets per feature
+SAMPLE_INSTANCES = 256  # per chunk
+BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows
+
+
+def bucket(values: np.ndarray) -> np.ndarray:
+    """The bucket index of each value (int64, monotone in the value; 0 the zero bucket)."""
+    mag = np.abs(values, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        key = np.ceil(np.log(np.maximum(mag, MIN_ABS)) / LN_GAMMA)
+    key = np.clip(key, -OFFSET + 1, MAX_KEY).astype(np.int64) + OFFSET
+    out = np.where(mag < MIN_ABS, 0, key)
+    return np.where(values < 0, -out, out)
+
+
+def bucket_value(index: np.ndarray | int) -> np.ndarray:
+    """Each bucket's value: within ``ALPHA`` (relative) of every value it holds (DDSketch's ``2 gamma^k / (1 +
+    gamma)``; the zero bucket: 0)."""
+    index = np.asarray(index, dtype=np.int64)
+    mag = np.where(index == 0, 0.0, 2 * GAMMA ** (np.abs(index) - OFFSET).astype(np.float64) / (1 + GAMMA))
+    return np.where(index < 0, -mag, mag)
+
+
+class Profile:
+    """One arrival's profile while it is read (``update``, ``dropped``), or a merge of several (``merge``)."""
+
+    def __init__(self, features: int):
+        self.features = features
+        self.arrivals = 0
+        self.codes = np.zeros(0, dtype=np.int64)  # feature * SPAN + bucket + SPAN // 2, sorted
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.sampled = np.zeros(features, dtype=np.int64)  # values in the histogram
+        self.steps = np.zeros(features, dtype=np.int64)  # consecutive pairs sampled
+        self.repeats = np.zeros(features, dtype=np.int64)  # ... of which equal
+        self.values = np.zeros(features, dtype=np.int64)  # every value read, dropped rows included
+        self.missing = np.zeros(features, dtype=np.int64)  # NaN (an empty cell, NA ...)
+        self.nonfinite = np.zeros(features, dtype=np.int64)  # +-Inf
+        self.moments: dict[str, Any] | None = None  # RunningStats.to_dict: n, mean, m2, min, max
+        # The lowest and highest spread (standard deviation) of one arrival merged here: the range a normal
+        # arrival's spread has taken, which a scale change is measured against (landfall.core.checks).
+        self.spread_low = np.full(features, np.inf)
+        self.spread_high = np.full(features, -np.inf)
+
+    # -- reading an arrival -----------------------------------------------------------------------------------
+    def update(self, batch: np.ndarray) -> None:
+        """Adds kept instances of shape (k, T, F) (finite values)."""
+        if not len(batch):
+            return
+        self.values += batch.shape[0] * batch.shape[1]
+        step = -(-len(batch) // SAMPLE_INSTANCES)
+        sample = batch[::step]
+        if sample.shape[1] > 1:
+            same = sample[:, 1:, :] == sample[:, :-1, :]
+            self.repeats += same.sum(axis=(0, 1))
+            self.steps += same.shape[0] * same.shape[1]
+        flat = sample.reshape(-1, self.features)
+        self.sampled += flat.shape[0]
+        codes = bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)
+        self._add(*np.unique(codes, return_counts=True))
+
+    def update_rows(self, rows: np.ndarray) -> None:
+        """Adds consecutive rows (n, F) of a series: sampled in blocks of ``BLOCK_ROWS`` rows."""
+        whole = len(rows) // BLOCK_ROWS * BLOCK_ROWS
+        if whole:
+            self.update(rows[:whole].reshape(-1, BLOCK_ROWS, self.features))
+        if whole < len(rows):
+            self.update(rows[whole:][None])
+
+    def dropped(self, batch: np.ndarray) -> None:
+        """Counts the missing and non-finite values of instances (k, T, F) or rows (k, F) the converter dropped."""
+        flat = batch.reshape(-1, self.features)
+        self.values += flat.shape[0]
+        self.missing += np.isnan(flat).sum(axis=0)
+        self.nonfinite += np.isinf(flat).sum(axis=0)
+
+    def finish(self, moments: dict[str, Any]) -> Profile:
+        """Sets the exact moments (``RunningStats.to_dict``) of the kept values; an arrival's profile is done."""
+        self.moments = moments
+        self.arrivals = 1
+        if moments and moments["n"]:
+            self.spread_low = self.spread_high = self.std()
+        return self
+
+    # -- merging ----------------------------------------------------------------------------------------------
+    def _add(self, codes: np.ndarray, counts: np.ndarray) -> None:
+        if not len(self.codes):
+            self.codes, self.counts = codes.astype(np.int64), counts.astype(np.int64)
+            return
+        both = np.concatenate([self.codes, codes])
+        unique, inverse = np.unique(both, return_inverse=True)
+        self.codes = unique
+        self.counts = np.bincount(inverse, weights=np.concatenate([self.counts, counts]),
+                                  minlength=len(unique)).astype(np.int64)
+
+    def merge(self, other: Profile) -> Profile:
+        """Adds ``other`` (as if its values had been read here)."""
+        if other.features != self.features:
+            raise Invalid(f"a profile of {other.features} features cannot merge into one of {self.features}")
+        self._add(other.codes, other.counts)
+        for name in ("sampled", "steps", "repeats", "values", "missing", "nonfinite"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.moments = merge_moments(self.moments, other.moments)
+        self.spread_low = np.minimum(self.spread_low, other.spread_low)
+        self.spread_high = np.maximum(self.spread_high, other.spread_high)
+        self.arrivals += other.arrivals
+        return self
+
+    # -- reading it back --------------------------------------------------------------------------------------
+    def histogram(self, feature: int) -> tuple[np.ndarray, np.ndarray]:
+        """(bucket indexes ascending, counts) of one feature."""
+        lo, hi = feature * SPAN, (feature + 1) * SPAN
+        at = (self.codes >= lo) & (self.codes < hi)
+        return self.codes[at] - lo - SPAN // 2, self.counts[at]
+
+    def quantile(self, feature: int, q: float) -> float:
+        """A value within ``ALPHA`` (relative) of the feature's ``q`` quantile (nan without values)."""
+        index, counts = self.histogram(feature)
+        if not counts.sum():
+            return float("nan")
+        at = int(np.searchsorted(np.cumsum(counts), q * counts.sum(), side="left"))
+        return float(bucket_value(index[min(at, len(index) - 1)]))
+
+    @property
+    def rows(self) -> int:
+        """Values per feature read (kept and dropped)."""
+        return int(self.values.max()) if len(self.values) else 0
+
+    def mean(self) -> np.ndarray:
+        return np.array(self.moments["mean"], dtype=float) if self.moments else np.full(self.features, np.nan)
+
+    def std(self) -> np.ndarray:
+        if not self.moments or not self.moments["n"]:
+            return np.full(self.features, np.nan)
+        return np.sqrt(np.array(self.moments["m2"], dtype=float) / self.moments["n"])
+
+    def repeat_fraction(self) -> np.ndarray:
+        """Per feature, the share of sampled steps where the value did not change (nan: no steps)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.steps > 0, self.repeats / np.maximum(self.steps, 1), np.nan)
+
+    def missing_fraction(self) -> np.ndarray:
+        """Per feature, the share of its values that were missing or non-finite."""
+        return (self.missing + self.nonfinite) / np.maximum(self.values, 1)
+
+    # -- JSON -------------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        histograms = []
+        for f in range(self.features):
+            index, counts = self.histogram(f)
+            histograms.append({"buckets": index.tolist(), "counts": counts.tolist()})
+        return {"features": self.features, "arrivals": self.arrivals, "alpha": ALPHA, "offset": OFFSET,
+                "histograms": histograms, "sampled": self.sampled.tolist(), "steps": self.steps.tolist(),
+                "repeats": self.repeats.tolist(), "values": self.values.tolist(), "missing": self.missing.tolist(),
+                "nonfinite": self.nonfinite.tolist(), "moments": self.moments,
+                "spread": [None if not np.isfinite(lo) else [float(lo), float(hi)]
+                           for lo, hi in zip(self.spread_low, self.spread_high, strict=True)]}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], where: str = "profile") -> Profile:
+        try:
+            if raw.get("alpha") != ALPHA or raw.get("offset") != OFFSET:
+                raise Invalid(f"{where}: buckets of alpha {raw.get('alpha')}, offset {raw.get('offset')}; this "
+                              f"reader's are {ALPHA}, {OFFSET}")
+            out = cls(int(raw["features"]))
+            out.arrivals = int(raw["arrivals"])
+            codes, counts = [], []
+            for f, h in enumerate(raw["histograms"]):
+                codes.append(np.asarray(h["buckets"], dtype=np.int64) + f * SPAN + SPAN // 2)
+                counts.append(np.asarray(h["counts"], dtype=np.int64))
+            if codes:
+                out.codes, out.counts = np.concatenate(codes), np.concatenate(counts)
+            for name in ("sampled", "steps", "repeats", "values", "missing", "nonfinite"):
+                value = np.asarray(raw[name], dtype=np.int64)
+                if value.shape != (out.features,):
+                    raise Invalid(f"{where}: {name} has {value.size} entries for {out.features} features")
+                setattr(out, name, value)
+            out.moments = raw.get("moments")
+            spread = raw.get("spread") or [None] * out.features
+            if len(spread) != out.features:
+                raise Invalid(f"{where}: spread has {len(spread)} entries for {out.features} features")
+            out.spread_low = np.array([np.inf if s is None else s[0] for s in spread], dtype=float)
+            out.spread_high = np.array([-np.inf if s is None else s[1] for s in spread], dtype=float)
+            return out
+        except Invalid:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise Invalid(f"{where}: not a valid {SCHEMA}: {str(exc)[:200]}") from None
+
+    def to_json(self, schema: str = SCHEMA, **extra: Any) -> bytes:
+        return json.dumps({"schema": schema, **extra, **self.to_dict()}, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, text: bytes | str, where: str = "profile") -> tuple[Profile, dict[str, Any]]:
+        """The profile and the document it was read from (a reference's extra fields: ``recent``)."""
+        try:
+            raw = json.loads(text)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise Invalid(f"{where}: not JSON: {str(exc)[:200]}") from None
+        if not isinstance(raw, dict) or raw.get("schema") not in (SCHEMA, REFERENCE_SCHEMA):
+            raise Invalid(f"{where}: schema is {str(raw.get('schema') if isinstance(raw, dict) else None)[:60]}, "
+                          f"expected {SCHEMA!r} or {REFERENCE_SCHEMA!r}")
+        return cls.from_dict(raw, where), raw
+
+
+def merge_moments(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Chan et al.'s merge of two ``RunningStats.to_dict`` (count, mean, M2, min, max per feature)."""
+    if not a or not a["n"]:
+        return b
+    if not b or not b["n"]:
+        return a
+    na, nb = a["n"], b["n"]
+    ma, mb = np.array(a["mean"], dtype=float), np.array(b["mean"], dtype=float)
+    delta, total = mb - ma, na + nb
+    return {"n": total, "mean": (ma + delta * nb / total).tolist(),
+            "m2": (np.array(a["m2"], dtype=float) + np.array(b["m2"], dtype=float)
+                   + delta**2 * na * nb / total).tolist(),
+            "min": np.minimum(a["min"], b["min"]).tolist(), "max": np.maximum(a["max"], b["max"]).tolist()}

@@ -1,0 +1,82 @@
+"""``landfall admit`` and ``landfall reject``: an operator's decision on a quarantined arrival, recorded with who and
+when, and what every listing then sees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from landfall.arrival import converter, screen
+from landfall.arrival.config import ConverterConfig
+from landfall.cli import main
+from landfall.core import retractions
+from landfall.core.storage import Storage
+from landfall_bench import realdata
+
+CFG = ConverterConfig(timesteps=100, features=6, checks="{}", project="test", csv_header="absent")
+
+
+@pytest.fixture()
+def held(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
+    """A dataset folder with eight admitted arrivals of BasicMotions and two quarantined ones (a channel x1000)."""
+    monkeypatch.setenv("LANDFALL_STATE_DIR", str(tmp_path / "no-stack"))
+    x = np.concatenate([realdata.basic_motions("train")[0], realdata.basic_motions("test")[0]])
+    x = x[np.random.default_rng(0).permutation(len(x))]
+    storage, out = Storage("test"), tmp_path / "tfrecords" / "watch"
+    quarantined = []
+    for i in range(10):
+        batch = x[4 * i:4 * i + 4].copy()
+        if i >= 8:
+            batch[..., 1] *= 1000
+        src = tmp_path / f"a{i}.npy"
+        np.save(src, batch)
+        manifest = converter.convert(str(src), str(out / f"a{i}"), "watch", CFG, storage)
+        screen.settle(storage, manifest, str(out / f"a{i}" / "manifest.json"))
+        if manifest.quarantined:
+            quarantined.append(str(out / f"a{i}" / "manifest.json"))
+    assert len(quarantined) == 2
+    return out, quarantined
+
+
+def live(out: Path) -> list[str]:
+    return [m.uri for m in retractions.list_dataset(Storage("test"), str(out) + "/").live]
+
+
+def test_admit_releases_it_and_records_who_and_when(held, capsys):
+    out, (first, _) = held
+    assert first not in live(out)
+    assert main(["admit", first, "--by", "ann@example.com", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["by"] == "ann@example.com" and doc["written"] and doc["admitted_at"]
+    assert first in live(out)
+    assert main(["admit", first, "--by", "bob"]) == 0  # the first decision stands
+    assert "admitted (already, before this call): a8 of watch by ann@example.com" in capsys.readouterr().out
+    assert json.loads(Path(first).with_name("admitted.json").read_text())["by"] == "ann@example.com"
+
+
+def test_reject_retracts_it_for_good_and_records_who(held, capsys):
+    out, (_, second) = held
+    assert main(["reject", second, "--by", "cy", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["reason"] == "rejected" and doc["by"] == "cy"
+    listing = retractions.list_dataset(Storage("test"), str(out) + "/")
+    assert second not in [m.uri for m in listing.live + listing.quarantined]
+    assert second in [m.uri for m, _ in listing.retracted]
+    assert main(["admit", second, "--by", "dee"]) == 1  # retracted for good
+    assert "was retracted (rejected by cy)" in capsys.readouterr().err
+    assert second not in live(out)
+
+
+def test_a_decision_on_an_arrival_that_is_not_held_is_one_line_naming_it(held, capsys):
+    out, (first, _) = held
+    assert main(["reject", str(out / "a0" / "manifest.json"), "--by", "x"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a0/manifest.json" in err[0] and "is not quarantined (checks: first)" in err[0]
+    assert main(["admit", first, "--by", "x"]) == 0
+    assert main(["reject", first, "--by", "y"]) == 1
+    assert "was admitted by x" in capsys.readouterr().err
+    assert main(["admit", "some-arrival"]) == 1
+    assert "pass --dataset and --bucket" in capsys.readouterr().err
