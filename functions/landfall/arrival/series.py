@@ -48,6 +48,7 @@ from landfall.core import records
 from landfall.core import series as windows
 from landfall.core.errors import BadInput
 from landfall.core.messages import Manifest, Source
+from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
 
 SORT_SHARE = 0.4  # of memory_limit_mib: an unsorted arrival is sorted in memory up to this
@@ -252,6 +253,7 @@ class SeriesWriter:
         self.max_gap = max_gap
         self.target = max(cfg.shard_target_bytes // (4 * self.channels), windows.MIN_SHARD_WINDOWS * self.length)
         self.stats = formats_stats(self.channels)
+        self.sketch = Profile(self.channels) if cfg.profile else None  # landfall.core.profile, of the stored rows
         self.segments: list[windows.Segment] = []  # closed, kept
         self.open: list[Any] | None = None  # [row, rows, start, end] of the segment being read
         self.pending: list[np.ndarray] = []  # its rows while it is shorter than a window
@@ -274,6 +276,8 @@ class SeriesWriter:
                 raise BadInput("non_finite", f"row {self.rows + int(np.argmin(ok)) + 1} holds NaN, Inf or a missing "
                                "channel value (set LANDFALL_DROP_NONFINITE=true to drop such rows)")
             self.dropped_nonfinite += int((~ok).sum())
+            if self.sketch is not None:
+                self.sketch.dropped(values[~ok])
             times, values = times[ok], values[ok]
         self.rows += len(times)
         steps = np.diff(times, prepend=times[0] if self.last is None else self.last)
@@ -311,6 +315,8 @@ class SeriesWriter:
             self.pending = []
             seg[1] = 0
         self.stats.update(values[:, None, :])
+        if self.sketch is not None:
+            self.sketch.update_rows(values)
         skip = max(0, self.buf0 - self.kept)  # stride > length: rows before the next window's start are never read
         if skip < len(values):
             self.buffer.append(values[skip:])
@@ -418,6 +424,7 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
             arrival_id: str | None = None, generation: int | None = None, tmp_prefix: str | None = None,
             progress: Any = None) -> Manifest:
     """A series arrival into shards of whole windows and a manifest (written last, create-only)."""
+    from landfall.arrival import screen
     from landfall.arrival.converter import _commit, _publish_shards
 
     fmt = formats.format_of(source_uri)
@@ -442,6 +449,8 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
                 raise BadInput("too_short", f"{writer.rows} rows, fewer than one window of {cfg.timesteps}")
             raise BadInput("all_gaps", f"{writer.rows} rows, but no run of {cfg.timesteps} rows without a step "
                            f"longer than max_gap={writer.max_gap:g}: every window would span a gap")
+        sketch = None if writer.sketch is None else writer.sketch.finish(writer.stats.to_dict())
+        checks = screen.screen(storage, out_prefix, cfg, sketch)
     except BaseException:
         writer.abort()
         raise
@@ -456,5 +465,5 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
         spec_generation=cfg.spec_generation,
         series={"time_column": cfg.series_time_column, "stride": cfg.window_stride, "max_gap": writer.max_gap,
                 "rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
-                "sorted": in_order, "segments": [s.to_list() for s in segments]})
+                "sorted": in_order, "segments": [s.to_list() for s in segments]}, checks=checks)
     return _commit(storage, join(out_prefix, "manifest.json"), manifest)

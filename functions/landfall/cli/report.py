@@ -1,7 +1,7 @@
 """``landfall report [--out report.html] [--dataset ...]``: the bucket as one self-contained HTML page
 (``landfall.local.report``): arrivals, champions, recent jobs with loss curves and verdicts, thresholds,
-rejections, dead letters and pending requests. Read-only; next to a ``landfall up`` stack it reads that stack
-unless a flag or variable names a target. Prints the page's path."""
+rejections, dead letters and pending requests, and ``--scored`` series files with their ranges. Read-only; next
+to a ``landfall up`` stack it reads that stack unless a flag or variable names a target. Prints the page's path."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--dead-letter", action="append", default=None, metavar="SUBSCRIPTION",
                    help="dead-letter subscription to peek at (repeatable; default LANDFALL_DEAD_LETTER_SUBSCRIPTION)")
     p.add_argument("--no-dead-letter", action="store_true", help="do not peek at dead-letter subscriptions")
+    p.add_argument("--scored", action="append", default=[], metavar="SCORES.parquet",
+                   help="a scored series (landfall score on a series file) to draw with its ranges (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +41,6 @@ def _run(args: argparse.Namespace) -> int:
         raise NotFound("name the bucket: --bucket or LANDFALL_BUCKET")
     subscriptions = () if args.no_dead_letter else tuple(args.dead_letter or [cfg.dead_letter_subscription])
     path = report.write(Path(args.out), open_reader(cfg, cfg.bucket), None if args.no_dead_letter else
-                        PubSub(cfg.project), subscriptions)
+                        PubSub(cfg.project), subscriptions, tuple(args.scored))
     print(path.resolve())
     return 0

@@ -9,6 +9,10 @@ threshold (``threshold.json``, or ``--threshold``). The output is a Parquet file
 ``anomaly``), written one row group per input chunk, so peak memory stays flat whatever the input size.
 A summary goes to stdout: count, anomalies, error quantiles (``--json`` for the machine-readable form).
 Exit 2 for bad input or a missing model, 75 when storage is temporarily unreachable.
+
+For a series dataset (its spec, ``--spec FILE`` or the one stored in the bucket, sets ``shape.window``) SRC is a
+series file as it was recorded, and the scores are located in time (``landfall.cli.score_series``): a score per
+row and the anomalous ranges, with precision and recall when the file has a label column.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +42,13 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--bucket", help="bucket of the champion (LANDFALL_BUCKET)")
     p.add_argument("--models", help="champions root (default gs://BUCKET/models)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    series = p.add_argument_group("series datasets (landfall.cli.score_series)")
+    series.add_argument("--spec", help="the dataset's spec file (default: the one stored in the bucket, if any)")
+    series.add_argument("--stride", type=int, help="rows between scored windows (default: the spec's stride)")
+    series.add_argument("--combine", choices=["mean", "max"], default="mean",
+                        help="a row's score from the windows covering it (default mean)")
+    series.add_argument("--label", help="the 0/1 label column (default: label or is_anomaly, when present)")
+    series.add_argument("--plot", help="also draw the scored series with its ranges (PNG)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         return 75
     if args.json:
         print(json.dumps(summary, indent=2))
+        return 0
+    if "ranges" in summary:
+        from landfall.cli.score_series import print_summary
+
+        print_summary(summary)
         return 0
     q = summary["quantiles"]
     share = summary["anomalies"] / summary["count"] if summary["count"] else 0.0
@@ -79,6 +96,26 @@ def model_of(args: argparse.Namespace, storage: Storage) -> str:
     if current is None:
         raise NotFound(f"dataset {args.dataset} has no champion under {root}: pass --model")
     return current.model
+
+
+def spec_of(args: argparse.Namespace, storage: Storage) -> Any:
+    """The dataset's spec: ``--spec FILE``, else the one stored in the bucket when a bucket is named (None: no
+    bucket; a dataset without a stored spec gets an empty one)."""
+    from landfall.core import specs
+
+    if getattr(args, "spec", None):
+        try:
+            text = Path(args.spec).read_bytes()
+        except OSError as exc:
+            raise NotFound(f"spec {args.spec}: {exc.strerror or exc}") from None
+        doc = specs.load_text(text, args.spec)
+        if doc["name"] != args.dataset:
+            raise Invalid(f"spec {args.spec} is dataset {doc['name']!r}'s, not {args.dataset!r}'s")
+        return specs.DatasetSpec.from_document(doc, None)
+    from landfall.cli.common import job_config
+
+    bucket = job_config(args, "bucket").bucket
+    return specs.for_dataset(storage, bucket, args.dataset) if bucket else None
 
 
 def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
@@ -126,6 +163,19 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     model = model_of(args, storage)
     scorer = scoring.Scorer.load(storage, model)
     threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer)
+    spec = spec_of(args, storage)
+    if spec is not None and spec.series:
+        if args.src.endswith(".json"):
+            raise Invalid(f"dataset {spec.name} is a series dataset: score its series file (CSV, CSV.gz or "
+                          "Parquet), not a manifest")
+        from landfall.cli import score_series
+
+        summary = score_series.score(args, storage, spec, model, scorer, threshold)
+        if getattr(args, "plot", None):
+            from landfall.local import plots, report
+
+            plots.series_scores(report.read_scored(summary["out"]), Path(args.plot))
+        return summary
     shape = scorer.shape or (36, 10)
     out = args.out or f"{Path(args.src.rstrip('/')).name.split('.', 1)[0]}.scores.parquet"
     summary = scoring.score_chunks(chunks_of(args.src, storage, shape), scorer, out, threshold)  # type: ignore[arg-type]

@@ -30,6 +30,12 @@ BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
 MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
 
 
+def default_max_gap(times: np.ndarray) -> float:
+    """``max_gap`` when a spec sets none: 3 x the median step of ``times`` (an arrival's first chunk)."""
+    steps = np.diff(np.asarray(times, dtype=np.float64))
+    return 3.0 * float(np.median(steps)) if len(steps) else float("inf")
+
+
 def windows_in(rows: int | np.ndarray, length: int, stride: int) -> Any:
     """Windows of ``length`` rows every ``stride`` rows in ``rows`` consecutive rows (0 when too few)."""
     r = np.asarray(rows, dtype=np.int64)

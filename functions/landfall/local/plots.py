@@ -90,6 +90,41 @@ def anomaly_scores(scored: Any, path: Path) -> Path:
     return _save(plt, fig, path)
 
 
+def series_scores(s: dict[str, Any], path: Path) -> Path:
+    """A scored series (``landfall.local.report.read_scored``): the score over time, the threshold, the anomalous
+    ranges shaded and the labelled ranges, if any, as a band along the bottom."""
+    from datetime import UTC, datetime
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(14, 4.5))
+
+    def when(t: float) -> Any:
+        return datetime.fromtimestamp(t, UTC) if s.get("time") == "timestamp" else t
+
+    xs = [when(t) for t in s["times"]]
+    ax.plot(xs, [float("nan") if v is None else v for v in s["scores"]], linewidth=0.8, color="tab:blue",
+            label=f"score ({s.get('combine')} of the windows over each moment)")
+    ax.axhline(s["threshold"], color="red", linestyle="--", label="threshold")
+    for i, r in enumerate(s["ranges"]):
+        ax.axvspan(when(r["start"]), when(r["end"]), color="tab:red", alpha=0.25, lw=0,
+                   label="anomalous ranges" if i == 0 else None)
+    for i, r in enumerate(s["labelled_ranges"]):
+        ax.axvspan(when(r["start"]), when(r["end"]), ymax=0.04, color="tab:orange", lw=0,
+                   label="labelled anomalous" if i == 0 else None)
+    title = f"{s['name']}: {len(s['ranges'])} anomalous ranges"
+    m = s.get("labelled")
+    if m:
+        def f(v: Any) -> str:
+            return "-" if v is None else f"{v:.2f}"
+
+        title += (f"; point-wise P {f(m['point']['precision'])} R {f(m['point']['recall'])}, range-based "
+                  f"P {f(m['range']['precision'])} R {f(m['range']['recall'])}")
+    ax.set(title=title, xlabel="time", ylabel="reconstruction MSE (original units)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
 def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -178,6 +178,43 @@ def _peek(pubsub: Any, subscription: str) -> dict[str, Any]:
     return {"subscription": subscription, "messages": messages}
 
 
+def read_scored(path: Any, points: int = 1200) -> dict[str, Any]:
+    """A scored series (``landfall score``'s Parquet of a series file and its summary beside it,
+    ``landfall.cli.score_series``) for drawing: at most ``points`` points, each the largest score of its share of the
+    rows (so no peak is lost), the threshold, the anomalous ranges and the labelled ranges (runs of label 1)."""
+    from pathlib import Path
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    summary = json.loads(path.with_name(path.name.removesuffix(".parquet") + ".json").read_text())
+    columns = ["time", "score"] + (["label"] if summary.get("label") else [])
+    table = pq.read_table(path, columns=columns)
+    times = table.column("time").to_numpy()
+    scores = table.column("score").to_numpy(zero_copy_only=False)
+    labelled = []
+    if "label" in columns:
+        flags = table.column("label").to_numpy().astype(bool)
+        edges = np.flatnonzero(np.diff(np.concatenate([[False], flags, [False]]).astype(np.int8)))
+        labelled = [{"start": float(times[a]), "end": float(times[b - 1])} for a, b in
+                    zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True)]
+    step = max(1, -(-len(times) // points))
+    if step > 1:
+        pad = -len(times) % step
+        t = np.concatenate([times, np.full(pad, times[-1])]).reshape(-1, step)[:, 0]
+        blocks = np.concatenate([scores, np.full(pad, np.nan)]).reshape(-1, step)
+        seen = ~np.isnan(blocks).all(axis=1)
+        s = np.full(len(blocks), np.nan)
+        s[seen] = np.nanmax(blocks[seen], axis=1)
+        times, scores = t, s
+    return {"name": summary.get("src") or path.name, "dataset": summary.get("dataset"), "model": summary.get("model"),
+            "threshold": summary["threshold"], "time": summary.get("time"), "combine": summary.get("combine"),
+            "rows": summary.get("rows"), "times": times.tolist(), "scores": [None if np.isnan(v) else float(v)
+                                                                            for v in scores],
+            "ranges": summary.get("ranges") or [], "labelled_ranges": labelled, "labelled": summary.get("labelled")}
+
+
 # -- rendering ---------------------------------------------------------------------------------------------------
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value))
@@ -267,6 +304,76 @@ def arrivals_svg(arrivals: list[dict[str, Any]], width: int = 660, height: int =
     return "".join(parts)
 
 
+def scored_svg(s: dict[str, Any], width: int = 1000, height: int = 200) -> str:
+    """A scored series (``read_scored``): its score over time, the threshold, the anomalous ranges shaded and the
+    labelled ranges, if any, as a band under the axis."""
+    pts = [(t, v) for t, v in zip(s["times"], s["scores"], strict=True) if v is not None]
+    if not pts:
+        return '<p class="muted">no row was scored</p>'
+    t0, t1 = s["times"][0], s["times"][-1]
+    t1 = t1 if t1 > t0 else t0 + 1
+    top = max(max(v for _, v in pts), s["threshold"]) or 1.0
+    pad = 24
+
+    def x(t: float) -> float:
+        return pad + (t - t0) / (t1 - t0) * (width - 2 * pad)
+
+    def y(v: float) -> float:
+        return height - pad - v / top * (height - 2 * pad)
+
+    parts = [f'<svg class="scored" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 10}" '
+             f'viewBox="0 0 {width} {height + 10}" role="img" aria-label="score over time with anomalous ranges">']
+    for r in s["ranges"]:
+        wide = max(x(r["end"]) - x(r["start"]), 1.5)
+        parts.append(f'<rect class="range" x="{x(r["start"]):.1f}" y="{pad / 2}" width="{wide:.1f}" '
+                     f'height="{height - 1.5 * pad:.1f}"><title>{_e(r.get("start_at", r["start"]))} .. '
+                     f'{_e(r.get("end_at", r["end"]))}: peak {r["peak_score"]:.4g} at '
+                     f'{_e(r.get("peak_at", r["peak"]))}</title></rect>')
+    for r in s["labelled_ranges"]:
+        parts.append(f'<rect class="labelled" x="{x(r["start"]):.1f}" y="{height - pad + 4}" '
+                     f'width="{max(x(r["end"]) - x(r["start"]), 1.5):.1f}" height="6"/>')
+    runs: list[list[str]] = [[]]
+    for t, v in zip(s["times"], s["scores"], strict=True):
+        if v is None:
+            runs.append([])
+        else:
+            runs[-1].append(f"{x(t):.1f},{y(v):.1f}")
+    parts += [f'<polyline class="score" points="{" ".join(r)}"/>' for r in runs if r]
+    parts.append(f'<line class="threshold" x1="{pad}" y1="{y(s["threshold"]):.1f}" x2="{width - pad}" '
+                 f'y2="{y(s["threshold"]):.1f}"/>')
+    parts.append(f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" class="axis"/>'
+                 f'<text x="{pad}" y="{pad - 14 if pad > 14 else 10}" class="tick">{top:.3g}</text>'
+                 f'<text x="{pad}" y="{height + 8}" class="tick">{_e(_when(t0, s))}</text>'
+                 f'<text x="{width - pad - 150}" y="{height + 8}" class="tick">{_e(_when(t1, s))}</text></svg>')
+    return "".join(parts)
+
+
+def _when(t: float, s: dict[str, Any]) -> str:
+    if s.get("time") == "timestamp":
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return f"{t:g}"
+
+
+def _scored_html(s: dict[str, Any]) -> str:
+    m = s.get("labelled") or {}
+    out = [f'<section class="scored-series"><h3>{_e(s["name"])}</h3><p>{_e(s["rows"])} rows of dataset '
+           f'{_e(s["dataset"])} scored with {_e(s["model"])}: {len(s["ranges"])} anomalous ranges above '
+           f'{_num(s["threshold"])} ({_e(s["combine"])} of the windows over each moment)']
+    if m:
+        out.append(f"; point-wise precision {_num(m['point']['precision'])}, recall {_num(m['point']['recall'])}, "
+                   f"range-based precision {_num(m['range']['precision'])}, recall {_num(m['range']['recall'])}")
+    out.append("</p>" + scored_svg(s))
+    strongest = sorted(s["ranges"], key=lambda r: -r["peak_score"])[:20]
+    if strongest:
+        out.append("<table><tr><th>start</th><th>end</th><th>rows</th><th>peak</th><th>peak score</th></tr>"
+                   + "".join(f"<tr><td>{_e(r.get('start_at', r['start']))}</td><td>{_e(r.get('end_at', r['end']))}"
+                             f"</td><td>{r['rows']}</td><td>{_e(r.get('peak_at', r['peak']))}</td>"
+                             f"<td>{_num(r['peak_score'])}</td></tr>"
+                             for r in sorted(strongest, key=lambda r: r["start"])) + "</table>")
+    out.append("</section>")
+    return "".join(out)
+
+
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
@@ -278,6 +385,7 @@ svg polyline.loss{stroke:#1f77b4}svg polyline.val_loss{stroke:#ff7f0e;stroke-das
 svg circle.loss{fill:#1f77b4}svg circle.val_loss{fill:#ff7f0e}svg .bar{fill:#9ecae1}
 svg .threshold{stroke:#d62728;stroke-width:2}svg circle.converted{fill:#2ca02c}svg circle.retracted{fill:#999}
 svg circle.converting{fill:#1f77b4}svg circle.rejected{fill:#d62728}
+svg .range{fill:#d62728;opacity:.25}svg .labelled{fill:#ff7f0e}svg polyline.score{stroke:#1f77b4;stroke-width:1}
 .state-Succeeded{color:#2ca02c}.state-Failed{color:#d62728}.state-Running{color:#1f77b4}
 """
 
@@ -366,6 +474,9 @@ def render(data: dict[str, Any]) -> str:
             f"{len(data['datasets'])} datasets: "
             + ", ".join(f'<a href="#dataset-{_e(d["name"])}">{_e(d["name"])}</a>' for d in data["datasets"]) + "</p>"]
     body += [_dataset_html(d) for d in data["datasets"]]
+    if data.get("scored"):
+        body.append('<section id="scored"><h2>Scored series</h2>' + "".join(map(_scored_html, data["scored"]))
+                    + "</section>")
     body.append('<section id="rejections"><h2>Rejections by reason</h2>')
     if data["rejections_by_reason"]:
         body.append("<table><tr><th>stage</th><th>reason</th><th>count</th></tr>"
@@ -395,13 +506,17 @@ def render(data: dict[str, Any]) -> str:
             + "".join(body) + f"<script>{SCRIPT}</script></body></html>\n")
 
 
-def write(path: Any, r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str, ...] = ()) -> Any:
-    """Collects and writes the page to ``path`` (a local file); returns the path."""
+def write(path: Any, r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str, ...] = (),
+          scored: tuple[Any, ...] = ()) -> Any:
+    """Collects and writes the page to ``path`` (a local file), with the ``scored`` series files (``read_scored``)
+    drawn after the datasets; returns the path."""
     from pathlib import Path
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(collect(r, pubsub, dead_letter_subscriptions)), encoding="utf-8")
+    data = collect(r, pubsub, dead_letter_subscriptions)
+    data["scored"] = [read_scored(p) for p in scored]
+    out.write_text(render(data), encoding="utf-8")
     return out
 
 
