@@ -1,0 +1,153 @@
+"""``landfall bench series --stack``: Daphnet's CSV uploaded unchanged to a ``landfall up`` stack, end to end.
+
+Starts ``landfall up`` in a scratch state folder (its own emulators, both functions, the local operator), applies a
+series spec for dataset ``gait`` (``landfall datasets apply``), uploads ``bench/data/S06R02E0.csv`` exactly as aeon
+ships it (``landfall upload``), waits for the conversion (the manifest), the job (the local operator's TFJob) and
+the champion, then runs ``landfall score`` on the same file with the champion and records the ranges it names.
+Every step is the real command in its own process, as a user types it. Prints the figures (and ``--json``): each
+stage's wall time, the manifest's windows and segments, the job's epochs, losses, skill and verdict, the champion's
+threshold and the scored ranges. Stops the stack (SIGTERM) at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SPEC = {"apiVersion": "landfall.dataset/v1", "name": "gait",
+        "shape": {"window": {"length": 16, "stride": 2}},
+        "arrival": {"series": {"time_column": "timestamp", "channels": [
+            "ankle_horiz_fwd", "ankle_vert", "ankle_horiz_lateral", "leg_horiz_fwd", "leg_vert", "leg_horiz_lateral",
+            "trunk_horiz_fwd", "trunk_vert", "trunk_horiz_lateral"]}},
+        "model": {"units": [32, 8], "dropout": 0.0},
+        "training": {"epochs": 30, "batch_size_per_worker": 64, "learning_rate": 0.01},
+        "resources": {"workers": 1, "gpus_per_worker": 0, "cpu": "1", "memory": "2Gi"},
+        "verdict": {"threshold_quantile": 0.99}}
+
+
+def _landfall(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "landfall.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1.0)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    from landfall.core import champion
+    from landfall.core.storage import Storage
+    from landfall.submit import tfjob
+    from landfall.submit.backends.local import LocalBackend
+    from landfall_bench import realdata
+
+    state = work / "state"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "LANDFALL_BUCKET")}
+    env.update({"LANDFALL_STATE_DIR": str(state), "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"])})
+    out: dict[str, Any] = {"spec": SPEC, "file": "bench/data/S06R02E0.csv"}
+    t0 = time.monotonic()
+    up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    try:
+        def ready() -> Any:
+            try:
+                info = json.loads((state / "stack.json").read_text())
+            except (FileNotFoundError, ValueError):
+                return None
+            return info if "processes" in info else None
+
+        info = _wait(ready, 180, "landfall up")
+        out["up_s"] = round(time.monotonic() - t0, 1)
+        for key, value in (("STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
+                           ("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
+                           ("GOOGLE_CLOUD_PROJECT", info["project"])):
+            os.environ[key] = value
+        (work / "datasets").mkdir(exist_ok=True)
+        (work / "datasets" / "gait.json").write_text(json.dumps(SPEC))
+        applied = _landfall(env, "datasets", "apply", str(work / "datasets"))
+        if applied.returncode:
+            raise RuntimeError(f"landfall datasets apply: {applied.stderr.strip()}")
+        src = work / "S06R02E0.csv"
+        shutil.copyfile(realdata.DATA / "S06R02E0.csv", src)  # unchanged
+        t1 = time.monotonic()
+        uploaded = _landfall(env, "upload", str(src), "--dataset", "gait")
+        if uploaded.returncode:
+            raise RuntimeError(f"landfall upload: {uploaded.stderr.strip()}")
+        storage, bucket = Storage(info["project"]), info["bucket"]
+        manifests = _wait(lambda: storage.list(f"gs://{bucket}/tfrecords/gait/", suffix="/manifest.json"), 300,
+                          "the conversion")
+        out["convert_s"] = round(time.monotonic() - t1, 1)
+        manifest = json.loads(storage.read_bytes(manifests[0]))
+        series = manifest["series"]
+        out["manifest"] = {"windows": manifest["count"], "shape": manifest["shape"], "shards": len(manifest["shards"]),
+                           "stored_bytes": sum(s["bytes"] for s in manifest["shards"]), "rows": series["rows"],
+                           "segments": len(series["segments"]), "max_gap": series["max_gap"]}
+        backend = LocalBackend(info["local_state"])
+        job = _wait(lambda: [j for j in backend.list("gait") if tfjob.is_finished(j)], args.train_timeout,
+                    "the training job")[0]
+        out["train_s"] = round(time.monotonic() - t1, 1)
+        name = tfjob.name_of(job)
+        metrics = json.loads(storage.read_bytes(tfjob.job_dir(bucket, name) + "/metrics.json"))
+        out["job"] = {"name": name, "state": tfjob.state(job), "epochs_run": metrics.get("epochs_run"),
+                      "stopped_early": metrics.get("stopped_early"), "verdict": metrics.get("verdict"),
+                      "skill": metrics.get("skill"), "loss": (metrics.get("epochs") or [{}])[-1].get("loss"),
+                      "val_loss": (metrics.get("epochs") or [{}])[-1].get("val_loss"),
+                      "instances": metrics.get("instances", {}).get("arrivals"),
+                      "threshold": (metrics.get("threshold") or {}).get("value")}
+        current = _wait(lambda: champion.read(storage, champion.bucket_root(bucket), "gait")[0], 60, "the champion")
+        out["champion"] = {"run": current.run, "model": current.model, "reason": current.reason}
+        t2 = time.monotonic()
+        scored = _landfall(env, "score", str(src), "--dataset", "gait", "--out", str(work / "S06R02E0.scores.parquet"),
+                           "--plot", str(Path(args.plot).resolve()) if args.plot else str(work / "scores.png"))
+        if scored.returncode:
+            raise RuntimeError(f"landfall score: {scored.stderr.strip()}")
+        out["score_s"] = round(time.monotonic() - t2, 1)
+        out["score_output"] = scored.stdout
+        doc = json.loads((work / "S06R02E0.scores.json").read_text())
+        out["scored"] = {k: doc[k] for k in ("rows", "windows", "stride", "threshold", "anomalies", "max_gap",
+                                             "labelled")}
+        out["scored"]["ranges"] = len(doc["ranges"])
+        out["scored"]["strongest"] = sorted(doc["ranges"], key=lambda r: -r["peak_score"])[:5]
+        out["total_s"] = round(time.monotonic() - t0, 1)
+        return out
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+
+
+def main(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory(prefix="landfall-bench-series-stack-") as tmp:
+        work = Path(args.work_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        result = run(args, work)
+    print(result.pop("score_output"), end="")
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    m, j, s = result["manifest"], result["job"], result["scored"]
+    print(f"Daphnet S06R02E0.csv uploaded unchanged: converted in {result['convert_s']} s ({m['rows']} rows, "
+          f"{m['segments']} segment, {m['windows']} windows, {m['stored_bytes']:,} bytes stored); job {j['name']} "
+          f"{j['state']} after {result['train_s']} s ({j['epochs_run']} epochs, val_loss {j['val_loss']}, skill "
+          f"{j['skill']}, verdict {j['verdict']}); champion {result['champion']['run']}; landfall score: "
+          f"{s['ranges']} ranges, {s['anomalies']} anomalous rows of {s['rows']} ({result['score_s']} s); "
+          f"total {result['total_s']} s with the stack's start ({result['up_s']} s)")
+    return 0
