@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --arrivals: the dataset's instances at every arrival count")
     p.add_argument("--convergence", action="store_true",
                    help="instead: a fixed ceiling of epochs against early stopping on a real series (Daphnet)")
-    p.add_argument("--convergence-epochs", type=int, default=80, help="the ceiling")
+    p.add_argument("--convergence-epochs", type=int, default=200, help="the ceiling (past convergence)")
     p.add_argument("--convergence-seeds", type=int, default=3, help="runs of each contender (medians reported)")
     p.add_argument("--convergence-window", type=int, default=32, help="rows per window")
     p.add_argument("--convergence-stride", type=int, default=2, help="rows between windows")

@@ -51,12 +51,14 @@ class TrainerConfig(Settings):
     min_average_precision: float | None = None
     # The floor (trainer.baseline): promoted only when 1 - loss / baseline loss >= min_skill (else no_skill).
     min_skill: float = 0.1
-    # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it.
-    early_stopping_patience: int = 5
-    early_stopping_min_delta: float = 0.002  # a fraction of the last improvement's val_loss
+    # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it. Patience and
+    # smoothing left unset (None) scale with the ceiling: trainer.stopping.Rule.auto.
+    early_stopping_patience: int | None = None
+    early_stopping_min_delta: float = 0.005  # a fraction of the last improvement's monitored value
     early_stopping_start_from_epoch: int = 0
     early_stopping_reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     early_stopping_factor: float = 0.3
+    early_stopping_smoothing: int | None = None  # the monitored value: the mean val_loss of this many last epochs
     # Every epoch's input order a function of (seed, worker, epoch) (trainer.data._deterministic): a restarted
     # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.
     deterministic: bool = False
@@ -110,8 +112,10 @@ class TrainerConfig(Settings):
     def stopping_rule(self):
         from trainer.stopping import Rule
 
-        return Rule(self.early_stopping_patience, self.early_stopping_min_delta, self.early_stopping_start_from_epoch,
-                    self.early_stopping_reductions, self.early_stopping_factor)
+        return Rule.auto(self.epochs, patience=self.early_stopping_patience, min_delta=self.early_stopping_min_delta,
+                         start_from_epoch=self.early_stopping_start_from_epoch,
+                         reductions=self.early_stopping_reductions, factor=self.early_stopping_factor,
+                         smoothing=self.early_stopping_smoothing)
 
     @property
     def shape(self) -> tuple[int, int]:

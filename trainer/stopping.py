@@ -1,12 +1,20 @@
 """Training to convergence: ``training.epochs`` is a ceiling, the held-out loss decides when to stop.
 
-The rule (``Rule``, from ``training.early_stopping`` in a dataset spec or ``LANDFALL_EARLY_STOPPING_*``):
+The rule (``Rule``, from ``training.early_stopping`` in a dataset spec or ``LANDFALL_EARLY_STOPPING_*``; what
+they leave unset ``Rule.auto`` fills for the run's ceiling: patience 10 % and smoothing 5 % of it):
 - the monitored value is ``val_loss``, the held-out loss every worker computes identically under
   MultiWorkerMirroredStrategy (Keras all-reduces it), so every worker takes the same decision at the same
   epoch and none is left waiting in a collective;
-- an epoch *improves* when its ``val_loss`` is below the last improvement's by more than ``min_delta`` of it:
-  ``min_delta`` is a *fraction* (Keras's ``EarlyStopping`` takes an absolute one; a fraction fits every
-  dataset whatever its units and scale): 0.002 asks for 0.2 % less than the last improvement;
+- the rule judges the *trend*, not single epochs: the monitored value after an epoch is the mean ``val_loss``
+  of the last ``smoothing`` epochs (fewer at the start; epochs without a finite value are left out). The held-out
+  loss of a small or noisy dataset jumps by several percent from one epoch to the next while its trend falls by a
+  fraction of a percent (measured on Daphnet, ``landfall bench train --convergence``): judged epoch by epoch, one
+  lucky epoch sets a mark the next ``patience`` epochs do not beat, and the run stops while it is still
+  learning; the mean over a few epochs moves with the trend and flattens only when the trend does.
+  ``smoothing`` 1 is Keras's ``EarlyStopping`` (the single epoch);
+- an epoch *improves* when the monitored value is below the last improvement's by more than ``min_delta`` of
+  it: ``min_delta`` is a *fraction* (Keras's ``EarlyStopping`` takes an absolute one; a fraction fits every
+  dataset whatever its units and scale): 0.005 asks for 0.5 % less than the last improvement;
 - epochs before ``start_from_epoch`` are not monitored (as Keras's ``start_from_epoch``): a warm start's or a
   fresh model's first epochs may be noisy;
 - after ``patience`` epochs in a row without improvement the run is on a plateau: while it has learning-rate
@@ -63,18 +71,31 @@ class Converged(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    patience: int = 5  # epochs in a row without improvement before a reduction or the stop; 0: off
-    min_delta: float = 0.002  # an improvement is val_loss < best x (1 - min_delta)
+    patience: int = 20  # epochs in a row without improvement before a reduction or the stop; 0: off
+    min_delta: float = 0.005  # an improvement: the monitored value < the last improvement's x (1 - min_delta)
     start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
     reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     factor: float = 0.3  # the learning rate is multiplied by this at each reduction
+    smoothing: int = 10  # the monitored value: the mean val_loss of this many last epochs
 
     def __post_init__(self) -> None:
         if (self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0 or self.reductions < 0
-                or not 0.0 < self.factor < 1.0):
+                or not 0.0 < self.factor < 1.0 or self.smoothing < 1):
             raise ValueError(f"early stopping: patience must be >= 0, min_delta in [0, 1), start_from_epoch >= 0, "
-                             f"reductions >= 0 and factor in (0, 1), got {self.patience}, {self.min_delta}, "
-                             f"{self.start_from_epoch}, {self.reductions}, {self.factor}")
+                             f"reductions >= 0, factor in (0, 1) and smoothing >= 1, got {self.patience}, "
+                             f"{self.min_delta}, {self.start_from_epoch}, {self.reductions}, {self.factor}, "
+                             f"{self.smoothing}")
+
+    @classmethod
+    def auto(cls, ceiling: int, **given: Any) -> Rule:
+        """The rule for a ceiling of ``ceiling`` epochs: ``patience`` and ``smoothing`` not given (None) scale
+        with it, 10 % and 5 % of it (at least 3 and 1): 20 and 10 for a 200-epoch ceiling, 3 and 1 for the
+        seed's 10. The ceiling is the user's budget: a long one says the model learns slowly, and a slow
+        learner's noise needs a long look before one calls it a plateau; a short one cannot afford it."""
+        fields = {k: v for k, v in given.items() if v is not None}
+        fields.setdefault("patience", max(3, math.ceil(ceiling / 10)))
+        fields.setdefault("smoothing", max(1, math.ceil(ceiling / 20)))
+        return cls(**fields)
 
     @property
     def active(self) -> bool:
@@ -82,7 +103,8 @@ class Rule:
 
     def describe(self) -> dict[str, Any]:
         return {"patience": self.patience, "min_delta": self.min_delta, "start_from_epoch": self.start_from_epoch,
-                "reductions": self.reductions, "factor": self.factor, "monitor": "val_loss",
+                "reductions": self.reductions, "factor": self.factor, "smoothing": self.smoothing,
+                "monitor": "val_loss" if self.smoothing == 1 else f"mean val_loss of the last {self.smoothing} epochs",
                 "min_delta_is": "a fraction of the last improvement's val_loss"}
 
 
@@ -94,7 +116,7 @@ class State:
     values: list[float | None] = dataclasses.field(default_factory=list)  # val_loss of epochs 1..epochs
     best: float | None = None  # the lowest val_loss: its epoch's weights are the ones kept
     best_epoch: int | None = None  # 1-based
-    reference: float | None = None  # the val_loss of the last improvement by min_delta: patience counts from it
+    reference: float | None = None  # the monitored value at the last improvement by min_delta: patience counts from it
     wait: int = 0
     reduced: int = 0  # learning-rate reductions made: the rate in force is the initial one x factor ** reduced
     reduced_at: list[int] = dataclasses.field(default_factory=list)  # after which epochs
@@ -110,8 +132,9 @@ class State:
         assert value is not None
         if self.best is None or value < self.best:  # the lowest so far: its weights are kept, improved or not
             self.best, self.best_epoch = float(value), self.epochs
-        if self.reference is None or value < self.reference - abs(self.reference) * rule.min_delta:
-            self.reference, self.wait = float(value), 0
+        monitored = self.monitored(rule)
+        if self.reference is None or monitored < self.reference - abs(self.reference) * rule.min_delta:
+            self.reference, self.wait = monitored, 0
         else:
             self.wait += 1
         if rule.active and self.wait >= rule.patience:
@@ -122,6 +145,13 @@ class State:
             else:
                 self.stopped = True
         return self.stopped
+
+    def monitored(self, rule: Rule) -> float:
+        """The value the rule judges after this state's epochs: the mean of the last ``rule.smoothing`` finite
+        values (from ``start_from_epoch`` on; the latest epoch's value is finite when this is called)."""
+        first = max(rule.start_from_epoch, self.epochs - rule.smoothing)
+        window = [v for v in self.values[first:] if v is not None]
+        return float(sum(window) / len(window))
 
     def learning_rate(self, rule: Rule, initial: float) -> float:
         """The learning rate in force after this state's epochs."""

@@ -13,7 +13,7 @@ Flags
     --epochs N                the ceiling: at most this many epochs (a restarted job continues to the same
                               total); the run stops earlier once the held-out loss stops improving
     --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-start-from-epoch S,
-    --early-stopping-reductions R, --early-stopping-factor F
+    --early-stopping-reductions R, --early-stopping-factor F, --early-stopping-smoothing K
                               the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
     --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.baseline``)
     --labelled URI            a labelled set (``landfall.core.labelled``) the verdict scores: precision, recall,
@@ -146,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--early-stopping-start-from-epoch", type=int, help="epochs before the held-out loss is monitored")
     a("--early-stopping-reductions", type=int, help="plateaus met by lowering the learning rate before stopping")
     a("--early-stopping-factor", type=float, help="the learning rate is multiplied by this at each reduction")
+    a("--early-stopping-smoothing", type=int, help="the rule judges the mean val_loss of this many last epochs")
     a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
       help="each epoch's input order a function of (seed, worker, epoch): a restart replays exactly")
     a("--threshold-quantile", type=float)

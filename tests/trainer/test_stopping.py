@@ -31,7 +31,7 @@ def replay(rule: Rule, values: list[float | None]) -> State:
 
 
 def test_patience_counts_epochs_without_a_relative_improvement():
-    rule = Rule(patience=2, min_delta=0.01, reductions=0)
+    rule = Rule(patience=2, min_delta=0.01, reductions=0, smoothing=1)
     # 1.0 -> 0.95 improves (5 %); 0.949 is lower but by less than 1 % of 0.95: no improvement, though its
     # weights become the best; 0.948 again not: two in a row, stop after epoch 4.
     state = replay(rule, [1.0, 0.95, 0.949, 0.948, 0.5])
@@ -42,21 +42,55 @@ def test_patience_counts_epochs_without_a_relative_improvement():
     assert (state.epochs, state.best_epoch) == (5, 3)
 
 
+def test_smoothing_judges_the_trend_not_one_lucky_epoch():
+    """A held-out loss falling 1 % an epoch under +-4 % of alternating noise, then flat: judged epoch by epoch,
+    the first lucky epoch sets a mark the next ones do not beat and the run stops while it is still learning;
+    the mean of the last 4 epochs moves with the trend and stops only once the trend is flat."""
+    trend = [1.0 * 0.99 ** i for i in range(40)] + [0.99 ** 40] * 40
+    noisy = [t * (1.04 if i % 4 == 1 else 0.96 if i % 4 == 3 else 1.0) for i, t in enumerate(trend)]
+    single = replay(Rule(patience=3, min_delta=0.002, smoothing=1), noisy)
+    mean4 = replay(Rule(patience=3, min_delta=0.002, smoothing=4), noisy)
+    assert single.stopped and single.epochs < 20  # stopped on the noise, 20+ epochs of learning left
+    assert mean4.stopped and 40 < mean4.epochs <= 50  # once the trend flattened (after epoch 40), within patience
+    assert mean4.best == min(noisy[:mean4.epochs])  # the weights kept are still the best single epoch's
+    # The monitored value: the mean of the last k finite values from start_from_epoch on.
+    state = replay(Rule(patience=0, smoothing=3, start_from_epoch=1), [9.0, 1.0, None, 2.0, 4.0])
+    assert state.monitored(Rule(smoothing=3, start_from_epoch=1)) == pytest.approx(3.0)  # (2 + 4) / 2: None left out
+    assert replay(Rule(patience=0, smoothing=5, start_from_epoch=1), [9.0, 1.0, 3.0]).monitored(
+        Rule(smoothing=5, start_from_epoch=1)) == pytest.approx(2.0)  # epoch 1 is before monitoring
+    with pytest.raises(ValueError, match="smoothing"):
+        Rule(smoothing=0)
+
+
+def test_patience_and_smoothing_scale_with_the_ceiling_unless_given():
+    """A job without a spec or flags runs ``Rule.auto`` for its ceiling: at 200 epochs the rule measured on the
+    Daphnet convergence benchmark (docs/benchmarks.md), at the seed's 10 a short look."""
+    from trainer.config import TrainerConfig
+
+    assert TrainerConfig(epochs=200).stopping_rule() == Rule(patience=20, min_delta=0.005, smoothing=10) == Rule()
+    assert TrainerConfig().stopping_rule() == Rule(patience=3, smoothing=1)  # the seed's 10 epochs
+    assert TrainerConfig(epochs=80).stopping_rule() == Rule(patience=8, smoothing=4)
+    given = TrainerConfig(epochs=200, early_stopping_patience=0, early_stopping_smoothing=2).stopping_rule()
+    assert (given.patience, given.smoothing, given.active) == (0, 2, False)  # given: kept, 0 still turns it off
+    assert TrainerConfig.load({"LANDFALL_EARLY_STOPPING_PATIENCE": "6"}, epochs=200).stopping_rule().patience == 6
+
+
 def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():
-    rule = Rule(patience=2, min_delta=0.0, reductions=2, factor=0.5)  # reductions are opt-in (default 0)
+    rule = Rule(patience=2, min_delta=0.0, reductions=2, factor=0.5, smoothing=1)  # reductions are opt-in (default 0)
     # Plateaus after epochs 3 and 6 lower the rate (0.5, then 0.25 of it); the third, after epoch 10, stops.
     state = replay(rule, [1.0, 1.0, 1.0, 0.9, 0.9, 0.9, 0.8, 0.7, 0.7, 0.7, 0.1])
     assert (state.reduced_at, state.reduced, state.stopped, state.epochs, state.best_epoch) == ([3, 6], 2, True, 10, 8)
     assert state.learning_rate(rule, 0.02) == pytest.approx(0.005)
-    assert replay(Rule(patience=2, reductions=0), [1.0, 1.0, 1.0]).epochs == 3  # none: the first plateau stops
+    # None: the first plateau stops.
+    assert replay(Rule(patience=2, reductions=0, smoothing=1), [1.0, 1.0, 1.0]).epochs == 3
 
 
 def test_start_from_epoch_and_patience_zero_and_no_held_out_loss():
-    assert replay(Rule(patience=1, start_from_epoch=3, reductions=0), [1.0, 2.0, 3.0, 3.0, 3.5]).epochs == 5
-    assert replay(Rule(patience=1, start_from_epoch=3, reductions=0), [1.0, 2.0, 3.0, 3.0, 3.5]).best_epoch == 4
-    off = replay(Rule(patience=0), [1.0, 2.0, 3.0, 4.0])
+    late = replay(Rule(patience=1, start_from_epoch=3, reductions=0, smoothing=1), [1.0, 2.0, 3.0, 3.0, 3.5])
+    assert (late.epochs, late.best_epoch) == (5, 4)
+    off = replay(Rule(patience=0, smoothing=1), [1.0, 2.0, 3.0, 4.0])
     assert (off.stopped, off.epochs, off.best_epoch) == (False, 4, 1)  # off: to the ceiling, the best still kept
-    nothing = replay(Rule(patience=1), [None, None, None])
+    nothing = replay(Rule(patience=1, smoothing=1), [None, None, None])
     assert (nothing.stopped, nothing.best_epoch) == (False, None)
     with pytest.raises(ValueError, match="early stopping"):
         Rule(patience=-1)
@@ -68,12 +102,12 @@ def test_start_from_epoch_and_patience_zero_and_no_held_out_loss():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.floats(0.0, 10.0)), min_size=1, max_size=30),
-       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5), st.integers(0, 3))
+       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5), st.integers(0, 3), st.integers(1, 6))
 def test_the_state_resumed_from_any_epoch_decides_as_the_uninterrupted_one(values, cut, patience, min_delta,
-                                                                           reductions):
+                                                                           reductions, smoothing):
     """A restart hands the rule its state after ``cut`` epochs through JSON: it must end exactly where the
     uninterrupted replay does."""
-    rule = Rule(patience=patience, min_delta=min_delta, reductions=reductions)
+    rule = Rule(patience=patience, min_delta=min_delta, reductions=reductions, smoothing=smoothing)
     whole = replay(rule, values)
     state = State()
     for i, v in enumerate(values):
@@ -86,7 +120,7 @@ def test_the_state_resumed_from_any_epoch_decides_as_the_uninterrupted_one(value
 
 
 def test_files_written_and_kept_for_the_restore_point(tmp_path):
-    rule = Rule(patience=5)
+    rule = Rule(patience=5, smoothing=1)
     state = State()
     weights = {}
     for epoch, value in enumerate([3.0, 2.0, 2.5, 1.0, 1.5], start=1):
@@ -181,7 +215,7 @@ def _fit(folder, epochs: int, rule: Rule, crash_after: int | None = None):
 
 
 def test_the_best_epochs_weights_are_kept_and_a_crashed_run_resumes_to_the_same_end(tmp_path):
-    rule = Rule(patience=2, min_delta=0.0, reductions=1, factor=0.5)
+    rule = Rule(patience=2, min_delta=0.0, reductions=1, factor=0.5, smoothing=1)
     model, rec, converge = _fit(tmp_path / "whole", 40, rule)
     state = converge.state
     assert state.stopped and state.epochs < 40, rec.val  # stopped before the ceiling
@@ -218,7 +252,7 @@ def test_the_trainer_stops_at_convergence_and_records_it(tmp_path):
     proc = run_trainer(["--manifest", manifest, "--job-dir", str(job_dir), "--epochs", "40",
                         "--batch-size-per-worker", "64", "--units", "8,4", "--learning-rate", "0.02",
                         "--early-stopping-patience", "2", "--early-stopping-min-delta", "0.05",
-                        "--early-stopping-reductions", "0",
+                        "--early-stopping-reductions", "0", "--early-stopping-smoothing", "1",
                         "--verbose", "0", "--min-skill", "-1"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((job_dir / "metrics.json").read_text())
@@ -227,6 +261,7 @@ def test_the_trainer_stops_at_convergence_and_records_it(tmp_path):
     vals = [e["val_loss"] for e in m["epochs"]]
     assert m["best_epoch"] == int(np.argmin(vals)) + 1 and m["best_val_loss"] == pytest.approx(min(vals))
     assert m["early_stopping"]["patience"] == 2 and m["early_stopping"]["monitored"] is True
+    assert m["early_stopping"]["smoothing"] == 1 and m["early_stopping"]["monitor"] == "val_loss"
     assert m["ceiling_gpu_seconds"] == m["gpu_seconds"] == 0.0  # no GPU here: nothing spent, nothing saved
     assert not (job_dir / "backup").exists()  # finished: the backup (and the stopping state in it) is gone
     # Run again into the same job dir: a finished converged run is not trained again.

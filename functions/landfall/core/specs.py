@@ -82,6 +82,7 @@ TRAINER_FLAGS = {
     ("training", "early_stopping.start_from_epoch"): "--early-stopping-start-from-epoch",
     ("training", "early_stopping.reductions"): "--early-stopping-reductions",
     ("training", "early_stopping.factor"): "--early-stopping-factor",
+    ("training", "early_stopping.smoothing"): "--early-stopping-smoothing",
     ("training", "deterministic"): "--deterministic",
     ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
 }

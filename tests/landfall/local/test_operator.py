@@ -167,7 +167,7 @@ TINY = ("--units", "8,4", "--learning-rate", "0.005", "--health-check-interval-s
 # Early stopping on, each epoch's input order a function of (seed, worker, epoch), no dropout (its masks come from
 # stateful random ops a checkpoint does not hold): a restarted run must then end exactly as an uninterrupted one.
 CONVERGING = (*TINY, "--learning-rate", "0.02", "--dropout", "0", "--deterministic", "--early-stopping-patience", "2",
-              "--early-stopping-reductions", "1",
+              "--early-stopping-reductions", "1", "--early-stopping-smoothing", "1",
               "--early-stopping-min-delta", "0.05", "--min-skill", "-1")
 CEILING = 12
 
