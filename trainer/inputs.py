@@ -52,7 +52,8 @@ DOWNLOAD_WORKERS = 32  # files staged at once (TrainerConfig.download_workers)
 class ShardRef:
     """Records ``[start, start + count)`` of the file ``uri``, all of one arrival (``arrival``), whose first is
     that arrival's record ``arrival_start``. A converted arrival's shard is one whole file; a compacted
-    shard is one ``ShardRef`` per arrival it holds."""
+    shard is one ``ShardRef`` per arrival it holds. For a series piece (``series`` set) the records are windows and
+    ``start`` is the row the piece's rows start at in the file (``landfall.core.snapshots.CompactedShard``)."""
 
     uri: str
     count: int
@@ -180,13 +181,15 @@ def _snapshot_shards(storage: Storage, uri: str, skip: list[str], shape: tuple[i
     for shard in held:
         if shard.stats.get("count"):
             stats.append((int(shard.stats["count"]), shard.stats["mean"], shard.stats["std"]))
+        layouts = {aid: series_windows.Layout.of(section, shape[0]) for aid, section in (shard.series or {}).items()}
         for aid, start, count, first in shard.ranges:
             if aid in gone:
                 found.append(aid)
                 continue
             refs.append(ShardRef(shard.uri, int(count), int(shard.bytes), shard.crc32c, snap.manifest_of(aid),
                                  int(start), aid, int(first),
-                                 whole=len(shard.ranges) == 1 and int(start) == 0 and int(count) == shard.count))
+                                 whole=len(shard.ranges) == 1 and int(start) == 0 and int(count) == shard.count,
+                                 series=layouts.get(aid)))
     retracted = pool.map(lambda a: _read_manifest(storage, snap.manifest_of(a), shape), sorted(set(found)))
     stats.extend((-m.count, m.stats.mean, m.stats.std) for m in retracted)
     return refs, stats, snap.dataset

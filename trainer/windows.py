@@ -33,7 +33,8 @@ GATHER = 1024  # windows gathered at once
 
 def window_starts(plan: Plan, split: str) -> list[tuple[int, np.ndarray]]:
     """This worker's windows of ``split``: ``(shard index, the row each starts at in that shard's file)`` per
-    planned slice, in plan order."""
+    planned slice, in plan order (a compacted file holds several arrivals' rows: ``ShardRef.start`` is where this
+    piece's begin)."""
     chosen = plan.train_slices if split == TRAIN else plan.val_slices
     out = []
     for s in chosen:
@@ -44,8 +45,8 @@ def window_starts(plan: Plan, split: str) -> list[tuple[int, np.ndarray]]:
         index = shard.arrival_start + np.arange(s.start, s.stop, dtype=np.int64)
         train, held = plan.split.sides(shard.arrival or shard.uri, index)
         index = index[train if split == TRAIN else held]
-        first_row = int(layout.starts([shard.arrival_start])[0])  # the file's first row
-        out.append((s.shard, layout.starts(index) - first_row))
+        first_row = int(layout.starts([shard.arrival_start])[0])  # the piece's first row
+        out.append((s.shard, layout.starts(index) - first_row + shard.start))  # start: where the piece is in its file
     return out
 
 
@@ -60,7 +61,14 @@ def read_windows(plan: Plan, paths: Sequence[str], shape: tuple[int, int], split
                          shuffle_files=shuffle_files))
     length, channels = int(shape[0]), int(shape[1])
     local = dict(zip(plan.mine, (str(p) for p in paths), strict=True))
-    pieces = [(local[i], starts) for i, starts in window_starts(plan, split) if len(starts)]
+    pieces: list[tuple[str, np.ndarray]] = []
+    for i, starts in window_starts(plan, split):
+        if not len(starts):
+            continue
+        if pieces and pieces[-1][0] == local[i]:  # a compacted file's arrivals one after another: read it once
+            pieces[-1] = (local[i], np.concatenate([pieces[-1][1], starts]))
+        else:
+            pieces.append((local[i], starts))
     ends = np.cumsum([len(p[1]) for p in pieces], dtype=np.int64)
     los = ends - [len(p[1]) for p in pieces]
     n = len(pieces)

@@ -14,6 +14,11 @@ and the snapshot that names them (``landfall.core.snapshots``), created last.
    crash or a lost race leaves the previous snapshot in force; the loser's folder is never named by any
    snapshot, and ``collect`` removes it once a snapshot of its number or a later one exists.
 
+A series arrival (``landfall.core.series``: rows, windowed when read) is compacted the same way, whole: a large one
+named in place, small ones' shard files concatenated (a compacted file's rows are theirs one after another, each
+range saying where its rows start), with each arrival's series section in the part so a job reads no manifest. A
+snapshot holds one kind, series or instances; an arrival of the other kind stays in the delta.
+
 Every arrival's statistics are merged with the converter's Chan merge (``RunningStats.merge``), so a
 compacted shard's statistics are those of its arrivals, merged as the trainer merges manifests. Arrival
 shards are checked against their manifest's size and crc32c before they are copied. The arrivals' own
@@ -30,12 +35,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import google_crc32c
 import numpy as np
 
 from landfall.arrival.converter import RunningStats
-from landfall.core import records, retractions, snapshots
+from landfall.core import records, retractions, series, snapshots
 from landfall.core.config import Layout
 from landfall.core.errors import Invalid
 from landfall.core.layout import dataset_prefix, gs, shard_name
@@ -109,20 +115,42 @@ def should_compact(storage: Storage, bucket: str, dataset: str, layout: Layout |
     return count >= (arrivals or COMPACT_ARRIVALS) or held >= (size or COMPACT_BYTES)
 
 
+# A series arrival's shard files as pieces of a compacted file: (windows, rows, first window) each.
+SeriesPieces = tuple[dict[str, Any], list[tuple[int, int, int]]]
+
+
+def _series_section(manifest: Manifest) -> dict[str, Any]:
+    return {"stride": manifest.series["stride"], "segments": manifest.series["segments"]}  # type: ignore[index]
+
+
+def _series_pieces(manifest: Manifest) -> SeriesPieces:
+    """Each shard file of a series arrival: its windows, its rows (``landfall.core.series``: the rows of its
+    windows, ``[start(first), start(last) + length)``) and its first window's index in the arrival."""
+    layout = series.Layout.of(manifest.series or {}, manifest.shape[0])
+    out, first = [], 0
+    for s in manifest.shards:
+        r0, r1 = (int(r) for r in layout.starts([first, first + s.count - 1]))
+        out.append((int(s.count), r1 + layout.length - r0, first))
+        first += s.count
+    return _series_section(manifest), out
+
+
 class _Writer:
-    """Concatenates whole arrivals' records into shards of about ``target`` bytes under ``prefix``."""
+    """Concatenates whole arrivals' records (or a series arrival's shard files) into shards of about ``target``
+    bytes under ``prefix``."""
 
     def __init__(self, storage: Storage, prefix: str, target: int):
         self.storage, self.prefix, self.target = storage, prefix, target
-        self.pending: list[tuple[str, list[bytes], RunningStats]] = []  # (arrival id, its data, its stats)
+        # (arrival id, its data, its stats, its series pieces or None)
+        self.pending: list[tuple[str, list[bytes], RunningStats, SeriesPieces | None]] = []
         self.held = 0
         self.out: list[CompactedShard] = []
 
-    def add(self, aid: str, data: list[bytes], stats: RunningStats) -> None:
+    def add(self, aid: str, data: list[bytes], stats: RunningStats, pieces: SeriesPieces | None = None) -> None:
         size = sum(len(d) for d in data)
         if self.pending and self.held + size > self.target:
             self.flush()
-        self.pending.append((aid, data, stats))
+        self.pending.append((aid, data, stats, pieces))
         self.held += size
 
     def flush(self) -> None:
@@ -130,16 +158,23 @@ class _Writer:
             return
         uri = join(self.prefix, shard_name(len(self.out), 0).replace("-of-00000", ""))
         merged = RunningStats(len(self.pending[0][2].mean))
-        ranges, at = [], 0
+        ranges, at, row = [], 0, 0
+        sections: dict[str, dict[str, Any]] = {}
         with self.storage.open_write(uri) as fh:
-            for aid, data, stats in self.pending:
+            for aid, data, stats, pieces in self.pending:
                 for d in data:
                     fh.write(d)
-                ranges.append([aid, at, stats.n, 0])
+                if pieces is None:
+                    ranges.append([aid, at, stats.n, 0])
+                else:  # a range per shard file: where its rows start in this file, its windows, its first
+                    sections[aid] = pieces[0]
+                    for count, rows, first in pieces[1]:
+                        ranges.append([aid, row, count, first])
+                        row += rows
                 at += stats.n
                 merged.merge(stats)
             size, crc = fh.size, fh.crc32c
-        self.out.append(CompactedShard(uri, at, size, crc, _stats_doc(merged), ranges))
+        self.out.append(CompactedShard(uri, at, size, crc, _stats_doc(merged), ranges, sections or None))
         self.pending, self.held = [], 0
 
 
@@ -170,7 +205,7 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
             redo.append(shard)
         else:
             keep.append(shard)
-    dropped = sum(1 for s in held for r in s.ranges if r[0] in retracted)
+    dropped = len({r[0] for s in held for r in s.ranges if r[0] in retracted})  # arrivals (one range per file each)
     if not new and not redo and not dropped:
         storage.delete(fence_uri)
         return Result(None, len(held), detail="nothing to compact")
@@ -180,19 +215,38 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
     in_place: list[CompactedShard] = []
     arrivals_prefix = prefix
 
+    # One kind per snapshot: series shards (rows, windowed when read) or instance shards; an arrival of the other
+    # kind stays in the delta, as one of another shape does.
+    kind: bool | None = any(x.series is not None for x in held) if held else None
+
+    def copied(manifest: Manifest, base: str) -> list[bytes]:
+        uris = [_abs(base, s.uri) for s in manifest.shards]
+        return list(pool.map(_checked, [storage] * len(uris), uris, [s.bytes for s in manifest.shards],
+                             [s.crc32c for s in manifest.shards]))
+
     with ThreadPoolExecutor(READ_WORKERS) as pool:
         # Rewritten shards: their live arrivals' records (whole arrivals) and each arrival's own statistics.
         for shard in redo:
-            data = _checked(storage, shard.uri, shard.bytes, shard.crc32c)
             live = [r for r in shard.ranges if r[0] not in retracted]
+            if shard.series is not None:  # series: each live arrival's own shard files again, whole
+                aids = list(dict.fromkeys(r[0] for r in live))
+                manifests = pool.map(lambda a: _read_manifest(storage, f"{arrivals_prefix}{a}/manifest.json"), aids)
+                for aid, manifest in zip(aids, manifests, strict=True):
+                    writer.add(aid, copied(manifest, f"{arrivals_prefix}{aid}"), _stats_of(manifest),
+                               _series_pieces(manifest))
+                continue
+            data = _checked(storage, shard.uri, shard.bytes, shard.crc32c)
             record = len(data) // shard.count
             manifests = pool.map(lambda r: _read_manifest(storage, f"{arrivals_prefix}{r[0]}/manifest.json"), live)
             for (aid, start, count, _), manifest in zip(live, manifests, strict=True):
                 writer.add(aid, [data[start * record:(start + count) * record]], _stats_of(manifest))
         manifests = list(pool.map(lambda m: _read_manifest(storage, m.uri), new))
         for listed, manifest in zip(new, manifests, strict=True):
-            if manifest.series is not None:
-                continue  # a series arrival (rows, windowed when read: landfall.core.series) stays in the delta
+            is_series = manifest.series is not None
+            if kind is None:
+                kind = is_series
+            elif kind != is_series:
+                continue  # the other kind than the snapshot holds: it stays in the delta
             if shape is None:
                 shape = list(manifest.shape)
             elif list(manifest.shape) != list(shape):
@@ -200,17 +254,17 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
             base = listed.uri.rsplit("/", 1)[0]
             size = sum(s.bytes for s in manifest.shards)
             aid = manifest.arrival_id
+            sections = {aid: _series_section(manifest)} if is_series else None
             if size >= target_bytes // 2:
                 first, stats = 0, _stats_doc(_stats_of(manifest))
                 for s in manifest.shards:
                     in_place.append(CompactedShard(_abs(base, s.uri), s.count, s.bytes, s.crc32c,
-                                                   stats if first == 0 else {"count": 0}, [[aid, 0, s.count, first]]))
+                                                   stats if first == 0 else {"count": 0}, [[aid, 0, s.count, first]],
+                                                   sections))
                     first += s.count
                 continue
-            uris = [_abs(base, s.uri) for s in manifest.shards]
-            parts = list(pool.map(_checked, [storage] * len(uris), uris, [s.bytes for s in manifest.shards],
-                                  [s.crc32c for s in manifest.shards]))
-            writer.add(aid, parts, _stats_of(manifest))
+            writer.add(aid, copied(manifest, base), _stats_of(manifest),
+                       _series_pieces(manifest) if is_series else None)
         writer.flush()
     shards = keep + in_place + writer.out
     if not shards or shape is None:

@@ -70,8 +70,14 @@ GRACE_S = 3600.0  # a superseded snapshot stays an hour at least: far longer tha
 
 @dataclasses.dataclass(frozen=True)
 class CompactedShard:
-    """A compacted shard: ``ranges`` are ``[arrival_id, start, count]`` in file order; ``stats`` the Chan merge
-    (count-weighted) of its arrivals' statistics: ``{mean, std, min, max}`` per feature."""
+    """A compacted shard: ``ranges`` are ``[arrival_id, start, count, first]`` in file order (``first``: the range's
+    first record's index in its arrival); ``stats`` the Chan merge (count-weighted) of its arrivals' statistics:
+    ``{mean, std, min, max}`` per feature.
+
+    A series shard (``landfall.core.series``) holds rows, not records: ``series`` maps each arrival id in it to its
+    manifest's series section (``stride``, ``segments``), its ranges' ``count`` and ``first`` are windows, and a
+    range's ``start`` is the row its rows start at in the file (the file is its arrivals' shard files, whole, one
+    after another). A snapshot holds one kind: series shards or instance shards."""
 
     uri: str
     count: int
@@ -79,6 +85,7 @@ class CompactedShard:
     crc32c: str
     stats: dict[str, list[float]]
     ranges: list[list[Any]]
+    series: dict[str, dict[str, Any]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
