@@ -285,10 +285,57 @@ def test_the_refused_result_alert_matches_no_skill_and_low_average_precision_onl
         assert not query.matches(_result_line(emulator_stack, bucket, verdict, status)), verdict
 
 
+def _settle_lines(tmp_path, status: str) -> list[dict[str, Any]]:
+    """The LogEntries ``landfall.arrival.screen.settle`` logs for an arrival with one finding and this status (the
+    real call, its JSON lines captured with the project's own formatter)."""
+    import io
+    import json
+    import logging
+
+    from landfall.arrival import screen
+    from landfall.core import logs
+    from landfall.core.messages import FeatureStats, Manifest, Source
+    from landfall.core.storage import Storage
+
+    finding = {"check": "scale_change", "feature": "leg_vert", "measured": 687.1, "threshold": 10.0,
+               "action": "quarantine" if status == "quarantined" else "warn", "detail": "x687"}
+    manifest = Manifest(dataset="gait", arrival_id="a-g1-00000000", source=Source("b", "incoming/gait/a.csv", 1, 9),
+                        shape=[4, 1], count=1, shards=[], stats=FeatureStats([0.0], [1.0], [0.0], [1.0]),
+                        checks={"status": status, "reference": {"arrivals": 9, "rows": 9000, "generation": 1},
+                                "findings": [finding] if status != "first" else [], "profile": "profile.json"})
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logs.JsonFormatter())
+    logger = logging.getLogger("landfall.arrival")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        screen.settle(Storage("test"), manifest, str(tmp_path / "a-g1-00000000" / "manifest.json"))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return [log_entry(json.loads(x)) for x in out.getvalue().splitlines()]
+
+
+def test_the_quarantine_alert_matches_a_quarantined_arrival_only(tmp_path):
+    (policy,) = [b for n, b in _resources("google_monitoring_alert_policy").items() if n == "quarantined_arrivals"]
+    condition = first(first(policy["conditions"])["condition_matched_log"])
+    query = Query(str(unquote(condition["filter"])))
+    (held,) = _settle_lines(tmp_path, "quarantined")
+    assert query.matches(held)
+    assert _labels(held, condition) == {"dataset": "gait", "arrival": "a-g1-00000000", "check": "scale_change",
+                                        "feature": "leg_vert", "measured": "687.1"}
+    for status in ("warned", "first", "admitted"):
+        lines = _settle_lines(tmp_path, status)
+        assert lines or status == "admitted"
+        assert not [e for e in lines if query.matches(e)], status
+
+
 def test_alerts_say_what_to_do_and_log_match_alerts_are_rate_limited():
     policies = _resources("google_monitoring_alert_policy")
     assert {"dead_letters", "failed_results", "refused_results", "function_errors",
-            "reconciler_heartbeat"} <= set(policies)
+            "reconciler_heartbeat", "quarantined_arrivals"} <= set(policies)
     for name, body in policies.items():
         doc = first(body["documentation"])
         content = str(unquote(doc["content"]))

@@ -1,9 +1,10 @@
 """``landfall status [--dataset NAME] [--json] [--reconcile]``: what the system holds and does, read from the bucket
 and the jobs.
 
-Arrivals per dataset (live, converting on the Cloud Run job, and retracted because their object was overwritten
-or deleted), the requests waiting for the dataset's next job (how long, and whether the manifest they name is
-missing: the next release rejects those, ``landfall.submit.coalesce``) and rejections,
+Arrivals per dataset (live, quarantined by their checks with each check, feature and measured value against its
+threshold, converting on the Cloud Run job, and retracted because their object was overwritten or deleted, or
+rejected in quarantine), the requests waiting for the dataset's next job (how long, and whether the manifest
+they name is missing: the next release rejects those, ``landfall.submit.coalesce``) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), per dataset its retrain policy, why its next release is held
 and until when, and its GPU spend over the last 24 h and 30 days against its budget (``landfall.submit.spend``),
@@ -24,10 +25,10 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, layout, logs, results, specs
+from landfall.core import champion, layout, logs, quarantine, results, specs
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
-from landfall.core.layout import MANIFEST, RETRACTION
+from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
@@ -120,19 +121,23 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
 
     tprefix = layout.gs(bucket, lay.tfrecords_prefix)
     folders: dict[tuple[str, str], dict[str, Any]] = {}
-    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH)
+    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH, "/" + ADMISSION)
     for info in storage.list_objects(tprefix + (f"{dataset}/" if dataset else ""), suffix=records):
         parts = info.uri[len(tprefix):].split("/")
         if len(parts) == 3:  # <dataset>/<arrival-id>/<record>
             folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
     retracted: dict[str, list[Any]] = {}
     converting: dict[str, list[Any]] = {}
+    held: dict[str, list[Any]] = {}
     for (ds, _), records in folders.items():
         if RETRACTION in records:
             entry(ds)["retracted"] += 1
             retracted.setdefault(ds, []).append(records[RETRACTION])
         elif MANIFEST in records:
             entry(ds)["arrivals"] += 1
+            if ADMISSION not in records and _held(storage, records[MANIFEST]):  # checks hold it: not trained on
+                entry(ds)["quarantined"] = entry(ds).get("quarantined", 0) + 1
+                held.setdefault(ds, []).append(records[MANIFEST])
         else:  # dispatched to the Cloud Run job, no manifest yet: converting, or its execution failed for good
             entry(ds)["converting"] = entry(ds).get("converting", 0) + 1
             converting.setdefault(ds, []).append(records[DISPATCH])
@@ -154,6 +159,8 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
     for ds, infos in retracted.items():
         out[ds]["latest_retractions"] = [_summary(storage, i.uri, ("source", "reason", "by_generation", "retracted_at"))
                                          for i in _newest(infos)]
+    for ds, infos in held.items():
+        out[ds]["latest_quarantined"] = [quarantine.summary(storage, i.uri) for i in _newest(infos)]
     for ds, infos in converting.items():
         out[ds]["latest_converting"] = [_summary(storage, i.uri, ("source", "job", "execution", "task_count",
                                                                   "updated_at")) for i in _newest(infos)]
@@ -161,6 +168,13 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
         out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
                                         for i in _newest(infos)]
     return out
+
+
+def _held(storage: Any, info: Any) -> bool:
+    """Whether a listed manifest's checks quarantined its arrival (its metadata; on local disk, the manifest)."""
+    if info.metadata is not None or info.uri.startswith("gs://"):
+        return (info.metadata or {}).get("quarantined") == "true"
+    return quarantine.summary(storage, info.uri).get("status") == "quarantined"
 
 
 def _pending(storage: Any, info: Any) -> dict[str, Any]:
@@ -317,9 +331,11 @@ def status(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return code
     for ds, counts in sorted(report["datasets"].items()):
+        held = f", {counts['quarantined']} quarantined (not trained on until admitted)" if counts.get("quarantined") \
+            else ""
         print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
               f"{counts['rejected']} rejected, {counts.get('converting', 0)} converting on Cloud Run, "
-              f"{counts.get('pending', 0)} request(s) waiting for the next job")
+              f"{counts.get('pending', 0)} request(s) waiting for the next job{held}")
         for r in counts.get("latest_converting", []):
             print(f"  converting {r.get('name')}#{r.get('generation')}: Cloud Run execution {r.get('execution')} "
                   f"({r.get('task_count')} tasks, dispatched {r.get('updated_at')}; no manifest yet: if the "
@@ -329,6 +345,10 @@ def status(args: argparse.Namespace) -> int:
                      else "for the next job")
             print(f"  pending   {r.get('request_id')} ({r.get('reason')}) {r.get('manifest')}: waiting "
                   f"{r.get('waiting_s')} s, {state}")
+        for r in counts.get("latest_quarantined", []):
+            checks = "; ".join(quarantine.finding_line(f) for f in r.get("findings", [])) or r.get("error")
+            print(f"  quarantined {r.get('name')}#{r.get('generation')} ({r.get('arrival_id')}): {checks}; not "
+                  f"trained on until `landfall admit {r.get('arrival_id')} --dataset {ds}` (or `landfall reject`)")
         for r in counts.get("latest_rejections", []):
             print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):

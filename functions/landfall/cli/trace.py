@@ -31,7 +31,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import champion, layout, logs
+from landfall.core import champion, layout, logs, quarantine
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.messages import JobInputs
@@ -122,10 +122,12 @@ def trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
     # 3. retracted
     retracted_note = ""
     if retraction is not None:
-        by = f" by generation {retraction['by_generation']}" if retraction.get("by_generation") else ""
+        by = (f" by generation {retraction['by_generation']}" if retraction.get("by_generation") else
+              f" by {retraction['by']}" if retraction.get("by") else "")
         steps.append(Step("retraction", f"retracted: {retraction.get('reason')}{by}; no later job trains on it",
                           retraction.get("retracted_at"), retraction_uri,
-                          {"reason": retraction.get("reason"), "by_generation": retraction.get("by_generation")}))
+                          {"reason": retraction.get("reason"), "by_generation": retraction.get("by_generation"),
+                           "by": retraction.get("by")}))
         retracted_note = f"retracted ({retraction.get('reason')}{by})"
     # 4. converted?
     if manifest is None:
@@ -144,6 +146,11 @@ def trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
     steps.append(Step("manifest", f"converted: {manifest.get('count')} instances in "
                                   f"{len(manifest.get('shards') or [])} shards", manifest.get("created_at"),
                       manifest_uri, {"count": manifest.get("count"), "shape": manifest.get("shape")}))
+    held = _checks_steps(r, manifest, manifest_uri, steps)
+    if held and retraction is None:
+        return Trace(subject, "arrival", dataset, steps,
+                     f"quarantined ({held}): not trained on until `landfall admit {aid} --dataset {dataset}` "
+                     "(or `landfall reject`)")
     if not name or not generation:
         return Trace(subject, "arrival", dataset, steps, "converted; the manifest names no source object")
     # 5. the request
@@ -276,6 +283,30 @@ def _job_stop(r: Reader, job: str, inputs: JobInputs, covered: bool) -> str:
     if not covered:
         return f"{lead} ({state})"
     return f"converted, {'training in' if state == 'Running' else 'covered by'} job {job} ({state})"
+
+
+def _checks_steps(r: Reader, manifest: dict[str, Any], manifest_uri: str, steps: list[Step]) -> str:
+    """The arrival's checks against its dataset's reference when they flagged it, and an operator's admission:
+    steps; returns the findings that still hold it in quarantine ("" when it is not held)."""
+    found = manifest.get("checks") or {}
+    if not found.get("findings"):
+        return ""  # admitted, or first: nothing to say beyond the manifest
+    findings = "; ".join(quarantine.finding_line(f) for f in found.get("findings", []))
+    reference = found.get("reference") or {}
+    what = {"warned": f"trained on, flagged: {findings}",
+            "quarantined": f"quarantined: {findings}"}.get(found.get("status"), str(found.get("status")))
+    steps.append(Step("checks", f"checked against the reference of {reference.get('arrivals')} arrivals: {what}",
+                      manifest.get("created_at"), manifest_uri.rsplit("/", 1)[0] + "/" + layout.PROFILE,
+                      {"status": found.get("status"), "findings": found.get("findings", []), "reference": reference}))
+    if found.get("status") != "quarantined":
+        return ""
+    admission_uri = quarantine.admission_uri(manifest_uri)
+    admitted = r.json(admission_uri)
+    if admitted is None:
+        return findings
+    steps.append(Step("admission", f"admitted by {admitted.get('by')}", admitted.get("admitted_at"), admission_uri,
+                      {"by": admitted.get("by")}))
+    return ""
 
 
 # -- a job ----------------------------------------------------------------------------------------------------

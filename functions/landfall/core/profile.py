@@ -16,9 +16,10 @@ What is measured on every value, and what on a sample: the moments (count, mean,
 ``RunningStats``, exact), the missing (NaN) and non-finite (+-Inf) counts (exact: they are counted in the rows the
 converter drops, ``LANDFALL_DROP_NONFINITE=true``; otherwise such an arrival is rejected anyway) and the values seen
 are exact. The histogram and the constant-run fraction (the share of steps, consecutive timesteps of one instance or
-consecutive rows of a series, where a feature did not change at all) are taken on a systematic sample: at most
-``SAMPLE_INSTANCES`` evenly spaced instances (or blocks of ``BLOCK_ROWS`` rows of a series) per chunk, so the
-profile costs the converter a bounded share of its time whatever the chunk size.
+consecutive rows of a series, where a feature did not change at all) are taken on a systematic sample: an arrival's
+first ``HEAD_INSTANCES`` instances (or blocks of ``BLOCK_ROWS`` rows of a series), then one in ``SAMPLE_EVERY``, so a
+small arrival is profiled whole and a large one costs the converter a small, fixed share of its time (``landfall
+bench convert`` measures it).
 
 Size: bounded whatever the data (the buckets per feature are bounded, the rest is a few numbers per feature), so
 the reference, the merge of every admitted arrival, stays as small as one arrival's profile.
@@ -43,15 +44,17 @@ MIN_ABS = 1e-12  # smaller magnitudes are the zero bucket
 OFFSET = 600  # keys of |x| in [MIN_ABS, float32 max] run from -276 to 888: + OFFSET keeps them >= 1
 MAX_KEY = 900
 SPAN = 2 * (OFFSET + MAX_KEY) + 1  # distinct buckets per feature
-SAMPLE_INSTANCES = 256  # per chunk
-BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows
+HEAD_INSTANCES = 64  # an arrival's first instances are all sampled ...
+SAMPLE_EVERY = 128  # ... then one instance in this many
+BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows (its "instances")
+DENSE_SPAN = 1 << 20  # a chunk's buckets are counted with bincount when their codes span at most this
 
 
 def bucket(values: np.ndarray) -> np.ndarray:
     """The bucket index of each value (int64, monotone in the value; 0 the zero bucket)."""
-    mag = np.abs(values, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        key = np.ceil(np.log(np.maximum(mag, MIN_ABS)) / LN_GAMMA)
+    mag = np.abs(values)
+    with np.errstate(divide="ignore", over="ignore"):
+        key = np.ceil(np.log(np.maximum(mag, MIN_ABS)) * (1 / LN_GAMMA))
     key = np.clip(key, -OFFSET + 1, MAX_KEY).astype(np.int64) + OFFSET
     out = np.where(mag < MIN_ABS, 0, key)
     return np.where(values < 0, -out, out)
@@ -80,6 +83,7 @@ class Profile:
         self.missing = np.zeros(features, dtype=np.int64)  # NaN (an empty cell, NA ...)
         self.nonfinite = np.zeros(features, dtype=np.int64)  # +-Inf
         self.moments: dict[str, Any] | None = None  # RunningStats.to_dict: n, mean, m2, min, max
+        self._instances = 0  # instances (or series blocks) seen by update: where the sample is
         # The lowest and highest spread (standard deviation) of one arrival merged here: the range a normal
         # arrival's spread has taken, which a scale change is measured against (landfall.core.checks).
         self.spread_low = np.full(features, np.inf)
@@ -91,16 +95,31 @@ class Profile:
         if not len(batch):
             return
         self.values += batch.shape[0] * batch.shape[1]
-        step = -(-len(batch) // SAMPLE_INSTANCES)
-        sample = batch[::step]
+        first, self._instances = self._instances, self._instances + len(batch)
+        head = max(0, min(len(batch), HEAD_INSTANCES - first))
+        if head:
+            self._sample(batch[:head])
+        start = max(first + head, HEAD_INSTANCES)
+        offset = start + -(start - HEAD_INSTANCES) % SAMPLE_EVERY - first  # the next of HEAD + k * SAMPLE_EVERY
+        if offset < len(batch):
+            self._sample(batch[offset::SAMPLE_EVERY])
+
+    def _sample(self, sample: np.ndarray) -> None:
         if sample.shape[1] > 1:
             same = sample[:, 1:, :] == sample[:, :-1, :]
             self.repeats += same.sum(axis=(0, 1))
             self.steps += same.shape[0] * same.shape[1]
         flat = sample.reshape(-1, self.features)
         self.sampled += flat.shape[0]
-        codes = bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)
-        self._add(*np.unique(codes, return_counts=True))
+        codes = (bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)).ravel()
+        low = int(codes.min())
+        span = int(codes.max()) - low + 1
+        if span <= DENSE_SPAN:  # a dense count, no sort: a chunk's values fill few buckets
+            counts = np.bincount(codes - low, minlength=span)
+            filled = np.flatnonzero(counts)
+            self._add(filled + low, counts[filled])
+        else:
+            self._add(*np.unique(codes, return_counts=True))
 
     def update_rows(self, rows: np.ndarray) -> None:
         """Adds consecutive rows (n, F) of a series: sampled in blocks of ``BLOCK_ROWS`` rows."""

@@ -175,3 +175,24 @@ def reject(storage: Storage, manifest_uri: str, by: str) -> tuple[Retraction, bo
              extra={"arrival_id": manifest.arrival_id, "dataset": manifest.dataset,
                     "fields": {"manifest": manifest_uri, "by": record.by, "reason": record.reason}})
     return record, wrote
+
+
+def summary(storage: Storage, manifest_uri: str) -> dict[str, object]:
+    """A quarantined arrival as status, trace and the report show it: its source, and each finding's check,
+    feature, measured value against its threshold (``error`` when its manifest cannot be read)."""
+    try:
+        manifest = read_manifest(storage, manifest_uri)
+    except (Invalid, NotFound) as exc:
+        return {"manifest": manifest_uri, "error": str(exc)}
+    found = manifest.checks or {}
+    return {"manifest": manifest_uri, "arrival_id": manifest.arrival_id, "name": manifest.source.name,
+            "generation": manifest.source.generation, "created_at": manifest.created_at,
+            "status": found.get("status"), "reference": found.get("reference"),
+            "findings": [{k: f.get(k) for k in ("check", "feature", "measured", "threshold", "action")}
+                         for f in found.get("findings", [])]}
+
+
+def finding_line(finding: dict[str, object]) -> str:
+    """``scale_change on leg_vert: 687 (threshold 10)``."""
+    return (f"{finding['check']} on {finding['feature']}: {float(finding['measured']):.4g} "  # type: ignore[arg-type]
+            f"(threshold {float(finding['threshold']):g})")  # type: ignore[arg-type]

@@ -287,6 +287,50 @@ resource "google_monitoring_alert_policy" "refused_results" {
   }
 }
 
+# landfall.arrival.screen.settle: one WARNING line per finding of an arrival whose checks against its dataset's
+# reference quarantined it (docs/datasets.md#arrival-checks). The other arrivals train as usual.
+resource "google_monitoring_alert_policy" "quarantined_arrivals" {
+  project               = var.project_id
+  display_name          = "Landfall ${var.env}: a dataset quarantined an arrival"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = local.channels
+  conditions {
+    display_name = "An arrival's checks against its dataset's reference quarantined it"
+    condition_matched_log {
+      filter = "jsonPayload.logger=\"landfall.arrival\" AND severity=\"WARNING\" AND jsonPayload.check_status=\"quarantined\""
+      label_extractors = {
+        dataset  = "EXTRACT(jsonPayload.dataset)"
+        arrival  = "EXTRACT(jsonPayload.arrival_id)"
+        check    = "EXTRACT(jsonPayload.check)"
+        feature  = "EXTRACT(jsonPayload.feature)"
+        measured = "EXTRACT(jsonPayload.measured)"
+      }
+    }
+  }
+  alert_strategy {
+    notification_rate_limit {
+      period = "3600s"
+    }
+    auto_close = "86400s"
+  }
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Arrival `$${log.extracted_label.arrival}` of dataset `$${log.extracted_label.dataset}` was quarantined:
+      `$${log.extracted_label.check}` on feature `$${log.extracted_label.feature}` measured
+      $${log.extracted_label.measured}. It is converted but not trained on; the dataset's other arrivals train as usual.
+      1. `landfall status --dataset $${log.extracted_label.dataset}` lists the quarantined arrivals with every
+         check, feature and measured value against its threshold; `landfall trace ARRIVAL` shows one.
+      2. If the data is right (a new regime, a recalibrated sensor): `landfall admit ARRIVAL --dataset DATASET`;
+         it trains with the next job and joins the dataset's reference.
+      3. If it is wrong: `landfall reject ARRIVAL --dataset DATASET` (it is never trained on), fix the source
+         and upload it again. Thresholds that flag normal data belong in the spec's arrival.checks.
+      See docs/operations.md and docs/datasets.md#arrival-checks.
+    EOT
+  }
+}
+
 resource "google_monitoring_alert_policy" "function_errors" {
   project               = var.project_id
   display_name          = "Landfall ${var.env}: function error rate"

@@ -80,3 +80,64 @@ def test_a_decision_on_an_arrival_that_is_not_held_is_one_line_naming_it(held, c
     assert "was admitted by x" in capsys.readouterr().err
     assert main(["admit", "some-arrival"]) == 1
     assert "pass --dataset and --bucket" in capsys.readouterr().err
+
+
+def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucket, arrival_runtime, monkeypatch,
+                                                             tmp_path, capsys):
+    """The arrival stage quarantines the faulty file; status and trace say why; the release leaves it out while the
+    others train; ``landfall admit`` puts it back, recording who."""
+    from landfall.arrival import handler
+    from landfall.core import layout
+    from landfall.core.config import Layout
+    from landfall.core.events import ObjectEvent
+    from landfall.submit import coalesce
+
+    for key, value in {**emulator_stack.env(), "LANDFALL_STATE_DIR": str(tmp_path / "no-stack")}.items():
+        monkeypatch.setenv(key, value)
+    rt = arrival_runtime(timesteps=100, features=6, checks="{}")
+    x = np.concatenate([realdata.basic_motions("train")[0], realdata.basic_motions("test")[0]])
+    x = x[np.random.default_rng(0).permutation(len(x))]
+    events = []
+    for i in range(5):
+        batch = x[4 * i:4 * i + 4].copy()
+        if i == 4:
+            batch[..., 1] *= 1000
+        path = tmp_path / f"w{i}.npy"
+        np.save(path, batch)
+        uri = f"gs://{bucket}/incoming/watch/w{i}.npy"
+        rt.storage.upload(path, uri)
+        info = rt.storage.stat(uri)
+        events.append(ObjectEvent(bucket, f"incoming/watch/w{i}.npy", info.generation, info.size, info.crc32c))
+        assert handler.handle(events[-1], rt) == "converted"
+    bad = layout.arrival_id(events[4].name, events[4].generation)
+    good = layout.arrival_id(events[3].name, events[3].generation)
+
+    def released() -> list[str]:
+        manifests, _ = coalesce._resolve("watch", bucket, 0, rt.storage, Layout())
+        return [m.uri.rsplit("/", 2)[1] for m in manifests]
+
+    assert bad not in released() and good in released() and len(released()) == 4
+    assert main(["status", "--bucket", bucket, "--dataset", "watch", "--backend", "local", "--state",
+                 str(tmp_path / "state"), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)["datasets"]["watch"]
+    assert status["arrivals"] == 5 and status["quarantined"] == 1
+    (held,) = status["latest_quarantined"]
+    assert held["arrival_id"] == bad and held["findings"][0]["check"] == "scale_change"
+    assert held["findings"][0]["feature"] == "1" and held["findings"][0]["measured"] > held["findings"][0]["threshold"]
+    assert main(["status", "--bucket", bucket, "--dataset", "watch", "--backend", "local", "--state",
+                 str(tmp_path / "state")]) == 0
+    text = capsys.readouterr().out
+    assert "5 arrivals, 0 retracted" in text and "1 quarantined (not trained on until admitted)" in text
+    assert f"  quarantined incoming/watch/w4.npy#{events[4].generation} ({bad}): scale_change on 1: " in text
+    assert f"(threshold 10); not trained on until `landfall admit {bad} --dataset watch`" in text
+    assert main(["trace", bad, "--dataset", "watch", "--bucket", bucket, "--backend", "local", "--state",
+                 str(tmp_path / "state"), "--json"]) == 0
+    trace = json.loads(capsys.readouterr().out)
+    assert trace["stop"].startswith("quarantined (scale_change on 1: ") and "landfall admit" in trace["stop"]
+    assert main(["admit", bad, "--dataset", "watch", "--bucket", bucket, "--by", "ops"]) == 0
+    assert f"admitted: {bad} of watch by ops" in capsys.readouterr().out
+    assert bad in released() and len(released()) == 5
+    assert main(["trace", bad, "--dataset", "watch", "--bucket", bucket, "--backend", "local", "--state",
+                 str(tmp_path / "state"), "--json"]) == 0
+    steps = [s["what"] for s in json.loads(capsys.readouterr().out)["steps"]]
+    assert steps[:4] == ["object", "manifest", "checks", "admission"]

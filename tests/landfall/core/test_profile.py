@@ -33,13 +33,18 @@ def test_buckets_are_monotone_and_within_alpha_of_their_values():
     assert (index[~big] == 0).all()
 
 
+def sampled(n: int) -> list[int]:
+    """The instances of an arrival of ``n`` the profile samples: the first HEAD_INSTANCES, then one in SAMPLE_EVERY."""
+    return [*range(min(n, prof.HEAD_INSTANCES)), *range(prof.HEAD_INSTANCES, n, prof.SAMPLE_EVERY)]
+
+
 def test_quantiles_read_back_within_alpha():
     rng = np.random.default_rng(4)
-    batch = rng.normal(50, 10, (300, 20, 3)).astype(np.float32)
+    batch = rng.normal(50, 10, (3000, 20, 3)).astype(np.float32)
     batch[..., 2] = -np.abs(batch[..., 2]) * 100
     p = profiled(batch)
     for f in range(3):
-        sample = batch[::2, :, f].ravel()  # 300 instances, at most 256 sampled: every second one
+        sample = batch[sampled(3000), :, f].ravel()
         for q in (0.05, 0.5, 0.95):
             true = np.quantile(sample, q)
             assert abs(p.quantile(f, q) - true) <= prof.ALPHA * abs(true) + 1e-6
@@ -47,10 +52,10 @@ def test_quantiles_read_back_within_alpha():
 
 def test_merging_parts_equals_profiling_the_whole():
     rng = np.random.default_rng(5)
-    batch = rng.normal(0, 3, (200, 16, 4)).astype(np.float32)
+    batch = rng.normal(0, 3, (prof.HEAD_INSTANCES, 16, 4)).astype(np.float32)  # whole arrivals: all sampled
     batch[:, 5:9, 1] = 7.0  # repeats
     whole = profiled(batch)
-    parts = [profiled(batch[:70]), profiled(batch[70:130]), profiled(batch[130:])]
+    parts = [profiled(batch[:20]), profiled(batch[20:41]), profiled(batch[41:])]
     merged = Profile(4)
     for p in reversed(parts):  # any order
         merged.merge(p)
@@ -65,12 +70,20 @@ def test_merging_parts_equals_profiling_the_whole():
     np.testing.assert_allclose(merged.spread_high, stds.max(axis=0))
 
 
-def test_a_chunk_is_sampled_by_at_most_sample_instances():
-    batch = np.random.default_rng(6).normal(size=(5000, 4, 2)).astype(np.float32)
-    p = Profile(2)
-    p.update(batch)
-    assert p.sampled.max() <= prof.SAMPLE_INSTANCES * 4
-    assert p.values.tolist() == [5000 * 4] * 2  # every value counted, whatever was sampled
+def test_the_first_instances_are_all_sampled_then_one_in_sample_every_whatever_the_chunks():
+    batch = np.arange(5000, dtype=np.float32).reshape(-1, 1, 1) + 1
+    expected = sampled(5000)
+    for cuts in ([5000], [100, 412, 1, 2000, 2487], [37] * 135 + [5]):
+        p = Profile(1)
+        at = 0
+        for size in cuts:
+            p.update(batch[at:at + size])
+            at += size
+        assert p.sampled.tolist() == [len(expected)]
+        assert p.values.tolist() == [5000]  # every value counted, whatever was sampled
+        whole = Profile(1)
+        whole._sample(batch[expected])
+        assert p.codes.tolist() == whole.codes.tolist() and p.counts.tolist() == whole.counts.tolist()
 
 
 def test_a_constant_channel_repeats_in_every_step_and_missing_values_are_counted():
