@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack", action="store_true", help="instead: Daphnet end to end on a landfall up stack")
     p.add_argument("--train-timeout", type=float, default=1200, help="with --stack: seconds to wait for the job")
     p.add_argument("--plot", help="with --stack: where landfall score --plot draws the scored series")
+    p.add_argument("--inline-max-bytes", type=int, help="with --stack: landfall up's inline limit (below the file's "
+                   "size: the convert job's ranged tasks convert it)")
+    p.add_argument("--task-bytes", type=int, help="with --stack: LANDFALL_TASK_BYTES (bytes per ranged task)")
     p.add_argument("--work-dir", help="scratch folder (default: a temporary one)")
     p.add_argument("--json", help="also write the results to this file")
     return p

@@ -62,7 +62,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     env.update({"LANDFALL_STATE_DIR": str(state), "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"])})
     out: dict[str, Any] = {"spec": SPEC, "file": "bench/data/S06R02E0.csv"}
     t0 = time.monotonic()
-    up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
+    extra = ["--inline-max-bytes", str(args.inline_max_bytes)] if args.inline_max_bytes else []
+    if args.task_bytes:
+        env["LANDFALL_TASK_BYTES"] = str(args.task_bytes)
+    up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state), *extra],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         def ready() -> Any:
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         manifest = json.loads(storage.read_bytes(manifests[0]))
         series = manifest["series"]
         out["manifest"] = {"windows": manifest["count"], "shape": manifest["shape"], "shards": len(manifest["shards"]),
+                           "tasks": series.get("tasks", 1),
                            "stored_bytes": sum(s["bytes"] for s in manifest["shards"]), "rows": series["rows"],
                            "segments": len(series["segments"]), "max_gap": series["max_gap"]}
         backend = LocalBackend(info["local_state"])
@@ -145,7 +149,8 @@ def main(args: argparse.Namespace) -> int:
         Path(args.json).write_text(json.dumps(result, indent=2))
     m, j, s = result["manifest"], result["job"], result["scored"]
     print(f"Daphnet S06R02E0.csv uploaded unchanged: converted in {result['convert_s']} s ({m['rows']} rows, "
-          f"{m['segments']} segment, {m['windows']} windows, {m['stored_bytes']:,} bytes stored); job {j['name']} "
+          f"{m['segments']} segments, {m['tasks']} conversion tasks, {m['windows']} windows, "
+          f"{m['stored_bytes']:,} bytes stored); job {j['name']} "
           f"{j['state']} after {result['train_s']} s ({j['epochs_run']} epochs, val_loss {j['val_loss']}, skill "
           f"{j['skill']}, verdict {j['verdict']}); champion {result['champion']['run']}; landfall score: "
           f"{s['ranges']} ranges, {s['anomalies']} anomalous rows of {s['rows']} ({result['score_s']} s); "

@@ -150,6 +150,8 @@ def _manifest(storage: Storage, job: Job) -> Manifest | None:
 def _convert(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index: int) -> dict[str, Any] | None:
     """Converts the share into ``T/t<index>/`` and writes the part record; ``None`` if the arrival was
     rejected meanwhile (the shards written are removed)."""
+    if cfg.series:
+        return _convert_series(storage, cfg, job, info, index)
     fmt = formats.format_of(job.name)
     writer = ShardWriter(storage, join(job.tmp, f"t{index:05d}"), cfg)
     try:
@@ -181,6 +183,33 @@ def _convert(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index:
         "stats": decoder.stats.to_dict(), "csv": share.csv,
         "profile": decoder.sketch.to_dict() if decoder.sketch is not None else None,
         "index_first": share.index.first if share.index is not None else None,
+    }
+    storage.write_bytes(job.part(index), json.dumps(part, sort_keys=True).encode(), content_type="application/json")
+    return part
+
+
+def _convert_series(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index: int) -> dict[str, Any] | None:
+    """A series dataset's share (``landfall.arrival.series.convert_share``): its rows, windowed from its first row,
+    with a look of ``length - 1`` rows past its end so every window that starts in it is whole."""
+    from landfall.arrival import series
+
+    try:
+        done = series.convert_share(storage, cfg, job.source, job.generation if is_gs(job.source) else None, info.size,
+                                    join(job.tmp, f"t{index:05d}"), index, job.count,
+                                    stop=lambda: parts.rejected(storage, cfg, job) is not None)
+    except BadInput as exc:
+        raise BadInput(exc.reason, f"{exc.detail} (task {index} of {job.count})") from None
+    if done is None:
+        return None
+    writer, section = done
+    part = {
+        "schema": parts.PART_SCHEMA, "task": index, "tasks": job.count,
+        "source": {"uri": job.source, "generation": job.generation, "size": info.size},
+        "config": parts.fingerprint(cfg), "seen": writer.rows, "count": sum(n for _, n, _, _ in writer.done),
+        "dropped": writer.dropped_nonfinite,
+        "shards": [{"tmp": uri, "count": n, "bytes": size, "crc32c": crc} for uri, n, size, crc in writer.done],
+        "stats": writer.stats.to_dict(), "csv": None, "index_first": None, "series": section,
+        "profile": writer.sketch.to_dict() if writer.sketch is not None else None,
     }
     storage.write_bytes(job.part(index), json.dumps(part, sort_keys=True).encode(), content_type="application/json")
     return part

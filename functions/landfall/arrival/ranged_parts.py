@@ -7,7 +7,8 @@ headerless CSV index column the first index its range held. It names the source 
 configuration that shape the output (``fingerprint``): a record of another generation or configuration is
 stale, never merged. The commit merges statistics with ``RunningStats.merge`` (Chan et al., as the in-process
 converter merges its batches), moves the shards to ``part-0000i-of-0000M`` in task order, and writes the
-manifest create-only.
+manifest create-only. A series dataset's part also carries its share's segments, rows numbered from its first
+(``series``): the commit numbers them after the earlier parts' stored rows (``landfall.arrival.series.merge_parts``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from landfall import __version__
-from landfall.arrival import screen
+from landfall.arrival import screen, series
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import RunningStats, manifest_metadata
 from landfall.core import layout
@@ -79,8 +80,12 @@ def resolve(bucket: str, name: str, generation: int, count: int, dataset: str | 
 
 def fingerprint(cfg: ConverterConfig) -> dict[str, Any]:
     """What shapes the output: parts written under another configuration are not merged."""
-    return {"shape": list(cfg.shape), "shard_target_bytes": cfg.shard_target_bytes, "csv_header": cfg.csv_header,
-            "drop_nonfinite": cfg.drop_nonfinite, "npz_array": cfg.npz_array}
+    out = {"shape": list(cfg.shape), "shard_target_bytes": cfg.shard_target_bytes, "csv_header": cfg.csv_header,
+           "drop_nonfinite": cfg.drop_nonfinite, "npz_array": cfg.npz_array}
+    if cfg.series:  # a series dataset's windows and reading rules
+        out["series"] = [cfg.series_time_column, list(cfg.series_channels), list(cfg.series_drop_columns),
+                         cfg.series_max_gap, cfg.window_stride]
+    return out
 
 
 def rejected(storage: Storage, cfg: ConverterConfig, job: Job) -> dict[str, Any] | None:
@@ -149,6 +154,7 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
     parts = complete_parts(storage, cfg, job)
     if parts is None or storage.exists(job.manifest):
         return None
+    section = series.merge_parts(parts, cfg) if cfg.series else None  # landfall.arrival.series
     stats, kept, dropped = merge(parts, cfg.features)
     checks = screen.screen(storage, job.out, cfg, merged_profile(parts, cfg.features, stats))
     pending = [s for part in parts for s in part["shards"]]
@@ -164,7 +170,7 @@ def maybe_commit(storage: Storage, cfg: ConverterConfig, job: Job, info: Any) ->
         shards=[Shard(uri=f, count=s["count"], bytes=s["bytes"], crc32c=s["crc32c"]) for s, f in zip(pending, finals,
                                                                                                     strict=True)],
         stats=stats.result(), dropped_nonfinite=dropped, converter_version=__version__, csv=_csv(parts),
-        spec_generation=cfg.spec_generation, checks=checks,
+        spec_generation=cfg.spec_generation, checks=checks, series=section,
     )
     if not storage.create(job.manifest, manifest.to_json().encode(), content_type="application/json",
                           metadata=manifest_metadata(manifest)):

@@ -102,9 +102,9 @@ def inline_limit(fmt: str, cfg: ConverterConfig) -> int:
 
 
 def converts_inline(fmt: str, size: int, cfg: ConverterConfig) -> bool:
-    # A series (landfall.arrival.series) is cut into segments and windows in time order by one reader: it is
-    # converted where it lands, whatever its size (ranged conversion of a series is not built yet).
-    return cfg.series or size <= inline_limit(fmt, cfg)
+    # A series (landfall.arrival.series) past the limit is converted in ranged tasks too: each task windows its share
+    # from its first row and looks length - 1 rows past its end (landfall.arrival.series.convert_share).
+    return size <= inline_limit(fmt, cfg)
 
 
 def task_count(fmt: str, size: int, cfg: ConverterConfig) -> int:

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import gzip
+import io
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -147,7 +149,12 @@ def _csv_names(stream: Any) -> list[str]:
 
 def _csv_chunks(stream: Any, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     names = _csv_names(stream)
-    channels = _columns(names, cfg)
+    yield from _csv_rows(stream, names, _columns(names, cfg), cfg, extra)
+
+
+def _csv_rows(stream: Any, names: list[str], channels: list[str], cfg: ConverterConfig,
+              extra: Sequence[str] = ()) -> Iterator[Chunk]:
+    """The rows of a CSV stream after its header (``names``), in chunks."""
     _check_extra(names, extra)
     types = {c: pa.float64() for c in [*channels, *extra]} | {cfg.series_time_column: pa.string()}
     try:
@@ -300,6 +307,19 @@ class SeriesWriter:
             lo = cut
         self.last = float(times[-1])
 
+    def feed_ahead(self, times: np.ndarray, values: np.ndarray) -> None:
+        """A ranged task's look past its share: at most ``length - 1`` rows of the next share, appended to the open
+        segment up to the first gap (or out-of-order or non-finite row), so every window that starts in this share
+        is whole; they are not counted as this share's rows (the next task reads them as its own)."""
+        if self.last is None or not len(times):
+            return
+        times, values = times[: self.length - 1], values[: self.length - 1]
+        steps = np.diff(times, prepend=self.last)
+        bad = (steps <= 0) | (steps > self.max_gap) | ~np.isfinite(values).all(axis=1)  # type: ignore[operator]
+        take = int(np.argmax(bad)) if bad.any() else len(times)
+        if take:
+            self._append(times[:take], values[:take])
+
     def _append(self, times: np.ndarray, values: np.ndarray) -> None:
         if self.open is None:
             self.open = [self.kept, 0, float(times[0]), float(times[0])]
@@ -394,6 +414,190 @@ def formats_stats(channels: int) -> Any:
     from landfall.arrival.converter import RunningStats
 
     return RunningStats(channels)
+
+
+# -- ranged conversion (landfall.arrival.ranged) ---------------------------------------------------------------
+@dataclasses.dataclass
+class Share:
+    """A ranged task's rows: ``chunks`` (its share, in file order), then ``ahead()``: at most ``length - 1`` rows
+    after it (None at the end of the file)."""
+
+    chunks: Iterator[Chunk]
+    ahead: Callable[[], Chunk | None]
+    where: str
+
+
+def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+    """Task ``index`` of ``count``'s share of a series file: a CSV's lines from ``landfall.arrival.ranges``' byte
+    split (every task reads the header from the first line), a Parquet file's row groups; a ``.csv.gz`` is read whole
+    by task 0 (a compressed stream cannot be split)."""
+    if size == 0:
+        raise BadInput("empty_file", "the file is empty")
+    if fmt == "csv":
+        return _csv_share(fh, size, cfg, index, count)
+    if fmt == "parquet":
+        return _parquet_share(formats.guarded(fh), cfg, index, count)
+    if fmt == "csv.gz":
+        if index == 0:
+            return Share(chunks(fmt, fh, size, cfg), lambda: None, "the whole file")
+        return Share(iter(()), lambda: None, "nothing (task 0 reads a compressed stream whole)")
+    raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+
+
+def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+    from landfall.arrival import ranges
+
+    fh.seek(0)
+    names = _csv_names(formats.guarded(fh))
+    body = fh.tell()
+    channels = _columns(names, cfg)
+    lo, hi = ranges.split(size, index, count)
+    start = body if index == 0 else max(body, ranges.after_newline(fh, lo, size))
+    end = size if index == count - 1 else max(body, ranges.after_newline(fh, hi, size))
+
+    def own() -> Iterator[Chunk]:
+        if start < end:
+            yield from _csv_rows(formats.guarded(ranges._Bounded(fh, start, end)), names, channels, cfg)
+
+    def ahead() -> Chunk | None:
+        want = cfg.timesteps - 1
+        if end >= size or want < 1:
+            return None
+        fh.seek(end)
+        data, lines = b"", 0
+        while lines < want and end + len(data) < size:
+            block = fh.read(min(1 << 16, size - end - len(data)))
+            if not block:
+                break
+            data += block
+            lines = data.count(b"\n")
+        if lines >= want:
+            cut = -1
+            for _ in range(want):
+                cut = data.find(b"\n", cut + 1)
+            data = data[: cut + 1]
+        return next(_csv_rows(io.BytesIO(data), names, channels, cfg), None) if data.strip() else None
+
+    return Share(own(), ahead, f"bytes {start}..{end - 1}")
+
+
+def _parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Share:
+    from landfall.arrival import ranges
+
+    try:
+        pf = pq.ParquetFile(fh)
+        channels = _columns(pf.schema_arrow.names, cfg)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
+    groups = pf.num_row_groups
+    g0, g1 = ranges.split(groups, index, count)
+    columns = [cfg.series_time_column, *channels]
+
+    def rows(which: list[int], size: int) -> Iterator[Chunk]:
+        if not which:
+            return
+        try:
+            for batch in pf.iter_batches(batch_size=size, row_groups=which, columns=columns):
+                yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
+
+    def ahead() -> Chunk | None:
+        want = cfg.timesteps - 1
+        return next(rows(list(range(g1, groups)), want), None) if want >= 1 else None
+
+    return Share(rows(list(range(g0, g1)), cfg.chunk_instances), ahead, f"row groups {g0}..{g1 - 1}")
+
+
+def head_max_gap(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> float:
+    """``max_gap`` when the spec sets none, as the in-process conversion takes it: from the file's first chunk."""
+    first = next(iter(chunks(fmt, fh, size, cfg)), None)
+    if first is None:
+        return float("inf")
+    times, values = first
+    if cfg.drop_nonfinite:
+        times = times[np.isfinite(values).all(axis=1)]
+    return windows.default_max_gap(times)
+
+
+def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generation: int | None, size: int,
+                  tmp_prefix: str, index: int, count: int,
+                  stop: Callable[[], bool] = lambda: False) -> tuple[SeriesWriter, dict[str, Any]] | None:
+    """Task ``index`` of ``count``: its share of a series file into shards under ``tmp_prefix`` (``SeriesWriter``,
+    the task's rows numbered from 0) and what its part record says about it (``landfall.arrival.ranged_parts``
+    merges the parts' segments). ``stop()`` is asked at each shard (another task rejected the arrival): None."""
+    fmt = formats.format_of(source)
+    max_gap = cfg.series_max_gap
+    if max_gap is None:
+        with storage.open_read(source, generation) as fh:
+            max_gap = head_max_gap(fmt, fh, size, cfg)
+    writer = SeriesWriter(storage, tmp_prefix, cfg, max_gap)
+    first: float | None = None
+    try:
+        try:
+            with storage.open_read(source, generation) as fh:
+                part = share(fmt, fh, size, cfg, index, count)
+                for t, v in part.chunks:
+                    first = float(t[0]) if first is None and len(t) else first
+                    done = len(writer.done)
+                    writer.feed(t, v)
+                    if len(writer.done) > done and stop():
+                        writer.abort()
+                        return None
+                last = writer.last
+                more = part.ahead() if writer.last is not None else None
+                if more is not None:
+                    writer.feed_ahead(*more)
+        except _Unsorted:
+            if count > 1:
+                raise BadInput("unsorted_too_large", f"the series is not sorted by time ({part.where} of the file): "
+                               f"a series converted in {count} ranged tasks must be sorted; sort it by time, or "
+                               "upload it in smaller files") from None
+            writer.abort()  # one task: sorted in memory, as in-process
+            writer = SeriesWriter(storage, tmp_prefix, cfg, max_gap)
+            for t, v in sorted_whole(fmt, storage, source, generation, size, cfg):
+                first = float(t[0]) if first is None and len(t) else first
+                writer.feed(t, v)
+            last = writer.last
+        segments = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return writer, {"rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
+                    "segments": [s.to_list() for s in segments], "first": first, "last": last,
+                    "max_gap": writer.max_gap, "sorted": True}
+
+
+def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, Any]:
+    """The manifest's series section from the tasks' parts (in task order): each part's segments, its rows numbered
+    after the earlier parts' stored rows. A part's times must all come after the previous part's (a series split
+    into ranged tasks is sorted): else ``unsorted_too_large`` or ``duplicate_timestamps``."""
+    segments: list[list[Any]] = []
+    base, last, rows = 0, None, 0
+    for part in parts:
+        sec = part["series"]
+        rows += sec["rows"]
+        if sec["first"] is None:
+            continue
+        if last is not None and sec["first"] <= last:
+            if sec["first"] == last:
+                raise BadInput("duplicate_timestamps", f"time {last:.17g} appears twice (where task {part['task']}'s "
+                               "share of the file begins)")
+            raise BadInput("unsorted_too_large", f"the series is not sorted by time: task {part['task']}'s share "
+                           f"begins at {sec['first']:.17g}, before the previous share's last time {last:.17g}; a "
+                           "series converted in ranged tasks must be sorted")
+        segments += [[r + base, n, w, a, b] for r, n, w, a, b in sec["segments"]]
+        base += sec["stored_rows"]
+        last = sec["last"]
+    if not segments:
+        if rows < cfg.timesteps:
+            raise BadInput("too_short", f"{rows} rows, fewer than one window of {cfg.timesteps}")
+        raise BadInput("all_gaps", f"{rows} rows, but no run of {cfg.timesteps} rows without a step longer than "
+                       f"max_gap={parts[0]['series']['max_gap']:g}: every window would span a gap")
+    return {"time_column": cfg.series_time_column, "stride": cfg.window_stride,
+            "max_gap": parts[0]["series"]["max_gap"], "rows": rows, "stored_rows": base,
+            "dropped_rows": sum(p["series"]["dropped_rows"] for p in parts), "sorted": True, "segments": segments,
+            "tasks": len(parts)}
 
 
 # -- the conversion -------------------------------------------------------------------------------------------
