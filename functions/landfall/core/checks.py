@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from landfall.core.errors import Invalid
-from landfall.core.profile import Profile
+from landfall.core.profile import Profile, bucket_value
 
 ACTIONS = ("quarantine", "warn", "reject", "off")
 CHECKS = ("drift", "scale_change", "flat_channel", "swapped_channels", "missing_values")
@@ -68,6 +68,7 @@ class Finding:
     threshold: float
     action: str
     detail: str
+    index: int = -1  # the feature's index (of a swapped pair, the first)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -150,21 +151,31 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
     return max(0.0, (kl(p) + kl(q)) / 2)
 
 
-def drift(arrival: Profile, a: int, reference: Profile, r: int) -> float:
-    """The JS divergence of arrival feature ``a`` against reference feature ``r`` on the reference's coarse bins."""
+def coarse(arrival: Profile, a: int, reference: Profile, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Arrival feature ``a`` and reference feature ``r`` on the reference's coarse bins: (edges, arrival counts,
+    reference counts). Bin 0 holds what lies below everything the reference saw, the last bin what lies above; bin
+    ``i`` between holds values up to ``edges[i]`` (a bucket's value, ``landfall.core.profile.bucket_value``). None
+    when either has no values."""
     ref_index, ref_counts = reference.histogram(r)
     index, counts = arrival.histogram(a)
     if not ref_counts.sum() or not counts.sum():
-        return 0.0
+        return None
     cum = np.cumsum(ref_counts) / ref_counts.sum()
     cuts = np.unique(ref_index[np.minimum(np.searchsorted(cum, np.arange(1, BINS) / BINS), len(ref_index) - 1)])
+    uppers = np.unique(np.append(cuts, ref_index[-1]))  # each reference bin's highest bucket
 
     def binned(idx: np.ndarray, n: np.ndarray) -> np.ndarray:
-        group = np.where(idx < ref_index[0], 0, np.where(idx > ref_index[-1], len(cuts) + 2,
-                                                          1 + np.searchsorted(cuts, idx, side="left")))
-        return np.bincount(group, weights=n, minlength=len(cuts) + 3)
+        group = np.where(idx < ref_index[0], 0, np.where(idx > ref_index[-1], len(uppers) + 1,
+                                                          1 + np.searchsorted(uppers, idx, side="left")))
+        return np.bincount(group, weights=n, minlength=len(uppers) + 2)
 
-    return js_divergence(binned(index, counts), binned(ref_index, ref_counts))
+    return bucket_value(uppers), binned(index, counts), binned(ref_index, ref_counts)
+
+
+def drift(arrival: Profile, a: int, reference: Profile, r: int) -> float:
+    """The JS divergence of arrival feature ``a`` against reference feature ``r`` on the reference's coarse bins."""
+    bins = coarse(arrival, a, reference, r)
+    return 0.0 if bins is None else js_divergence(bins[1], bins[2])
 
 
 def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Sequence[str] = (),
@@ -183,7 +194,7 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
         action = rules.rule(check, names[f], f)["action"]
         if action != "off":
             findings.append(Finding(check, feature or names[f], round(float(measured), 6), float(threshold), action,
-                                    detail))
+                                    detail, f))
         return action != "off"
 
     own = np.array([drift(arrival, f, reference, f) for f in range(arrival.features)])

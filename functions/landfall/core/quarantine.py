@@ -4,8 +4,8 @@
   (``landfall.core.profile``) of the dataset's admitted arrivals, bounded in size whatever their number. Updated by
   compare-and-swap on its generation (``merge_into_reference``); it names the last ``RECENT`` arrivals merged, so a
   redelivered event or a repeated ``landfall admit`` does not count one twice. No stage re-reads history to get it:
-  compaction and snapshots leave it where it is, and each snapshot records the reference's generation it was made
-  beside (``landfall.core.snapshots``).
+  compaction and snapshots leave it where it is (they list the live arrivals, which leaves quarantined ones out of
+  snapshots until admitted, and never touch the reference).
 - **Quarantine**: an arrival whose checks quarantined it (its manifest's ``checks.status``, and the manifest object's
   metadata ``quarantined``, so a listing sees it without reading the manifest) is not live (``landfall.core.
   retractions.list_dataset``) until an **admission** record (``admitted.json``, ``landfall.admission/v1``,
@@ -188,7 +188,7 @@ def summary(storage: Storage, manifest_uri: str) -> dict[str, object]:
     return {"manifest": manifest_uri, "arrival_id": manifest.arrival_id, "name": manifest.source.name,
             "generation": manifest.source.generation, "created_at": manifest.created_at,
             "status": found.get("status"), "reference": found.get("reference"),
-            "findings": [{k: f.get(k) for k in ("check", "feature", "measured", "threshold", "action")}
+            "findings": [{k: f.get(k) for k in ("check", "feature", "measured", "threshold", "action", "index")}
                          for f in found.get("findings", [])]}
 
 

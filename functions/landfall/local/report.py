@@ -1,6 +1,8 @@
 """``landfall report``: one self-contained HTML page of what a bucket holds (no server, no external assets).
 
-Per dataset: its arrivals over time (converted, retracted, converting, rejected), the champion and its history,
+Per dataset: its arrivals over time (converted, quarantined, retracted, converting, rejected), the newest quarantined
+arrivals with each check, feature and measured value against its threshold and a before/after histogram of the
+feature (the dataset's reference against the arrival, on the reference's deciles), the champion and its history,
 the recent jobs with their loss curves (inline SVG) and verdicts, and the champion's anomaly threshold with the
 histogram of its held-out errors. Then the rejections by reason, the dead letters and the pending requests with
 why they wait. Built by ``collect`` (reads, never writes) and ``render`` (a string of HTML); ``make demo`` writes
@@ -29,15 +31,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.core import champion, layout, results
+from landfall.core import champion, checks, layout, quarantine, results
 from landfall.core.errors import LandfallError
-from landfall.core.layout import MANIFEST, RETRACTION
+from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
 from landfall.core.messages import utc_now
+from landfall.core.profile import Profile
 from landfall.local.records import Reader
 
 RECENT_JOBS = 8
 MAX_REJECTIONS = 200
 HISTORY = 20
+QUARANTINED = 5  # quarantined arrivals shown per dataset, the newest
 # trainer.scoring.QUANTILES, the names threshold.json keeps its quantiles under
 QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 
@@ -58,14 +62,23 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
 
     tprefix = r.uri(r.lay.tfrecords_prefix)
     folders: dict[tuple[str, str], dict[str, Any]] = {}
-    for info in r.storage.list_objects(tprefix, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH)):
+    for info in r.storage.list_objects(tprefix, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH,
+                                                        "/" + ADMISSION)):
         parts = info.uri[len(tprefix):].split("/")
         if len(parts) == 3:
             folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
+    held: dict[str, list[Any]] = {}
     for (name, aid), recs in sorted(folders.items()):
-        first = recs.get(MANIFEST) or recs.get(DISPATCH) or recs[RETRACTION]
+        first = recs.get(MANIFEST) or recs.get(DISPATCH) or recs.get(RETRACTION)
+        if first is None:
+            continue  # an admission record alone: not an arrival
         state = "retracted" if RETRACTION in recs else "converted" if MANIFEST in recs else "converting"
+        if state == "converted" and ADMISSION not in recs and (recs[MANIFEST].metadata or {}).get("quarantined"):
+            state = "quarantined"
+            held.setdefault(name, []).append(recs[MANIFEST])
         ds(name)["arrivals"].append({"arrival_id": aid, "state": state, "at": _time(first.generation)})
+    for name, infos in held.items():
+        ds(name)["quarantined"] = _quarantined(r, name, infos)
     rprefix = r.uri(r.lay.rejected_prefix)
     rejected = sorted(r.storage.list_objects(rprefix, suffix=".json"), key=lambda i: i.generation)[-MAX_REJECTIONS:]
     rejections = []
@@ -107,6 +120,33 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
     dead = [_peek(pubsub, sub) for sub in dead_letter_subscriptions] if pubsub is not None else []
     return {"bucket": r.bucket, "generated_at": utc_now(), "datasets": [datasets[k] for k in sorted(datasets)],
             "rejections": rejections, "rejections_by_reason": _by_reason(rejections), "dead_letters": dead}
+
+
+def _quarantined(r: Reader, dataset: str, infos: list[Any]) -> list[dict[str, Any]]:
+    """The newest quarantined arrivals: each finding with the flagged feature's share of values per bin of the
+    reference's deciles, in the reference and in the arrival (``landfall.core.checks.coarse``)."""
+    try:
+        reference, _ = Profile.from_json(r.storage.read_bytes(r.uri(layout.dataset_prefix(r.lay, dataset) + REFERENCE)))
+    except LandfallError:
+        reference = None
+    out = []
+    for info in sorted(infos, key=lambda i: (i.generation, i.uri))[-QUARANTINED:][::-1]:
+        entry = quarantine.summary(r.storage, info.uri)
+        try:
+            arrival, _ = Profile.from_json(r.storage.read_bytes(info.uri.rsplit("/", 1)[0] + "/" + PROFILE))
+        except LandfallError:
+            arrival = None
+        for finding in entry.get("findings", []):
+            index = int(finding.get("index", -1)) if str(finding.get("index", "")).lstrip("-").isdigit() else -1
+            bins = (checks.coarse(arrival, index, reference, index) if arrival is not None and reference is not None
+                    and 0 <= index < min(arrival.features, reference.features) else None)
+            if bins is not None:
+                edges, got, ref = bins
+                finding["bins"] = {"edges": [float(e) for e in edges],
+                                   "arrival": (got / got.sum()).round(4).tolist(),
+                                   "reference": (ref / ref.sum()).round(4).tolist()}
+        out.append(entry)
+    return out
 
 
 def _data_hold(r: Reader, dataset: str) -> Any:
@@ -284,6 +324,27 @@ def histogram_svg(threshold: dict[str, Any], width: int = 320, height: int = 140
     return "".join(parts)
 
 
+def shift_svg(bins: dict[str, Any], width: int = 320, height: int = 110) -> str:
+    """Before/after: a feature's share of values per bin of the reference's deciles, the reference's (grey) beside
+    the arrival's; the first and last bins hold what lies below and above all the reference has seen."""
+    ref, got, edges = bins["reference"], bins["arrival"], bins["edges"]
+    top = max(max(ref), max(got)) or 1.0
+    pad, n = 16, len(ref)
+    slot = (width - 2 * pad) / n
+    parts = [f'<svg class="shift" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="before/after histogram">']
+    for i, (a, b) in enumerate(zip(ref, got, strict=True)):
+        for j, (share, cls) in enumerate(((a, "before"), (b, "after"))):
+            h = share / top * (height - 2 * pad)
+            parts.append(f'<rect x="{pad + i * slot + j * slot / 2:.1f}" y="{height - pad - h:.1f}" '
+                         f'width="{max(slot / 2 - 1, 0.5):.1f}" height="{h:.1f}" class="{cls}">'
+                         f'<title>{"reference" if j == 0 else "arrival"}: {share:.1%}</title></rect>')
+    parts.append(f'<text x="{pad}" y="{height - 3}" class="tick">below {edges[0]:.3g}</text>'
+                 f'<text x="{width - pad - 90}" y="{height - 3}" class="tick">above {edges[-1]:.3g}</text>'
+                 f'<text x="{pad}" y="{pad - 4}" class="tick">reference (grey) / arrival</text></svg>')
+    return "".join(parts)
+
+
 def arrivals_svg(arrivals: list[dict[str, Any]], width: int = 660, height: int = 60) -> str:
     """Each arrival as a dot on a time axis, coloured by what became of it."""
     times = [(datetime.fromisoformat(a["at"].replace("Z", "+00:00")), a) for a in arrivals if a.get("at")]
@@ -384,7 +445,8 @@ svg .axis{stroke:#999}svg .tick{font-size:10px;fill:#555}svg polyline{fill:none;
 svg polyline.loss{stroke:#1f77b4}svg polyline.val_loss{stroke:#ff7f0e;stroke-dasharray:4 3}
 svg circle.loss{fill:#1f77b4}svg circle.val_loss{fill:#ff7f0e}svg .bar{fill:#9ecae1}
 svg .threshold{stroke:#d62728;stroke-width:2}svg circle.converted{fill:#2ca02c}svg circle.retracted{fill:#999}
-svg circle.converting{fill:#1f77b4}svg circle.rejected{fill:#d62728}
+svg circle.converting{fill:#1f77b4}svg circle.rejected{fill:#d62728}svg circle.quarantined{fill:#ff7f0e}
+svg .before{fill:#bbb}svg .after{fill:#ff7f0e}.quarantined .arrival{border:1px solid #ddd;padding:8px;margin:6px 0}
 svg .range{fill:#d62728;opacity:.25}svg .labelled{fill:#ff7f0e}svg polyline.score{stroke:#1f77b4;stroke-width:1}
 .state-Succeeded{color:#2ca02c}.state-Failed{color:#d62728}.state-Running{color:#1f77b4}
 """
@@ -408,6 +470,20 @@ def _dataset_html(d: dict[str, Any]) -> str:
            f'<h2>Dataset {_e(d["name"])}</h2>',
            f"<p>{len(d['arrivals'])} arrivals: " + ", ".join(f"{n} {_e(k)}" for k, n in sorted(counts.items()))
            + "</p>", arrivals_svg(d["arrivals"])]
+    if d.get("quarantined"):
+        out.append("<h3>Quarantined arrivals</h3><p>Not trained on until admitted (<code>landfall admit ARRIVAL "
+                   f"--dataset {_e(d['name'])}</code>) or rejected (<code>landfall reject</code>).</p>"
+                   '<div class="quarantined">')
+        for q in d["quarantined"]:
+            out.append(f'<div class="arrival" data-arrival="{_e(q.get("arrival_id"))}"><b>{_e(q.get("name"))}</b> '
+                       f'#{_e(q.get("generation"))} ({_e(q.get("arrival_id"))}), {_t(q.get("created_at"))}'
+                       + (f"<br>{_e(q['error'])}" if q.get("error") else ""))
+            for f in q.get("findings", []):
+                out.append(f"<br>{_e(f['check'])} on <b>{_e(f['feature'])}</b>: {_num(f['measured'])} against "
+                           f"threshold {_num(f['threshold'])} ({_e(f['action'])})"
+                           + (shift_svg(f["bins"]) if f.get("bins") else ""))
+            out.append("</div>")
+        out.append("</div>")
     c = d["champion"]
     out.append("<h3>Champion</h3>")
     if c:

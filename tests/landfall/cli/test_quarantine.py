@@ -134,6 +134,27 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
                  str(tmp_path / "state"), "--json"]) == 0
     trace = json.loads(capsys.readouterr().out)
     assert trace["stop"].startswith("quarantined (scale_change on 1: ") and "landfall admit" in trace["stop"]
+    from landfall.local import compaction, report
+    from landfall.local.records import Reader
+
+    reference_uri = f"gs://{bucket}/tfrecords/watch/_reference.json"
+    before = rt.storage.stat(reference_uri).generation
+    compacted = compaction.run(rt.storage, bucket, "watch", 1 << 20)
+    assert compacted["arrivals"] == 4  # the quarantined arrival stays out of the snapshot ...
+    assert rt.storage.stat(reference_uri).generation == before  # ... and compaction leaves the reference as it is
+
+    data = report.collect(Reader(rt.storage, bucket, Layout()))
+    (watch,) = [d for d in data["datasets"] if d["name"] == "watch"]
+    assert [a["state"] for a in watch["arrivals"]].count("quarantined") == 1
+    (shown,) = watch["quarantined"]
+    (finding,) = shown["findings"]
+    assert (finding["check"], finding["feature"], finding["index"]) == ("scale_change", "1", 1)
+    bins = finding["bins"]  # before/after: the reference's deciles, and a bin each below and above them
+    assert len(bins["reference"]) == len(bins["arrival"]) == len(bins["edges"]) + 2
+    assert bins["reference"][-1] == 0 and bins["arrival"][-1] > 0.4  # x1000: much of it above all the reference saw
+    assert sum(bins["reference"]) == pytest.approx(1, abs=1e-3) and sum(bins["arrival"]) == pytest.approx(1, abs=1e-3)
+    page = report.render(data)
+    assert "Quarantined arrivals" in page and 'aria-label="before/after histogram"' in page and bad in page
     assert main(["admit", bad, "--dataset", "watch", "--bucket", bucket, "--by", "ops"]) == 0
     assert f"admitted: {bad} of watch by ops" in capsys.readouterr().out
     assert bad in released() and len(released()) == 5
