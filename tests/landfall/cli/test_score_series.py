@@ -4,7 +4,7 @@ the windows covering it, the anomalous ranges, precision and recall against a la
 Two models. A hand-checkable one reconstructs every window as zeros, so a window's error is the mean of its squared
 values and every score below is worked out by hand. A tiny GRU (8 -> 4) trained on the real Daphnet recording
 (bench/data/S06R02E0.csv, 16-row windows every 4 rows), whose threshold is the p99 of its held-out windows' errors,
-scores the same recording with one freezing-like episode written into it (32 rows of the ankle sensor 3,000 mg off)
+scores the same recording with one freezing-like episode written into it (32 rows of the ankle sensor 8,000 mg off)
 and labelled in its own ``is_anomaly`` column."""
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def test_daphnet_ranges_name_the_episode_written_into_it(daphnet_model, tmp_path
     assert plain["time"] == "timestamp" and plain["max_gap"] == pytest.approx(3 * 0.015625, rel=0.1)
 
     frame = pd.read_csv(src, dtype={"timestamp": str})
-    frame.loc[5000:5031, "ankle_horiz_fwd"] += 3000  # rows 5000-5031 (.loc slices include their end)
+    frame.loc[5000:5031, "ankle_horiz_fwd"] += 8000  # rows 5000-5031 (.loc slices include their end)
     frame.loc[5000:5031, "is_anomaly"] = 1
     src = tmp_path / "episode.csv"
     frame.to_csv(src, index=False)
