@@ -167,7 +167,7 @@ def print_summary(summary: dict[str, Any], shown: int = 10) -> None:
     print(f"{summary['rows']} rows ({summary['windows']} windows of {summary['length']}, stride {summary['stride']}) "
           f"scored with {summary['model']}: {summary['anomalies']} anomalous rows ({share:.2%}) above "
           f"{summary['threshold']:.6g} ({summary['combine']} of the windows over each row), "
-          f"{len(summary['ranges'])} ranges")
+          f"{len(summary['ranges'])} range{'' if len(summary['ranges']) == 1 else 's'}")
     strongest = sorted(summary["ranges"], key=lambda r: -r["peak_score"])[:shown]
     for r in sorted(strongest, key=lambda r: r["first_row"]):
         start, end, peak = ((r["start_at"], r["end_at"], r["peak_at"]) if stamped else
