@@ -9,7 +9,9 @@ so they share the machine's noise):
 - ours vs pandas + a per-row ``tf.train.Example(FloatList)`` writer (the usual tutorial way);
 - ``.npy`` conversion vs a plain copy of the file, streamed through the same storage layer (read and
   write in 8 MiB blocks, as any stream converter must), and vs the kernel's in-cache file copy;
-- peak RSS of a conversion (own process) at 1x and ``--scale``x the input: it must stay flat.
+- peak RSS of a conversion (own process) at 1x and ``--scale``x the input: it must stay flat;
+- ours with the arrival's profile (``landfall.core.profile``, the default) vs ours without it
+  (``LANDFALL_PROFILE=false``), CSV and ``.npy``: the profile's cost (goal: >= 0.95x the throughput).
 
 ``--tasks 1,2`` measures the ranged conversion instead (``landfall_bench.ranged``: 1 vs N task processes on a
 2 GiB ``.npy`` and a 1 GiB CSV, ``--size-scale`` for smaller ones, and a projection to larger inputs).
@@ -54,6 +56,22 @@ def interleaved(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, 
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """As ``interleaved``, the order reversed every other round (no contender always goes first), with each one's
+    median CPU seconds too (``<key>`` with ``_s`` replaced by ``_cpu_s``: this process's threads, all of them),
+    which other work on a shared machine disturbs far less than the wall clock."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for i in range(repeat):
+        for key, fn in (list(fns.items()) if i % 2 == 0 else list(fns.items())[::-1]):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            times[key].append(time.perf_counter() - start)
+            cpu[key].append(time.process_time() - start_cpu)
+    return {**{k: statistics.median(v) for k, v in times.items()},
+            **{k.removesuffix("_s") + "_cpu_s": statistics.median(v) for k, v in cpu.items()}}
+
+
 def write_inputs(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
     csv_path, npy_path = folder / f"data-{n}.csv", folder / f"data-{n}.npy"
     out = np.lib.format.open_memmap(npy_path, mode="w+", dtype="<f4", shape=(n, 36, 10))
@@ -69,9 +87,9 @@ def write_inputs(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
     return csv_path, npy_path
 
 
-def ours(src: Path, dest: Path) -> None:
+def ours(src: Path, dest: Path, profile: bool = True) -> None:
     shutil.rmtree(dest, ignore_errors=True)
-    converter.convert(str(src), str(dest), "bench", ConverterConfig.load({}), Storage())
+    converter.convert(str(src), str(dest), "bench", ConverterConfig.load({}, profile=profile), Storage())
 
 
 def pyarrow_read_csv(src: Path) -> None:
@@ -202,6 +220,13 @@ def measure(args: argparse.Namespace, work: Path) -> tuple[dict[str, float], dic
         "copy_npy_s": lambda: storage_copy(npy_path, work / "copy.npy"),
         "kernel_copy_npy_s": lambda: shutil.copyfile(npy_path, work / "copy.npy"),
     }, args.repeat))
+    # The profile's cost: ours with and without it, alone, in alternating order (the first contender of a round is
+    # measurably slower on a busy machine: up to 16 % here, more than the cost measured).
+    for fmt, src in (("csv", csv_path), ("npy", npy_path)):
+        r.update(alternating({
+            f"ours_{fmt}_profiled_s": lambda src=src, fmt=fmt: ours(src, work / f"out-{fmt}"),
+            f"ours_{fmt}_unprofiled_s": lambda src=src, fmt=fmt: ours(src, work / f"out-{fmt}", profile=False),
+        }, 2 * args.repeat))
     if not args.skip_usual:
         print("running the usual way (pandas + per-row tf.train.Example), once ...", flush=True)
         r["usual_csv_s"] = median_time(lambda: pandas_per_row_examples(csv_path, work / "usual.tfrecord"), 1)
@@ -222,6 +247,10 @@ def report(args: argparse.Namespace, r: dict[str, float], sizes: dict[str, float
         ("CSV: ours / pyarrow streaming parse", r["ours_csv_s"] / r["pyarrow_stream_csv_s"], ""),
         (".npy: ours / plain streamed copy", r["ours_npy_s"] / r["copy_npy_s"], "<= 2.0"),
         (".npy: ours / kernel copy_file_range", r["ours_npy_s"] / r["kernel_copy_npy_s"], ""),
+        ("CSV: throughput profiling on / off", r["ours_csv_unprofiled_s"] / r["ours_csv_profiled_s"], ">= 0.95"),
+        (".npy: throughput profiling on / off", r["ours_npy_unprofiled_s"] / r["ours_npy_profiled_s"], ">= 0.95"),
+        ("CSV: CPU profiling off / on", r["ours_csv_unprofiled_cpu_s"] / r["ours_csv_profiled_cpu_s"], ">= 0.95"),
+        (".npy: CPU profiling off / on", r["ours_npy_unprofiled_cpu_s"] / r["ours_npy_profiled_cpu_s"], ">= 0.95"),
         (f"peak RSS CSV {args.scale}x / 1x", r["rss_csv_nx_mib"] / r["rss_csv_1x_mib"], "flat"),
         (f"peak RSS .npy {args.scale}x / 1x", r["rss_npy_nx_mib"] / r["rss_npy_1x_mib"], "flat"),
     ]

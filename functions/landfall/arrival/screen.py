@@ -44,7 +44,13 @@ def screen(storage: Storage, out_prefix: str, cfg: ConverterConfig, profile: Pro
     if profile is None:
         return None
     rules = rules_of(cfg)
-    reference, generation = quarantine.read_reference(storage, quarantine.reference_uri(out_prefix))
+    uri = quarantine.reference_uri(out_prefix)
+    try:
+        reference, generation = quarantine.read_reference(storage, uri)
+    except Invalid as exc:  # never blocks the dataset: its arrivals are admitted unchecked until it is replaced
+        log.error("the dataset's reference cannot be read, so the arrival is not checked: %s", exc,
+                  extra={"fields": {"reference": uri}})
+        reference, generation = None, None
     names = cfg.series_channels if len(cfg.series_channels) == cfg.features else ()
     result = checks.assess(profile, reference, rules, names, generation)
     rejected = result.rejected
@@ -72,4 +78,8 @@ def settle(storage: Storage, manifest: Manifest, manifest_uri: str) -> None:
                  manifest.source.name, found["reference"]["arrivals"], found["reference"]["rows"],
                  extra={**context, "fields": {"check_status": "first", "manifest": manifest_uri}})
     if found["status"] != "quarantined":
-        quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id)
+        try:
+            quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id)
+        except Invalid as exc:  # an unreadable reference, or one of another shape: logged, never blocks the arrival
+            log.error("%s not merged into the dataset's reference: %s", manifest.arrival_id, exc,
+                      extra={**context, "fields": {"manifest": manifest_uri}})

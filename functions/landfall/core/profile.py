@@ -47,7 +47,8 @@ SPAN = 2 * (OFFSET + MAX_KEY) + 1  # distinct buckets per feature
 HEAD_INSTANCES = 64  # an arrival's first instances are all sampled ...
 SAMPLE_EVERY = 128  # ... then one instance in this many
 BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows (its "instances")
-DENSE_SPAN = 1 << 20  # a chunk's buckets are counted with bincount when their codes span at most this
+DENSE_LIMIT = 1 << 20  # while an arrival is read, its buckets are counted in place when features x SPAN is at most
+# this (8 MiB of counts: up to 349 features); wider arrivals count each sample's buckets by sorting
 
 
 def bucket(values: np.ndarray) -> np.ndarray:
@@ -74,8 +75,9 @@ class Profile:
     def __init__(self, features: int):
         self.features = features
         self.arrivals = 0
-        self.codes = np.zeros(0, dtype=np.int64)  # feature * SPAN + bucket + SPAN // 2, sorted
-        self.counts = np.zeros(0, dtype=np.int64)
+        self._codes = np.zeros(0, dtype=np.int64)  # feature * SPAN + bucket + SPAN // 2, sorted
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._dense: np.ndarray | None = None  # counts by code while reading, folded into _codes when read
         self.sampled = np.zeros(features, dtype=np.int64)  # values in the histogram
         self.steps = np.zeros(features, dtype=np.int64)  # consecutive pairs sampled
         self.repeats = np.zeros(features, dtype=np.int64)  # ... of which equal
@@ -112,12 +114,12 @@ class Profile:
         flat = sample.reshape(-1, self.features)
         self.sampled += flat.shape[0]
         codes = (bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)).ravel()
-        low = int(codes.min())
-        span = int(codes.max()) - low + 1
-        if span <= DENSE_SPAN:  # a dense count, no sort: a chunk's values fill few buckets
-            counts = np.bincount(codes - low, minlength=span)
-            filled = np.flatnonzero(counts)
-            self._add(filled + low, counts[filled])
+        if self.features * SPAN <= DENSE_LIMIT:  # counted in place: no sort, no merge per chunk
+            if self._dense is None:
+                self._dense = np.zeros(self.features * SPAN, dtype=np.int64)
+            low = int(codes.min())
+            counts = np.bincount(codes - low)
+            self._dense[low:low + len(counts)] += counts
         else:
             self._add(*np.unique(codes, return_counts=True))
 
@@ -145,15 +147,32 @@ class Profile:
         return self
 
     # -- merging ----------------------------------------------------------------------------------------------
+    @property
+    def codes(self) -> np.ndarray:
+        """The non-empty buckets of every feature, ascending (``feature * SPAN + bucket + SPAN // 2``)."""
+        self._fold()
+        return self._codes
+
+    @property
+    def counts(self) -> np.ndarray:
+        self._fold()
+        return self._counts
+
+    def _fold(self) -> None:
+        if self._dense is not None:
+            dense, self._dense = self._dense, None
+            filled = np.flatnonzero(dense)
+            self._add(filled, dense[filled])
+
     def _add(self, codes: np.ndarray, counts: np.ndarray) -> None:
-        if not len(self.codes):
-            self.codes, self.counts = codes.astype(np.int64), counts.astype(np.int64)
+        if not len(self._codes):
+            self._codes, self._counts = codes.astype(np.int64), counts.astype(np.int64)
             return
-        both = np.concatenate([self.codes, codes])
+        both = np.concatenate([self._codes, codes])
         unique, inverse = np.unique(both, return_inverse=True)
-        self.codes = unique
-        self.counts = np.bincount(inverse, weights=np.concatenate([self.counts, counts]),
-                                  minlength=len(unique)).astype(np.int64)
+        self._codes = unique
+        self._counts = np.bincount(inverse, weights=np.concatenate([self._counts, counts]),
+                                   minlength=len(unique)).astype(np.int64)
 
     def merge(self, other: Profile) -> Profile:
         """Adds ``other`` (as if its values had been read here)."""
@@ -231,7 +250,7 @@ class Profile:
                 codes.append(np.asarray(h["buckets"], dtype=np.int64) + f * SPAN + SPAN // 2)
                 counts.append(np.asarray(h["counts"], dtype=np.int64))
             if codes:
-                out.codes, out.counts = np.concatenate(codes), np.concatenate(counts)
+                out._codes, out._counts = np.concatenate(codes), np.concatenate(counts)
             for name in ("sampled", "steps", "repeats", "values", "missing", "nonfinite"):
                 value = np.asarray(raw[name], dtype=np.int64)
                 if value.shape != (out.features,):

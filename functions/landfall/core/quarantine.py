@@ -71,7 +71,8 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str) -
             return False
         if reference is not None and reference.features != profile.features:
             raise Invalid(f"{uri}: a reference of {reference.features} features; arrival {arrival_id} has "
-                          f"{profile.features} (the dataset's shape changed: delete the reference to start anew)")
+                          f"{profile.features} (the dataset's shape changed: delete the reference to start anew, "
+                          "its arrivals are admitted unchecked meanwhile)")
         merged = profile if reference is None else reference.merge(profile)
         body = merged.to_json(REFERENCE_SCHEMA, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now())
         try:

@@ -18,6 +18,7 @@ from landfall.core import quarantine, retractions
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.layout import PROFILE, REFERENCE
 from landfall.core.messages import Manifest
+from landfall.core.profile import REFERENCE_SCHEMA, Profile
 from landfall.core.storage import Storage
 from landfall_bench import realdata
 from tests.landfall.arrival.ranged_helpers import committed, run_all
@@ -199,3 +200,24 @@ def test_profiling_off_writes_no_profile_and_no_checks(motions, tmp_path):
     manifest = converter.convert(write_csv(tmp_path / "a.csv", motions[:4]), str(tmp_path / "out" / "a"), "w", cfg,
                                  storage)
     assert manifest.checks is None and not (tmp_path / "out" / "a" / PROFILE).exists()
+
+
+def test_an_unreadable_or_mismatched_reference_never_blocks_an_arrival(motions, tmp_path, caplog):
+    storage = Storage("test")
+    cfg = ConverterConfig(timesteps=100, features=6, checks="{}", project="test", csv_header="absent")
+    out = tmp_path / "tfrecords" / "watch"
+    out.mkdir(parents=True)
+    (out / REFERENCE).write_text("{not json")
+    with caplog.at_level(logging.ERROR, logger="landfall.arrival"):
+        manifest = converter.convert(write_csv(tmp_path / "a.csv", motions[:4]), str(out / "a"), "watch", cfg, storage)
+        screen.settle(storage, manifest, str(out / "a" / "manifest.json"))
+    assert manifest.checks["status"] == "first"
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2 and messages[0].startswith("the dataset's reference cannot be read")
+    assert messages[1].startswith(f"{manifest.arrival_id} not merged into the dataset's reference")
+    other = tmp_path / "tfrecords" / "other"
+    other.mkdir(parents=True)
+    nine = Profile(9)  # a reference of nine features: no yardstick for an arrival of six
+    (other / REFERENCE).write_bytes(nine.to_json(REFERENCE_SCHEMA))
+    manifest = converter.convert(write_csv(tmp_path / "b.csv", motions[:4]), str(other / "b"), "other", cfg, storage)
+    assert manifest.checks["status"] == "first"
