@@ -300,8 +300,9 @@ def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest
 
 
 def manifest_metadata(manifest: Manifest) -> dict[str, str]:
-    """The manifest object's custom metadata: its count, and whether its checks quarantined it."""
-    return {"count": str(manifest.count), **({"quarantined": "true"} if manifest.quarantined else {})}
+    """The manifest object's custom metadata: its count, its checks' status, and whether they quarantined it."""
+    status = {"checks": str(manifest.checks["status"])} if manifest.checks else {}
+    return {"count": str(manifest.count), **status, **({"quarantined": "true"} if manifest.quarantined else {})}
 
 
 def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndarray]:

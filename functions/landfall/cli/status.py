@@ -135,6 +135,8 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
             retracted.setdefault(ds, []).append(records[RETRACTION])
         elif MANIFEST in records:
             entry(ds)["arrivals"] += 1
+            if (records[MANIFEST].metadata or {}).get("checks") == "warned":  # flagged by a check, trained on
+                entry(ds)["warned"] = entry(ds).get("warned", 0) + 1
             if ADMISSION not in records and _held(storage, records[MANIFEST]):  # checks hold it: not trained on
                 entry(ds)["quarantined"] = entry(ds).get("quarantined", 0) + 1
                 held.setdefault(ds, []).append(records[MANIFEST])
@@ -333,6 +335,7 @@ def status(args: argparse.Namespace) -> int:
     for ds, counts in sorted(report["datasets"].items()):
         held = f", {counts['quarantined']} quarantined (not trained on until admitted)" if counts.get("quarantined") \
             else ""
+        held += f", {counts['warned']} flagged by a check and trained on (warn)" if counts.get("warned") else ""
         print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
               f"{counts['rejected']} rejected, {counts.get('converting', 0)} converting on Cloud Run, "
               f"{counts.get('pending', 0)} request(s) waiting for the next job{held}")

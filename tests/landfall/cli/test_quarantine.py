@@ -157,6 +157,20 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     assert "Quarantined arrivals" in page and 'aria-label="before/after histogram"' in page and bad in page
     assert main(["admit", bad, "--dataset", "watch", "--bucket", bucket, "--by", "ops"]) == 0
     assert f"admitted: {bad} of watch by ops" in capsys.readouterr().out
+    # A dataset whose spec sets no arrival.checks: the same file is flagged, trained on, and counted
+    lax = arrival_runtime(timesteps=100, features=6)
+    for i in range(5):
+        uri = f"gs://{bucket}/incoming/loose/w{i}.npy"
+        rt.storage.upload(tmp_path / f"w{i}.npy", uri)
+        info = rt.storage.stat(uri)
+        assert handler.handle(ObjectEvent(bucket, f"incoming/loose/w{i}.npy", info.generation, info.size,
+                                          info.crc32c), lax) == "converted"
+    manifests, _ = coalesce._resolve("loose", bucket, 0, rt.storage, Layout())
+    assert len(manifests) == 5  # warned: trained on
+    assert main(["status", "--bucket", bucket, "--dataset", "loose", "--backend", "local", "--state",
+                 str(tmp_path / "state"), "--json"]) == 0
+    loose = json.loads(capsys.readouterr().out)["datasets"]["loose"]
+    assert loose["warned"] == 1 and "quarantined" not in loose
     assert bad in released() and len(released()) == 5
     assert main(["trace", bad, "--dataset", "watch", "--bucket", bucket, "--backend", "local", "--state",
                  str(tmp_path / "state"), "--json"]) == 0
