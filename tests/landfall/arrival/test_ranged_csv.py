@@ -162,7 +162,7 @@ def test_convert_with_tasks_runs_processes(tmp_path, capsys):
     storage = Storage()
     assert_same(storage, got, Manifest.from_json((tmp_path / "one" / "manifest.json").read_text()))
     assert sorted(p.name for p in (tmp_path / "three").iterdir()) == sorted(
-        ["manifest.json", *(s.uri.rsplit("/", 1)[-1] for s in got.shards)])
+        ["manifest.json", "profile.json", *(s.uri.rsplit("/", 1)[-1] for s in got.shards)])
     lines = src.read_bytes().split(b"\r\n")
     lines[300] += b",1.0"  # one value too many, in task 1's range
     bad = tmp_path / "bad.csv"

@@ -30,7 +30,7 @@ def test_local_to_local(tmp_path, capsys):
     assert "300 instances" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "manifest.json", "part-00000-of-00003.tfrecord", "part-00001-of-00003.tfrecord",
-        "part-00002-of-00003.tfrecord"]
+        "part-00002-of-00003.tfrecord", "profile.json"]  # the arrival's profile (landfall.core.profile)
 
 
 def test_gs_to_gs_with_custom_shape(emulator_stack, bucket):
