@@ -196,3 +196,31 @@ def test_a_spec_sets_the_checks_and_the_converter_gets_them_as_canonical_json():
     bad = {**doc, "arrival": {"checks": {"drift": {"action": "hold"}}}}
     with pytest.raises(Invalid, match=r"gait.yaml.*arrival.checks.drift.action"):
         specs.validate(bad, "gait.yaml")
+
+
+def test_detection_over_94_real_arrivals_as_docs_datasets_md_reports():
+    """Each fault injected alone into every Daphnet second from the 17th on, checked against the reference of the
+    seconds before it: the table in docs/datasets.md#arrival-checks."""
+    rules, rng = checks.Rules.parse({}), np.random.default_rng(0)
+    arrivals = daphnet_arrivals()
+    spread = np.concatenate(arrivals).std(axis=0)
+    named = {kind: 0 for kind in FAULTS}
+    flagged = {kind: 0 for kind in FAULTS}
+    contaminated = checked = 0
+    reference = Profile(len(CHANNELS))
+    for i, rows in enumerate(arrivals):
+        if i >= 16:
+            checked += 1
+            for kind, (check, feature) in FAULTS.items():
+                found = checks.assess(faulty(kind, rows, rng), reference, rules, CHANNELS).findings
+                named[kind] += [(f.check, f.feature) for f in found] == [(check, feature)]
+                flagged[kind] += bool(found)
+            burst = rows.copy()
+            at = int(rng.integers(0, len(burst) - 3))
+            burst[at:at + 3] += rng.normal(0, 5 * spread, (3, len(CHANNELS))).astype(np.float32)
+            contaminated += bool(checks.assess(rows_profile(burst), reference, rules, CHANNELS).findings)
+        reference.merge(rows_profile(rows))
+    assert checked == 94
+    assert named == {"x1000": 94, "constant": 94, "swapped": 93, "missing 30%": 94}
+    assert flagged == {kind: 94 for kind in FAULTS}
+    assert contaminated == 8
