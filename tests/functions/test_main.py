@@ -74,7 +74,9 @@ def test_eventarc_storage_event(emulator_stack, bucket, topic, client):
     for _ in range(3):  # at-least-once: the platform may deliver it again
         assert post(client, event).status_code == 200
     assert manifest_of(emulator_stack.storage, bucket, "incoming/sensors/day-1.npy", info.generation).count == 64
-    assert len(emulator_stack.storage.list(f"gs://{bucket}/tfrecords/")) == 2  # one shard + one manifest
+    # One shard, its profile and manifest, and the dataset's reference profile: each written once.
+    names = sorted(u.rsplit("/", 1)[-1] for u in emulator_stack.storage.list(f"gs://{bucket}/tfrecords/"))
+    assert names == ["_reference.json", "manifest.json", "part-00000-of-00001.tfrecord", "profile.json"], names
     assert len({json.loads(m.data)["request_id"] for m in pull_all(emulator_stack.pubsub, topic, expect=3)}) == 1
 
 

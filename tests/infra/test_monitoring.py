@@ -263,12 +263,15 @@ def _result_line(emulator_stack, bucket: str, verdict: str, status: str = "succe
     handler.setFormatter(logs.JsonFormatter())
     logger = logging.getLogger("landfall.core.results")
     logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)  # as the deployed function's logging does; alone, a test has no INFO otherwise
     try:
         message = results.Result(dataset="sensors", job=f"job-{verdict}", status=status, verdict=verdict)
         assert results.announce(emulator_stack.storage, emulator_stack.pubsub, topic,
                                 f"gs://{bucket}/runs/job-{verdict}-{status}", message)
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     (line,) = [json.loads(x) for x in out.getvalue().splitlines() if '"result published"' in x]
     return log_entry(line)
 
