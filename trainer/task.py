@@ -97,8 +97,8 @@ from landfall.core import cost, logs
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.storage import Storage
+from trainer import champion_view, verdict, warmstart
 from trainer import inputs as inputs_mod
-from trainer import verdict, warmstart
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
 from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
@@ -323,6 +323,10 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
         weights = warmstart.fetch(storage, start, work / "warm-start")
         mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
+    if cluster.is_chief:  # before the strategy exists: no collective waits on it (trainer.champion_view)
+        with phase("scoring new data with the champion"):
+            view = champion_view.in_child(cfg, inputs, plan, paths, work, job_name_of(cfg))
+            metrics.doc[champion_view.FIELD] = view.record
 
     from trainer import train  # TensorFlow from here on
 

@@ -75,7 +75,7 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
 
 
 # What the trainer records of its convergence, its skill and the labelled check.
-CONVERGENCE = (*results.TRAINING_FIELDS, "labelled")
+CONVERGENCE = (*results.TRAINING_FIELDS, "labelled", "champion_view")
 
 
 def _verdict_text(m: dict[str, Any]) -> str:
@@ -377,6 +377,8 @@ def status(args: argparse.Namespace) -> int:
         manifests = "-" if j["manifests"] is None else j["manifests"]
         print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
               f"{metrics}")
+        if m.get("champion_view"):
+            print(f"  {results.champion_view_line(m['champion_view'])}")
     dl = report["dead_letter"]
     if dl is not None:
         if "error" in dl:

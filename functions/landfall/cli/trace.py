@@ -31,7 +31,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import champion, layout, logs, quarantine
+from landfall.core import champion, layout, logs, quarantine, results
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.messages import JobInputs
@@ -236,6 +236,9 @@ def _job_steps(r: Reader, job: str, inputs: JobInputs) -> list[Step]:
         steps.append(Step("metrics", text, m.get("ended_at") or m.get("started_at"), metrics_uri,
                           {k: m.get(k) for k in ("status", "verdict", "challenger_loss", "champion_loss", "error",
                                                  "failed_phase")} | {"epochs": len(epochs)}))
+        if isinstance(m.get("champion_view"), dict):  # what the champion flagged in the job's new arrivals
+            steps.append(Step("champion_view", results.champion_view_line(m["champion_view"]), m.get("started_at"),
+                              metrics_uri, results.champion_view_summary(m["champion_view"]) or {}))
     result_uri = r.job_dir(job) + "/result.json"
     marker = r.json(result_uri)
     if marker is not None:

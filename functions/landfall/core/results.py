@@ -91,6 +91,10 @@ class Result:
     # recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated against
     # labels), instances, positives, min_average_precision}; null without one.
     labelled: dict[str, Any] | None = None
+    # The champion's view of the job's new arrivals (trainer.champion_view), bounded (champion_view_summary):
+    # {champion_run, threshold, instances, flagged, fraction, arrival_count, arrivals (the first MAX_IDS), reason};
+    # flagged null (with the reason) when the dataset had no champion that could score; null in older messages.
+    champion_view: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -143,7 +147,44 @@ def from_metrics(doc: dict[str, Any], *, job: str, dataset: str, status: str, in
         spec_generation=_spec_generation(doc, storage, inputs_uri),
         **{k: doc.get(k) for k in TRAINING_FIELDS},
         labelled=doc.get("labelled") if isinstance(doc.get("labelled"), dict) and status == "succeeded" else None,
+        champion_view=champion_view_summary(doc.get("champion_view")),
     )
+
+
+VIEW_FIELDS = ("champion_run", "champion_model", "threshold", "threshold_quantile", "instances", "flagged", "fraction",
+               "arrival_count", "reason")
+
+
+def champion_view_summary(view: Any, max_ids: int = MAX_IDS) -> dict[str, Any] | None:
+    """The message's copy of ``metrics.json`` ``champion_view``: its totals and at most ``max_ids`` arrivals."""
+    if not isinstance(view, dict):
+        return None
+    arrivals = view.get("arrivals") if isinstance(view.get("arrivals"), list) else None
+    return {**{k: view.get(k) for k in VIEW_FIELDS},
+            "arrivals": None if arrivals is None else [
+                {k: a.get(k) for k in ("arrival", "instances", "flagged", "fraction")} for a in arrivals[:max_ids]]}
+
+
+def champion_view_line(view: Any) -> str:
+    """One line for ``landfall status``, ``trace`` and the report: what the champion flagged in the new arrivals."""
+    if not isinstance(view, dict):
+        return ""
+    if view.get("flagged") is None:
+        return f"champion's view of new data: none ({view.get('reason') or 'unknown'})"
+    if not view.get("arrival_count"):
+        return f"champion's view of new data: no new arrival since {view.get('champion_run')}'s job"
+    worst = max(view.get("arrivals") or [{}], key=lambda a: a.get("fraction") or 0.0)
+    out = (f"champion's view of new data: {view['flagged']} of {view.get('instances')} instances in "
+           f"{view.get('arrival_count')} new arrival(s) over champion {view.get('champion_run')}'s threshold "
+           f"{_g(view.get('threshold'))}")
+    if worst.get("arrival") or worst.get("manifest"):
+        out += (f" (most: {worst.get('arrival') or worst.get('manifest')}, {worst.get('flagged')} of "
+                f"{worst.get('instances')})")
+    return out
+
+
+def _g(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, int | float) else str(value)
 
 
 def _spec_generation(doc: dict[str, Any], storage: Storage, inputs_uri: str | None) -> int | None:

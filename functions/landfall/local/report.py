@@ -174,7 +174,7 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
             "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
             "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
-            **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled")},
+            **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled", "champion_view")},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
                       for e in epochs]}
 
@@ -536,6 +536,12 @@ def _skill_html(j: dict[str, Any]) -> str:
         out += (f"<br>labelled check: average precision {_num(mine.get('average_precision'))}, precision "
                 f"{_num(mine.get('precision'))} and recall {_num(mine.get('recall'))} at the threshold (champion: "
                 + (f"{_num(theirs.get('average_precision'))}" if theirs else "unknown") + ")")
+    if isinstance(j.get("champion_view"), dict):  # what the champion flagged in the new arrivals
+        out += f"<br>{_e(results.champion_view_line(j['champion_view']))}"
+        rows = [a for a in (j["champion_view"].get("arrivals") or [])[:10] if isinstance(a, dict)]
+        if rows:
+            out += "<br>" + ", ".join(f"{_e(a.get('arrival') or a.get('manifest'))}: {_e(a.get('flagged'))} of "
+                                      f"{_e(a.get('instances'))} flagged" for a in rows)
     if j.get("epochs_run") is not None:
         out += f"<br>epochs {_e(j['epochs_run'])} of {_e(j['epochs_ceiling'])}"
         if j.get("stopped_early"):

@@ -33,7 +33,9 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     report = _json(trace, f"gs://{small_flow.bucket}/{a.name}")
     assert report["stop"] == f"trained by job {job} (Succeeded): promoted, the champion of sensors (#1)"
     whats = [s["what"] for s in report["steps"]]
-    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "result", "champion"]
+    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "champion_view", "result", "champion"]
+    view = next(s for s in report["steps"] if s["what"] == "champion_view")  # the dataset's first job: no champion
+    assert view["detail"]["flagged"] is None and "no champion" in view["text"]
     object_step, request = report["steps"][0], report["steps"][2]
     assert object_step["detail"]["generation"] == a.generation == object_step["detail"]["live_generation"]
     assert request["detail"]["request_id"] == a.request_id

@@ -1,0 +1,110 @@
+"""The champion's view of new data (``trainer.champion_view``), on a real series: Daphnet S06R02E0 (9 channels, mg)
+cut into windows and into three arrivals. A first job trains on the first and becomes the champion; a second job
+covers all three, the second with 5 % of its windows made anomalous, the third clean. The second job's metrics
+report, per new arrival, how many windows exceed the champion's threshold."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from landfall.core import results
+from landfall.core.messages import InputManifest, JobInputs
+from landfall.core.storage import Storage
+from landfall.local import report
+from landfall_bench import realdata
+from tests.trainer.helpers import run_trainer, write_dataset
+from trainer import champion_view
+from trainer.config import TrainerConfig
+from trainer.jobdir import JobDir
+
+T, F = 24, 9
+ARGS = ["--timesteps", str(T), "--features", str(F), "--units", "8,4", "--batch-size-per-worker", "64",
+        "--learning-rate", "0.01", "--dropout", "0", "--shuffle-buffer", "256", "--verbose", "0", "--min-skill", "-1",
+        "--early-stopping-patience", "0", "--deterministic"]
+
+
+def _inputs(runs: Path, job: str, seq: int, after: str | None, manifests: list[str]) -> str:
+    (runs / job).mkdir(parents=True, exist_ok=True)
+    doc = JobInputs(dataset="demo", job=job, seq=seq, after=after, requests=[],
+                    manifests=[InputManifest(uri=m, generation=1) for m in manifests])
+    path = runs / job / "inputs.json"
+    path.write_bytes(doc.to_json())
+    return str(path)
+
+
+def _arrivals(tmp_path: Path) -> tuple[list[str], np.ndarray]:
+    """Three arrivals of windows (stride 4) of consecutive parts of the recording; 5 % of the second's windows get
+    a burst (every channel shifted by 6 of its standard deviations); returns the manifests and the burst indices."""
+    _, values, _ = realdata.daphnet()
+    parts = [values[:3600], values[3600:5400], values[5400:]]
+    windows = [realdata.sliding_windows(p, T, 4).astype("<f4") for p in parts]
+    rng = np.random.default_rng(7)
+    burst = np.sort(rng.choice(len(windows[1]), size=len(windows[1]) // 20, replace=False))
+    windows[1][burst] += 6 * values.std(0)
+    storage = Storage()
+    uris = [write_dataset(storage, str(tmp_path / "data" / f"a{i + 1}"), w, shards=2, arrival_id=f"a{i + 1}")
+            for i, w in enumerate(windows)]
+    return uris, burst
+
+
+def test_new_arrivals_are_scored_by_the_champion(tmp_path):
+    uris, burst = _arrivals(tmp_path)
+    runs = tmp_path / "runs"
+    one = run_trainer(["--inputs", _inputs(runs, "demo-1", 1, None, uris[:1]), "--job-dir", str(runs / "demo-1"),
+                       "--epochs", "3", *ARGS])
+    assert one.returncode == 0, one.stderr[-3000:]
+    first = json.loads((runs / "demo-1" / "metrics.json").read_text())
+    assert first["verdict"] == "promoted"
+    view = first["champion_view"]  # no champion: null with the reason, not zero
+    assert view["flagged"] is None and view["instances"] is None and "no champion" in view["reason"]
+
+    two = run_trainer(["--inputs", _inputs(runs, "demo-2", 2, "demo-1", uris), "--job-dir", str(runs / "demo-2"),
+                       "--epochs", "1", *ARGS])
+    assert two.returncode == 0, two.stderr[-3000:]
+    view = json.loads((runs / "demo-2" / "metrics.json").read_text())["champion_view"]
+    assert view["champion_run"] == "demo-1" and view["reason"] is None
+    assert view["threshold"] == first["threshold"]["value"]
+    by = {a["arrival"]: a for a in view["arrivals"]}
+    assert set(by) == {"a2", "a3"}  # a1 was the champion's: not new
+    dirty, clean = by["a2"], by["a3"]
+    n_dirty = json.loads(Path(uris[1]).read_text())["count"]
+    assert dirty["instances"] == n_dirty and clean["instances"] == json.loads(Path(uris[2]).read_text())["count"]
+    flagged = json.loads((runs / "demo-2" / "champion_view.json").read_text())["flagged"]
+    caught = set(flagged[uris[1]])
+    assert len(caught & set(burst.tolist())) >= 0.95 * len(burst), (len(caught), len(burst))
+    assert dirty["flagged"] == len(caught) and 0.045 <= dirty["fraction"] <= 0.12, dirty
+    assert clean["fraction"] <= 0.06, clean  # a p99 threshold on a recording that moves on: a few, not 5 %
+    assert view["flagged"] == dirty["flagged"] + clean["flagged"]
+
+    # The result message carries a bounded copy; status, trace and the report print one line from it.
+    doc = json.loads((runs / "demo-2" / "metrics.json").read_text())
+    message = results.from_metrics(doc, job="demo-2", dataset="demo", status="succeeded", inputs_uri=None,
+                                   storage=Storage(), published_by="chief")
+    again = results.Result.from_json(message.to_json())
+    assert again.champion_view is not None and again.champion_view["flagged"] == view["flagged"]
+    assert [a["arrival"] for a in again.champion_view["arrivals"]] == ["a2", "a3"]
+    line = results.champion_view_line(view)
+    assert f"{view['flagged']} of {view['instances']}" in line and "demo-1" in line and "a2" in line
+    assert "none (dataset demo has no champion)" in results.champion_view_line(first["champion_view"])
+    assert line in html.unescape(report._skill_html({"champion_view": view}))
+
+
+def test_a_restarted_job_reuses_its_first_record(tmp_path):
+    """An earlier attempt's record (metrics.json) and flagged indices (champion_view.json) are reused, not
+    recomputed: the champion may have changed since, and every attempt must record the same numbers."""
+    storage = Storage()
+    job = JobDir(storage, str(tmp_path / "runs" / "demo-3"))
+    record = {"champion_run": "demo-1", "flagged": 3, "instances": 10, "arrivals": [], "reason": None}
+    job.write_json("metrics.json", {"champion_view": record})
+    job.write_json(champion_view.FLAGGED, {"flagged": {"m.json": [1, 4, 9]}})
+    cfg = TrainerConfig.load({}, manifests=("x",), job_dir=job.uri)
+    view = champion_view.score(cfg, storage, job, None, None, [], tmp_path, "demo-3")  # type: ignore[arg-type]
+    assert view.reused and view.record == record and view.flagged == {"m.json": [1, 4, 9]}
+    (tmp_path / "runs" / "demo-3" / champion_view.FLAGGED).unlink()  # flagged indices lost: score again
+    with pytest.raises(AttributeError):  # (no inputs given here: it tries to, and fails on them)
+        champion_view.score(cfg, storage, job, None, None, [], tmp_path, "demo-3")  # type: ignore[arg-type]

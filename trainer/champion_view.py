@@ -1,0 +1,251 @@
+"""The champion's view of new data: before a job trains, its dataset's champion scores the arrivals new to it.
+
+``score`` (the chief, after staging, before TensorFlow's strategy exists) answers "did my new data contain
+anomalies?" for every job, before the data is trained on:
+
+- **New** arrivals: those in this job's inputs that were not in the inputs of the champion's job. The champion's
+  job is ``champion.run``; its ``runs/<job>/inputs.json`` (manifests, and a snapshot less its ``skip``, as
+  ``trainer.inputs.load_manifests`` resolves them) lists what it trained on; an arrival is known by its manifest
+  URI, which a compacted snapshot keeps (``ShardRef.manifest``), so compaction between the two jobs changes
+  nothing. A champion job started by hand without an ``inputs.json`` is read from its ``metrics.json``
+  ``manifests``. Everything the champion was trained on is old; everything else (arrivals since, and any
+  retracted and re-admitted) is new.
+- **Flagged**: an instance whose reconstruction error under the champion (``trainer.scoring.Scorer``, the
+  champion's own normalisation, MSE in original units) exceeds the champion's threshold (its ``threshold.json``
+  ``value``, the quantile its verdict chose).
+- **One inference pass**, on data the job staged anyway: each new shard's records are read from the staged file
+  when the chief holds it, in file order (one pipeline per shard piece, so every error is attributed to its
+  (arrival, index in the arrival)). On several workers the chief also stages the new shards other workers hold:
+  only new data, usually a small part of the job.
+- **Workers in step.** The chief alone scores, before ``trainer.train`` creates MultiWorkerMirroredStrategy:
+  no collective exists yet, and the other workers wait at the strategy's cluster barrier, as they already wait
+  for a chief that stages more slowly. Nothing is all-reduced. The scoring runs in a child process (``in_child``,
+  spawned): the strategy must configure TensorFlow's collectives before the process runs any TensorFlow op, so
+  the chief's own process must not load the champion first. The child costs one interpreter and TensorFlow
+  import, counted in ``wall_s``.
+- **No champion, no zero.** A job whose dataset has no champion (or whose champion cannot score: no threshold,
+  another instance shape, unreadable) records ``flagged: null`` and the ``reason``, never 0.
+- **Exact restarts.** The view is written into ``metrics.json`` (``champion_view``) once; a restarted job reuses
+  the record of its earlier attempt instead of scoring again (the champion may have changed meanwhile), so every
+  attempt records the same numbers.
+
+Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model, threshold, threshold_quantile,
+new (the definition above), instances, flagged, fraction, arrival_count, arrivals: [{arrival, manifest, instances,
+flagged, fraction}] (the first ``ARRIVALS_LISTED``), wall_s, reason}``. The result message carries a bounded copy
+(``landfall.core.results.champion_view_summary``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from landfall.core import champion as champion_mod
+from landfall.core import logs
+from landfall.core.errors import Invalid, NotFound, TemporaryError
+from landfall.core.messages import utc_now
+from landfall.core.storage import Storage, join
+from trainer import inputs as inputs_mod
+from trainer.config import TrainerConfig
+from trainer.jobdir import METRICS, MODEL, JobDir
+
+log = logs.get("trainer.champion_view")
+
+FIELD = "champion_view"
+ARRIVALS_LISTED = 1000  # metrics.json is rewritten every epoch: it must not grow with the dataset's history
+NEW = "arrivals in this job's inputs that were not in the inputs of the champion's job"
+
+
+@dataclasses.dataclass
+class View:
+    """What ``score`` found: the record, and the flagged instances as ``{manifest: sorted indices in the arrival}``
+    (for ``training.exclude_flagged``)."""
+
+    record: dict[str, Any]
+    flagged: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    reused: bool = False  # the record of an earlier attempt of this job
+
+
+def none(reason: str, **fields: Any) -> dict[str, Any]:
+    """The record of a job the champion could not score: nulls and why, never zeros."""
+    return {"champion_run": None, "champion_model": None, "threshold": None, "threshold_quantile": None,
+            "new": NEW, "instances": None, "flagged": None, "fraction": None, "arrival_count": None,
+            "arrivals": None, "wall_s": None, **fields, "reason": reason}
+
+
+def previous(job: JobDir) -> dict[str, Any] | None:
+    """The record an earlier attempt of this job wrote, if any."""
+    doc = job.read_json(METRICS) or {}
+    found = doc.get(FIELD)
+    return found if isinstance(found, dict) else None
+
+
+def in_child(cfg: TrainerConfig, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, paths: list[Path], work: Path,
+             run: str) -> View:
+    """``safely`` in a spawned child process (see the module docstring), the chief's process left without
+    TensorFlow ops; its ``wall_s`` counts the child's start."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    started = time.monotonic()
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        view = pool.submit(_child, cfg, inputs, plan, [str(p) for p in paths], str(work), run).result()
+    if view.record.get("wall_s") is not None and not view.reused:
+        view.record["wall_s"] = round(time.monotonic() - started, 3)
+    return view
+
+
+def _child(cfg: TrainerConfig, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, paths: list[str], work: str,
+           run: str) -> View:
+    logs.setup()
+    storage = Storage()
+    return safely(cfg, storage, JobDir(storage, cfg.job_dir), inputs, plan, [Path(p) for p in paths], Path(work),
+                  run)
+
+
+def safely(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+           paths: list[Path], work: Path, run: str) -> View:
+    """``score``, where a failure to score is recorded (null, with the reason) rather than failing the job; only
+    storage being unreachable (``TemporaryError``: the job is retried) leaves it."""
+    try:
+        return score(cfg, storage, job, inputs, plan, paths, work, run)
+    except TemporaryError:
+        raise
+    except Exception as exc:
+        log.warning(f"champion view: not scored: {type(exc).__name__}: {exc}", extra={"job": run})
+        return View(none(f"scoring failed: {type(exc).__name__}: {exc}"))
+
+
+def champion_arrivals(storage: Storage, current: champion_mod.Champion, shape: tuple[int, int]) -> set[str] | None:
+    """The manifests the champion's job trained on; None when they cannot be known."""
+    model = current.model.rstrip("/")
+    job_dir = model[: -len("/" + MODEL)] if model.endswith("/" + MODEL) else model.rsplit("/", 1)[0]
+    uri = join(job_dir, inputs_mod.INPUTS_NAME)
+    try:
+        if storage.exists(uri):
+            return {s.manifest for s in inputs_mod.load_manifests(storage, [uri], shape).shards}
+    except (NotFound, Invalid) as exc:
+        log.warning(f"cannot read the champion's inputs {uri}: {exc}")
+    metrics = JobDir(storage, job_dir).read_json(METRICS) or {}
+    listed = metrics.get("manifests")
+    return {str(m) for m in listed} if isinstance(listed, list) and listed else None
+
+
+def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+          paths: list[Path], work: Path, run: str) -> View:
+    """The champion's view of this job's new arrivals (the chief, before the strategy exists)."""
+    earlier = previous(job)
+    if earlier is not None:
+        flagged = _read_flagged(job)
+        if earlier.get("flagged") is None or flagged is not None:
+            log.info("champion view: reusing the record of an earlier attempt", extra={"job": run})
+            return View(earlier, flagged or {}, reused=True)
+    started = time.monotonic()
+    datasets = inputs.datasets
+    if len(datasets) != 1:
+        return View(none(f"trained on {len(datasets)} datasets"))
+    dataset = datasets[0]
+    from trainer.verdict import models_root
+
+    try:
+        current, _ = champion_mod.read(storage, models_root(cfg), dataset)
+    except TemporaryError:
+        raise
+    except Exception as exc:
+        return View(none(f"cannot read the champion of {dataset}: {exc}"))
+    if current is None:
+        return View(none(f"dataset {dataset} has no champion"))
+    who = {"champion_run": current.run, "champion_model": current.model}
+    if current.run == run:
+        return View(none("the champion is this job itself", **who))
+    seen = champion_arrivals(storage, current, tuple(inputs.shape))  # type: ignore[arg-type]
+    if seen is None:
+        return View(none(f"the inputs of the champion's job {current.run} cannot be read: no arrival is known new",
+                         **who))
+    new = [i for i, s in enumerate(plan.shards) if s.manifest not in seen]
+    from trainer import scoring
+
+    cache = tempfile.mkdtemp(prefix="landfall-champion-view-")
+    try:
+        try:
+            scorer = scoring.Scorer.load(storage, current.model, cache)
+            threshold = scoring.threshold_of(scorer)
+        except TemporaryError:
+            raise
+        except (NotFound, Invalid) as exc:
+            return View(none(f"the champion {current.run} cannot score: {exc}", **who))
+        if scorer.shape is not None and tuple(scorer.shape) != tuple(inputs.shape):
+            return View(none(f"the champion {current.run} takes instances of {list(scorer.shape)}, this job's are "
+                             f"{list(inputs.shape)}", **who))
+        per, flagged = _score_shards(cfg, storage, plan, paths, work, new, scorer, threshold,
+                                     tuple(inputs.shape))  # type: ignore[arg-type]
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    arrivals = list(per.values())
+    total = sum(a["instances"] for a in arrivals)
+    hits = sum(a["flagged"] for a in arrivals)
+    record = {**who, "threshold": threshold, "threshold_quantile": (scorer.threshold or {}).get("quantile"),
+              "new": NEW, "instances": total, "flagged": hits, "fraction": round(hits / total, 6) if total else None,
+              "arrival_count": len(arrivals), "arrivals": arrivals[:ARRIVALS_LISTED],
+              "wall_s": round(time.monotonic() - started, 3), "scored_at": utc_now(),
+              "reason": None if arrivals else "no new arrival since the champion's job"}
+    _write_flagged(job, flagged)
+    log.info(f"champion view: {hits} of {total} new instances over the threshold of champion {current.run}",
+             extra={"job": run, "dataset": dataset, "fields": {k: record[k] for k in (
+                 "champion_run", "threshold", "instances", "flagged", "arrival_count", "wall_s")}})
+    return View(record, flagged)
+
+
+def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, paths: list[Path], work: Path,
+                  new: list[int], scorer: Any, threshold: float, shape: tuple[int, int]
+                  ) -> tuple[dict[str, dict], dict[str, list[int]]]:
+    """Per new arrival ``{arrival, manifest, instances, flagged, fraction}``, and the flagged indices."""
+    from trainer import data
+
+    staged = {plan.shards[i].uri: p for i, p in zip(plan.mine, paths, strict=True)}
+    missing = sorted({plan.shards[i].uri: i for i in new if plan.shards[i].uri not in staged}.values())
+    if missing:  # another worker's share of the new data: only new shards are staged here
+        more = inputs_mod.stage(storage, dataclasses.replace(plan, mine=tuple(missing)), work / "champion-view",
+                                cfg.download_workers, cfg.verify_crc32c)
+        staged.update({plan.shards[i].uri: p for i, p in zip(missing, more, strict=True)})
+    per: dict[str, dict] = {}
+    flagged: dict[str, list[int]] = {}
+    for i in new:
+        shard = plan.shards[i]
+        # One piece, every record a training record, one worker: read in file order (index = arrival_start + k).
+        alone = inputs_mod.Inputs((), (), (shard,), shape)
+        sub = inputs_mod.plan_inputs(alone, 1, 0, 1, 0.0, plan.split.seed, plan.split.mode)
+        blocks = data.read_instances(sub, [str(staged[shard.uri])], alone.shape, data.TRAIN, deterministic=True)
+        errors = scorer.errors_of(blocks.as_numpy_iterator())
+        if len(errors) != shard.count:
+            raise Invalid(f"champion view: {len(errors)} instances read of {shard.uri}, its manifest says "
+                          f"{shard.count}")
+        over = np.flatnonzero(errors > threshold)
+        entry = per.setdefault(shard.manifest, {"arrival": shard.arrival or None, "manifest": shard.manifest,
+                                                "instances": 0, "flagged": 0, "fraction": None})
+        entry["instances"] += len(errors)
+        entry["flagged"] += len(over)
+        entry["fraction"] = round(entry["flagged"] / entry["instances"], 6)
+        if len(over):
+            flagged.setdefault(shard.manifest, []).extend((over + shard.arrival_start).tolist())
+    return per, {k: sorted(v) for k, v in flagged.items()}
+
+
+FLAGGED = "champion_view.json"  # in the job dir: the flagged indices per new arrival (an attempt's restart reads it)
+
+
+def _write_flagged(job: JobDir, flagged: dict[str, list[int]]) -> None:
+    job.write_json(FLAGGED, {"schema": "landfall.champion_view/v1", "flagged": flagged})
+
+
+def _read_flagged(job: JobDir) -> dict[str, list[int]] | None:
+    doc = job.read_json(FLAGGED)
+    if not isinstance(doc, dict) or not isinstance(doc.get("flagged"), dict):
+        return None
+    return {str(k): [int(i) for i in v] for k, v in doc["flagged"].items()}
