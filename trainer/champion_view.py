@@ -29,6 +29,12 @@ anomalies?" for every job, before the data is trained on:
   the record of its earlier attempt instead of scoring again (the champion may have changed meanwhile), so every
   attempt records the same numbers.
 
+``training.exclude_flagged`` (``exclude``): the chief publishes the flagged indices (``publish``: the job dir's
+``champion_view.json``), the other workers poll for them (``wait_flagged``: no collective exists yet), and every
+worker plans again with them in neither split (``trainer.inputs.plan_inputs(excluded=...)``), so the shares stay
+exact; the tf.data pipeline filters on each record's (arrival, index in the arrival) (``trainer.data.read_blocks``,
+``trainer.windows.window_starts``).
+
 Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model, threshold, threshold_quantile,
 new (the definition above), instances, flagged, fraction, arrival_count, arrivals: [{arrival, manifest, instances,
 flagged, fraction}] (the first ``ARRIVALS_LISTED``), wall_s, reason}``. The result message carries a bounded copy
@@ -239,6 +245,50 @@ def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, p
 
 
 FLAGGED = "champion_view.json"  # in the job dir: the flagged indices per new arrival (an attempt's restart reads it)
+WAIT_S = 3600.0  # how long a worker waits for the chief's flagged indices (without --collective-timeout-s)
+
+
+def publish(job: JobDir, view: View) -> None:
+    """The chief's flagged indices in the job dir, for the other workers (``exclude_flagged``) and a restart; also
+    when nothing was scored (empty), so no worker waits for a file that never comes."""
+    _write_flagged(job, view.flagged)
+
+
+def wait_flagged(job: JobDir, timeout_s: float = 0.0, poll_s: float = 1.0) -> dict[str, list[int]]:
+    """A worker's copy of the chief's flagged indices: polls the job dir (no collective: the strategy does not exist
+    yet) until the chief wrote them. A restarted job finds its first attempt's at once."""
+    deadline = time.monotonic() + (timeout_s or WAIT_S)
+    while True:
+        found = _read_flagged(job)
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise TemporaryError(f"the chief wrote no {FLAGGED} in {job.uri} within {timeout_s or WAIT_S:.0f} s")
+        time.sleep(poll_s)
+
+
+def exclude(cfg: TrainerConfig, storage: Storage, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+            paths: list[Path], work: Path, flagged: dict[str, list[int]], cluster: Any, metrics: Any
+            ) -> tuple[inputs_mod.Plan, list[Path]]:
+    """``training.exclude_flagged``: the plan again with the flagged records in neither split (every worker computes
+    the same plan from the same indices, so the shares stay exact and equal), and this worker's shards for it (the
+    copies staged for the first plan reused). The chief records ``excluded`` (per arrival, and in total)."""
+    flagged = {k: v for k, v in flagged.items() if v}
+    if flagged:
+        plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
+                                      cfg.validation_fraction, cfg.seed, plan.split.mode, excluded=flagged)
+        paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
+    if cluster.is_chief:
+        record = metrics.doc.get(FIELD)
+        if isinstance(record, dict):
+            scored = record.get("flagged") is not None  # no champion: nothing known, so null, not 0
+            record["exclude_flagged"] = True
+            record["excluded"] = sum(len(v) for v in flagged.values()) if scored else None
+            for entry in record.get("arrivals") or []:
+                entry["excluded"] = len(flagged.get(entry.get("manifest"), ()))
+        log.info(f"exclude_flagged: {sum(len(v) for v in flagged.values())} flagged instances left out of training "
+                 "and the held-out set", extra={"fields": inputs_mod.steps_summary(plan)})
+    return plan, paths
 
 
 def _write_flagged(job: JobDir, flagged: dict[str, list[int]]) -> None:

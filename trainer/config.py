@@ -62,6 +62,9 @@ class TrainerConfig(Settings):
     # Every epoch's input order a function of (seed, worker, epoch) (trainer.data._deterministic): a restarted
     # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.
     deterministic: bool = False
+    # training.exclude_flagged (trainer.champion_view): instances of the new arrivals the champion flags are left out
+    # of this job's training and held-out sets.
+    exclude_flagged: bool = False
     results_topic: str = "landfall-training-results"  # "" publishes no result message
     # The dataset spec (landfall.core.specs) the submit stage rendered the job from, recorded in metrics.json
     # and the result; its settings arrive as the flags above. None: no spec (the deployment's settings).

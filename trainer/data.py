@@ -35,6 +35,7 @@ READ_BUFFER = 4 * 1024 * 1024
 BLOCK = 1024  # records read, filtered and parsed together
 
 
+EXCLUDED_SPAN = 1 << 40  # exclusion keys: arrival number x this + the record's index in its arrival
 JOIN_RECORDS = 16 * BLOCK  # consecutive small whole files are read as one stream of at most this many records
 
 Path_ = str | Sequence[str]  # one staged file, or several read as the concatenation of their records
@@ -46,7 +47,7 @@ def _files(path: Path_) -> list[str]:
 
 def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]]]], threshold: int, split: str,
                 *, deterministic: bool = False, shuffle_files: int | None = None,
-                rule: holdout.Split | None = None) -> tf.data.Dataset:
+                rule: holdout.Split | None = None, excluded: Sequence[int] = ()) -> tf.data.Dataset:
     """Vectors of serialized records of ``split`` from ``slices``: ``(path, start, stop, segments)``, the
     records ``[start, stop)`` of a staged file (or of several, ``path`` a sequence: their records in turn, as
     ``_joined`` makes), where ``segments`` are ``(first, salt[, delta])``: from record ``first`` on (ascending,
@@ -65,6 +66,7 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     firsts = [int(seg[0]) for s in slices for seg in s[3]]
     salts = [int(seg[1]) for s in slices for seg in s[3]]
     deltas = [int(seg[2]) if len(seg) > 2 else 0 for s in slices for seg in s[3]]
+    arrivals = [int(seg[3]) if len(seg) > 3 else -1 for s in slices for seg in s[3]]
     ends = np.cumsum([len(s[3]) for s in slices], dtype=np.int64)
     los = (ends - [len(s[3]) for s in slices]).tolist()
     n = len(slices)
@@ -80,10 +82,13 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     all_firsts = tf.constant(firsts, tf.int64, shape=[len(firsts)])
     all_salts = tf.constant(salts, tf.int64, shape=[len(salts)])
     all_deltas = tf.constant(deltas, tf.int64, shape=[len(deltas)])
+    all_arrivals = tf.constant(arrivals, tf.int64, shape=[len(arrivals)])
+    keys = tf.constant(list(excluded), tf.int64, shape=[len(excluded)])
+    excluding = len(excluded) > 0
     if shuffle_files is not None and n > 1:
         files = files.shuffle(n, seed=shuffle_files, reshuffle_each_iteration=True)
     # With no hold-out every record is a training record: training needs no mask then.
-    filtered = split == VALIDATION or (split == TRAIN and threshold > 0)
+    filtered = split == VALIDATION or (split == TRAIN and threshold > 0) or (split != ALL and excluding)
     length = rule.block if rule is not None else 1
     gap = rule.timesteps if rule is not None else 0
 
@@ -113,11 +118,18 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
         if not filtered:
             return blocks
         seg_firsts, seg_salts, seg_deltas = all_firsts[lo:hi], all_salts[lo:hi], all_deltas[lo:hi]
+        seg_arrivals = all_arrivals[lo:hi]
 
         def select(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
             index = start + block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
             which = tf.searchsorted(seg_firsts, index, side="right", out_type=tf.int64) - 1
-            return tf.boolean_mask(records, keep(index, tf.gather(seg_salts, which), tf.gather(seg_deltas, which)))
+            delta = tf.gather(seg_deltas, which)
+            mask = keep(index, tf.gather(seg_salts, which), delta)
+            if excluding:  # the champion's flagged records: a sorted-key lookup, vectorised over the block
+                key = tf.gather(seg_arrivals, which) * EXCLUDED_SPAN + index + delta
+                at = tf.minimum(tf.searchsorted(keys, key, side="left", out_type=tf.int64), len(excluded) - 1)
+                mask = tf.logical_and(mask, tf.not_equal(tf.gather(keys, at), key))
+            return tf.boolean_mask(records, mask)
 
         return blocks.enumerate().map(select)
 
@@ -149,19 +161,22 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
 
 def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, ...]]]]:
     """This worker's planned record ranges of ``split`` as ``(path, start, stop, segments)`` in file record
-    positions (each segment ``(first, salt, delta)``: ``read_blocks``), consecutive ranges of one file merged
+    positions (each segment ``(first, salt, delta, arrival)``: ``read_blocks``; ``arrival`` the number of the segment's
+    arrival among ``plan.excluded``, -1 when it has none), consecutive ranges of one file merged
     into one (a compacted file is opened once, not once per arrival in it); ``paths`` are the staged files, in
     the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
     if len(paths) != len(plan.mine):
         raise ValueError(f"{len(paths)} staged paths for the plan's {len(plan.mine)} shards")
     local = dict(zip(plan.mine, paths, strict=True))
+    numbers = {name: k for k, name in enumerate(sorted(plan.excluded))}
     chosen = plan.train_slices if split == TRAIN else plan.val_slices
     out: list[tuple[str, int, int, list[tuple[int, ...]]]] = []
     for s in chosen:
         piece = plan.shards[s.shard]
         path, start, stop = str(local[s.shard]), piece.start + s.start, piece.start + s.stop
         salt = (plan.salts[s.shard] - piece.start * HASH_MULTIPLIER) % HASH_MODULUS  # in file positions
-        segment = (start, salt, piece.arrival_start - piece.start)  # file position + delta: index in the arrival
+        # file position + delta: index in the arrival; then the arrival's number among the excluded (-1: none)
+        segment = (start, salt, piece.arrival_start - piece.start, numbers.get(piece.manifest, -1))
         if out and out[-1][0] == path and out[-1][2] == start:
             out[-1] = (path, out[-1][1], stop, [*out[-1][3], segment])
         else:
@@ -184,7 +199,7 @@ def _joined(slices: Sequence[tuple[str, int, int, list[tuple[int, ...]]]], sizes
         if out and open_end and start == 0 and size is not None and out[-1][2] - out[-1][1] + stop <= limit:
             files, lo, _, segs = out[-1]
             shifted = [(seg[0] + offset, (seg[1] - offset * HASH_MULTIPLIER) % HASH_MODULUS,
-                        *(d - offset for d in seg[2:])) for seg in segments]
+                        *(seg[2] - offset for _ in seg[2:3]), *seg[3:]) for seg in segments]
             out[-1] = ((*files, path), lo, offset + stop, [*segs, *shifted])
         else:
             out.append(((path,), start, stop, list(segments)))
@@ -210,8 +225,17 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
                            shuffle_files=shuffle_files))
     sizes = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True) if plan.shards[i].whole}
     blocks = read_blocks(_joined(_slices(plan, paths, split), sizes), plan.threshold, split,
-                         deterministic=deterministic, shuffle_files=shuffle_files, rule=plan.split)
+                         deterministic=deterministic, shuffle_files=shuffle_files, rule=plan.split,
+                         excluded=exclusion_keys(plan))
     return blocks.map(parser(shape, mean, std), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+
+
+def exclusion_keys(plan: Plan) -> list[int]:
+    """``plan.excluded`` as the sorted keys ``read_blocks`` looks records up in: the arrivals numbered in name order
+    (as ``_slices`` numbers their segments)."""
+    keys = [k * EXCLUDED_SPAN + np.asarray(plan.excluded[name], np.int64)
+            for k, name in enumerate(sorted(plan.excluded))]
+    return np.sort(np.concatenate(keys)).tolist() if keys else []
 
 
 def _pair(x: tf.Tensor):

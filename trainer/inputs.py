@@ -243,10 +243,24 @@ def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
     return holdout.is_validation(index, salt, threshold)
 
 
-def shard_sides(split: holdout.Split, shard: ShardRef) -> tuple[np.ndarray, np.ndarray]:
-    """(training, validation) masks of ``shard``'s records (``landfall.core.holdout``: by arrival and index in it)."""
+def shard_sides(split: holdout.Split, shard: ShardRef, excluded: dict[str, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(training, validation) masks of ``shard``'s records (``landfall.core.holdout``: by arrival and index in it),
+    less the records ``excluded`` names (by manifest: sorted indices in the arrival), in neither side."""
     index = shard.arrival_start + np.arange(shard.count, dtype=np.int64)
-    return split.sides(shard.arrival or shard.uri, index)
+    train, held = split.sides(shard.arrival or shard.uri, index)
+    out = excluded_mask(excluded, shard, index)
+    if out is not None:
+        train, held = train & ~out, held & ~out
+    return train, held
+
+
+def excluded_mask(excluded: dict[str, np.ndarray] | None, shard: ShardRef, index: np.ndarray) -> np.ndarray | None:
+    """Which of ``shard``'s records ``index`` (indices in its arrival) ``excluded`` leaves out; None: none."""
+    gone = (excluded or {}).get(shard.manifest)
+    if gone is None or not len(gone):
+        return None
+    return np.isin(index, gone)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,6 +290,9 @@ class Plan:
     train_ranges: tuple[tuple[int, int], ...]  # per worker: [start, stop) of global positions
     val_ranges: tuple[tuple[int, int], ...]
     split: holdout.Split = dataclasses.field(default_factory=holdout.Split)  # seed, fraction, mode, window
+    # Records left out of both splits (``training.exclude_flagged``: the champion flagged them), by manifest: sorted
+    # indices in the arrival (``trainer.champion_view``).
+    excluded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def global_batch_size(self) -> int:
@@ -328,7 +345,8 @@ def _balanced_ranges(masks: list[np.ndarray], offsets: list[int], num_workers: i
 
 
 def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size: int,
-                validation_fraction: float, seed: int, holdout_mode: str = holdout.RANDOM) -> Plan:
+                validation_fraction: float, seed: int, holdout_mode: str = holdout.RANDOM,
+                excluded: dict[str, np.ndarray] | None = None) -> Plan:
     """Every worker's records, balanced to within one record whatever the shards' sizes.
 
     All shards' records are taken in one fixed global order (the manifests' shard order, each shard's
@@ -341,6 +359,9 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
 
     ``holdout_mode`` ``blocks`` holds out contiguous blocks of records with a gap of one window (the instances'
     timesteps) on each side, trained on by no one (``landfall.core.holdout``).
+
+    ``excluded`` (by manifest, sorted indices in the arrival) are in neither split: the counts leave them out, so
+    every worker's share stays exact and equal to within one record (``training.exclude_flagged``).
     """
     shards = inputs.shards
     if holdout_mode != holdout.BLOCKS and any(s.series is not None for s in shards):
@@ -351,7 +372,8 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     salts = [shard_salt(seed, s) for s in shards]
     threshold = split.threshold
     offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
-    sides = [shard_sides(split, s) for s in shards]
+    excluded = {k: np.asarray(v, np.int64) for k, v in (excluded or {}).items() if len(v)}
+    sides = [shard_sides(split, s, excluded) for s in shards]
     train_ranges, train_counts = _balanced_ranges([t for t, _ in sides], offsets, num_workers)
     val_ranges, val_counts = _balanced_ranges([v for _, v in sides], offsets, num_workers)
     steps = min(train_counts) // batch_size
@@ -381,6 +403,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
         train_ranges=tuple(train_ranges),
         val_ranges=tuple(val_ranges),
         split=split,
+        excluded=excluded,
     )
     mine = sorted({s.shard for s in plan.train_slices + plan.val_slices})
     return dataclasses.replace(plan, mine=tuple(mine))
@@ -392,9 +415,13 @@ def arrival_counts(inputs: Inputs, plan: Plan) -> list[dict]:
     for uri, manifest in zip(inputs.manifest_uris, inputs.manifests, strict=True):
         per[uri] = {"manifest": uri, "source": manifest.source.name, "instances": 0, "train": 0, "validation": 0}
     for shard in plan.shards:
-        train, held = shard_sides(plan.split, shard)
+        train, held = shard_sides(plan.split, shard, plan.excluded)
         entry = per.setdefault(shard.manifest, {"manifest": shard.manifest, "source": None, "instances": 0,
                                                 "train": 0, "validation": 0})
+        if plan.excluded:  # training.exclude_flagged: the champion's flagged records, in neither split
+            index = shard.arrival_start + np.arange(shard.count, dtype=np.int64)
+            gone = excluded_mask(plan.excluded, shard, index)
+            entry["excluded"] = entry.get("excluded", 0) + (int(gone.sum()) if gone is not None else 0)
         entry["instances"] += shard.count
         entry["validation"] += int(held.sum())
         entry["train"] += int(train.sum())  # with blocks, the gap records are in neither

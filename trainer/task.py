@@ -24,6 +24,8 @@ Flags
     --learning-rate, --validation-fraction, --seed, --holdout random|blocks (landfall.core.holdout)
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
+    --[no-]exclude-flagged    the new arrivals' instances the dataset's champion flags are left out of training
+                              and the held-out set (``trainer.champion_view``; spec training.exclude_flagged)
     --warm-start auto|none|URI  initial weights: auto (default) the dataset's newest succeeded model, found
                               from the predecessor named in --inputs; none; or a model folder or job dir
                               (see ``trainer.warmstart``); recorded in metrics.json as warm_start_from
@@ -149,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--early-stopping-smoothing", type=int, help="the rule judges the mean val_loss of this many last epochs")
     a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
       help="each epoch's input order a function of (seed, worker, epoch): a restart replays exactly")
+    a("--exclude-flagged", action=argparse.BooleanOptionalAction, default=None,
+      help="leave out of training and the held-out set the new instances the champion flags (trainer.champion_view)")
     a("--threshold-quantile", type=float)
     a("--labelled", metavar="URI", help="a labelled evaluation set (landfall.core.labelled), scored by the verdict")
     a("--min-average-precision", type=float, help="promote only at this average precision on --labelled, or above")
@@ -323,10 +327,16 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
         weights = warmstart.fetch(storage, start, work / "warm-start")
         mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
+    view = None
     if cluster.is_chief:  # before the strategy exists: no collective waits on it (trainer.champion_view)
         with phase("scoring new data with the champion"):
             view = champion_view.in_child(cfg, inputs, plan, paths, work, job_name_of(cfg))
+            champion_view.publish(job, view)
             metrics.doc[champion_view.FIELD] = view.record
+    if cfg.exclude_flagged:
+        with phase("leaving out what the champion flagged"):
+            flagged = view.flagged if view is not None else champion_view.wait_flagged(job, cfg.collective_timeout_s)
+            plan, paths = champion_view.exclude(cfg, storage, inputs, plan, paths, work, flagged, cluster, metrics)
 
     from trainer import train  # TensorFlow from here on
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from landfall.core.errors import Invalid
 from landfall.core.records import FEATURE_KEY
-from trainer.inputs import Plan
+from trainer.inputs import Plan, excluded_mask
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
 GATHER = 1024  # windows gathered at once
@@ -44,7 +44,9 @@ def window_starts(plan: Plan, split: str) -> list[tuple[int, np.ndarray]]:
             raise Invalid(f"shard {shard.uri} holds instances, not a series: a job reads one kind")
         index = shard.arrival_start + np.arange(s.start, s.stop, dtype=np.int64)
         train, held = plan.split.sides(shard.arrival or shard.uri, index)
-        index = index[train if split == TRAIN else held]
+        chosen = train if split == TRAIN else held
+        gone = excluded_mask(plan.excluded, shard, index)  # training.exclude_flagged
+        index = index[chosen if gone is None else chosen & ~gone]
         first_row = int(layout.starts([shard.arrival_start])[0])  # the piece's first row
         out.append((s.shard, layout.starts(index) - first_row + shard.start))  # start: where the piece is in its file
     return out

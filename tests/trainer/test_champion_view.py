@@ -17,7 +17,7 @@ from landfall.core.messages import InputManifest, JobInputs
 from landfall.core.storage import Storage
 from landfall.local import report
 from landfall_bench import realdata
-from tests.trainer.helpers import run_trainer, write_dataset
+from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer import champion_view
 from trainer.config import TrainerConfig
 from trainer.jobdir import JobDir
@@ -64,7 +64,7 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     assert view["flagged"] is None and view["instances"] is None and "no champion" in view["reason"]
 
     two = run_trainer(["--inputs", _inputs(runs, "demo-2", 2, "demo-1", uris), "--job-dir", str(runs / "demo-2"),
-                       "--epochs", "1", *ARGS])
+                       "--epochs", "1", "--exclude-flagged", *ARGS])
     assert two.returncode == 0, two.stderr[-3000:]
     view = json.loads((runs / "demo-2" / "metrics.json").read_text())["champion_view"]
     assert view["champion_run"] == "demo-1" and view["reason"] is None
@@ -80,6 +80,17 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     assert dirty["flagged"] == len(caught) and 0.045 <= dirty["fraction"] <= 0.12, dirty
     assert clean["fraction"] <= 0.06, clean  # a p99 threshold on a recording that moves on: a few, not 5 %
     assert view["flagged"] == dirty["flagged"] + clean["flagged"]
+
+    # exclude_flagged: the flagged windows are in neither split, and the plan's counts say so exactly.
+    doc = json.loads((runs / "demo-2" / "metrics.json").read_text())
+    assert view["exclude_flagged"] is True and view["excluded"] == view["flagged"] > 0
+    assert dirty["excluded"] == dirty["flagged"] and clean["excluded"] == clean["flagged"]
+    counted = {a["manifest"]: a for a in doc["instances"]["arrivals"]}
+    assert counted[uris[0]].get("excluded", 0) == 0 and counted[uris[1]]["excluded"] == dirty["flagged"]
+    for a in counted.values():  # the random hold-out: every record not excluded is on one side
+        assert a["train"] + a["validation"] == a["instances"] - a.get("excluded", 0)
+    assert doc["instances"]["train"] == sum(a["train"] for a in counted.values())
+    assert doc["evaluation"]["instances"] == doc["instances"]["validation"]  # one worker: its held-out share
 
     # The result message carries a bounded copy; status, trace and the report print one line from it.
     doc = json.loads((runs / "demo-2" / "metrics.json").read_text())
@@ -108,3 +119,32 @@ def test_a_restarted_job_reuses_its_first_record(tmp_path):
     (tmp_path / "runs" / "demo-3" / champion_view.FLAGGED).unlink()  # flagged indices lost: score again
     with pytest.raises(AttributeError):  # (no inputs given here: it tries to, and fails on them)
         champion_view.score(cfg, storage, job, None, None, [], tmp_path, "demo-3")  # type: ignore[arg-type]
+
+
+def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_path):
+    """The pipeline's filter (``trainer.data.read_blocks``, keyed on (arrival, index in the arrival)) reads exactly
+    the plan's counts, on every worker, and none of the excluded records."""
+    from trainer import data
+    from trainer.inputs import load_manifests, plan_inputs, stage
+
+    storage = Storage()
+    arrays = [make_array(700, seed=1, shape=(8, 3)), make_array(500, seed=2, shape=(8, 3))]
+    for a in arrays:  # every instance recognisable by its first value
+        a[:, 0, 0] = np.arange(len(a)) + (0 if a is arrays[0] else 10_000)
+    uris = [write_dataset(storage, str(tmp_path / f"a{k}"), a, shards=3, arrival_id=f"a{k}")
+            for k, a in enumerate(arrays)]
+    inputs = load_manifests(storage, uris, (8, 3))
+    gone = {uris[1]: sorted(np.random.default_rng(3).choice(500, 60, replace=False).tolist())}
+    base = plan_inputs(inputs, 2, 0, 16, 0.2, seed=5)
+    seen: list[float] = []
+    for worker in range(2):
+        plan = plan_inputs(inputs, 2, worker, 16, 0.2, seed=5, excluded=gone)
+        assert sum(plan.train_counts) + sum(plan.val_counts) == sum(base.train_counts) + sum(base.val_counts) - 60
+        assert max(plan.train_counts) - min(plan.train_counts) <= 1
+        paths = [str(p) for p in stage(storage, plan, tmp_path / f"w{worker}")]
+        for split, want in ((data.TRAIN, plan.train_counts[worker]), (data.VALIDATION, plan.val_counts[worker])):
+            x = np.concatenate(list(data.read_instances(plan, paths, (8, 3), split).as_numpy_iterator()))
+            assert len(x) == want
+            seen += x[:, 0, 0].tolist()
+    assert len(seen) == len(set(seen)) == 1200 - 60
+    assert not set(seen) & {10_000 + i for i in gone[uris[1]]}

@@ -250,3 +250,37 @@ def test_a_peer_lost_while_the_cluster_forms_exits_retryable(converted, tmp_path
     failure = _failure(cluster, 0)
     assert failure["phase"] == STRATEGY and "InternalError: Barrier failed" in failure["message"], failure
     assert "task:1 heartbeat timeout" in failure["message"], failure
+
+
+def test_two_workers_leave_out_what_the_champion_flags_and_stay_in_step(converted, tmp_path):
+    """The chief scores the new arrival with the champion (in a child process, before the strategy); with
+    --exclude-flagged the other worker waits for the chief's flagged indices (no collective) and both plan the
+    same exact shares without them."""
+    storage, bucket, manifest = converted
+    first = Cluster(["--manifest", manifest, "--job-dir", f"gs://{bucket}/runs/view-1", "--epochs", "2", *ARGS,
+                     "--min-skill", "-1"], tmp_path)
+    assert first.wait() == [0, 0], first.tail(0) + first.tail(1)  # the champion now trained on `manifest` alone
+    source = tmp_path / "arrival-2.npy"
+    new = make_array(1024, seed=4)
+    burst = np.random.default_rng(5).choice(len(new), 51, replace=False)
+    new[burst] *= 10  # 5 % of the new arrival far off what the champion learned
+    np.save(source, new)
+    second = convert(str(source), f"gs://{bucket}/tfrecords/demo/arrival-2/", "demo",
+                     ConverterConfig.load({}, shard_target_bytes=2_200_000), storage)
+    manifest2 = f"gs://{bucket}/tfrecords/demo/arrival-2/manifest.json"
+    assert second.count == 1024
+    (tmp_path / "two").mkdir()
+    job_dir = f"gs://{bucket}/runs/view-2"
+    cluster = Cluster(["--manifest", manifest, "--manifest", manifest2, "--job-dir", job_dir, "--epochs", "1",
+                       "--exclude-flagged", *ARGS, "--min-skill", "-1"], tmp_path / "two")
+    assert cluster.wait() == [0, 0], cluster.tail(0) + cluster.tail(1)
+    metrics = read_metrics(storage, job_dir)
+    view = metrics["champion_view"]
+    assert [a["manifest"] for a in view["arrivals"]] == [manifest2]  # the champion's own arrival is not new
+    assert 51 <= view["flagged"] <= 51 + 40 and view["excluded"] == view["flagged"]
+    counted = {a["manifest"]: a for a in metrics["instances"]["arrivals"]}
+    assert counted[manifest2]["excluded"] == view["flagged"]
+    assert counted[manifest2]["train"] + counted[manifest2]["validation"] == 1024 - view["flagged"]
+    epoch = metrics["epochs"][0]
+    assert epoch["examples_per_worker"] == [metrics["steps_per_epoch"] * 64] * 2
+    assert abs(metrics["instances"]["per_worker_train"][0] - metrics["instances"]["per_worker_train"][1]) <= 1

@@ -84,6 +84,7 @@ TRAINER_FLAGS = {
     ("training", "early_stopping.factor"): "--early-stopping-factor",
     ("training", "early_stopping.smoothing"): "--early-stopping-smoothing",
     ("training", "deterministic"): "--deterministic",
+    ("training", "exclude_flagged"): "--exclude-flagged",  # trainer.champion_view
     ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
 }
 

@@ -92,7 +92,7 @@ def test_yaml_numbers_are_read_as_json_reads_them():
 # -- what the stages take from a spec -------------------------------------------------------------------
 FLEET = doc("fleet", shape={"timesteps": 12, "features": 4}, model={"units": [8, 4], "dropout": 0.1},
             training={"epochs": 3, "batch_size_per_worker": 32, "learning_rate": 0.002, "validation_fraction": 0.2,
-                      "warm_start": "none",
+                      "warm_start": "none", "exclude_flagged": True,
                       "early_stopping": {"patience": 7, "min_delta": 0.01, "start_from_epoch": 2, "reductions": 1,
                                          "factor": 0.5, "smoothing": 3}},
             resources={"engine": "jobset", "workers": 3, "gpus_per_worker": 2, "accelerator": "nvidia-tesla-t4",
@@ -118,6 +118,7 @@ def test_a_spec_sets_each_stage_and_what_it_leaves_unset_is_the_environment():
     assert (trainer.shape, trainer.units, trainer.dropout, trainer.learning_rate, trainer.validation_fraction,
             trainer.warm_start, trainer.promote_tolerance, trainer.threshold_quantile, trainer.seed,
             trainer.spec_generation) == ((12, 4), (8, 4), 0.1, 0.002, 0.2, "none", 0.05, 0.95, 3, 7)
+    assert trainer.exclude_flagged and not TrainerConfig().exclude_flagged  # training.exclude_flagged: off by default
     rule = trainer.stopping_rule()  # training.early_stopping, every field, as the trainer's rule
     assert (rule.patience, rule.min_delta, rule.start_from_epoch, rule.reductions, rule.factor, rule.smoothing) == (
         7, 0.01, 2, 1, 0.5, 3)
