@@ -148,3 +148,48 @@ def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_pat
             seen += x[:, 0, 0].tolist()
     assert len(seen) == len(set(seen)) == 1200 - 60
     assert not set(seen) & {10_000 + i for i in gone[uris[1]]}
+
+
+def test_series_windows_are_scored_by_arrival_and_index_and_excluded(tmp_path):
+    """A series dataset (windows cut when read, ``trainer.windows``): every new window is scored once and attributed
+    to its (arrival, index), and with those indices excluded the windows read are exactly the plan's, without them."""
+    import pandas as pd
+
+    from landfall.arrival import converter
+    from landfall.arrival.config import ConverterConfig
+    from trainer import inputs, scoring, windows
+
+    cfg = ConverterConfig(timesteps=8, features=2, window_stride=3, series_time_column="t",
+                          shard_target_bytes=4 * 2 * 400)
+    rows = {}
+    for k, (name, n) in enumerate([("s1", 2000), ("s2", 1400)]):
+        values = np.random.default_rng(k).normal(size=(n, 2)).astype(np.float32)
+        pd.DataFrame({"t": np.arange(n), "a": values[:, 0], "b": values[:, 1]}).to_csv(tmp_path / f"{name}.csv",
+                                                                                       index=False)
+        converter.convert(str(tmp_path / f"{name}.csv"), str(tmp_path / "out" / name), "d", cfg, Storage("t"))
+        rows[name] = values
+    storage = Storage("t")
+    loaded = inputs.load_manifests(storage, [str(tmp_path / "out")], (8, 2))
+    plan = inputs.plan_inputs(loaded, 1, 0, 16, 0.2, 42)
+    paths = inputs.stage(storage, plan, tmp_path / "stage")
+    blank = scoring.Scorer(lambda z: np.zeros_like(z), None, None)  # error = the window's mean square
+    run_cfg = TrainerConfig.load({}, manifests=("x",), job_dir=str(tmp_path / "job"))
+    per, flagged = champion_view._score_shards(run_cfg, storage, plan, paths, tmp_path, list(range(len(plan.shards))),
+                                               blank, 1.3, (8, 2))
+    for manifest, entry in per.items():
+        name = manifest.rsplit("/", 2)[-2]
+        shard = next(s for s in plan.shards if s.manifest == manifest)
+        starts = shard.series.starts(np.arange(entry["instances"]))
+        errors = np.array([(rows[name][s:s + 8].astype(np.float64) ** 2).mean() for s in starts])
+        assert entry["instances"] == sum(s.count for s in plan.shards if s.manifest == manifest)
+        assert flagged.get(manifest, []) == np.flatnonzero(errors > 1.3).tolist() and entry["flagged"] > 0
+    gone = inputs.plan_inputs(loaded, 1, 0, 16, 0.2, 42, excluded=flagged)
+    assert sum(gone.train_counts) + sum(gone.val_counts) < sum(plan.train_counts) + sum(plan.val_counts)
+    for split, want in ((windows.TRAIN, gone.train_counts[0]), (windows.VALIDATION, gone.val_counts[0])):
+        got = list(windows.read_windows(gone, paths, (8, 2), split, deterministic=True).as_numpy_iterator())
+        assert sum(len(b) for b in got) == want
+        for i, starts in windows.window_starts(gone, split):
+            shard = gone.shards[i]
+            first = int(shard.series.starts([shard.arrival_start])[0])
+            picked = set((first + starts).tolist())
+            assert not picked & set(shard.series.starts(flagged.get(shard.manifest, [])).tolist())
