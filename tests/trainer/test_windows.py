@@ -85,3 +85,13 @@ def test_daphnet_uploaded_unchanged_converts_and_trains(tmp_path):
     arrival = metrics["instances"]["arrivals"][0]
     assert arrival["instances"] == manifest.count and arrival["validation"] > 0
     assert arrival["train"] + arrival["validation"] < manifest.count  # the gap windows are in neither split
+    # A follow-up job on the same series warm-starts from the first one's model and carries on from where it ended.
+    again = tmp_path / "job-2"
+    proc = run_trainer(["--manifest", str(tmp_path / "out" / "a" / "manifest.json"), "--job-dir", str(again),
+                        "--epochs", "1", "--batch-size-per-worker", "64", "--units", "8,4", "--verbose", "0",
+                        "--warm-start", str(job), *spec.trainer_args()], timeout=240, LANDFALL_RESULTS_TOPIC="")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    follow = json.loads((again / "metrics.json").read_text())
+    assert follow["warm_start_from"] == str(job / "model") and follow["warm_start"]["mode"] == "uri"
+    assert follow["epochs"][0]["val_loss"] < metrics["epochs"][0]["val_loss"]
+    assert follow["instances"]["arrivals"][0]["validation"] == arrival["validation"]  # the same hold-out
