@@ -92,14 +92,24 @@ def previous(job: JobDir) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def in_child(cfg: TrainerConfig, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, paths: list[Path], work: Path,
-             run: str) -> View:
+def in_child(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+             paths: list[Path], work: Path, run: str) -> View:
     """``safely`` in a spawned child process (see the module docstring), the chief's process left without
-    TensorFlow ops; its ``wall_s`` counts the child's start."""
+    TensorFlow ops; its ``wall_s`` counts the child's start. What needs no TensorFlow (``precheck``: no champion, a
+    restart's record) is decided here, so a job with nothing to score starts no child."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     started = time.monotonic()
+    try:
+        found = precheck(cfg, storage, job, inputs, plan, run)
+    except TemporaryError:
+        raise
+    except Exception as exc:
+        log.warning(f"champion view: not scored: {type(exc).__name__}: {exc}", extra={"job": run})
+        return View(none(f"scoring failed: {type(exc).__name__}: {exc}"))
+    if isinstance(found, View):
+        return found
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         view = pool.submit(_child, cfg, inputs, plan, [str(p) for p in paths], str(work), run).result()
     if view.record.get("wall_s") is not None and not view.reused:  # score_s: the champion's load and the pass
@@ -144,16 +154,16 @@ def champion_arrivals(storage: Storage, current: champion_mod.Champion, shape: t
     return {str(m) for m in listed} if isinstance(listed, list) and listed else None
 
 
-def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
-          paths: list[Path], work: Path, run: str) -> View:
-    """The champion's view of this job's new arrivals (the chief, before the strategy exists)."""
+def precheck(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+             run: str) -> View | tuple[champion_mod.Champion, list[int]]:
+    """What needs no TensorFlow: an earlier attempt's record, or why there is nothing to score (a ``View``); else
+    the champion and the indices of the plan's new shards."""
     earlier = previous(job)
     if earlier is not None:
         flagged = _read_flagged(job)
         if earlier.get("flagged") is None or flagged is not None:
             log.info("champion view: reusing the record of an earlier attempt", extra={"job": run})
             return View(earlier, flagged or {}, reused=True)
-    started = time.monotonic()
     datasets = inputs.datasets
     if len(datasets) != 1:
         return View(none(f"trained on {len(datasets)} datasets"))
@@ -175,7 +185,18 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
     if seen is None:
         return View(none(f"the inputs of the champion's job {current.run} cannot be read: no arrival is known new",
                          **who))
-    new = [i for i, s in enumerate(plan.shards) if s.manifest not in seen]
+    return current, [i for i, s in enumerate(plan.shards) if s.manifest not in seen]
+
+
+def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
+          paths: list[Path], work: Path, run: str) -> View:
+    """The champion's view of this job's new arrivals (the chief, before the strategy exists)."""
+    started = time.monotonic()
+    found = precheck(cfg, storage, job, inputs, plan, run)
+    if isinstance(found, View):
+        return found
+    current, new = found
+    who = {"champion_run": current.run, "champion_model": current.model}
     from trainer import scoring
 
     cache = tempfile.mkdtemp(prefix="landfall-champion-view-")
@@ -204,7 +225,7 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
               "reason": None if arrivals else "no new arrival since the champion's job"}
     _write_flagged(job, flagged)
     log.info(f"champion view: {hits} of {total} new instances over the threshold of champion {current.run}",
-             extra={"job": run, "dataset": dataset, "fields": {k: record[k] for k in (
+             extra={"job": run, "dataset": current.dataset, "fields": {k: record[k] for k in (
                  "champion_run", "threshold", "instances", "flagged", "arrival_count", "wall_s")}})
     return View(record, flagged)
 

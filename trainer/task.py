@@ -330,7 +330,7 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
     view = None
     if cluster.is_chief:  # before the strategy exists: no collective waits on it (trainer.champion_view)
         with phase("scoring new data with the champion"):
-            view = champion_view.in_child(cfg, inputs, plan, paths, work, job_name_of(cfg))
+            view = champion_view.in_child(cfg, storage, job, inputs, plan, paths, work, job_name_of(cfg))
             champion_view.publish(job, view)
             metrics.doc[champion_view.FIELD] = view.record
     if cfg.exclude_flagged:
