@@ -9,7 +9,9 @@ with the ``min_skill`` it was held to, how its epochs ended (``epochs_run``, ``e
 check's precision, recall and average precision of the challenger and the champion, when the spec names a labelled
 set: ``trainer.labelled``; null otherwise), ``model``
 (this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
-``threshold``, ``error`` (a failure's message), ``arrivals`` (``{count, ids, inputs}``: how many requests
+``threshold``, ``champion_view`` (what the champion flagged in the job's new arrivals before training:
+``trainer.champion_view``; a bounded copy, ``champion_view_summary``), ``error`` (a failure's message),
+``arrivals`` (``{count, ids, inputs}``: how many requests
 the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI that lists them all, so the
 message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``, and the
 job's cost: ``gpu_seconds``, ``accelerator``, ``estimated_cost`` (USD) and ``cost_basis`` (``chief``: recorded by
