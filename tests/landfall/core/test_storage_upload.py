@@ -93,3 +93,44 @@ def test_on_cloud_storage_a_big_file_goes_resumable_in_upload_chunk_pieces(
         f"bytes {i}-{min(i + small_chunks, total) - 1}/{total}" for i in range(0, total, small_chunks)]
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator_stack.storage_url)
     assert storage.read_bytes(uri) == data
+
+
+def test_a_writer_reaches_the_emulator_as_one_streamed_request_when_it_closes_and_not_at_all_if_it_fails(
+        emulator_stack, bucket) -> None:
+    """``open_write`` against the emulator: written to a local file, sent as one ``uploadType=media`` request on
+    close (not a resumable upload in WRITE_CHUNK pieces, which fake-gcs-server keeps in memory whole), its CRC32C
+    and size those of the bytes written; a block that raises leaves no object."""
+    storage = Storage(emulator_stack.project)
+    seen = recorded(storage)
+    uri = f"gs://{bucket}/tfrecords/ds/a/part-00000.tfrecord"
+    pieces = [os.urandom(storage_mod.WRITE_CHUNK // 3) for _ in range(4)]  # over one WRITE_CHUNK in all
+    with storage.open_write(uri) as out:
+        for piece in pieces:
+            out.write(piece)
+        assert not [r for r in seen if "/upload/" in r["url"]]  # nothing sent while the writer is open
+    assert [(r["method"], r["upload"]) for r in seen if "/upload/" in r["url"]] == [("POST", "media")]
+    data = b"".join(pieces)
+    assert storage.read_bytes(uri) == data
+    assert (storage.stat(uri).size, storage.stat(uri).crc32c) == (len(data), out.crc32c) and out.size == len(data)
+    broken = f"gs://{bucket}/tfrecords/ds/a/part-00001.tfrecord"
+    with pytest.raises(RuntimeError, match="the writer's block failed"):
+        with storage.open_write(broken) as out:
+            out.write(pieces[0])
+            raise RuntimeError("the writer's block failed")
+    assert not storage.exists(broken)
+
+
+def test_on_cloud_storage_a_writer_is_a_resumable_upload_in_write_chunk_pieces(
+        emulator_stack, bucket, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = Storage(emulator_stack.project)
+    storage.client  # noqa: B018  the client keeps the emulator's endpoint; open_write then takes the Cloud Storage path
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    seen = recorded(storage)
+    uri = f"gs://{bucket}/tfrecords/ds/b/part-00000.tfrecord"
+    data = os.urandom(storage_mod.WRITE_CHUNK + 4321)
+    with storage.open_write(uri) as out:
+        out.write(data)
+    uploads = [r for r in seen if "/upload/" in r["url"] or r["range"]]
+    assert uploads[0]["upload"] == "resumable" and len([r for r in uploads if r["method"] == "PUT"]) == 2
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator_stack.storage_url)
+    assert storage.read_bytes(uri) == data
