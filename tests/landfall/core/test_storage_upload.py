@@ -113,10 +113,9 @@ def test_a_writer_reaches_the_emulator_as_one_streamed_request_when_it_closes_an
     assert storage.read_bytes(uri) == data
     assert (storage.stat(uri).size, storage.stat(uri).crc32c) == (len(data), out.crc32c) and out.size == len(data)
     broken = f"gs://{bucket}/tfrecords/ds/a/part-00001.tfrecord"
-    with pytest.raises(RuntimeError, match="the writer's block failed"):
-        with storage.open_write(broken) as out:
-            out.write(pieces[0])
-            raise RuntimeError("the writer's block failed")
+    with pytest.raises(RuntimeError, match="the writer's block failed"), storage.open_write(broken) as out:
+        out.write(pieces[0])
+        raise RuntimeError("the writer's block failed")
     assert not storage.exists(broken)
 
 
