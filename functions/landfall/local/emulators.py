@@ -139,6 +139,9 @@ def start_pubsub(state_dir: Path, project: str, port: int | None = None, timeout
     return proc, f"127.0.0.1:{port}"
 
 
+GCS_MEMORY_LIMIT = "2GiB"
+
+
 def start_gcs(state_dir: Path, pubsub_host: str | None = None, project: str = "", topic: str = "",
               object_prefix: str = "", port: int | None = None, timeout: float = 30.0) -> tuple[Process, str]:
     """Returns the process and the URL for ``STORAGE_EMULATOR_HOST``.
@@ -154,6 +157,11 @@ def start_gcs(state_dir: Path, pubsub_host: str | None = None, project: str = ""
     argv = [str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port), "-backend", "filesystem",
             "-filesystem-root", str(root), "-external-url", url, "-log-level", "warn"]
     env = dict(os.environ)
+    # Go's soft memory limit for the emulator (unless the environment sets one): fake-gcs-server buffers every
+    # object it writes whole, growing a buffer by doubling, and with the default garbage-collector target the old
+    # buffers pile up: the seed's 3.0 GiB file peaked at 12.4 GiB without it and at 6.2 GiB (2.0x) with 2 GiB
+    # (`landfall bench memory`, docs/benchmarks.md). Small objects never reach it.
+    env.setdefault("GOMEMLIMIT", GCS_MEMORY_LIMIT)
     if topic:
         argv += ["-event.pubsub-project-id", project, "-event.pubsub-topic", topic, "-event.list", "finalize,delete"]
         if object_prefix:

@@ -34,3 +34,24 @@ def test_the_deployed_functions_never_import_tensorflow():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code, str(FUNCTIONS)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_fake_gcs_server_runs_under_go_s_soft_memory_limit_unless_the_environment_sets_one(tmp_path, monkeypatch):
+    """The emulator's GOMEMLIMIT (emulators.GCS_MEMORY_LIMIT, why: docs/benchmarks.md, the local stack's memory)
+    is in its environment; a GOMEMLIMIT the user set is kept."""
+    def environ_of(pid: int) -> dict[str, str]:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+    monkeypatch.delenv("GOMEMLIMIT", raising=False)
+    proc, _ = emulators.start_gcs(tmp_path / "a")
+    try:
+        assert environ_of(proc.pid)["GOMEMLIMIT"] == emulators.GCS_MEMORY_LIMIT == "2GiB"
+    finally:
+        proc.stop()
+    monkeypatch.setenv("GOMEMLIMIT", "6GiB")
+    proc, _ = emulators.start_gcs(tmp_path / "b")
+    try:
+        assert environ_of(proc.pid)["GOMEMLIMIT"] == "6GiB"
+    finally:
+        proc.stop()
