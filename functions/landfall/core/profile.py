@@ -49,6 +49,9 @@ SAMPLE_EVERY = 128  # ... then one instance in this many
 BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows (its "instances")
 DENSE_LIMIT = 1 << 20  # while an arrival is read, its buckets are counted in place when features x SPAN is at most
 # this (8 MiB of counts: up to 349 features); wider arrivals count each sample's buckets by sorting
+PENDING_VALUES = 1 << 16  # sampled values are bucketed in batches of about this many (512 KiB as float64): a
+# bucketing pass has a fixed cost (a count over every feature's buckets), which a CSV chunk of a few hundred
+# instances, two or three of them sampled, would otherwise pay each time
 
 
 def bucket(values: np.ndarray) -> np.ndarray:
@@ -78,6 +81,8 @@ class Profile:
         self._codes = np.zeros(0, dtype=np.int64)  # feature * SPAN + bucket + SPAN // 2, sorted
         self._counts = np.zeros(0, dtype=np.int64)
         self._dense: np.ndarray | None = None  # counts by code while reading, folded into _codes when read
+        self._pending: list[np.ndarray] = []  # sampled values (n, F) not yet bucketed
+        self._pending_values = 0
         self.sampled = np.zeros(features, dtype=np.int64)  # values in the histogram
         self.steps = np.zeros(features, dtype=np.int64)  # consecutive pairs sampled
         self.repeats = np.zeros(features, dtype=np.int64)  # ... of which equal
@@ -113,8 +118,18 @@ class Profile:
             self.steps += same.shape[0] * same.shape[1]
         flat = sample.reshape(-1, self.features)
         self.sampled += flat.shape[0]
+        self._pending.append(np.array(flat, copy=True))  # the caller may reuse its buffer
+        self._pending_values += flat.size
+        if self._pending_values >= PENDING_VALUES:
+            self._bucket_pending()
+
+    def _bucket_pending(self) -> None:
+        if not self._pending:
+            return
+        flat = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
+        self._pending, self._pending_values = [], 0
         codes = (bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)).ravel()
-        if self.features * SPAN <= DENSE_LIMIT:  # counted in place: no sort, no merge per chunk
+        if self.features * SPAN <= DENSE_LIMIT:  # counted in place: no sort, no merge per batch
             if self._dense is None:
                 self._dense = np.zeros(self.features * SPAN, dtype=np.int64)
             low = int(codes.min())
@@ -159,6 +174,7 @@ class Profile:
         return self._counts
 
     def _fold(self) -> None:
+        self._bucket_pending()
         if self._dense is not None:
             dense, self._dense = self._dense, None
             filled = np.flatnonzero(dense)
