@@ -24,9 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall_bench.series_stack import SPEC as SERIES_SPEC
-from landfall_bench.series_stack import _landfall, _wait
+from landfall_bench.stack import landfall, local_stack, wait_for
 
 SPEC = {**SERIES_SPEC,
         "arrival": {**SERIES_SPEC["arrival"],
@@ -59,7 +56,7 @@ def _write(src: Path, dst: Path, lo: int, hi: int, fault: tuple[str, str] | None
 
 
 def _status(env: dict[str, str]) -> dict[str, Any]:
-    done = _landfall(env, "status", "--dataset", "gait", "--json", "--no-dead-letter")
+    done = landfall(env, "status", "--dataset", "gait", "--json", "--no-dead-letter")
     return (json.loads(done.stdout).get("datasets") or {}).get("gait", {}) if done.stdout.strip() else {}
 
 
@@ -67,35 +64,17 @@ def run(work: Path) -> dict[str, Any]:
     from landfall.core.storage import Storage
     from landfall_bench import realdata
 
-    state = work / "state"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "LANDFALL_BUCKET")}
-    env.update({"LANDFALL_STATE_DIR": str(state), "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"])})
     out: dict[str, Any] = {"steps": []}
 
     def step(what: str, ok: bool, detail: Any = None) -> None:
         out["steps"].append({"step": what, "ok": bool(ok), "detail": detail})
         print(f"{'ok  ' if ok else 'FAIL'} {what}" + (f": {detail}" if detail is not None else ""), flush=True)
 
-    up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        def ready() -> Any:
-            try:
-                info = json.loads((state / "stack.json").read_text())
-            except (FileNotFoundError, ValueError):
-                return None
-            return info if "processes" in info else None
-
-        info = _wait(ready, 180, "landfall up")
-        for key, value in (("STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
-                           ("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
-                           ("GOOGLE_CLOUD_PROJECT", info["project"])):
-            os.environ[key] = value
+    with local_stack(work / "state") as (info, env):
         storage, bucket = Storage(info["project"]), info["bucket"]
         (work / "datasets").mkdir(exist_ok=True)
         (work / "datasets" / "gait.json").write_text(json.dumps(SPEC))
-        applied = _landfall(env, "datasets", "apply", str(work / "datasets"))
+        applied = landfall(env, "datasets", "apply", str(work / "datasets"))
         step("landfall datasets apply (checks: quarantine)", applied.returncode == 0, applied.stderr.strip()[-300:])
 
         manifests: dict[str, dict[str, Any]] = {}
@@ -103,7 +82,7 @@ def run(work: Path) -> dict[str, Any]:
         def upload(name: str, lo: int, hi: int, fault: tuple[str, str] | None) -> dict[str, Any]:
             path = work / name
             _write(realdata.DATA / "S06R02E0.csv", path, lo, hi, fault)
-            done = _landfall(env, "upload", str(path), "--dataset", "gait")
+            done = landfall(env, "upload", str(path), "--dataset", "gait")
             if done.returncode:
                 raise RuntimeError(f"landfall upload {name}: {done.stderr.strip()}")
 
@@ -114,7 +93,7 @@ def run(work: Path) -> dict[str, Any]:
                         return {**doc, "uri": uri}
                 return None
 
-            manifests[name] = _wait(converted, 180, f"the conversion of {name}")
+            manifests[name] = wait_for(converted, 180, f"the conversion of {name}")
             return manifests[name]
 
         for name, lo, hi, fault in STRETCHES[:2]:
@@ -134,13 +113,13 @@ def run(work: Path) -> dict[str, Any]:
             "quarantined")) == (4, 2), {k: counts.get(k) for k in ("arrivals", "quarantined", "latest_quarantined")})
 
         unit, stuck = manifests["unit-change.csv"], manifests["stuck.csv"]
-        admitted = _landfall(env, "admit", unit["arrival_id"], "--dataset", "gait", "--by", "ops@example.com",
+        admitted = landfall(env, "admit", unit["arrival_id"], "--dataset", "gait", "--by", "ops@example.com",
                              "--json")
         record = json.loads(admitted.stdout) if admitted.returncode == 0 else {}
         step("landfall admit unit-change.csv --by ops@example.com", admitted.returncode == 0
              and record.get("by") == "ops@example.com" and bool(record.get("admitted_at")),
              {k: record.get(k) for k in ("by", "admitted_at")} if record else admitted.stderr.strip()[-300:])
-        rejected = _landfall(env, "reject", stuck["arrival_id"], "--dataset", "gait", "--by", "ops@example.com",
+        rejected = landfall(env, "reject", stuck["arrival_id"], "--dataset", "gait", "--by", "ops@example.com",
                              "--json")
         record = json.loads(rejected.stdout) if rejected.returncode == 0 else {}
         step("landfall reject stuck.csv --by ops@example.com", rejected.returncode == 0
@@ -151,17 +130,11 @@ def run(work: Path) -> dict[str, Any]:
             "quarantined", 0), counts.get("retracted")) == (3, 0, 1),
              {k: counts.get(k) for k in ("arrivals", "quarantined", "retracted")})
         for name in ("unit-change.csv", "stuck.csv"):
-            traced = _landfall(env, "trace", manifests[name]["arrival_id"])
+            traced = landfall(env, "trace", manifests[name]["arrival_id"])
             step(f"landfall trace {name}", traced.returncode in (0, 1) and bool(traced.stdout.strip()),
                  traced.stdout.strip().splitlines()[-3:])
         out["ok"] = all(s["ok"] for s in out["steps"])
         return out
-    finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:

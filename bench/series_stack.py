@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from landfall_bench.stack import landfall, local_stack, wait_for
 
 SPEC = {"apiVersion": "landfall.dataset/v1", "name": "gait",
         "shape": {"window": {"length": 16, "stride": 2}},
@@ -34,21 +32,6 @@ SPEC = {"apiVersion": "landfall.dataset/v1", "name": "gait",
         "verdict": {"threshold_quantile": 0.99}}
 
 
-def _landfall(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "landfall.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)
-
-
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1.0)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.core import champion
     from landfall.core.storage import Storage
@@ -56,44 +39,25 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.submit.backends.local import LocalBackend
     from landfall_bench import realdata
 
-    state = work / "state"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "LANDFALL_BUCKET")}
-    env.update({"LANDFALL_STATE_DIR": str(state), "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"])})
     out: dict[str, Any] = {"spec": SPEC, "file": "bench/data/S06R02E0.csv"}
     t0 = time.monotonic()
     extra = ["--inline-max-bytes", str(args.inline_max_bytes)] if args.inline_max_bytes else []
-    if args.task_bytes:
-        env["LANDFALL_TASK_BYTES"] = str(args.task_bytes)
-    up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state), *extra],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        def ready() -> Any:
-            try:
-                info = json.loads((state / "stack.json").read_text())
-            except (FileNotFoundError, ValueError):
-                return None
-            return info if "processes" in info else None
-
-        info = _wait(ready, 180, "landfall up")
+    with local_stack(work / "state", extra, {"LANDFALL_TASK_BYTES": str(args.task_bytes)} if args.task_bytes
+                     else None) as (info, env):
         out["up_s"] = round(time.monotonic() - t0, 1)
-        for key, value in (("STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
-                           ("PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
-                           ("GOOGLE_CLOUD_PROJECT", info["project"])):
-            os.environ[key] = value
         (work / "datasets").mkdir(exist_ok=True)
         (work / "datasets" / "gait.json").write_text(json.dumps(SPEC))
-        applied = _landfall(env, "datasets", "apply", str(work / "datasets"))
+        applied = landfall(env, "datasets", "apply", str(work / "datasets"))
         if applied.returncode:
             raise RuntimeError(f"landfall datasets apply: {applied.stderr.strip()}")
         src = work / "S06R02E0.csv"
         shutil.copyfile(realdata.DATA / "S06R02E0.csv", src)  # unchanged
         t1 = time.monotonic()
-        uploaded = _landfall(env, "upload", str(src), "--dataset", "gait")
+        uploaded = landfall(env, "upload", str(src), "--dataset", "gait")
         if uploaded.returncode:
             raise RuntimeError(f"landfall upload: {uploaded.stderr.strip()}")
         storage, bucket = Storage(info["project"]), info["bucket"]
-        manifests = _wait(lambda: storage.list(f"gs://{bucket}/tfrecords/gait/", suffix="/manifest.json"), 300,
+        manifests = wait_for(lambda: storage.list(f"gs://{bucket}/tfrecords/gait/", suffix="/manifest.json"), 300,
                           "the conversion")
         out["convert_s"] = round(time.monotonic() - t1, 1)
         manifest = json.loads(storage.read_bytes(manifests[0]))
@@ -103,7 +67,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                            "stored_bytes": sum(s["bytes"] for s in manifest["shards"]), "rows": series["rows"],
                            "segments": len(series["segments"]), "max_gap": series["max_gap"]}
         backend = LocalBackend(info["local_state"])
-        job = _wait(lambda: [j for j in backend.list("gait") if tfjob.is_finished(j)], args.train_timeout,
+        job = wait_for(lambda: [j for j in backend.list("gait") if tfjob.is_finished(j)], args.train_timeout,
                     "the training job")[0]
         out["train_s"] = round(time.monotonic() - t1, 1)
         name = tfjob.name_of(job)
@@ -114,10 +78,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                       "val_loss": (metrics.get("epochs") or [{}])[-1].get("val_loss"),
                       "instances": metrics.get("instances", {}).get("arrivals"),
                       "threshold": (metrics.get("threshold") or {}).get("value")}
-        current = _wait(lambda: champion.read(storage, champion.bucket_root(bucket), "gait")[0], 60, "the champion")
+        current = wait_for(lambda: champion.read(storage, champion.bucket_root(bucket), "gait")[0], 60, "the champion")
         out["champion"] = {"run": current.run, "model": current.model, "reason": current.reason}
         t2 = time.monotonic()
-        scored = _landfall(env, "score", str(src), "--dataset", "gait", "--out", str(work / "S06R02E0.scores.parquet"),
+        scored = landfall(env, "score", str(src), "--dataset", "gait", "--out", str(work / "S06R02E0.scores.parquet"),
                            "--plot", str(Path(args.plot).resolve()) if args.plot else str(work / "scores.png"))
         if scored.returncode:
             raise RuntimeError(f"landfall score: {scored.stderr.strip()}")
@@ -130,12 +94,6 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         out["scored"]["strongest"] = sorted(doc["ranges"], key=lambda r: -r["peak_score"])[:5]
         out["total_s"] = round(time.monotonic() - t0, 1)
         return out
-    finally:
-        up.send_signal(signal.SIGTERM)
-        try:
-            up.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(up.pid, signal.SIGKILL)
 
 
 def main(args: argparse.Namespace) -> int:
