@@ -344,7 +344,7 @@ class Storage:
                     writer = _ChecksumWriter(fh)
                     yield writer
                 with mapped_errors(uri):
-                    self._upload_streamed(local, uri, writer.size)
+                    self._upload_streamed(local, uri, writer.size, writer.crc32c)
             return
         with mapped_errors(uri):
             writer = self._blob(uri).open("wb", chunk_size=WRITE_CHUNK, ignore_flush=True, retry=self.retry)
@@ -388,8 +388,10 @@ class Storage:
                 blob.chunk_size = UPLOAD_CHUNK
             blob.upload_from_filename(str(src), retry=self.retry)
 
-    def _upload_streamed(self, src: Path, uri: str, size: int) -> None:
-        """One ``uploadType=media`` request whose body is read from ``src`` as it is sent."""
+    def _upload_streamed(self, src: Path, uri: str, size: int, crc32c: str | None = None) -> None:
+        """One ``uploadType=media`` request whose body is read from ``src`` as it is sent; what arrived is checked
+        against ``crc32c`` (the file's, when the caller already has it: ``open_write``'s writer) or the file read
+        again."""
         from google.api_core import exceptions as gexc
 
         bucket, name = split_gs(uri)
@@ -405,13 +407,15 @@ class Storage:
             return dict(resp.json())
 
         arrived = self.retry(send)()
-        checksum = google_crc32c.Checksum()
-        with open(src, "rb") as fh:
-            while block := fh.read(READ_CHUNK):
-                checksum.update(block)
-        if int(arrived.get("size", -1)) != size or arrived.get("crc32c") != crc32c_b64(checksum):
+        if crc32c is None:
+            checksum = google_crc32c.Checksum()
+            with open(src, "rb") as fh:
+                while block := fh.read(READ_CHUNK):
+                    checksum.update(block)
+            crc32c = crc32c_b64(checksum)
+        if int(arrived.get("size", -1)) != size or arrived.get("crc32c") != crc32c:
             raise TemporaryError(f"{uri}: the upload arrived as {arrived.get('size')} bytes, crc32c "
-                                 f"{arrived.get('crc32c')}; the file has {size}, crc32c {crc32c_b64(checksum)}")
+                                 f"{arrived.get('crc32c')}; the file has {size}, crc32c {crc32c}")
 
     def download_many(self, pairs: list[tuple[str, Path]], workers: int = 8) -> list[Path]:
         """Parallel downloads (the trainer stages its shards this way)."""
