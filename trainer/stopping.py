@@ -65,18 +65,32 @@ _STATE_RE = re.compile(rf"^{STATE_PREFIX}(\d+)\.json$")
 _BEST_RE = re.compile(rf"^{BEST_PREFIX}(\d+)\.npz$")
 
 
+def auto_patience(ceiling: int) -> int:
+    """Patience for a ceiling of ``ceiling`` epochs: 10 % of it, at least 3 (``Rule.auto``)."""
+    return max(3, math.ceil(ceiling / 10))
+
+
+def auto_smoothing(ceiling: int) -> int:
+    """Smoothing for a ceiling of ``ceiling`` epochs: 5 % of it, at least 1 (``Rule.auto``)."""
+    return max(1, math.ceil(ceiling / 20))
+
+
+AUTO_CEILING = 200  # a Rule() given no patience or smoothing is Rule.auto(AUTO_CEILING)'s
+
+
 class Converged(Exception):
     """Raised by ``ConvergenceStop`` before the first step of a restarted run that had already stopped."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    patience: int = 20  # epochs in a row without improvement before a reduction or the stop; 0: off
+    patience: int = auto_patience(AUTO_CEILING)  # epochs in a row without improvement before a reduction or the
+    # stop; 0: off
     min_delta: float = 0.005  # an improvement: the monitored value < the last improvement's x (1 - min_delta)
     start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
     reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     factor: float = 0.3  # the learning rate is multiplied by this at each reduction
-    smoothing: int = 10  # the monitored value: the mean val_loss of this many last epochs
+    smoothing: int = auto_smoothing(AUTO_CEILING)  # the monitored value: the mean val_loss of this many last epochs
 
     def __post_init__(self) -> None:
         if (self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0 or self.reductions < 0
@@ -93,8 +107,8 @@ class Rule:
         seed's 10. The ceiling is the user's budget: a long one says the model learns slowly, and a slow
         learner's noise needs a long look before one calls it a plateau; a short one cannot afford it."""
         fields = {k: v for k, v in given.items() if v is not None}
-        fields.setdefault("patience", max(3, math.ceil(ceiling / 10)))
-        fields.setdefault("smoothing", max(1, math.ceil(ceiling / 20)))
+        fields.setdefault("patience", auto_patience(ceiling))
+        fields.setdefault("smoothing", auto_smoothing(ceiling))
         return cls(**fields)
 
     @property
