@@ -8,8 +8,10 @@ the module uses, as Google documents it (data below, with where and when it was 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -247,32 +249,43 @@ def test_the_failed_result_alert_matches_the_failed_job_only(small_flow):
     assert [_labels(e, condition) for e in matched] == [{"job": small_flow.jobs["failed"], "dataset": "pumps"}]
 
 
-def _result_line(emulator_stack, bucket: str, verdict: str, status: str = "succeeded") -> dict[str, Any]:
-    """The LogEntry of the line ``landfall.core.results.announce`` logs when it publishes a result (the real
-    call, against the emulators, its JSON line captured with the project's own formatter)."""
+@contextlib.contextmanager
+def captured_lines(logger_name: str) -> Iterator[list[dict[str, Any]]]:
+    """The JSON lines ``logger_name`` logs inside the block, formatted by the project's own formatter at INFO, as
+    the deployed functions' logging does (alone, a test has no INFO otherwise); filled in when the block ends."""
     import io
     import json
     import logging
 
-    from landfall.core import logs, results
+    from landfall.core import logs
 
-    topic = f"results-{bucket}"
-    emulator_stack.pubsub.ensure_topic(topic)
-    out = io.StringIO()
+    out, lines = io.StringIO(), []
     handler = logging.StreamHandler(out)
     handler.setFormatter(logs.JsonFormatter())
-    logger = logging.getLogger("landfall.core.results")
+    logger = logging.getLogger(logger_name)
     logger.addHandler(handler)
     level = logger.level
-    logger.setLevel(logging.INFO)  # as the deployed function's logging does; alone, a test has no INFO otherwise
+    logger.setLevel(logging.INFO)
     try:
-        message = results.Result(dataset="sensors", job=f"job-{verdict}", status=status, verdict=verdict)
-        assert results.announce(emulator_stack.storage, emulator_stack.pubsub, topic,
-                                f"gs://{bucket}/runs/job-{verdict}-{status}", message)
+        yield lines
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
-    (line,) = [json.loads(x) for x in out.getvalue().splitlines() if '"result published"' in x]
+        lines.extend(json.loads(x) for x in out.getvalue().splitlines())
+
+
+def _result_line(emulator_stack, bucket: str, verdict: str, status: str = "succeeded") -> dict[str, Any]:
+    """The LogEntry of the line ``landfall.core.results.announce`` logs when it publishes a result (the real
+    call, against the emulators, its JSON line captured with the project's own formatter)."""
+    from landfall.core import results
+
+    topic = f"results-{bucket}"
+    emulator_stack.pubsub.ensure_topic(topic)
+    with captured_lines("landfall.core.results") as lines:
+        message = results.Result(dataset="sensors", job=f"job-{verdict}", status=status, verdict=verdict)
+        assert results.announce(emulator_stack.storage, emulator_stack.pubsub, topic,
+                                f"gs://{bucket}/runs/job-{verdict}-{status}", message)
+    (line,) = [x for x in lines if x.get("message") == "result published"]
     return log_entry(line)
 
 
@@ -291,12 +304,7 @@ def test_the_refused_result_alert_matches_no_skill_and_low_average_precision_onl
 def _settle_lines(tmp_path, status: str) -> list[dict[str, Any]]:
     """The LogEntries ``landfall.arrival.screen.settle`` logs for an arrival with one finding and this status (the
     real call, its JSON lines captured with the project's own formatter)."""
-    import io
-    import json
-    import logging
-
     from landfall.arrival import screen
-    from landfall.core import logs
     from landfall.core.messages import FeatureStats, Manifest, Source
     from landfall.core.storage import Storage
 
@@ -306,19 +314,9 @@ def _settle_lines(tmp_path, status: str) -> list[dict[str, Any]]:
                         shape=[4, 1], count=1, shards=[], stats=FeatureStats([0.0], [1.0], [0.0], [1.0]),
                         checks={"status": status, "reference": {"arrivals": 9, "rows": 9000, "generation": 1},
                                 "findings": [finding] if status != "first" else [], "profile": "profile.json"})
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(logs.JsonFormatter())
-    logger = logging.getLogger("landfall.arrival")
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    try:
+    with captured_lines("landfall.arrival") as lines:
         screen.settle(Storage("test"), manifest, str(tmp_path / "a-g1-00000000" / "manifest.json"))
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    return [log_entry(json.loads(x)) for x in out.getvalue().splitlines()]
+    return [log_entry(x) for x in lines]
 
 
 def test_the_quarantine_alert_matches_a_quarantined_arrival_only(tmp_path):
