@@ -7,6 +7,7 @@ notifications), as ``gcloud storage buckets notifications create`` does in produ
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import uuid
@@ -23,6 +24,13 @@ from landfall.local import emulators
 # arrivals are a few instances at the default batch of 1,024; its own tests (tests/landfall/submit/
 # test_enough_data.py) turn it on.
 os.environ.setdefault("LANDFALL_MIN_DATA", "off")
+# One TensorFlow intra-op thread per process (and two inter-op threads: MultiWorkerMirroredStrategy's collectives
+# need more than one): ``make test`` runs two xdist workers on the 2-core machine and a test often runs a two-worker
+# cluster, so four TensorFlow processes share two cores, and threads beyond them only spin and switch (Eigen's pool
+# spins before it sleeps). The whole suite: 775.6 s of pytest with these against 885.6 s without (docs/benchmarks.md,
+# "The test suite's time"). Set in the environment, so every trainer process a test starts inherits it too.
+for _name, _value in (("TF_NUM_INTRAOP_THREADS", "1"), ("TF_NUM_INTEROP_THREADS", "2"), ("OMP_NUM_THREADS", "1")):
+    os.environ.setdefault(_name, _value)
 
 PROJECT = "landfall-test"
 GCS_TOPIC = "gcs-notifications"
@@ -135,3 +143,71 @@ def small_flow(emulator_stack: Emulators, tmp_path_factory: pytest.TempPathFacto
     from tests.flow import build
 
     return build(emulator_stack, tmp_path_factory.mktemp("flow"))
+
+
+# -- the order tests reach pytest-xdist's workers ---------------------------------------------------------------
+# ``make test`` runs on TEST_WORKERS processes with ``--dist worksteal``: each worker first gets a contiguous share of
+# the collected tests (the first 1/n, the next 1/n ...) and an idle one later takes half of the longest queue's tail.
+# Left in file order, the heaviest modules (two-worker TensorFlow clusters, the 10,000-arrival scale test) can land
+# on one worker, or start last and run on alone. So with more than one worker the modules are dealt as units: the
+# heavy ones first, each to the share with the least estimated time so far (longest processing time first), then the
+# light ones, each to the share with the fewest tests, so the shares are as long as xdist cuts them; within a share,
+# heaviest first, so what is left to steal at the end is light. Modules that share a session fixture travel
+# together (``small_flow``: built once per worker that runs one of them). Order only: every test still runs.
+# Seconds: each module's summed test time (setup included) in a 2-worker run of the whole suite (2026-12-02,
+# ``--junitxml``), the modules of 10 s or more; only to rank them: a module not listed counts 0.3 s a test.
+MODULE_SECONDS = {
+    "tests/trainer/test_distributed.py": 256, "tests/landfall/local/test_operator.py": 192,
+    "tests/trainer/test_stopping.py": 93, "tests/landfall/local/test_demo.py": 90,
+    "tests/landfall/submit/test_scale.py": 81, "tests/trainer/test_champion_view.py": 52,
+    "tests/landfall/cli/test_score.py": 45, "tests/landfall/arrival/test_handler.py": 43,
+    "tests/trainer/test_warmstart.py": 40, "tests/landfall/local/test_two_datasets.py": 39,
+    "tests/landfall/cli/test_convert.py": 39, "tests/landfall/local/test_stack.py": 38,
+    "tests/functions/test_archive.py": 33, "tests/landfall/cli/test_score_series.py": 33,
+    "tests/trainer/test_labelled.py": 31, "tests/trainer/test_windows.py": 31, "tests/trainer/test_transport.py": 28,
+    "tests/trainer/test_verdict.py": 24, "tests/landfall/submit/test_handler.py": 21,
+    "tests/landfall/cli/test_status_verdict.py": 21, "tests/infra/test_monitoring.py": 21,
+    "tests/trainer/test_tf_upgrade.py": 16, "tests/infra/test_checkov.py": 15, "tests/landfall/cli/test_trace.py": 15,
+    "tests/trainer/test_bad_inputs.py": 15, "tests/landfall/arrival/test_hostile_files.py": 14,
+    "tests/landfall/submit/test_interleavings.py": 12, "tests/landfall/arrival/test_read_errors.py": 10,
+}
+TRAVEL_TOGETHER = [("tests/infra/test_monitoring.py", "tests/landfall/cli/test_trace.py",
+                    "tests/landfall/local/test_report.py")]  # small_flow
+LIGHT_TEST_SECONDS = 0.3
+
+
+def _module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def dealt(items: list, shares: int) -> list:
+    """``items`` reordered for ``shares`` workers as above (every item kept, each module's own order kept)."""
+    units: dict[str, list] = {}
+    together = {m: group[0] for group in TRAVEL_TOGETHER for m in group}
+    for item in items:
+        module = _module_of(item)
+        units.setdefault(together.get(module, module), []).append(item)
+
+    def seconds(unit: list) -> float:
+        return sum(MODULE_SECONDS.get(m, LIGHT_TEST_SECONDS * n) for m, n in
+                   collections.Counter(_module_of(i) for i in unit).items())
+
+    heavy = sorted((u for u in units.values() if seconds(u) >= 10), key=seconds, reverse=True)
+    light = [u for u in units.values() if seconds(u) < 10]
+    parts: list[list[list]] = [[] for _ in range(shares)]
+    load = [0.0] * shares
+    for unit in heavy:
+        k = min(range(shares), key=lambda i: load[i])
+        parts[k].append(unit)
+        load[k] += seconds(unit)
+    for unit in light:
+        k = min(range(shares), key=lambda i: (sum(map(len, parts[i])), load[i]))
+        parts[k].append(unit)
+        load[k] += seconds(unit)
+    return [item for part in parts for unit in sorted(part, key=seconds, reverse=True) for item in unit]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if shares > 1:
+        items[:] = dealt(items, shares)

@@ -234,7 +234,11 @@ def clean_venv(archive: tuple[Path, list[str]], tmp_path_factory: pytest.TempPat
     python = venv / "bin" / "python"
     start = time.monotonic()
     proc = _run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", "requirements.txt"],
+        # --no-compile: the imports below compile what they load; byte-compiling every installed file first (as
+        # Cloud Functions' build may) checks nothing more and took a third of this fixture's time (22.5 s against
+        # 15.0 s, alone).
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", "-r",
+         "requirements.txt"],
         cwd=src,
         env=pip_env,
         timeout=PIP_TIMEOUT,
