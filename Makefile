@@ -33,8 +33,8 @@ lint: venv
 	$(BIN)/lint-imports
 
 # The suite on TEST_WORKERS processes (pytest-xdist; each starts its own emulators on free ports), the slowest tests
-# listed at the end. 2 on the 2-core development machine: 818 s against 1,050 s in one process; 3 was slower
-# (911 s: TensorFlow's threads oversubscribe the cores). `TEST_WORKERS=0 make test` runs it in one process.
+# listed at the end. 2 on the 2-core development machine: 741.9 s against 1,050 s in one process; 3 was slower
+# (793.2 s: more emulators, more contention; docs/benchmarks.md). `TEST_WORKERS=0 make test` runs it in one process.
 TEST_WORKERS ?= 2
 test: venv tools lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
