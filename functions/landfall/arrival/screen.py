@@ -79,7 +79,7 @@ def settle(storage: Storage, manifest: Manifest, manifest_uri: str) -> None:
                  extra={**context, "fields": {"check_status": "first", "manifest": manifest_uri}})
     if found["status"] != "quarantined":
         try:
-            quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id)
+            quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id, manifest.spec_generation)
         except Invalid as exc:  # an unreadable reference, or one of another shape: logged, never blocks the arrival
             log.error("%s not merged into the dataset's reference: %s", manifest.arrival_id, exc,
                       extra={**context, "fields": {"manifest": manifest_uri}})

@@ -51,9 +51,15 @@ def read_reference(storage: Storage, uri: str) -> tuple[Profile | None, int | No
     return profile, generation
 
 
-def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str) -> bool:
+def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
+                         spec_generation: int | None = None) -> bool:
     """Adds the arrival's profile (beside ``manifest_uri``) to its dataset's reference; False if it was merged
-    already (or has no profile). Raises ``TemporaryError`` after ``ATTEMPTS`` lost races."""
+    already (or has no profile). Raises ``TemporaryError`` after ``ATTEMPTS`` lost races.
+
+    A dataset whose shape changed: an arrival of the new shape, converted under a newer spec generation
+    (``spec_generation``, the manifest's) than the reference's, starts the reference again (logged); one of the old
+    shape converted late, or any without a spec generation to tell, raises ``Invalid`` (logged by the caller; the
+    arrival is never blocked)."""
     folder = manifest_uri.rsplit("/", 1)[0]
     try:
         profile, _ = Profile.from_json(storage.read_bytes(f"{folder}/{PROFILE}"), f"{folder}/{PROFILE}")
@@ -70,11 +76,23 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str) -
         if arrival_id in recent:
             return False
         if reference is not None and reference.features != profile.features:
-            raise Invalid(f"{uri}: a reference of {reference.features} features; arrival {arrival_id} has "
-                          f"{profile.features} (the dataset's shape changed: delete the reference to start anew, "
-                          "its arrivals are admitted unchecked meanwhile)")
+            # The dataset's shape changed (a converted arrival always has its spec's shape): what was measured of
+            # the old shape says nothing of the new one, so the reference starts again from this arrival, and
+            # the next ones are admitted as first until it holds enough (landfall.core.checks.Rules).
+            before = raw.get("spec_generation")
+            if spec_generation is None or (isinstance(before, int) and spec_generation <= before):
+                raise Invalid(f"{uri}: a reference of {reference.features} features (spec generation {before}); "
+                              f"arrival {arrival_id} has {profile.features} (spec generation {spec_generation}): "
+                              "not merged, admitted unchecked")
+            log.warning("%s: the dataset's shape changed from %d to %d features: its reference starts again from %s",
+                        uri, reference.features, profile.features, arrival_id,
+                        extra={"fields": {"reference": uri, "arrival_id": arrival_id,
+                                          "features_before": reference.features, "features": profile.features}})
+            reference, recent = None, []
         merged = profile if reference is None else reference.merge(profile)
-        body = merged.to_json(REFERENCE_SCHEMA, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now())
+        newest = max((g for g in (raw.get("spec_generation"), spec_generation) if isinstance(g, int)), default=None)
+        body = merged.to_json(REFERENCE_SCHEMA, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now(),
+                              spec_generation=newest)
         try:
             storage.write_if_generation(uri, body, generation)
             return True
@@ -144,7 +162,7 @@ def admit(storage: Storage, manifest_uri: str, by: str) -> tuple[Admission, bool
     if not wrote:
         existing = admission(storage, manifest_uri)
         record = existing or record
-    merge_into_reference(storage, manifest_uri, manifest.arrival_id)
+    merge_into_reference(storage, manifest_uri, manifest.arrival_id, manifest.spec_generation)
     log.info("admitted %s (quarantined by %s) by %s", manifest.arrival_id,
              ", ".join(f"{f['check']} on {f['feature']}" for f in manifest.checks["findings"]), record.by,
              extra={"arrival_id": manifest.arrival_id, "dataset": manifest.dataset,

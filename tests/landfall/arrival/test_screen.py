@@ -34,10 +34,10 @@ def daphnet() -> np.ndarray:
     return realdata.daphnet()[1]
 
 
-def write_series(path: Path, values: np.ndarray, start: int) -> str:
+def write_series(path: Path, values: np.ndarray, start: int, channels: tuple[str, ...] = CHANNELS) -> str:
     times = (start + np.arange(len(values))) / 64.0
     with path.open("w") as fh:
-        fh.write("timestamp," + ",".join(CHANNELS) + "\n")
+        fh.write("timestamp," + ",".join(channels) + "\n")
         for t, row in zip(times, values, strict=True):
             fh.write(f"{t:.6f}," + ",".join("" if np.isnan(v) else repr(float(v)) for v in row) + "\n")
     return str(path)
@@ -77,6 +77,42 @@ def test_a_redelivered_arrival_is_not_merged_twice(gait):
     first = gait["manifests"][0]
     assert not quarantine.merge_into_reference(gait["storage"], str(gait["out"] / "a0" / "manifest.json"),
                                                first.arrival_id)
+
+
+def test_a_changed_shape_starts_the_reference_again_and_a_late_arrival_of_the_old_shape_leaves_it(daphnet, tmp_path,
+                                                                                                    caplog):
+    """The spec drops a channel (generation 2): the first arrival of the new shape is admitted as first and starts
+    the reference again, logged; one of the old shape converted late (generation 1) is not merged, and never
+    blocked; the next of the new shape joins the new reference."""
+    storage, out = Storage("test"), tmp_path / "tfrecords" / "gait"
+    old = dataclasses.replace(SERIES, spec_generation=1)
+    new = dataclasses.replace(SERIES, features=8, series_channels=CHANNELS[:8], spec_generation=2)
+
+    def one(cfg: ConverterConfig, i: int) -> Manifest:
+        channels = cfg.series_channels
+        values = daphnet[i * ROWS:(i + 1) * ROWS, :len(channels)]
+        return arrive(storage, cfg, write_series(tmp_path / f"s{i}.csv", values, i * ROWS, channels), out, f"s{i}")
+
+    for i in range(4):
+        one(old, i)
+    before, raw = Profile.from_json((out / REFERENCE).read_bytes())
+    assert (before.features, before.arrivals, raw["spec_generation"]) == (9, 4, 1)
+    with caplog.at_level(logging.WARNING, logger="landfall"):
+        changed = one(new, 4)
+    assert changed.checks["status"] == "first"  # nothing to check an arrival of the new shape against yet
+    reference, raw = Profile.from_json((out / REFERENCE).read_bytes())
+    assert (reference.features, reference.arrivals, raw["recent"], raw["spec_generation"]) == (
+        8, 1, [changed.arrival_id], 2)
+    assert any("shape changed from 9 to 8 features" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="landfall"):
+        late = one(old, 5)  # converted under the old spec, settled after the change
+    assert late.checks["status"] == "first" and late.count > 0  # admitted, unchecked
+    assert any("not merged" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert Profile.from_json((out / REFERENCE).read_bytes())[0].arrivals == 1  # the new reference is untouched
+    one(new, 6)
+    reference, raw = Profile.from_json((out / REFERENCE).read_bytes())
+    assert (reference.features, reference.arrivals, raw["recent"][0]) == (8, 2, changed.arrival_id)
 
 
 FAULTS = {  # fault: (check, feature)
