@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,9 +55,43 @@ class Emulators:
         }
 
 
+SHARED_MEMORY = Path("/dev/shm")
+
+
 @pytest.fixture(scope="session")
-def emulator_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulators]:
-    state = tmp_path_factory.mktemp("emulators")
+def memory_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder in memory (the tmpfs at ``/dev/shm``) for what the emulators store, removed when the session ends;
+    under pytest's temporary folder where there is no such tmpfs (macOS).
+
+    fake-gcs-server writes every object through ``renameio``, which fsyncs it: on the 2-core machine's disk the
+    suite's tens of thousands of small objects stalled on I/O (``/proc/pressure/io``: 37 % of test_scale's time),
+    and ``tests/landfall/submit/test_scale.py`` alone took 137.8 s with the emulator's data on disk against 89.4 s
+    in memory (docs/benchmarks.md, "The test suite's time"). Nothing under test depends on the emulator's
+    durability. Bulky inputs (the converter's memory tests) stay on disk under ``tmp_path``."""
+    if SHARED_MEMORY.is_dir() and os.access(SHARED_MEMORY, os.W_OK):
+        root = Path(tempfile.mkdtemp(prefix="landfall-tests-", dir=SHARED_MEMORY))
+        try:
+            yield root
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    else:
+        yield tmp_path_factory.mktemp("memory")
+
+
+@pytest.fixture
+def memory_dir(memory_root: Path) -> Iterator[Path]:
+    """A fresh folder under ``memory_root`` for one test (a ``landfall up`` state folder), removed after it."""
+    path = Path(tempfile.mkdtemp(dir=memory_root))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def emulator_stack(memory_root: Path) -> Iterator[Emulators]:
+    state = memory_root / "emulators"
+    state.mkdir()
     pubsub_proc, pubsub_host = emulators.start_pubsub(state, PROJECT)
     saved = {k: os.environ.get(k) for k in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     os.environ["PUBSUB_EMULATOR_HOST"] = pubsub_host

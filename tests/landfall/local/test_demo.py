@@ -9,10 +9,10 @@ import sys
 from landfall.core.messages import METRICS_SCHEMA
 
 
-def _demo(tmp_path, *extra: str) -> subprocess.CompletedProcess:
+def _demo(folder, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "landfall.cli", "demo", "--instances", "768", "--epochs", "2", "--units", "8,4",
-         "--batch-size-per-worker", "64", "--out", str(tmp_path / "out"),
+         "--batch-size-per-worker", "64", "--out", str(folder / "out"),
          # The first upload (1.1 MB) takes the large-file path in 3 tasks; the second (0.55 MB) stays inline.
          "--inline-max-bytes", "800000", "--task-bytes", "400000",
          # Two epochs of a toy model check the flow, not learning: the verdict's floor is off (the default demo's
@@ -21,10 +21,10 @@ def _demo(tmp_path, *extra: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=480)
 
 
-def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(tmp_path):
-    proc = _demo(tmp_path)
+def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(memory_dir):
+    proc = _demo(memory_dir)  # its stack's data in memory (tests/conftest.py)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = tmp_path / "out"
+    out = memory_dir / "out"
     for stage in ("incoming/demo/part-1.npy is over the function's inline limit: Cloud Run job landfall-convert "
                   "converts it with 3 task(s)", "converted incoming/demo/part-1.npy", "training request published",
                   "TFJob", "epoch 1",
@@ -59,7 +59,7 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(tmp_path):
     assert not (out / "stack" / "stack.json").exists()  # the stack was stopped
 
 
-def test_demo_names_the_stage_that_failed(tmp_path):
-    proc = _demo(tmp_path, "--no-follow-up", "--units", "0,0")  # the trainer rejects zero units
+def test_demo_names_the_stage_that_failed(memory_dir):
+    proc = _demo(memory_dir, "--no-follow-up", "--units", "0,0")  # the trainer rejects zero units
     assert proc.returncode == 1
     assert "stage 'training' failed" in proc.stderr and "TFJob" in proc.stderr

@@ -50,8 +50,8 @@ def _wait(predicate, timeout: float, what: str):
 
 
 @pytest.fixture
-def stack(tmp_path):
-    state = tmp_path / "state"
+def stack(memory_dir):
+    state = memory_dir / "state"  # the emulators' data in memory (tests/conftest.py)
     env = {**os.environ, "LANDFALL_EPOCHS": "2", "LANDFALL_BATCH_SIZE_PER_WORKER": "64",
            "LANDFALL_TRAINER_ARGS": TRAINER_ARGS, "LANDFALL_TASK_BYTES": "300000"}  # the upload: 3 tasks
     for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT"):

@@ -45,8 +45,8 @@ def landfall(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def stack(tmp_path):
-    state = tmp_path / "state"
+def stack(memory_dir):
+    state = memory_dir / "state"  # the emulators' data in memory (tests/conftest.py)
     env = {k: v for k, v in os.environ.items()
            if k not in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT")}
     env.update({"LANDFALL_DATASETS": "registered", "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"]),
