@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 
@@ -18,6 +19,16 @@ from landfall.local.synthetic import time_series
 from landfall_bench.convert import peak_rss_mib
 
 PEAK_RSS_LIMIT_MIB = 512
+
+
+@pytest.fixture
+def bulky(tmp_path):
+    """``tmp_path`` for a test that writes over a GiB (an input larger than the limit and its shards), emptied
+    when the test ends: deleted within the kernel's dirty-page expiry (30 s), most of it is never written to the
+    disk, where it competed with the rest of the suite for I/O (pytest keeps its temporary folders otherwise)."""
+    yield tmp_path
+    for path in tmp_path.iterdir():
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def test_local_to_local(tmp_path, capsys):
@@ -56,9 +67,9 @@ def test_bad_input_is_one_line_naming_file_and_reason(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["npy", "csv"])
-def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
+def test_memory_stays_bounded_for_an_input_larger_than_the_limit(bulky, fmt):
     n = 160_000 if fmt == "csv" else 480_000  # ~620 MB of CSV text, ~690 MB of .npy
-    src = tmp_path / f"big.{fmt}"
+    src = bulky / f"big.{fmt}"
     # One block of seed-shaped series, written again and again: the converter's memory does not depend on the
     # values, and generating 480,000 distinct series took 20 s of the test.
     block = time_series(40_000, seed=0)
@@ -76,13 +87,13 @@ def test_memory_stays_bounded_for_an_input_larger_than_the_limit(tmp_path, fmt):
             for _ in range(0, n, 40_000):
                 w.write_table(table)
     assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
-    peak = peak_rss_mib(src, tmp_path / "out")
+    peak = peak_rss_mib(src, bulky / "out")
     assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for a {src.stat().st_size >> 20} MiB input"
-    assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n
+    assert Manifest.from_json((bulky / "out" / "manifest.json").read_text()).count == n
 
 
 @pytest.mark.parametrize("layout", ["columns", "list"])
-def test_memory_stays_bounded_for_a_parquet_row_group_larger_than_the_limit(tmp_path, layout):
+def test_memory_stays_bounded_for_a_parquet_row_group_larger_than_the_limit(bulky, layout):
     """One row group of 420,000 x 360 float32 (605 MB decoded): it must be streamed by batches, not read whole.
 
     pyarrow's writer starts a row group on every write call, so the table is written in one call with a
@@ -92,7 +103,7 @@ def test_memory_stays_bounded_for_a_parquet_row_group_larger_than_the_limit(tmp_
     """
     n = 420_000
     rng = np.random.default_rng(7)
-    src = tmp_path / f"big-{layout}.parquet"
+    src = bulky / f"big-{layout}.parquet"
     if layout == "columns":
         table = pa.table({f"c{i}": rng.standard_normal(n, dtype=np.float32) for i in range(360)})
         pq.write_table(table, src, row_group_size=n, data_page_size=64 * 1024, use_dictionary=False)
@@ -106,6 +117,6 @@ def test_memory_stays_bounded_for_a_parquet_row_group_larger_than_the_limit(tmp_
     assert meta.num_row_groups == 1 and meta.num_rows == n
     assert meta.row_group(0).total_byte_size > PEAK_RSS_LIMIT_MIB * 2**20
     assert src.stat().st_size > PEAK_RSS_LIMIT_MIB * 2**20
-    peak = peak_rss_mib(src, tmp_path / "out")
+    peak = peak_rss_mib(src, bulky / "out")
     assert peak < PEAK_RSS_LIMIT_MIB, f"peak RSS {peak:.0f} MiB for one {src.stat().st_size >> 20} MiB row group"
-    assert Manifest.from_json((tmp_path / "out" / "manifest.json").read_text()).count == n
+    assert Manifest.from_json((bulky / "out" / "manifest.json").read_text()).count == n
