@@ -75,11 +75,11 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
         recent = list(raw.get("recent", []))
         if arrival_id in recent:
             return False
+        before = raw.get("spec_generation")  # the spec generation the reference was built under
         if reference is not None and reference.features != profile.features:
             # The dataset's shape changed (a converted arrival always has its spec's shape): what was measured of
             # the old shape says nothing of the new one, so the reference starts again from this arrival, and
             # the next ones are admitted as first until it holds enough (landfall.core.checks.Rules).
-            before = raw.get("spec_generation")
             if spec_generation is None or (isinstance(before, int) and spec_generation <= before):
                 raise Invalid(f"{uri}: a reference of {reference.features} features (spec generation {before}); "
                               f"arrival {arrival_id} has {profile.features} (spec generation {spec_generation}): "
@@ -90,7 +90,7 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
                                           "features_before": reference.features, "features": profile.features}})
             reference, recent = None, []
         merged = profile if reference is None else reference.merge(profile)
-        newest = max((g for g in (raw.get("spec_generation"), spec_generation) if isinstance(g, int)), default=None)
+        newest = max((g for g in (before, spec_generation) if isinstance(g, int)), default=None)
         body = merged.to_json(REFERENCE_SCHEMA, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now(),
                               spec_generation=newest)
         try:
