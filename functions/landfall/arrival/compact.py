@@ -40,7 +40,7 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from landfall.arrival.converter import RunningStats
+from landfall.arrival.stats import RunningStats
 from landfall.core import records, retractions, series, snapshots
 from landfall.core.config import Layout
 from landfall.core.errors import Invalid

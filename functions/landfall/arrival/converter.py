@@ -4,13 +4,14 @@ Shards are streamed to attempt-private temporary names, then moved to their fina
 ``part-0000i-of-0000N.tfrecord`` names once N is known, and the manifest is written last with a
 create-only precondition. A crash anywhere before the manifest leaves nothing a reader can see;
 the retry redoes the work (the output is deterministic, so final shard names are simply rewritten).
-Temporary objects of a crashed attempt are swept by the bucket's lifecycle rule on ``tmp/``.
+Temporary objects of a crashed attempt are swept by the bucket's lifecycle rule on ``tmp/``. Moving the shards and
+the create-only manifest are ``landfall.arrival.commit``'s, shared with series arrivals; the statistics are
+``landfall.arrival.stats.RunningStats`` (imported here too, where older code looks for it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import queue
 import threading
 import uuid
@@ -19,101 +20,16 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from landfall import __version__
-from landfall.arrival import formats, screen, series
+from landfall.arrival import commit, formats, screen, series
 from landfall.arrival.config import ConverterConfig
+from landfall.arrival.stats import RunningStats
 from landfall.core import records
 from landfall.core.errors import BadInput
-from landfall.core.layout import shard_name
-from landfall.core.messages import FeatureStats, Manifest, Shard, Source
+from landfall.core.messages import Manifest, Source
 from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
 
 Progress = Callable[[int, int], None]  # (instances so far, shards so far)
-
-
-# A batch's M2 = sum(x²) - sum(x)·mean cancels when a feature's offset dwarfs its spread (timestamps ~1e9
-# of unit variance): below this fraction of the sum of squares, it is summed again around the batch mean.
-_CANCELLED = 1e-6
-
-
-@dataclasses.dataclass
-class RunningStats:
-    """Per-feature count/mean/M2 (Chan et al. merge), min and max, in float64."""
-
-    features: int
-    n: int = 0
-
-    def __post_init__(self) -> None:
-        self.mean = np.zeros(self.features)
-        self.m2 = np.zeros(self.features)
-        self.min = np.full(self.features, np.inf)
-        self.max = np.full(self.features, -np.inf)
-
-    def update(self, batch: np.ndarray) -> bool:
-        """Adds a batch of shape (k, T, F); returns False, adding nothing, when it holds a NaN or Inf.
-
-        A column sum (and sum of squares, in float64) is finite exactly when every value in it is,
-        so the finiteness check costs no extra pass over clean data.
-        """
-        if not len(batch):
-            return True
-        # Reduce over instances with whole rows (T*F wide) as the inner loop, then fold timesteps:
-        # far faster than reducing an (n*T, F) array column by column.
-        rows = batch.reshape(len(batch), -1)
-        with np.errstate(invalid="ignore"):  # Inf - Inf or a signalling NaN: reported by returning False
-            s1 = rows.sum(axis=0, dtype=np.float64)
-            s2 = np.einsum("ij,ij->j", rows, rows, dtype=np.float64)
-        if not (np.isfinite(s1).all() and np.isfinite(s2).all()):
-            return False
-        s1 = s1.reshape(-1, self.features).sum(axis=0)
-        s2 = s2.reshape(-1, self.features).sum(axis=0)
-        nb = rows.shape[0] * (rows.shape[1] // self.features)
-        mb = s1 / nb
-        m2b = s2 - s1 * mb
-        lost = m2b < _CANCELLED * s2
-        if lost.any():  # only those features pay a second pass
-            centered = rows.reshape(-1, self.features)[:, lost] - mb[lost]  # float64
-            c1 = centered.sum(axis=0)
-            m2b[lost] = np.einsum("ij,ij->j", centered, centered) - c1 * (c1 / nb)
-            mb[lost] += c1 / nb
-        m2b = np.maximum(m2b, 0.0)
-        delta = mb - self.mean
-        total = self.n + nb
-        self.mean = self.mean + delta * nb / total
-        self.m2 = self.m2 + m2b + delta**2 * self.n * nb / total
-        self.n = total
-        self.min = np.minimum(self.min, rows.min(axis=0).reshape(-1, self.features).min(axis=0))
-        self.max = np.maximum(self.max, rows.max(axis=0).reshape(-1, self.features).max(axis=0))
-        return True
-
-    def merge(self, other: RunningStats) -> None:
-        """Adds another part's statistics (Chan et al.): as if its batches had been added here."""
-        if not other.n:
-            return
-        delta = other.mean - self.mean
-        total = self.n + other.n
-        self.mean = self.mean + delta * other.n / total
-        self.m2 = self.m2 + other.m2 + delta**2 * self.n * other.n / total
-        self.n = total
-        self.min = np.minimum(self.min, other.min)
-        self.max = np.maximum(self.max, other.max)
-
-    def to_dict(self) -> dict[str, object]:
-        """Exact in JSON (floats round-trip); min/max are ``None`` while empty (JSON has no infinity)."""
-        return {"n": self.n, "mean": self.mean.tolist(), "m2": self.m2.tolist(),
-                "min": self.min.tolist() if self.n else None, "max": self.max.tolist() if self.n else None}
-
-    @classmethod
-    def from_dict(cls, raw: dict) -> RunningStats:
-        stats = cls(len(raw["mean"]), int(raw["n"]))
-        stats.mean, stats.m2 = np.array(raw["mean"], dtype=float), np.array(raw["m2"], dtype=float)
-        if stats.n:
-            stats.min, stats.max = np.array(raw["min"], dtype=float), np.array(raw["max"], dtype=float)
-        return stats
-
-    def result(self) -> FeatureStats:
-        std = np.sqrt(self.m2 / max(self.n, 1))
-        return FeatureStats(self.mean.tolist(), std.tolist(), self.min.tolist(), self.max.tolist())
 
 
 def finite_rows(chunk: np.ndarray, cfg: ConverterConfig, seen: int) -> tuple[np.ndarray, int]:
@@ -219,7 +135,7 @@ def convert(
     except BaseException:
         writer.abort()
         raise
-    shards = _publish_shards(storage, parts, out_prefix, writer.tmp_prefix)
+    shards = commit.publish_shards(storage, parts, out_prefix, writer.tmp_prefix)
     bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
     manifest = Manifest(
         dataset=dataset,
@@ -235,7 +151,7 @@ def convert(
         spec_generation=cfg.spec_generation,
         checks=checks,
     )
-    return _commit(storage, join(out_prefix, "manifest.json"), manifest)
+    return commit.commit_manifest(storage, join(out_prefix, "manifest.json"), manifest)
 
 
 class Decoder:
@@ -274,35 +190,6 @@ class Decoder:
             self.seen += len(chunk)
             self.dropped += lost
             yield kept
-
-
-def _publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], out_prefix: str,
-                    tmp_prefix: str) -> list[Shard]:
-    """Moves the temporary shards to their final ``part-0000i-of-0000N`` names, now that N is known."""
-    shards = []
-    for i, (tmp_uri, n, size, crc) in enumerate(parts):
-        final = join(out_prefix, shard_name(i, len(parts)))
-        storage.move(tmp_uri, final)
-        shards.append(Shard(uri=final, count=n, bytes=size, crc32c=crc))
-    storage.remove_empty_dir(tmp_prefix)
-    return shards
-
-
-def _commit(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
-    """Writes the manifest last and create-only: the commit point readers wait for."""
-    # The count in the object's metadata lets a release list counts without reading each manifest; so does
-    # ``quarantined`` its hold (landfall.core.quarantine).
-    if not storage.create(manifest_uri, manifest.to_json().encode(), content_type="application/json",
-                          metadata=manifest_metadata(manifest)):
-        # A concurrent delivery finished first; its manifest describes the same bytes.
-        return Manifest.from_json(storage.read_bytes(manifest_uri), manifest_uri)
-    return manifest
-
-
-def manifest_metadata(manifest: Manifest) -> dict[str, str]:
-    """The manifest object's custom metadata: its count, its checks' status, and whether they quarantined it."""
-    status = {"checks": str(manifest.checks["status"])} if manifest.checks else {}
-    return {"count": str(manifest.count), **status, **({"quarantined": "true"} if manifest.quarantined else {})}
 
 
 def prefetched(chunks: Iterator[np.ndarray], depth: int = 2) -> Iterator[np.ndarray]:

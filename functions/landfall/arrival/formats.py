@@ -389,15 +389,21 @@ _CORRUPT_GZIP = BadInput("corrupt_gzip", "the gzip stream is corrupt")
 
 
 def read_csv_gz(fh: BinaryIO, cfg: ConverterConfig) -> tuple[Chunks, dict[str, Any]]:
-    counted = _Counted(fh)
     with _rejecting(_GZIP_ERRORS, _CORRUPT_GZIP):
-        stream = _Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
-                            cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
-        chunks, decided = csvfile.read_csv(stream, cfg)
-    return _guard_gzip(chunks), decided
+        chunks, decided = csvfile.read_csv(gunzipped(fh, cfg), cfg)
+    return guard_gzip(chunks), decided
 
 
-def _guard_gzip(chunks: Chunks) -> Chunks:
+def gunzipped(fh: BinaryIO, cfg: ConverterConfig) -> Any:
+    """``fh``'s gzip stream decompressed, refused (``compression_bomb``) past ``LANDFALL_MAX_GZIP_RATIO`` times the
+    compressed bytes read so far or ``LANDFALL_MAX_EXPANDED_BYTES``; read its chunks through ``guard_gzip``."""
+    counted = _Counted(fh)
+    return _Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
+                      cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
+
+
+def guard_gzip(chunks: Chunks) -> Chunks:
+    """``chunks`` read from a gzip stream, a corrupt stream turned into ``corrupt_gzip``."""
     with _rejecting(_GZIP_ERRORS, _CORRUPT_GZIP):
         yield from chunks
 

@@ -48,7 +48,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
-from landfall.arrival import formats, ranges
+from landfall.arrival import formats, ranges, series
 from landfall.arrival import ranged_parts as parts
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import Decoder, ShardWriter, prefetched
@@ -191,8 +191,6 @@ def _convert(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index:
 def _convert_series(storage: Storage, cfg: ConverterConfig, job: Job, info: Any, index: int) -> dict[str, Any] | None:
     """A series dataset's share (``landfall.arrival.series.convert_share``): its rows, windowed from its first row,
     with a look of ``length - 1`` rows past its end so every window that starts in it is whole."""
-    from landfall.arrival import series
-
     try:
         done = series.convert_share(storage, cfg, job.source, job.generation if is_gs(job.source) else None, info.size,
                                     join(job.tmp, f"t{index:05d}"), index, job.count,

@@ -21,8 +21,9 @@ from typing import Any
 
 from landfall import __version__
 from landfall.arrival import screen, series
+from landfall.arrival.commit import manifest_metadata
 from landfall.arrival.config import ConverterConfig
-from landfall.arrival.converter import RunningStats, manifest_metadata
+from landfall.arrival.stats import RunningStats
 from landfall.core import layout
 from landfall.core.config import Layout
 from landfall.core.errors import BadInput, NotFound, TemporaryError

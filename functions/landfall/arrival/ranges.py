@@ -98,7 +98,7 @@ def _csv(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) 
     carry = head if index == 0 and not decided.header else b""
     rows = csvfile.RowIndex(0 if index == 0 else None)
     first_line = decided.leading_blank_lines + (2 if decided.header else 1) if index == 0 else None
-    blocks = csvfile.line_blocks(_Bounded(fh, start, end), carry, first_line)
+    blocks = csvfile.line_blocks(Bounded(fh, start, end), carry, first_line)
     chunks = csvfile.parse_blocks(blocks, cfg, decided, rows)
     first = 0 if index == 0 else None
     return Share(chunks, f"bytes {0 if index == 0 else start}..{end - 1}", first, decided.record(), rows)
@@ -118,7 +118,7 @@ def after_newline(fh: BinaryIO, pos: int, size: int) -> int:
     return size
 
 
-class _Bounded:
+class Bounded:
     """Reads ``[start, end)`` of ``fh``."""
 
     def __init__(self, fh: BinaryIO, start: int, end: int):

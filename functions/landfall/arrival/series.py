@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import gzip
 import io
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -44,8 +43,9 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from landfall import __version__
-from landfall.arrival import formats
+from landfall.arrival import commit, formats, ranges, screen
 from landfall.arrival.config import ConverterConfig
+from landfall.arrival.stats import RunningStats
 from landfall.core import records
 from landfall.core import series as windows
 from landfall.core.errors import BadInput
@@ -192,12 +192,6 @@ def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = (
         raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
 
 
-def _gunzipped(src: Any, cfg: ConverterConfig) -> Any:
-    counted = formats._Counted(src)
-    return formats._Expanding(gzip.GzipFile(fileobj=counted, mode="rb"), counted, "the gzip stream",
-                              cfg.max_gzip_ratio, "LANDFALL_MAX_GZIP_RATIO", cfg.max_expanded_bytes)
-
-
 def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     """The arrival's (times, values) in file order, in bounded chunks. ``extra`` columns (numeric: a label, for
     ``landfall score``) follow the channels in ``values``."""
@@ -207,7 +201,7 @@ def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, extra: Seque
     if fmt == "csv":
         return _csv_chunks(src, cfg, extra)
     if fmt == "csv.gz":
-        return formats._guard_gzip(_csv_chunks(_gunzipped(src, cfg), cfg, extra))
+        return formats.guard_gzip(_csv_chunks(formats.gunzipped(src, cfg), cfg, extra))
     if fmt == "parquet":
         return _parquet_chunks(src, cfg, extra)
     raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
@@ -231,7 +225,7 @@ def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], boo
         except (pa.ArrowInvalid, OSError) as exc:
             raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
     elif fmt in ("csv", "csv.gz"):
-        stream = _gunzipped(src, cfg) if fmt == "csv.gz" else src
+        stream = formats.gunzipped(src, cfg) if fmt == "csv.gz" else src
         try:
             names = _csv_names(stream)
             row = next(csv.reader([stream.readline(16 << 20).decode("utf-8-sig", "replace")]), [])
@@ -259,7 +253,7 @@ class SeriesWriter:
         self.length, self.stride, self.channels = cfg.timesteps, cfg.window_stride, cfg.features
         self.max_gap = max_gap
         self.target = max(cfg.shard_target_bytes // (4 * self.channels), windows.MIN_SHARD_WINDOWS * self.length)
-        self.stats = formats_stats(self.channels)
+        self.stats = RunningStats(self.channels)
         self.sketch = Profile(self.channels) if cfg.profile else None  # landfall.core.profile, of the stored rows
         self.segments: list[windows.Segment] = []  # closed, kept
         self.open: list[Any] | None = None  # [row, rows, start, end] of the segment being read
@@ -410,12 +404,6 @@ class SeriesWriter:
         self.storage.remove_empty_dir(self.tmp_prefix)
 
 
-def formats_stats(channels: int) -> Any:
-    from landfall.arrival.converter import RunningStats
-
-    return RunningStats(channels)
-
-
 # -- ranged conversion (landfall.arrival.ranged) ---------------------------------------------------------------
 @dataclasses.dataclass
 class Share:
@@ -445,8 +433,6 @@ def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, c
 
 
 def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
-    from landfall.arrival import ranges
-
     fh.seek(0)
     names = _csv_names(formats.guarded(fh))
     body = fh.tell()
@@ -457,7 +443,7 @@ def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count:
 
     def own() -> Iterator[Chunk]:
         if start < end:
-            yield from _csv_rows(formats.guarded(ranges._Bounded(fh, start, end)), names, channels, cfg)
+            yield from _csv_rows(formats.guarded(ranges.Bounded(fh, start, end)), names, channels, cfg)
 
     def ahead() -> Chunk | None:
         want = cfg.timesteps - 1
@@ -482,8 +468,6 @@ def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count:
 
 
 def _parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Share:
-    from landfall.arrival import ranges
-
     try:
         pf = pq.ParquetFile(fh)
         channels = _columns(pf.schema_arrow.names, cfg)
@@ -628,9 +612,6 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
             arrival_id: str | None = None, generation: int | None = None, tmp_prefix: str | None = None,
             progress: Any = None) -> Manifest:
     """A series arrival into shards of whole windows and a manifest (written last, create-only)."""
-    from landfall.arrival import screen
-    from landfall.arrival.converter import _commit, _publish_shards
-
     fmt = formats.format_of(source_uri)
     info = storage.stat(source_uri, generation)
     tmp = tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}")
@@ -658,7 +639,7 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
     except BaseException:
         writer.abort()
         raise
-    shards = _publish_shards(storage, writer.done, out_prefix, tmp)
+    shards = commit.publish_shards(storage, writer.done, out_prefix, tmp)
     bucket, _, name = source_uri[5:].partition("/") if source_uri.startswith("gs://") else ("", "", source_uri)
     layout = windows.Layout(cfg.timesteps, cfg.window_stride, tuple(segments))
     manifest = Manifest(
@@ -670,4 +651,4 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
         series={"time_column": cfg.series_time_column, "stride": cfg.window_stride, "max_gap": writer.max_gap,
                 "rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
                 "sorted": in_order, "segments": [s.to_list() for s in segments]}, checks=checks)
-    return _commit(storage, join(out_prefix, "manifest.json"), manifest)
+    return commit.commit_manifest(storage, join(out_prefix, "manifest.json"), manifest)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from landfall.arrival.converter import RunningStats
+from landfall.arrival.stats import RunningStats
 
 T, F = 4, 5
 SIZES = [1, 7, 130, 64, 999, 3, 250]  # uneven batches: several merges, one of a single instance

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import pytest
 
-from landfall.arrival.converter import RunningStats
+from landfall.arrival.stats import RunningStats
 from landfall.core import checks
 from landfall.core.errors import Invalid
 from landfall.core.profile import Profile

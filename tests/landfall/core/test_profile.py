@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from landfall.arrival.converter import RunningStats
+from landfall.arrival.stats import RunningStats
 from landfall.core import profile as prof
 from landfall.core.errors import Invalid
 from landfall.core.profile import Profile
