@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from landfall.core import holdout
 from landfall.core.config import Seed, Settings, default_project
 
 
@@ -21,7 +22,7 @@ class TrainerConfig(Settings):
     learning_rate: float = 1e-3
     validation_fraction: float = 0.1
     seed: int = 42
-    # random | blocks (landfall.core.holdout): blocks holds out contiguous runs with a gap of one window each side.
+    # random | segment | blocks (landfall.core.holdout): segment holds out one run per arrival with a gap of a window.
     holdout: str = "random"
     # The model (the seed's: encoder GRU 128 -> 32, decoder 32 -> 128, dense back to F features).
     timesteps: int = Seed.TIMESTEPS
@@ -84,8 +85,8 @@ class TrainerConfig(Settings):
             problems.append(f"batch size per worker must be >= 1, got {self.batch_size_per_worker}")
         if not 0.0 <= self.validation_fraction < 1.0:
             problems.append(f"validation fraction must be in [0, 1), got {self.validation_fraction}")
-        if self.holdout not in ("random", "blocks"):
-            problems.append(f"holdout must be random or blocks, got {self.holdout!r}")
+        if self.holdout not in holdout.MODES:
+            problems.append(f"holdout must be one of {', '.join(holdout.MODES)}, got {self.holdout!r}")
         if self.learning_rate <= 0:
             problems.append(f"learning rate must be > 0, got {self.learning_rate}")
         if not 0.0 <= self.dropout < 1.0:

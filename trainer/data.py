@@ -1,18 +1,17 @@
 """The tf.data input pipeline over staged TFRecord shards (``landfall.core.records`` format).
 
-Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of a staged
-shard file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records
-(consecutive small files that hold nothing but their arrival's records, as a dataset of many small arrivals
-has before compaction, are read as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic
-hold-out (``landfall.core.holdout``'s integer arithmetic, the same as the plan's, vectorised: ``random``, a hash of
-the record's index in its arrival; ``blocks``, a hash of its block, and the gap around held-out blocks left out of
-both splits) is applied to a whole block with one mask, and the block is parsed with one ``parse_example`` +
-``decode_raw`` and normalised per feature. Shuffling is vectorised too: the range order is reshuffled on every pass,
-and the instances are permuted within windows of ``shuffle_buffer`` instances (one gather per window) before they are
-cut into training batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the worker's records is one
-epoch. Every per-record step is a vectorised op on a block: per-record ``filter``/``map`` functions cost tens of
-microseconds per instance in tf.data, more than reading and parsing together.
-"""
+Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of a staged shard
+file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records (consecutive small
+files that hold nothing but their arrival's records, as a dataset of many small arrivals has before compaction, are read
+as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic hold-out (``landfall.core.holdout``'s integer
+arithmetic, the same as the plan's, vectorised: ``random``, a hash of the record's index in its arrival; ``blocks``, a
+hash of its block, and the gap around held-out blocks left out of both splits; ``segment``, its arrival's held-out range
+and gap, passed per segment) is applied to a whole block with one mask, and the block is parsed with one
+``parse_example`` + ``decode_raw`` and normalised per feature. Shuffling is vectorised too: the range order is
+reshuffled on every pass, and the instances are permuted within windows of ``shuffle_buffer`` instances (one gather per
+window) before they are cut into training batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the
+worker's records is one epoch. Every per-record step is a vectorised op on a block: per-record ``filter``/``map``
+functions cost tens of microseconds per instance in tf.data, more than reading and parsing together."""
 
 from __future__ import annotations
 
@@ -53,13 +52,17 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     ``_joined`` makes), where ``segments`` are ``(first, salt[, delta])``: from record ``first`` on (ascending,
     the first at ``start``) the hold-out hash of record ``i`` is ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a
     compacted file holds many arrivals, each with its salt) and its index in its arrival ``i + delta``.
-    ``rule``: the plan's split (``None``: ``random``); ``blocks`` needs every segment's ``delta``. ``ALL``: every
-    record of them."""
+    ``rule``: the plan's split (``None``: ``random``); ``blocks`` needs every segment's ``delta``, ``segment`` also its
+    arrival's ranges ``(first, salt, delta, arrival, held_lo, held_hi, out_lo, out_hi)`` (``holdout.Split.ranges``,
+    indices in the arrival). ``ALL``: every record of them."""
     if split not in (TRAIN, VALIDATION, ALL):
         raise ValueError(f"split must be {TRAIN}, {VALIDATION} or {ALL}, got {split!r}")
     blocks_mode = rule is not None and rule.mode == holdout.BLOCKS
+    segment_mode = rule is not None and rule.mode == holdout.SEGMENT
     if blocks_mode and any(len(seg) < 3 for s in slices for seg in s[3]):
         raise ValueError("the blocks hold-out needs each segment's (first, salt, delta)")
+    if segment_mode and any(len(seg) < 8 for s in slices for seg in s[3]):
+        raise ValueError("the segment hold-out needs each segment's arrival ranges")
     groups = [_files(s[0]) for s in slices]
     paths = [p for g in groups for p in g]
     path_ends = np.cumsum([len(g) for g in groups], dtype=np.int64)
@@ -67,6 +70,8 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     salts = [int(seg[1]) for s in slices for seg in s[3]]
     deltas = [int(seg[2]) if len(seg) > 2 else 0 for s in slices for seg in s[3]]
     arrivals = [int(seg[3]) if len(seg) > 3 else -1 for s in slices for seg in s[3]]
+    # segment: per segment, its arrival's held-out range and the range trained on by no one (gap included)
+    bounds = [[int(x) for x in seg[4:8]] if len(seg) >= 8 else [0, 0, 0, 0] for s in slices for seg in s[3]]
     ends = np.cumsum([len(s[3]) for s in slices], dtype=np.int64)
     los = (ends - [len(s[3]) for s in slices]).tolist()
     n = len(slices)
@@ -83,6 +88,7 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     all_salts = tf.constant(salts, tf.int64, shape=[len(salts)])
     all_deltas = tf.constant(deltas, tf.int64, shape=[len(deltas)])
     all_arrivals = tf.constant(arrivals, tf.int64, shape=[len(arrivals)])
+    all_bounds = tf.constant(bounds, tf.int64, shape=[len(bounds), 4])
     keys = tf.constant(list(excluded), tf.int64, shape=[len(excluded)])
     excluding = len(excluded) > 0
     if shuffle_files is not None and n > 1:
@@ -96,7 +102,12 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
         hashed = tf.math.floormod(blocks * HASH_MULTIPLIER + base, HASH_MODULUS)
         return tf.logical_and(blocks >= 0, hashed < threshold)
 
-    def keep(index: tf.Tensor, salt: tf.Tensor, delta: tf.Tensor) -> tf.Tensor:
+    def keep(index: tf.Tensor, salt: tf.Tensor, delta: tf.Tensor, bound: tf.Tensor) -> tf.Tensor:
+        if segment_mode:  # landfall.core.holdout.Split.sides for segment: two ranges of the record's arrival
+            at = index + delta
+            if split == VALIDATION:
+                return tf.logical_and(at >= bound[:, 0], at < bound[:, 1])
+            return tf.logical_not(tf.logical_and(at >= bound[:, 2], at < bound[:, 3]))
         if blocks_mode:  # landfall.core.holdout.sides, in TensorFlow: by block, the gap in neither split
             at = index + delta  # the record's index in its arrival
             base = tf.math.floormod(salt - delta * HASH_MULTIPLIER, HASH_MODULUS)  # the arrival's salt at record 0
@@ -119,12 +130,13 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
             return blocks
         seg_firsts, seg_salts, seg_deltas = all_firsts[lo:hi], all_salts[lo:hi], all_deltas[lo:hi]
         seg_arrivals = all_arrivals[lo:hi]
+        seg_bounds = all_bounds[lo:hi]
 
         def select(block: tf.Tensor, records: tf.Tensor) -> tf.Tensor:
             index = start + block * BLOCK + tf.range(tf.shape(records, out_type=tf.int64)[0], dtype=tf.int64)
             which = tf.searchsorted(seg_firsts, index, side="right", out_type=tf.int64) - 1
             delta = tf.gather(seg_deltas, which)
-            mask = keep(index, tf.gather(seg_salts, which), delta)
+            mask = keep(index, tf.gather(seg_salts, which), delta, tf.gather(seg_bounds, which))
             if excluding:  # the champion's flagged records: a sorted-key lookup, vectorised over the block
                 key = tf.gather(seg_arrivals, which) * EXCLUDED_SPAN + index + delta
                 at = tf.minimum(tf.searchsorted(keys, key, side="left", out_type=tf.int64), len(excluded) - 1)
@@ -161,8 +173,9 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
 
 def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, ...]]]]:
     """This worker's planned record ranges of ``split`` as ``(path, start, stop, segments)`` in file record
-    positions (each segment ``(first, salt, delta, arrival)``: ``read_blocks``; ``arrival`` the number of the segment's
-    arrival among ``plan.excluded``, -1 when it has none), consecutive ranges of one file merged
+    positions (each segment ``(first, salt, delta, arrival, *ranges)``: ``read_blocks``; ``arrival`` the number of the
+    segment's arrival among ``plan.excluded``, -1 when it has none; ``ranges`` its arrival's ``segment`` hold-out
+    ranges), consecutive ranges of one file merged
     into one (a compacted file is opened once, not once per arrival in it); ``paths`` are the staged files, in
     the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
     if len(paths) != len(plan.mine):
@@ -176,7 +189,8 @@ def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int
         path, start, stop = str(local[s.shard]), piece.start + s.start, piece.start + s.stop
         salt = (plan.salts[s.shard] - piece.start * HASH_MULTIPLIER) % HASH_MODULUS  # in file positions
         # file position + delta: index in the arrival; then the arrival's number among the excluded (-1: none)
-        segment = (start, salt, piece.arrival_start - piece.start, numbers.get(piece.manifest, -1))
+        segment = (start, salt, piece.arrival_start - piece.start, numbers.get(piece.manifest, -1),
+                   *plan.ranges_of(s.shard))
         if out and out[-1][0] == path and out[-1][2] == start:
             out[-1] = (path, out[-1][1], stop, [*out[-1][3], segment])
         else:

@@ -243,12 +243,28 @@ def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
     return holdout.is_validation(index, salt, threshold)
 
 
-def shard_sides(split: holdout.Split, shard: ShardRef, excluded: dict[str, np.ndarray] | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def arrival_key(shard: ShardRef) -> str:
+    """The arrival a shard's records belong to, as the hold-out names it (the URI in tests without an arrival id)."""
+    return shard.arrival or shard.uri
+
+
+def arrival_totals(shards: tuple[ShardRef, ...] | list[ShardRef]) -> tuple[int, ...]:
+    """Per shard, the record count of its arrival: the sum over the pieces of that arrival among ``shards`` (a job
+    reads every arrival whole: a manifest's shards, or a snapshot's ranges of it), which the ``segment`` hold-out
+    needs (``landfall.core.holdout``)."""
+    total: dict[str, int] = {}
+    for s in shards:
+        total[arrival_key(s)] = total.get(arrival_key(s), 0) + s.count
+    return tuple(total[arrival_key(s)] for s in shards)
+
+
+def shard_sides(split: holdout.Split, shard: ShardRef, excluded: dict[str, np.ndarray] | None = None,
+                total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(training, validation) masks of ``shard``'s records (``landfall.core.holdout``: by arrival and index in it),
-    less the records ``excluded`` names (by manifest: sorted indices in the arrival), in neither side."""
+    less the records ``excluded`` names (by manifest: sorted indices in the arrival), in neither side. ``total``:
+    the arrival's record count (``arrival_totals``; the ``segment`` hold-out needs it)."""
     index = shard.arrival_start + np.arange(shard.count, dtype=np.int64)
-    train, held = split.sides(shard.arrival or shard.uri, index)
+    train, held = split.sides(arrival_key(shard), index, total)
     out = excluded_mask(excluded, shard, index)
     if out is not None:
         train, held = train & ~out, held & ~out
@@ -293,6 +309,15 @@ class Plan:
     # Records left out of both splits (``training.exclude_flagged``: the champion flagged them), by manifest: sorted
     # indices in the arrival (``trainer.champion_view``).
     excluded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    totals: tuple[int, ...] = ()  # per shard, its arrival's record count (``arrival_totals``)
+
+    def total_of(self, shard: int) -> int | None:
+        return self.totals[shard] if self.totals else None
+
+    def ranges_of(self, shard: int) -> tuple[int, int, int, int]:
+        """The ``segment`` hold-out's ranges of shard ``shard``'s arrival (``holdout.Split.ranges``)."""
+        total = self.total_of(shard)
+        return self.split.ranges(arrival_key(self.shards[shard]), total) if total is not None else (0, 0, 0, 0)
 
     @property
     def global_batch_size(self) -> int:
@@ -357,23 +382,25 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     ``floor(min share / batch)`` steps on every worker, so it covers every training instance once but
     the remainder of one global batch.
 
-    ``holdout_mode`` ``blocks`` holds out contiguous blocks of records with a gap of one window (the instances'
-    timesteps) on each side, trained on by no one (``landfall.core.holdout``).
+    ``holdout_mode`` ``segment`` holds out one contiguous run of each arrival (its head or its tail) with a gap of one
+    window (the instances' timesteps) beside it, trained on by no one; ``blocks`` contiguous blocks with a gap on
+    each side (``landfall.core.holdout``).
 
     ``excluded`` (by manifest, sorted indices in the arrival) are in neither split: the counts leave them out, so
     every worker's share stays exact and equal to within one record (``training.exclude_flagged``).
     """
     shards = inputs.shards
-    if holdout_mode != holdout.BLOCKS and any(s.series is not None for s in shards):
-        # Windows of a series overlap: only blocks with a gap of a window keeps them apart (trainer.windows).
-        log.warning("series inputs: the hold-out is blocks, not %s", holdout_mode)
-        holdout_mode = holdout.BLOCKS
+    if holdout_mode not in holdout.OVERLAPPING and any(s.series is not None for s in shards):
+        # Windows of a series overlap: only a gap of a window keeps the sides apart (trainer.windows).
+        log.warning("series inputs: the hold-out is %s, not %s", holdout.SEGMENT, holdout_mode)
+        holdout_mode = holdout.SEGMENT
     split = holdout.Split(seed, validation_fraction, holdout_mode, max(1, int(inputs.shape[0])))
+    totals = arrival_totals(shards)
     salts = [shard_salt(seed, s) for s in shards]
     threshold = split.threshold
     offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
     excluded = {k: np.asarray(v, np.int64) for k, v in (excluded or {}).items() if len(v)}
-    sides = [shard_sides(split, s, excluded) for s in shards]
+    sides = [shard_sides(split, s, excluded, t) for s, t in zip(shards, totals, strict=True)]
     train_ranges, train_counts = _balanced_ranges([t for t, _ in sides], offsets, num_workers)
     val_ranges, val_counts = _balanced_ranges([v for _, v in sides], offsets, num_workers)
     steps = min(train_counts) // batch_size
@@ -404,6 +431,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
         val_ranges=tuple(val_ranges),
         split=split,
         excluded=excluded,
+        totals=totals,
     )
     mine = sorted({s.shard for s in plan.train_slices + plan.val_slices})
     return dataclasses.replace(plan, mine=tuple(mine))
@@ -414,8 +442,8 @@ def arrival_counts(inputs: Inputs, plan: Plan) -> list[dict]:
     per: dict[str, dict] = {}
     for uri, manifest in zip(inputs.manifest_uris, inputs.manifests, strict=True):
         per[uri] = {"manifest": uri, "source": manifest.source.name, "instances": 0, "train": 0, "validation": 0}
-    for shard in plan.shards:
-        train, held = shard_sides(plan.split, shard, plan.excluded)
+    for i, shard in enumerate(plan.shards):
+        train, held = shard_sides(plan.split, shard, plan.excluded, plan.total_of(i))
         entry = per.setdefault(shard.manifest, {"manifest": shard.manifest, "source": None, "instances": 0,
                                                 "train": 0, "validation": 0})
         if plan.excluded:  # training.exclude_flagged: the champion's flagged records, in neither split

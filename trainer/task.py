@@ -21,7 +21,7 @@ Flags
     --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)
     --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
-    --learning-rate, --validation-fraction, --seed, --holdout random|blocks (landfall.core.holdout)
+    --learning-rate, --validation-fraction, --seed, --holdout random|segment|blocks (landfall.core.holdout)
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
     --[no-]exclude-flagged    the new arrivals' instances the dataset's champion flags are left out of training
@@ -95,7 +95,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from landfall.core import cost, logs
+from landfall.core import cost, holdout, logs
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.storage import Storage
@@ -125,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--learning-rate", type=float)
     a("--validation-fraction", type=float)
     a("--seed", type=int)
-    a("--holdout", choices=["random", "blocks"], help="random records, or blocks with a gap of one window")
+    a("--holdout", choices=list(holdout.MODES),
+      help="random records; segment, one run per arrival with a gap of one window (overlapping windows); blocks")
     a("--units", type=lambda s: tuple(int(u) for u in s.split(",") if u.strip()), metavar="U1,U2")
     a("--dropout", type=float)
     a("--timesteps", type=int)

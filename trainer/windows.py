@@ -4,13 +4,12 @@ A series arrival's shard holds rows (records of up to ``BLOCK_ROWS`` rows each) 
 the windows that start in it. ``trainer.data.read_instances`` hands a series plan here; everything else (the plan,
 balanced to within one window per worker, the hold-out, the batches, the verdict) is what instances get.
 
-Per worker: for every planned slice (windows ``[start, stop)`` of a shard) the windows of the split are chosen in
-numpy, with ``landfall.core.holdout`` on their index in the arrival (the ``blocks`` mode with a gap of ``length``
-windows on each side of a held-out block, so no training window shares a row with a held-out one), and turned
-into the row each starts at in its file. TensorFlow then reads a file once (its records joined and decoded into a
-``[rows, channels]`` tensor, normalised once per row) and gathers windows ``rows[start : start + length]`` in
-blocks of ``GATHER`` windows: vectorised, so a window costs one gather, not a per-record ``map``.
-"""
+Per worker: for every planned slice (windows ``[start, stop)`` of a shard) the windows of the split are chosen in numpy,
+with ``landfall.core.holdout`` on their index in the arrival (the ``segment`` mode, or the older ``blocks``, with a gap
+of ``length`` windows beside the hold-out, so no training window shares a row with a held-out one), and turned into the
+row each starts at in its file. TensorFlow then reads a file once (its records joined and decoded into a ``[rows,
+channels]`` tensor, normalised once per row) and gathers windows ``rows[start : start + length]`` in blocks of
+``GATHER`` windows: vectorised, so a window costs one gather, not a per-record ``map``."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ import tensorflow as tf
 
 from landfall.core.errors import Invalid
 from landfall.core.records import FEATURE_KEY
-from trainer.inputs import Plan, excluded_mask
+from trainer.inputs import Plan, arrival_key, excluded_mask
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
 GATHER = 1024  # windows gathered at once
@@ -43,7 +42,7 @@ def window_starts(plan: Plan, split: str) -> list[tuple[int, np.ndarray]]:
         if layout is None:
             raise Invalid(f"shard {shard.uri} holds instances, not a series: a job reads one kind")
         index = shard.arrival_start + np.arange(s.start, s.stop, dtype=np.int64)
-        train, held = plan.split.sides(shard.arrival or shard.uri, index)
+        train, held = plan.split.sides(arrival_key(shard), index, plan.total_of(s.shard))
         chosen = train if split == TRAIN else held
         gone = excluded_mask(plan.excluded, shard, index)  # training.exclude_flagged
         index = index[chosen if gone is None else chosen & ~gone]

@@ -1,5 +1,6 @@
-"""The hold-out split (``landfall.core.holdout``): ``blocks`` leaves no training window overlapping a held-out one,
-and the numpy plan and the TensorFlow pipeline (``trainer.data``) select exactly the same records."""
+"""The hold-out split (``landfall.core.holdout``): ``segment`` and ``blocks`` leave no training window overlapping a
+held-out one, ``segment`` gives every arrival long enough a hold-out at the cost of one window, and the numpy plan and
+the TensorFlow pipeline (``trainer.data``) select exactly the same records."""
 
 from __future__ import annotations
 
@@ -52,7 +53,53 @@ def test_blocks_hold_out_about_the_fraction_and_lose_at_most_a_window_each_side(
     assert (random_train ^ random_val).all()  # random: every record on exactly one side
 
 
-@pytest.mark.parametrize("mode", [holdout.RANDOM, holdout.BLOCKS])
+def _nearest(trained: np.ndarray, held: np.ndarray) -> int:
+    pos = np.searchsorted(held, trained)
+    left = np.abs(trained - held[np.clip(pos - 1, 0, len(held) - 1)])
+    right = np.abs(held[np.clip(pos, 0, len(held) - 1)] - trained)
+    return int(np.minimum(left, right).min())
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**31), arrival=st.text("abcdef0123456789", min_size=1, max_size=12),
+       timesteps=st.integers(1, 128), fraction=st.floats(0.01, 0.6), count=st.integers(1, 20_000))
+def test_segment_holds_out_every_long_enough_arrival_and_loses_one_window(seed, arrival, timesteps, fraction, count):
+    split = holdout.Split(seed, fraction, holdout.SEGMENT, timesteps)
+    train, val = split.sides(arrival, np.arange(count), count)
+    assert not (train & val).any()
+    held, trained = np.flatnonzero(val), np.flatnonzero(train)
+    if len(held) and len(trained):
+        # Stride-1 windows of ``timesteps`` steps: training window j covers [j, j + T), so more than T apart means no
+        # shared step with any held-out window.
+        assert _nearest(trained, held) > timesteps
+    want = max(1, round(fraction * count))
+    if count - want >= holdout.SEGMENT_ROOM * timesteps:  # room: a hold-out, always, of the fraction, one window lost
+        assert len(held) == want and held[-1] - held[0] == want - 1  # one contiguous run
+        assert held[0] == 0 or held[-1] == count - 1  # at the head or the tail
+        assert (~(train | val)).sum() == timesteps
+    else:  # short: whole on one side, nothing lost
+        assert val.all() or train.all()
+    # The counts are exact for any prefix, and the ranges are those the TensorFlow pipeline gets.
+    limit = count // 2
+    assert split.counts(arrival, count, limit) == (int(train[:limit].sum()), int(val[:limit].sum()))
+    lo, hi, _, _ = split.ranges(arrival, count)
+    assert (val == ((np.arange(count) >= lo) & (np.arange(count) < hi))).all()
+
+
+def test_segment_is_stable_per_arrival_and_holds_out_the_fraction_over_many_short_arrivals():
+    split = holdout.Split(42, 0.1, holdout.SEGMENT, 64)
+    # Stable: a record's side depends on its arrival alone, never on which other arrivals a job reads.
+    a = split.sides("arr-1", np.arange(1137), 1137)
+    assert all((split.sides("arr-1", np.arange(1137), 1137)[k] == a[k]).all() for k in range(2))
+    # 10,000 short arrivals (50 windows of 64): each whole on one side, about the fraction held out, nothing lost.
+    held = [split.counts(f"short-{k}", 50)[1] for k in range(10_000)]
+    assert 0.09 < np.mean([h > 0 for h in held]) < 0.11
+    assert all(split.counts(f"short-{k}", 50)[0] + held[k] == 50 for k in range(100))
+    # A 1,137-window series (the issue's case): held out on every one of 2,000 arrival ids.
+    assert all(split.counts(f"id-{k}", 1137)[1] == 114 for k in range(2000))
+
+
+@pytest.mark.parametrize("mode", [holdout.RANDOM, holdout.BLOCKS, holdout.SEGMENT])
 def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mode):
     from trainer import data
 
@@ -69,7 +116,7 @@ def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mod
     split = holdout.Split(3, 0.2, mode, shape[0])
     expected = {}
     for k, n in enumerate(sizes):
-        train, val = split.sides(f"arr-{k}", np.arange(n))
+        train, val = split.sides(f"arr-{k}", np.arange(n), n)
         expected[data.TRAIN, k] = set(np.flatnonzero(train).tolist())
         expected[data.VALIDATION, k] = set(np.flatnonzero(val).tolist())
     assert split.training_records([(f"arr-{k}", n) for k, n in enumerate(sizes)]) == sum(

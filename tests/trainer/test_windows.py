@@ -39,7 +39,7 @@ def test_windows_per_worker_are_exact_and_the_holdout_never_overlaps(tmp_path):
     seen: dict[str, dict[str, list[int]]] = {}
     for worker in range(2):
         plan = inputs.plan_inputs(loaded, 2, worker, 16, 0.2, 42, holdout.RANDOM)
-        assert plan.split.mode == holdout.BLOCKS  # series are always held out in blocks
+        assert plan.split.mode == holdout.SEGMENT  # series are always held out apart by a window (segment)
         paths = inputs.stage(storage, plan, tmp_path / f"stage{worker}")
         for split, counts in ((windows.TRAIN, plan.train_counts), (windows.VALIDATION, plan.val_counts)):
             got = np.concatenate(list(windows.read_windows(plan, paths, (LENGTH, 2), split,

@@ -17,13 +17,26 @@ and the golden-ratio hash ``h(k) = (k * HASH_MULTIPLIER + base) mod 2**32`` (a W
     but lies within ``timesteps`` records of a held-out one (``timesteps`` records each side of a held-out block)
     is a *gap* record: neither trained nor validated on. With stride-1 sliding windows of ``timesteps`` steps (one
     record per step), record ``i`` covers steps ``[i, i + timesteps)``, so no training window shares a step with a
-    held-out one: the held-out loss is measured on series the model never saw. Right for overlapping windows.
+    held-out one: the held-out loss is measured on series the model never saw. Kept for jobs pinned to it; a short
+    arrival (a few blocks) often holds out nothing, and a held-out block with its two gaps takes 1.5 blocks.
+``segment`` (series datasets' default)
+    each arrival of ``n`` records holds out one contiguous run of ``v = max(1, round(fraction * n))`` records, its
+    first ``v`` or its last ``v`` (bit 0 of the arrival's salt), and the ``timesteps`` records beside the run are
+    the gap: one window per arrival is lost, whatever its length. An arrival too short for that (``n - v <
+    SEGMENT_ROOM x timesteps``) is held out or trained on whole (held out when its salt is below the threshold:
+    over many short arrivals, ``fraction`` of them), losing nothing. So every arrival of at least about
+    ``2.2 x timesteps`` records gets a hold-out (a dataset with one such arrival never goes without), and the
+    submit stage holds a job until the hold-out has a record per worker (``landfall.submit.sufficient``). Right for
+    overlapping windows; the proof that no training window shares a row with a held-out one is in
+    docs/trainer.md#the-hold-out.
 
 Decisions:
-- A record's side depends only on (seed, arrival, its index, fraction, mode, timesteps), never on the arrival's
-  length or on any other arrival: so the training records of a list of arrivals are counted per arrival, a prefix
-  of an arrival is counted exactly (``training_at_least`` stops as soon as it has enough), and the gap after the
-  last block of an arrival is kept even when the next block does not exist (at most ``timesteps`` records).
+- In ``random`` and ``blocks`` a record's side depends only on (seed, arrival, its index, fraction, mode, timesteps);
+  ``segment`` also reads the arrival's record count, which never changes (an overwrite is a new arrival, and
+  compaction moves records without renumbering them), never any other arrival: so the training records of a list of
+  arrivals are counted per arrival, a prefix of an arrival is counted exactly (``training_at_least`` stops as soon
+  as it has enough), and the gap after the last block of an arrival is kept even when the next block does not exist
+  (at most ``timesteps`` records).
 - Blocks are ``BLOCK_WINDOWS = 4`` windows long: the gap then costs at most half a held-out block on each side,
   so at fraction ``f`` at most about ``f / 2`` of the records go unused (5 % at the default 0.1), while a held-out
   block is still long enough to hold several non-overlapping windows. Blocks never span arrivals (an arrival is
@@ -47,11 +60,13 @@ HASH_MULTIPLIER = 2654435761  # floor(2**32 / golden ratio): a Weyl sequence, ev
 HASH_MODULUS = 2**32
 SEED = 42  # the trainer's default --seed
 VALIDATION_FRACTION = 0.1  # the trainer's default --validation-fraction
-RANDOM, BLOCKS = "random", "blocks"
-MODES = (RANDOM, BLOCKS)
+RANDOM, BLOCKS, SEGMENT = "random", "blocks", "segment"
+MODES = (RANDOM, BLOCKS, SEGMENT)
+OVERLAPPING = (BLOCKS, SEGMENT)  # the modes that keep a gap of a window between the sides (overlapping windows)
 MODE = RANDOM  # the trainer's default --holdout
 BLOCK_WINDOWS = 4  # a held-out block is this many windows (timesteps) of records long
 COUNT_CHUNK = 1 << 20  # records counted at once (the memory of a count does not grow with an arrival)
+SEGMENT_ROOM = 2  # segment: an arrival is split when at least this many windows of records are left beside its hold-out
 
 
 def arrival_base(seed: int, arrival: str) -> int:
@@ -83,6 +98,25 @@ def _held_blocks(blocks: np.ndarray, base: int, threshold: int) -> np.ndarray:
     return (blocks >= 0) & ((blocks * HASH_MULTIPLIER + base) % HASH_MODULUS < threshold)
 
 
+def segment_ranges(base: int, count: int, fraction: float, gap: int) -> tuple[int, int, int, int]:
+    """``segment``: ``(held_lo, held_hi, out_lo, out_hi)``, indices in the arrival: its records ``[held_lo, held_hi)``
+    are held out, ``[out_lo, out_hi)`` (which contains them) are not trained on; the rest trains.
+
+    An arrival of ``count`` records, ``v = max(1, round(fraction * count))``:
+    - with room (``count - v >= SEGMENT_ROOM x gap``): its first ``v`` records or its last ``v`` (bit 0 of ``base``
+      says which) are held out, and the ``gap`` records beside them are in neither split: one window lost;
+    - else (a short arrival) the whole arrival is on one side, held out when ``base < threshold(fraction)``: nothing
+      lost, and over many short arrivals the held-out share is ``fraction``."""
+    if count <= 0 or fraction <= 0.0:
+        return 0, 0, 0, 0
+    held = max(1, round(fraction * count))
+    if count - held >= SEGMENT_ROOM * gap:
+        if base & 1:  # the tail
+            return count - held, count, max(0, count - held - gap), count
+        return 0, held, 0, min(count, held + gap)
+    return (0, count, 0, count) if base < threshold(fraction) else (0, 0, 0, 0)
+
+
 @dataclasses.dataclass(frozen=True)
 class Split:
     """How a job splits its records: what the trainer's ``--seed``, ``--validation-fraction``, ``--holdout`` and
@@ -110,55 +144,101 @@ class Split:
         return block_length(self.timesteps)
 
     def describe(self) -> str:
-        more = f", holdout blocks of {self.block} records with gaps of {self.timesteps}" if self.mode == BLOCKS else ""
-        return f"validation {self.fraction:g}{more}"
+        if self.mode == BLOCKS:
+            return f"validation {self.fraction:g}, holdout blocks of {self.block} records with gaps of {self.timesteps}"
+        if self.mode == SEGMENT:
+            return f"validation {self.fraction:g}, holdout one segment per arrival with a gap of {self.timesteps}"
+        return f"validation {self.fraction:g}"
 
-    def sides(self, arrival: str, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def ranges(self, arrival: str, count: int) -> tuple[int, int, int, int]:
+        """``segment``: ``arrival``'s held-out and not-trained ranges (``segment_ranges``); ``(0, 0, 0, 0)`` in the
+        other modes (they decide record by record)."""
+        if self.mode != SEGMENT:
+            return 0, 0, 0, 0
+        return segment_ranges(arrival_base(self.seed, arrival), int(count), self.fraction, self.timesteps)
+
+    def sides(self, arrival: str, index: np.ndarray, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(training, validation) masks of ``arrival``'s records ``index`` (indices in the arrival). With
-        ``blocks`` a record may be in neither (a gap)."""
-        return sides(self, arrival_base(self.seed, arrival), np.asarray(index, dtype=np.int64))
+        ``blocks`` or ``segment`` a record may be in neither (a gap). ``segment`` needs the arrival's ``count``
+        (its manifest's: arrivals never change)."""
+        index = np.asarray(index, dtype=np.int64)
+        if self.mode == SEGMENT:
+            if count is None:
+                raise ValueError("the segment hold-out needs the arrival's record count")
+            held_lo, held_hi, out_lo, out_hi = self.ranges(arrival, count)
+            held = (index >= held_lo) & (index < held_hi)
+            return ~((index >= out_lo) & (index < out_hi)), held
+        return sides(self, arrival_base(self.seed, arrival), index)
+
+    def counts(self, arrival: str, count: int, limit: int | None = None) -> tuple[int, int]:
+        """(training, held-out) records among ``arrival``'s first ``min(count, limit)`` records (exact)."""
+        n = count if limit is None else min(count, max(0, limit))
+        if self.mode == SEGMENT:
+            held_lo, held_hi, out_lo, out_hi = self.ranges(arrival, count)
+            out = max(0, min(out_hi, n) - out_lo) if n > out_lo else 0
+            held = max(0, min(held_hi, n) - held_lo) if n > held_lo else 0
+            return n - out, held
+        base = arrival_base(self.seed, arrival)
+        trained = held = 0
+        for lo in range(0, n, COUNT_CHUNK):
+            train, val = sides(self, base, np.arange(lo, min(n, lo + COUNT_CHUNK), dtype=np.int64))
+            trained += int(train.sum())
+            held += int(val.sum())
+        return trained, held
 
     def training_count(self, arrival: str, count: int, limit: int | None = None) -> int:
         """The training records among ``arrival``'s first ``min(count, limit)`` records (exact)."""
-        n = count if limit is None else min(count, max(0, limit))
-        base = arrival_base(self.seed, arrival)
-        total = 0
-        for lo in range(0, n, COUNT_CHUNK):
-            train, _ = sides(self, base, np.arange(lo, min(n, lo + COUNT_CHUNK), dtype=np.int64))
-            total += int(train.sum())
-        return total
+        return self.counts(arrival, count, limit)[0]
 
     def training_records(self, arrivals: Iterable[tuple[str, int]]) -> int:
         """The training records of these (arrival id, count): what ``trainer.inputs.plan_inputs`` splits among the
         workers (each gets ``training_records // workers`` or one more)."""
         return sum(self.training_count(a, n) for a, n in arrivals)
 
+    def held_out_records(self, arrivals: Iterable[tuple[str, int]]) -> int:
+        """The held-out records of these (arrival id, count), as the plan counts them."""
+        return sum(self.counts(a, n)[1] for a, n in arrivals)
+
     def training_at_least(self, arrivals: Iterable[tuple[str, int]], need: int) -> tuple[bool, int]:
-        """Whether these arrivals give at least ``need`` training records, and how many were counted: stops once
-        ``need`` is reached, counting an arrival only as far as it must (a record's side does not depend on the
-        records after it), so the cost is bounded by ``need`` however large the dataset."""
-        found = 0
+        """Whether these arrivals give at least ``need`` training records, and how many were counted (see
+        ``enough``)."""
+        ok, found, _ = self.enough(arrivals, need, 0)
+        return ok, found
+
+    def enough(self, arrivals: Iterable[tuple[str, int]], need: int, need_held: int = 0) -> tuple[bool, int, int]:
+        """Whether these arrivals give at least ``need`` training records and ``need_held`` held-out ones, and how
+        many of each were counted: stops once both are reached, counting an arrival only as far as it must (in
+        ``random`` and ``blocks`` a record's side does not depend on the records after it; ``segment`` counts an
+        arrival in constant time), so the cost is bounded by ``need`` however large the dataset."""
+        found = held = 0
         for arrival, count in arrivals:
-            if found >= need:
+            if found >= need and held >= need_held:
                 break
-            # Enough records of this arrival to reach ``need`` if every one trained, plus what the hold-out takes.
-            missing = need - found
-            limit = missing + int(missing * self.fraction / max(1e-9, 1.0 - self.fraction)) + 2 * self.block + 64
-            while True:
-                got = self.training_count(arrival, count, limit)
-                if found + got >= need or limit >= count:
-                    break
-                limit *= 2
+            if self.mode == SEGMENT or held < need_held:  # exact and O(1) / or the hold-out still short: all of it
+                got, val = self.counts(arrival, count)
+            else:
+                # Enough records of this arrival to reach ``need`` if every one trained, plus what the hold-out takes.
+                missing = need - found
+                limit = missing + int(missing * self.fraction / max(1e-9, 1.0 - self.fraction)) + 2 * self.block + 64
+                while True:
+                    got, val = self.counts(arrival, count, limit)
+                    if found + got >= need or limit >= count:
+                        break
+                    limit *= 2
             found += got
-        return found >= need, found
+            held += val
+        return found >= need and held >= need_held, found, held
 
 
 def sides(split: Split, base: int, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(training, validation) masks of the records ``index`` of the arrival whose salt at record 0 is ``base``."""
+    """(training, validation) masks of the records ``index`` of the arrival whose salt at record 0 is ``base``
+    (``random`` and ``blocks``: a record's side depends on its index alone)."""
     thr = split.threshold
     if split.mode == RANDOM:
         held = (index * HASH_MULTIPLIER + base) % HASH_MODULUS < thr
         return ~held, held
+    if split.mode == SEGMENT:
+        raise ValueError("the segment hold-out needs the arrival's record count: use Split.sides")
     length, gap = split.block, split.timesteps
     held = _held_blocks(index // length, base, thr)
     near = _held_blocks((index - gap) // length, base, thr) | _held_blocks((index + gap) // length, base, thr)

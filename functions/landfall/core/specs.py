@@ -160,7 +160,7 @@ class DatasetSpec:
             if channels and "features" not in self.shape:
                 args += ["--features", str(len(channels))]
             if "holdout" not in self.training:
-                args += ["--holdout", "blocks"]
+                args += ["--holdout", "segment"]
         labelled = self.verdict.get("labelled") or {}
         if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)
             args += ["--labelled", str(labelled["uri"])]

@@ -77,7 +77,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from landfall.core import rejections, retractions, snapshots, specs
+from landfall.core import holdout, rejections, retractions, snapshots, specs
 from landfall.core.config import Layout
 from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
@@ -279,10 +279,10 @@ def _shortfall(dataset: str, cfg: JobConfig, spec: specs.DatasetSpec, manifests:
         raise TemporaryError(str(exc)) from None
     job = with_spec(cfg, dataset, spec)
     window = None
-    if (sufficient.split_of(job).mode == "blocks"
+    if ((spec.series or sufficient.split_of(job).mode in holdout.OVERLAPPING)
             and sufficient.flag_value(job.trainer_args, "--timesteps") is None):
         window = sufficient.window_of(manifests, ledger.storage)
-    return sufficient.shortfall(manifests, job, ledger.storage, window)
+    return sufficient.shortfall(manifests, job, ledger.storage, window, series=spec.series)
 
 
 def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None

@@ -102,10 +102,16 @@ class Shortfall:
     workers: int
     batch: int
     split: holdout.Split
+    held_out: int = 0  # the held-out records counted
+    need_held: int = 0  # the held-out records the job needs (one per replica: each evaluates its share)
 
     @property
     def need(self) -> int:
         return self.workers * self.batch
+
+    @property
+    def short_of_training(self) -> bool:
+        return self.training < self.need
 
     @property
     def needed(self) -> int:
@@ -113,18 +119,25 @@ class Shortfall:
         it holds."""
         kept = 1.0 - self.split.fraction * (1.0 + (2.0 * self.split.timesteps / self.split.block
                                                    if self.split.mode == holdout.BLOCKS else 0.0))
+        if not self.short_of_training:
+            return self.instances
         kept = max(kept, 1e-6)
         return max(math.ceil(self.need / kept), self.instances + math.ceil((self.need - self.training) / kept))
 
     @property
     def reason(self) -> str:
         workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
-        return (f"held: {self.instances:,} of {self.needed:,} instances needed ({workers} x batch {self.batch}, "
-                f"{self.split.describe()})")
+        if self.short_of_training:
+            return (f"held: {self.instances:,} of {self.needed:,} instances needed ({workers} x batch {self.batch}, "
+                    f"{self.split.describe()})")
+        return (f"held: no hold-out yet: {self.held_out:,} of {self.need_held:,} held-out instances needed (one per "
+                f"replica) among {self.instances:,} instances ({self.split.describe()}); a job now could only end "
+                f"not_evaluated, so it waits for the next arrival")
 
     def describe(self) -> dict:
         return {"instances": self.instances, "needed": self.needed, "training": self.training,
-                "training_needed": self.need, "workers": self.workers, "batch_size_per_worker": self.batch,
+                "training_needed": self.need, "held_out": self.held_out, "held_out_needed": self.need_held,
+                "workers": self.workers, "batch_size_per_worker": self.batch,
                 "validation_fraction": self.split.fraction, "holdout": self.split.mode, "reason": self.reason}
 
 
@@ -152,13 +165,27 @@ def _counted(manifests: list[InputManifest], storage: Storage) -> Iterator[tuple
         yield arrival_of(m.uri), int(count)
 
 
+def held_out_needed(cfg: JobConfig) -> int:
+    """The held-out records a job of ``cfg`` needs to be evaluated at all: one per replica (each replica's share of
+    the held-out split must hold a record, or the chief evaluates nothing and the job ends ``not_evaluated``); 0 when
+    the job holds nothing out (``--validation-fraction 0``: it asked for no verdict)."""
+    if split_of(cfg).fraction <= 0.0:
+        return 0
+    return cfg.workers * max(1, cfg.gpus_per_worker)
+
+
 def shortfall(manifests: list[InputManifest], cfg: JobConfig, storage: Storage,
-              timesteps: int | None = None) -> Shortfall | None:
+              timesteps: int | None = None, series: bool = False) -> Shortfall | None:
     """None when the job rendered from ``cfg`` over ``manifests`` gives every worker at least one batch of training
-    records (exactly as ``plan_inputs`` will count), else what is missing. ``timesteps``: the instances' window,
-    when no ``--timesteps`` flag says it (only the ``blocks`` hold-out uses it)."""
+    records and every replica a held-out record (exactly as ``plan_inputs`` will count), else what is missing.
+    ``timesteps``: the instances' window, when no ``--timesteps`` flag says it (the ``segment`` and ``blocks``
+    hold-outs use it). ``series``: a series dataset, whose hold-out the trainer keeps apart by a window whatever the
+    flags say (``random`` becomes ``segment``)."""
     split = split_of(cfg, timesteps)
+    if series and split.mode not in holdout.OVERLAPPING:
+        split = dataclasses.replace(split, mode=holdout.SEGMENT)
     need = cfg.workers * cfg.batch_size_per_worker
+    need_held = held_out_needed(cfg)
     counted: list[tuple[str, int]] = []
 
     def seen() -> Iterator[tuple[str, int]]:
@@ -166,14 +193,15 @@ def shortfall(manifests: list[InputManifest], cfg: JobConfig, storage: Storage,
             counted.append(item)
             yield item
 
-    enough, found = split.training_at_least(seen(), need)
+    enough, found, held = split.enough(seen(), need, need_held)
     if enough:
         return None
-    return Shortfall(sum(n for _, n in counted), found, cfg.workers, cfg.batch_size_per_worker, split)
+    return Shortfall(sum(n for _, n in counted), found, cfg.workers, cfg.batch_size_per_worker, split, held,
+                     need_held)
 
 
 def window_of(manifests: list[InputManifest], storage: Storage) -> int | None:
-    """The instances' timesteps, from the newest manifest (one read), for a ``blocks`` hold-out without a
+    """The instances' timesteps, from the newest manifest (one read), for a ``segment`` or ``blocks`` hold-out without a
     ``--timesteps`` flag."""
     for m in sorted(manifests, key=lambda m: (-m.generation, m.uri)):
         read = _read(storage, m.uri)

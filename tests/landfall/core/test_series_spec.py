@@ -26,7 +26,7 @@ def test_a_series_spec_sets_the_converter_and_the_trainer():
     assert fields["series_max_gap"] == 2.5
     args = spec.trainer_args()
     assert args[args.index("--timesteps") + 1] == "64" and args[args.index("--features") + 1] == "3"
-    assert args[args.index("--holdout") + 1] == "blocks"
+    assert args[args.index("--holdout") + 1] == "segment"
 
 
 def test_drop_columns_need_the_channel_count():

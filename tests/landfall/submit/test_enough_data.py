@@ -129,13 +129,54 @@ def test_the_exact_count_agrees_with_the_trainers_plan(arrivals, workers, batch,
     inputs = Inputs((), (), tuple(shards), (8, 3))
     split = holdout.Split(seed, fraction, mode, 8)
     enough, found = split.training_at_least(arrivals, workers * batch)
+    need_held = workers if fraction else 0
+    both, _, held = split.enough(arrivals, workers * batch, need_held)
     try:
         plan = plan_inputs(inputs, workers, 0, batch, fraction, seed, mode)
     except Invalid:
         assert not enough and found == split.training_records(arrivals) < workers * batch
+        assert not both
         return
     assert enough and sum(plan.train_counts) == split.training_records(arrivals)
     assert min(plan.train_counts) == holdout.per_worker(split.training_records(arrivals), workers) >= batch
+    # The gate's hold-out count: released only when every worker evaluates at least one held-out record.
+    assert sum(plan.val_counts) == split.held_out_records(arrivals)
+    assert both == (min(plan.val_counts) >= (1 if fraction else 0))
+    if not both:
+        assert held == sum(plan.val_counts) < need_held
+
+
+def test_a_dataset_with_no_hold_out_yet_is_held_saying_so_and_released_once_an_arrival_gives_one(
+        emulator_stack, bucket, tmp_path):
+    """``segment`` (series datasets' hold-out): a short arrival is trained on or held out whole, so a dataset of a few
+    short arrivals may have enough to train and nothing to judge with; the job would end ``not_evaluated``, so the
+    release waits, saying why, and goes once an arrival brings a hold-out."""
+    storage, dataset, n = emulator_stack.storage, "short-series", 60  # 60 < 2 windows of 36: whole on one side
+    first = convert_arrival(storage, bucket, dataset, tmp_path, n=n)
+    aid = sufficient.arrival_of(first.manifest)
+    seed = next(s for s in range(1000) if holdout.Split(s, 0.1, holdout.SEGMENT, 36).counts(aid, n) == (n, 0))
+    split = holdout.Split(seed, 0.1, holdout.SEGMENT, 36)
+    rt = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "state"), workers=1, batch_size_per_worker=32,
+                 trainer_args=("--seed", str(seed), "--holdout", "segment", "--timesteps", "36"))
+    assert handle_message(first.to_json(), {}, rt) == "held"
+    shown = status.collect(rt.config, storage, rt.backend, dataset)["datasets"][dataset]["retrain"]["next"]
+    assert shown["data"]["training"] == n >= 32 and shown["data"]["held_out"] == 0
+    assert shown["reason"].startswith("held: no hold-out yet: 0 of 1 held-out instances needed")
+    assert "not_evaluated" in shown["reason"]
+    k = 0
+    while True:  # arrivals of the same size until one of them is held out (about one in ten)
+        k += 1
+        request = convert_arrival(storage, bucket, dataset, tmp_path, n=n, seed=k)
+        gives = split.counts(sufficient.arrival_of(request.manifest), n)[1]
+        outcome = handle_message(request.to_json(), {}, rt)
+        if gives:
+            assert outcome == "submitted"
+            break
+        assert outcome == "held" and k < 200
+    (job,) = rt.backend.list(dataset)
+    inputs = load_manifests(storage, [tfjob.inputs_of(job)], (36, 10))
+    plan = plan_inputs(inputs, 1, 0, 32, 0.1, seed, _flag(job_args(job), "--holdout"))
+    assert plan.split.mode == holdout.SEGMENT and min(plan.val_counts) == n and sum(plan.train_counts) == n * k
 
 
 def test_a_held_request_that_can_never_train_because_the_spec_changed_is_rejected(emulator_stack, bucket, tmp_path):
