@@ -205,3 +205,137 @@ resource "google_container_node_pool" "gpu" {
     ignore_changes = [initial_node_count]
   }
 }
+
+# Optional: GPUs that arrive whole (infra/README.md, "Optional GPU pools"; k8s/components/kueue-flex-start).
+# Flex-start with queued provisioning (Dynamic Workload Scheduler): nodes are created only for a
+# ProvisioningRequest (Kueue's provisioning admission check makes one per job), all of a job's nodes at
+# once, and removed after it. GKE's settings for such a pool (the gcloud flags of
+# https://cloud.google.com/kubernetes-engine/docs/how-to/provisioningrequest, read 2026-12-03; the rules
+# tests/infra/gke_capacity.py checks): --enable-queued-provisioning, --flex-start, autoscaling from 0
+# with location policy ANY, --reservation-affinity=none, --no-enable-autorepair. GKE taints its nodes
+# cloud.google.com/gke-queued=true:NoSchedule and nvidia.com/gpu=present:NoSchedule; the Kueue
+# flavor adds both tolerations to admitted pods.
+resource "google_container_node_pool" "gpu_flex_start" {
+  # checkov:skip=CKV_GCP_9:queued provisioning requires auto-repair off (GKE provisioningrequest how-to); a failed node ends its job's booking, Kueue and the engine retry.
+  count = var.gpu_flex_start_pool ? 1 : 0
+
+  project  = var.project_id
+  name     = "gpu-${replace(var.gpu_accelerator_type, "nvidia-", "")}-flex"
+  location = var.region
+  cluster  = google_container_cluster.this.name
+
+  initial_node_count = 0
+
+  queued_provisioning {
+    enabled = true
+  }
+
+  autoscaling {
+    total_min_node_count = 0
+    total_max_node_count = var.gpu_flex_start_max_nodes
+    location_policy      = "ANY"
+  }
+
+  management {
+    auto_repair  = false
+    auto_upgrade = true
+  }
+
+  node_config {
+    machine_type    = var.gpu_machine_type
+    image_type      = "COS_CONTAINERD"
+    flex_start      = true
+    service_account = var.node_service_account
+    oauth_scopes    = local.oauth_scopes
+    tags            = [var.node_tag]
+    labels          = merge(var.labels, { "landfall/pool" = "gpu-flex-start" })
+
+    guest_accelerator {
+      type  = var.gpu_accelerator_type
+      count = var.gpu_accelerator_count
+      gpu_driver_installation_config {
+        gpu_driver_version = var.gpu_driver_version
+      }
+    }
+
+    # Flex-start capacity is never drawn from a reservation.
+    reservation_affinity {
+      consume_reservation_type = "NO_RESERVATION"
+    }
+
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
+    shielded_instance_config {
+      enable_secure_boot          = true
+      enable_integrity_monitoring = true
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
+}
+
+# Optional: cheap GPUs that can vanish (k8s/components/kueue-spot). Spot VMs, scaled from 0, tainted
+# cloud.google.com/gke-spot=true:NoSchedule so that only pods admitted through the Spot queue (its
+# Kueue flavor adds the toleration) land there; GKE labels Spot nodes cloud.google.com/gke-spot=true
+# itself. A preempted node gives its pods about 30 s (GKE's graceful shutdown for Spot nodes); the
+# engine then restarts the job's workers and the trainer resumes from its last checkpoint.
+resource "google_container_node_pool" "gpu_spot" {
+  count = var.gpu_spot_pool ? 1 : 0
+
+  project  = var.project_id
+  name     = "gpu-${replace(var.gpu_accelerator_type, "nvidia-", "")}-spot"
+  location = var.region
+  cluster  = google_container_cluster.this.name
+
+  initial_node_count = 0
+
+  autoscaling {
+    total_min_node_count = 0
+    total_max_node_count = var.gpu_spot_pool_max_nodes
+    location_policy      = "ANY"
+  }
+
+  management {
+    auto_repair  = true
+    auto_upgrade = true
+  }
+
+  node_config {
+    machine_type    = var.gpu_machine_type
+    image_type      = "COS_CONTAINERD"
+    spot            = true
+    service_account = var.node_service_account
+    oauth_scopes    = local.oauth_scopes
+    tags            = [var.node_tag]
+    labels          = merge(var.labels, { "landfall/pool" = "gpu-spot" })
+
+    taint {
+      key    = "cloud.google.com/gke-spot"
+      value  = "true"
+      effect = "NO_SCHEDULE"
+    }
+
+    guest_accelerator {
+      type  = var.gpu_accelerator_type
+      count = var.gpu_accelerator_count
+      gpu_driver_installation_config {
+        gpu_driver_version = var.gpu_driver_version
+      }
+    }
+
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
+    shielded_instance_config {
+      enable_secure_boot          = true
+      enable_integrity_monitoring = true
+    }
+  }
+
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
+}

@@ -32,3 +32,13 @@ output "gpu_node_pool" {
   description = "Name of the GPU node pool."
   value       = google_container_node_pool.gpu.name
 }
+
+output "gpu_flex_start_node_pool" {
+  description = "Name of the flex-start (queued provisioning) GPU pool, or null when gpu_flex_start_pool is off."
+  value       = one(google_container_node_pool.gpu_flex_start[*].name)
+}
+
+output "gpu_spot_node_pool" {
+  description = "Name of the Spot GPU pool, or null when gpu_spot_pool is off."
+  value       = one(google_container_node_pool.gpu_spot[*].name)
+}

@@ -156,6 +156,38 @@ variable "gpu_spot" {
   default     = false
 }
 
+variable "gpu_flex_start_pool" {
+  description = "Add a GPU pool for flex-start with queued provisioning (Dynamic Workload Scheduler): nodes only for Kueue's ProvisioningRequests, all of a job's nodes at once (k8s/components/kueue-flex-start)."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_flex_start_max_nodes" {
+  description = "Upper bound of the flex-start pool (total nodes); it scales from 0, one ProvisioningRequest at a time."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.gpu_flex_start_max_nodes >= 1 && var.gpu_flex_start_max_nodes <= 100
+    error_message = "gpu_flex_start_max_nodes must be between 1 and 100."
+  }
+}
+
+variable "gpu_spot_pool" {
+  description = "Add a separate Spot GPU pool, tainted cloud.google.com/gke-spot=true:NoSchedule, used only by the Spot queue (k8s/components/kueue-spot)."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_spot_pool_max_nodes" {
+  description = "Upper bound of the Spot GPU pool (total nodes); it scales from 0."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.gpu_spot_pool_max_nodes >= 1 && var.gpu_spot_pool_max_nodes <= 100
+    error_message = "gpu_spot_pool_max_nodes must be between 1 and 100."
+  }
+}
+
 variable "gpu_driver_version" {
   description = "GPU driver GKE installs on the pool: DEFAULT or LATEST."
   type        = string

@@ -84,6 +84,12 @@ module "gke" {
   gpu_spot              = var.gpu_spot
   deletion_protection   = var.deletion_protection
   labels                = local.labels
+
+  # Optional pools, off by default (infra/README.md, "Optional GPU pools").
+  gpu_flex_start_pool      = var.gpu_flex_start_pool
+  gpu_flex_start_max_nodes = var.gpu_flex_start_max_nodes
+  gpu_spot_pool            = var.gpu_spot_pool
+  gpu_spot_pool_max_nodes  = var.gpu_spot_pool_max_nodes
 }
 
 module "triggers" {

@@ -61,6 +61,30 @@ variable "gpu_spot" {
   type        = bool
 }
 
+variable "gpu_flex_start_pool" {
+  description = "Add the flex-start (queued provisioning) GPU pool (infra/modules/gke; k8s/components/kueue-flex-start)."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_flex_start_max_nodes" {
+  description = "Maximum nodes of the flex-start GPU pool; it scales from 0."
+  type        = number
+  default     = 4
+}
+
+variable "gpu_spot_pool" {
+  description = "Add the separate, tainted Spot GPU pool (infra/modules/gke; k8s/components/kueue-spot)."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_spot_pool_max_nodes" {
+  description = "Maximum nodes of the Spot GPU pool; it scales from 0."
+  type        = number
+  default     = 4
+}
+
 variable "master_cidr" {
   description = "Control plane /28 of the private cluster (source of the 443/6443 webhook firewall rule)."
   type        = string

@@ -87,6 +87,38 @@ variable "gpu_spot" {
   default     = false
 }
 
+variable "gpu_flex_start_pool" {
+  description = "Add a GPU pool for flex-start with queued provisioning (Dynamic Workload Scheduler); pair it with k8s/components/kueue-flex-start."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_flex_start_max_nodes" {
+  description = "Maximum nodes of the flex-start GPU pool; it scales from 0. The kueue-flex-start ClusterQueue's quota must fit in it."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.gpu_flex_start_max_nodes >= 1 && var.gpu_flex_start_max_nodes <= 100
+    error_message = "gpu_flex_start_max_nodes must be between 1 and 100."
+  }
+}
+
+variable "gpu_spot_pool" {
+  description = "Add a separate Spot GPU pool, tainted cloud.google.com/gke-spot=true:NoSchedule; pair it with k8s/components/kueue-spot."
+  type        = bool
+  default     = false
+}
+
+variable "gpu_spot_pool_max_nodes" {
+  description = "Maximum nodes of the Spot GPU pool; it scales from 0. The kueue-spot ClusterQueue's quota must fit in it."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.gpu_spot_pool_max_nodes >= 1 && var.gpu_spot_pool_max_nodes <= 100
+    error_message = "gpu_spot_pool_max_nodes must be between 1 and 100."
+  }
+}
+
 variable "master_cidr" {
   description = "Control plane /28 of the private cluster (source of the 443/6443 webhook firewall rule)."
   type        = string
