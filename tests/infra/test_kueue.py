@@ -43,7 +43,9 @@ CRDS = Path(__file__).parent / "crds" / "kueue"
 COMPONENT = K8S / "components" / "kueue"
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"  # the storage version; v1beta1 is deprecated, and no longer served from Kueue v0.20
-KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue"}
+KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue"}  # what components/kueue adds
+# ... and what the capacity components add (tests/infra/test_kueue_capacity.py): every kind Landfall ships.
+CRD_KINDS = KINDS | {"AdmissionCheck", "ProvisioningRequestConfig"}
 QUEUE = "landfall-gpu"  # the LocalQueue LANDFALL_QUEUE_NAME must name
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 COMMENTED = ("# components:\n", "#   - ../../components/kueue\n")
@@ -98,10 +100,23 @@ def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validat
     """The schema of ``version`` as the CRD publishes it, served or not."""
     crd = CRD[kind]
     (ver,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    schema = strict(copy.deepcopy(ver["schema"]["openAPIV3Schema"]))
+    schema = python_patterns(strict(copy.deepcopy(ver["schema"]["openAPIV3Schema"])))
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft7Validator)
     cls.check_schema(schema)
     return cls(schema)
+
+
+def python_patterns(schema: Any) -> Any:
+    """The API server evaluates `pattern` with Go's RE2, which takes a flag group anywhere (the AdmissionCheck CRD's
+    ``^(?i)[a-z]...``); Python's re wants global flags first: the same expression, written Python's way."""
+    if isinstance(schema, list):
+        return [python_patterns(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: python_patterns(v) for k, v in schema.items()}
+    if isinstance(out.get("pattern"), str) and (m := re.match(r"\^(\(\?[a-z]+\))", out["pattern"])):
+        out["pattern"] = m.group(1) + "^" + out["pattern"][m.end():]
+    return out
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:
@@ -194,7 +209,7 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
 
 # --- tests --------------------------------------------------------------------------------------------
 def test_the_crds_are_kueues_and_serve_the_version() -> None:
-    assert set(CRD) == KINDS
+    assert set(CRD) == CRD_KINDS
     for kind, crd in CRD.items():
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert versions[VERSION]["served"] and versions[VERSION]["storage"], kind
@@ -203,6 +218,7 @@ def test_the_crds_are_kueues_and_serve_the_version() -> None:
         assert {name for name, v in versions.items() if v["served"]} == {VERSION}, kind
     assert CRD["LocalQueue"]["spec"]["scope"] == "Namespaced"
     assert CRD["ClusterQueue"]["spec"]["scope"] == CRD["ResourceFlavor"]["spec"]["scope"] == "Cluster"
+    assert CRD["AdmissionCheck"]["spec"]["scope"] == CRD["ProvisioningRequestConfig"]["spec"]["scope"] == "Cluster"
 
 
 def unserved_uses(files: list[Path], root: Path) -> set[tuple[str, str]]:
@@ -213,7 +229,7 @@ def unserved_uses(files: list[Path], root: Path) -> set[tuple[str, str]]:
         text = f.read_text(errors="replace")
         for v in set(re.findall(rf"{re.escape(GROUP)}/(v1\w+)", text)):
             used = re.search(rf"""(apiVersion:\s*["']?|["']){re.escape(GROUP)}/{v}\b""", text)
-            if used and not all(served(kind, v) for kind in KINDS):
+            if used and not all(served(kind, v) for kind in CRD_KINDS):
                 out.add((str(f.relative_to(root)), v))
     return out
 
