@@ -289,6 +289,8 @@ class SeriesWriter:
         if len(dup):
             raise BadInput("duplicate_timestamps", f"time {times[dup[0]]!r} appears twice (row "
                            f"{self.rows - len(times) + int(dup[0]) + 1} of the sorted series)")
+        if self.sketch is not None:  # every step, the first row's (none) left out
+            self.sketch.update_steps(steps if self.last is not None else steps[1:])
         if self.max_gap is None:
             self.max_gap = windows.default_max_gap(times)
         cuts = np.flatnonzero(steps > self.max_gap)

@@ -22,6 +22,20 @@ was measured and the threshold it crossed, and the action the rules give it:
 - ``missing_values``: the share of missing or non-finite values rose by ``rise`` or more over the reference's
   (counted in the rows the converter dropped: ``arrival.drop_nonfinite``).
 
+What clean arrivals showed (#39; measured by ``landfall.core.structure``, judged once the reference holds
+``min_envelope_arrivals`` arrivals, default 10, so an envelope of three arrivals is not taken for the normal range):
+
+- ``gain_change``: the feature's spread, relative to the arrival's typical channel, lies ``margin`` times or more
+  outside the range clean arrivals showed: a gain change under ``scale_change``'s fixed factor (g to m/s^2, x9.81).
+- ``copied_channel``: two features correlate ``copy`` or more (in magnitude) where no clean arrival's did: one
+  sensor's values in two columns. Named both.
+- ``correlation_change``: pairs whose correlation left the clean arrivals' range by ``margin`` in Fisher's z; named
+  by the channel most of them share (a polarity flip, a channel from another moment or sensor), or both of a pair.
+- ``sampling_interval``: a series' median time step ``factor`` times off the reference's either way (decimated,
+  upsampled, re-clocked: seconds against milliseconds; the steps' spread, q90/q10, is in the line); or most
+  channels moving per step outside what clean arrivals showed, by ``factor`` (every second row stamped at the old
+  rate). One finding for the arrival, its feature ``time``, the measured and the expected interval.
+
 Rules (the spec's ``arrival.checks``, ``rules``): each check ``{action, <its threshold>}``, a default ``action`` for
 all of them, and ``features: {<name or index>: {<check>: {...}}}`` per feature. Actions: ``quarantine`` (written,
 not trained on until admitted), ``warn`` (trained on, logged and counted), ``reject`` (the arrival's rejection
@@ -38,11 +52,13 @@ from typing import Any
 
 import numpy as np
 
+from landfall.core import structure
 from landfall.core.errors import Invalid
 from landfall.core.profile import Profile, bucket_value
 
 ACTIONS = ("quarantine", "warn", "reject", "off")
-CHECKS = ("drift", "scale_change", "flat_channel", "swapped_channels", "missing_values")
+CHECKS = ("drift", "scale_change", "flat_channel", "swapped_channels", "missing_values", "gain_change",
+          "copied_channel", "correlation_change", "sampling_interval")
 BINS = 10
 # The defaults (docs/datasets.md#arrival-checks says how they were chosen: no flag over 265 clean real arrivals).
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -51,11 +67,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "flat_channel": {"run_fraction": 0.9},
     "swapped_channels": {"ratio": 0.6, "min_drift": 0.3},
     "missing_values": {"rise": 0.05},
+    # #39, each margin above the largest value clean arrivals showed (docs/datasets.md#arrival-checks)
+    "gain_change": {"margin": 2.5},
+    "copied_channel": {"copy": 0.99},
+    "correlation_change": {"margin": 1.5},
+    "sampling_interval": {"factor": 1.5},
 }
 THRESHOLD_KEY = {"drift": "threshold", "scale_change": "factor", "flat_channel": "run_fraction",
-                 "swapped_channels": "ratio", "missing_values": "rise"}
+                 "swapped_channels": "ratio", "missing_values": "rise", "gain_change": "margin",
+                 "copied_channel": "copy", "correlation_change": "margin", "sampling_interval": "factor"}
 MIN_REFERENCE_ROWS = 1000
 MIN_REFERENCE_ARRIVALS = 3
+MIN_ENVELOPE_ARRIVALS = 10  # clean arrivals before the checks against what they showed run
+TIME = "time"  # the feature a sampling finding names
 # Status of an arrival: first (no reference yet: admitted), admitted, warned (trained on), quarantined.
 STATUSES = ("first", "admitted", "warned", "quarantined")
 
@@ -86,6 +110,7 @@ class Rules:
     features: Mapping[str, Mapping[str, Mapping[str, Any]]] = dataclasses.field(default_factory=dict)
     min_reference_rows: int = MIN_REFERENCE_ROWS
     min_reference_arrivals: int = MIN_REFERENCE_ARRIVALS
+    min_envelope_arrivals: int = MIN_ENVELOPE_ARRIVALS
 
     @classmethod
     def parse(cls, text: str | Mapping[str, Any] | None, *, default_action: str = "quarantine") -> Rules:
@@ -112,7 +137,8 @@ class Rules:
             raise Invalid(f"arrival.checks.action: {action!r} is not one of {ACTIONS}")
         return cls(action=action, checks=checks, features=features,
                    min_reference_rows=int(raw.get("min_reference_rows", MIN_REFERENCE_ROWS)),
-                   min_reference_arrivals=int(raw.get("min_reference_arrivals", MIN_REFERENCE_ARRIVALS)))
+                   min_reference_arrivals=int(raw.get("min_reference_arrivals", MIN_REFERENCE_ARRIVALS)),
+                   min_envelope_arrivals=int(raw.get("min_envelope_arrivals", MIN_ENVELOPE_ARRIVALS)))
 
     def rule(self, check: str, feature: str, index: int) -> dict[str, Any]:
         """The check's settings for one feature: the defaults, then the dataset's, then the feature's."""
@@ -204,6 +230,9 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
     a_miss, r_miss = arrival.missing_fraction(), reference.missing_fraction()
     swaps = _swaps(arrival, reference, own, rules, names)
     swapped = {f for pair in swaps for f in pair[:2]}
+    envelope = reference.arrivals >= rules.min_envelope_arrivals
+    copied = _copies(arrival, reference, rules, names, add) if envelope else set()
+    gains = structure.gain_factor(arrival, reference) if envelope else np.full(arrival.features, np.nan)
     for f, name in enumerate(names):
         rule = lambda check, f=f, name=name: rules.rule(check, name, f)  # noqa: E731
         if rule("missing_values")["action"] != "off":
@@ -219,8 +248,8 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
                 f"repeats its previous value in {a_rep[f]:.1%} of its steps (spread {a_std[f]:.4g}), the reference "
                 f"in {r_rep[f]:.1%} (spread {r_std[f]:.4g})"):
             continue  # a flat channel drifts and changes scale too: one finding says it
-        if f in swapped:
-            continue  # so does each of two swapped channels: the pair's finding says it
+        if f in swapped or f in copied:
+            continue  # so does each of two swapped or copied channels: the pair's finding says it
         factor = rule("scale_change")["factor"]
         measured = _scale(a_std[f], a_mean[f], reference, r_std[f], r_mean[f], f)
         if measured >= factor and add(
@@ -229,6 +258,12 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
                 f"{r_mean[f]:.4g} (one arrival's spread from {reference.spread_low[f]:.4g} to "
                 f"{reference.spread_high[f]:.4g}): x{measured:.3g} off (x{factor:g} or more is flagged)"):
             continue  # a unit change drifts too
+        margin = rule("gain_change")["margin"]
+        if np.isfinite(gains[f]) and gains[f] >= margin and add(
+                "gain_change", f, gains[f], margin,
+                f"spread {a_std[f]:.4g} against the reference's {r_std[f]:.4g}: relative to the other channels, "
+                f"x{gains[f]:.3g} outside the range clean arrivals showed (x{margin:g} or more is flagged)"):
+            continue
         threshold = rule("drift")["threshold"]
         if own[f] >= threshold:
             add("drift", f, own[f], threshold,
@@ -237,6 +272,9 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
         add("swapped_channels", f, crossed / max(direct, 1e-12), ratio,
             f"{names[f]} and {names[g]} each match the other's reference: crossed divergence {crossed:.3f} against "
             f"{direct:.3f} unswapped (ratio {ratio:g} or below is flagged)", feature=f"{names[f]},{names[g]}")
+    if envelope:
+        _correlation_changes(arrival, reference, rules, names, add, skip=copied | swapped)
+        _sampling(arrival, reference, rules, add)
     status = "admitted"
     if any(x.action == "warn" for x in findings):
         status = "warned"
@@ -278,3 +316,63 @@ def _swaps(arrival: Profile, reference: Profile, own: np.ndarray, rules: Rules,
                 taken |= {f, g}
     return out
 
+
+def _copies(arrival: Profile, reference: Profile, rules: Rules, names: Sequence[str], add: Any) -> set[int]:
+    """``copied_channel`` findings (both features named); the features they name."""
+    out: set[int] = set()
+    threshold = min(float(rules.rule("copied_channel", n, f)["copy"]) for f, n in enumerate(names))
+    for f, g, measured, seen in structure.copies(arrival, reference, threshold):
+        copy = float(rules.rule("copied_channel", names[f], f)["copy"])
+        if f in out or g in out or measured < copy:
+            continue
+        if add("copied_channel", f, measured, copy,
+               f"{names[f]} and {names[g]} correlate {measured:.4f}, as one sensor's values in two columns would; "
+               f"no clean arrival's passed {seen:.3f} (|corr| {copy:g} or more is flagged)",
+               feature=f"{names[f]},{names[g]}"):
+            out |= {f, g}
+    return out
+
+
+def _correlation_changes(arrival: Profile, reference: Profile, rules: Rules, names: Sequence[str], add: Any,
+                         skip: set[int]) -> None:
+    margin = min(float(rules.rule("correlation_change", n, f)["margin"]) for f, n in enumerate(names))
+    shifts = structure.pair_shifts(arrival, reference, margin, skip)
+    for channel, pairs in structure.by_channel(shifts):
+        worst = max(pairs, key=lambda s: s.beyond)
+        f = channel if channel is not None else worst.f
+        own = float(rules.rule("correlation_change", names[f], f)["margin"])
+        if worst.beyond < own:
+            continue
+        said = "; ".join(f"with {names[s.g if s.f == f else s.f]} {s.measured:+.2f} (clean {s.low:+.2f} to "
+                         f"{s.high:+.2f})" for s in sorted(pairs, key=lambda s: -s.beyond)[:4])
+        more = f" and {len(pairs) - 4} more" if len(pairs) > 4 else ""
+        feature = names[f] if channel is not None else f"{names[worst.f]},{names[worst.g]}"
+        add("correlation_change", f, worst.beyond, own,
+            f"its correlation {said}{more}: {worst.beyond:.2f} beyond what clean arrivals showed, in Fisher's z "
+            f"({own:g} or more is flagged)", feature=feature)
+
+
+def _sampling(arrival: Profile, reference: Profile, rules: Rules, add: Any) -> None:
+    rule = rules.rule("sampling_interval", TIME, -1)
+    factor = float(rule["factor"])
+    if rule["action"] == "off":
+        return
+    s = structure.sampling(arrival, reference, factor)
+    timed = np.isfinite(s.step) and np.isfinite(s.expected) and s.expected > 0
+    ratio = s.step / s.expected if timed else 1.0
+    # the steps' spread is said, not judged: rows dropped for a missing value (drop_nonfinite) widen it, and
+    # missing_values already says so
+    if timed and max(ratio, 1 / ratio) >= factor:
+        measured = max(ratio, 1 / ratio)
+        what = "decimated or re-clocked" if ratio > 1 else "upsampled or re-clocked"
+        add("sampling_interval", 0, measured, factor,
+            f"median step {s.step:.4g} (q90/q10 {s.spread:.3g}), the reference's {s.expected:.4g} "
+            f"(q90/q10 {s.expected_spread:.3g}): x{measured:.3g} off, {what} (x{factor:g} is flagged)", feature=TIME)
+        return
+    if s.channels >= 2 and abs(s.outside) * 2 > s.channels:
+        interval = f"every {s.expected * s.pace:.4g}, not {s.expected:.4g}" if timed else \
+            f"x{s.pace:.3g} the reference's interval"
+        add("sampling_interval", 0, max(s.pace, 1 / s.pace), factor,
+            f"{abs(s.outside)} of {s.channels} channels move {'more' if s.outside > 0 else 'less'} per step than any "
+            f"clean arrival's (x{factor:g} beyond): the pace of a series sampled {interval} under the same time "
+            f"stamps ({'decimated' if s.outside > 0 else 'upsampled'}?)", feature=TIME)

@@ -21,12 +21,25 @@ first ``HEAD_INSTANCES`` instances (or blocks of ``BLOCK_ROWS`` rows of a series
 small arrival is profiled whole and a large one costs the converter a small, fixed share of its time (``landfall
 bench convert`` measures it).
 
+Beyond one feature at a time (#39), also on the sample: the **steps' dynamics**, per feature the sum of squared
+differences between consecutive sampled values (``diff2``; with the sampled steps, how far a channel moves per step
+relative to its spread: the pace a sampling change alters), the **co-moments of every pair of features** (their means
+and the centred cross-products of the sampled rows, merged as Chan et al. merge moments; up to ``PAIR_LIMIT``
+features, beyond which the pair structure is not kept: its size and cost grow as features squared), and for a
+series the **time steps** (every step of the time column, in the same log buckets: its median and spread within 5 %).
+And per arrival, kept as an envelope (lowest and highest one admitted arrival showed, so merging takes the minimum
+and the maximum, in any order): each feature's spread relative to the arrival's typical channel (``log std - median
+log std``: a gain on one channel moves it, a regime that scales every channel does not), each feature's roughness
+(``log`` of its mean squared step over its variance) and each pair's correlation. The checks
+(``landfall.core.checks``) accept what lies within those envelopes plus a margin measured on clean arrivals.
+
 Size: bounded whatever the data (the buckets per feature are bounded, the rest is a few numbers per feature), so
 the reference, the merge of every admitted arrival, stays as small as one arrival's profile.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from typing import Any
@@ -49,6 +62,8 @@ SAMPLE_EVERY = 128  # ... then one instance in this many
 BLOCK_ROWS = 64  # a series' rows are sampled in blocks of this many consecutive rows (its "instances")
 DENSE_LIMIT = 1 << 20  # while an arrival is read, its buckets are counted in place when features x SPAN is at most
 # this (8 MiB of counts: up to 349 features); wider arrivals count each sample's buckets by sorting
+PAIR_LIMIT = 384  # features up to which pair co-moments are kept (features^2 / 2 numbers: 300 features, 45,150)
+MIN_PAIR_ROWS = 32  # sampled rows before a correlation is read back (nan below)
 PENDING_VALUES = 1 << 16  # sampled values are bucketed in batches of about this many (512 KiB as float64): a
 # bucketing pass has a fixed cost (a count over every feature's buckets), which a CSV chunk of a few hundred
 # instances, two or three of them sampled, would otherwise pay each time
@@ -95,6 +110,16 @@ class Profile:
         # arrival's spread has taken, which a scale change is measured against (landfall.core.checks).
         self.spread_low = np.full(features, np.inf)
         self.spread_high = np.full(features, -np.inf)
+        self.diff2 = np.zeros(features)  # sum of squared differences over the sampled steps
+        self.time_steps: np.ndarray | None = None  # counts of a series' time steps by bucket (series only)
+        self.pair_n = 0  # sampled rows in the co-moments
+        self.pair_mean = np.zeros(features) if features <= PAIR_LIMIT else None
+        self.pair_m2 = np.zeros((features, features)) if features <= PAIR_LIMIT else None
+        # Per-arrival envelopes (lowest, highest one arrival showed; nan: none yet): see the module's docstring.
+        self.relspread_low, self.relspread_high = np.full(features, np.nan), np.full(features, np.nan)
+        self.rough_low, self.rough_high = np.full(features, np.nan), np.full(features, np.nan)
+        self.corr_low = np.full((features, features), np.nan) if features <= PAIR_LIMIT else None
+        self.corr_high = np.full((features, features), np.nan) if features <= PAIR_LIMIT else None
 
     # -- reading an arrival -----------------------------------------------------------------------------------
     def update(self, batch: np.ndarray) -> None:
@@ -113,9 +138,11 @@ class Profile:
 
     def _sample(self, sample: np.ndarray) -> None:
         if sample.shape[1] > 1:
-            same = sample[:, 1:, :] == sample[:, :-1, :]
-            self.repeats += same.sum(axis=(0, 1))
-            self.steps += same.shape[0] * same.shape[1]
+            diff = sample[:, 1:, :] - sample[:, :-1, :]
+            self.repeats += (diff == 0).sum(axis=(0, 1))
+            self.steps += diff.shape[0] * diff.shape[1]
+            flat_diff = diff.reshape(-1, self.features)
+            self.diff2 += np.einsum("ij,ij->j", flat_diff, flat_diff, dtype=np.float64)
         flat = sample.reshape(-1, self.features)
         self.sampled += flat.shape[0]
         self._pending.append(np.array(flat, copy=True))  # the caller may reuse its buffer
@@ -128,6 +155,8 @@ class Profile:
             return
         flat = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
         self._pending, self._pending_values = [], 0
+        if self.pair_m2 is not None:
+            self._add_pairs(flat)
         codes = (bucket(flat) + (np.arange(self.features, dtype=np.int64) * SPAN + SPAN // 2)).ravel()
         if self.features * SPAN <= DENSE_LIMIT:  # counted in place: no sort, no merge per batch
             if self._dense is None:
@@ -137,6 +166,34 @@ class Profile:
             self._dense[low:low + len(counts)] += counts
         else:
             self._add(*np.unique(codes, return_counts=True))
+
+    def _add_pairs(self, flat: np.ndarray) -> None:
+        """Adds sampled rows (n, F) to the pair co-moments (Chan et al.'s merge of a batch's centred products)."""
+        x = flat.astype(np.float64)
+        n = len(x)
+        mean = x.mean(axis=0)
+        centred = x - mean
+        m2 = centred.T @ centred
+        assert self.pair_mean is not None and self.pair_m2 is not None
+        self._merge_pairs(n, mean, m2)
+
+    def _merge_pairs(self, n: int, mean: np.ndarray, m2: np.ndarray) -> None:
+        assert self.pair_mean is not None and self.pair_m2 is not None
+        if not n:
+            return
+        total = self.pair_n + n
+        delta = mean - self.pair_mean
+        self.pair_m2 = self.pair_m2 + m2 + np.outer(delta, delta) * (self.pair_n * n / total)
+        self.pair_mean = self.pair_mean + delta * (n / total)
+        self.pair_n = total
+
+    def update_steps(self, steps: np.ndarray) -> None:
+        """Adds steps of a series' time column (every step between consecutive rows; positive)."""
+        steps = steps[steps > 0]
+        if not len(steps):
+            return
+        counts = np.bincount(bucket(steps), minlength=OFFSET + MAX_KEY + 1)
+        self.time_steps = counts if self.time_steps is None else self.time_steps + counts
 
     def update_rows(self, rows: np.ndarray) -> None:
         """Adds consecutive rows (n, F) of a series: sampled in blocks of ``BLOCK_ROWS`` rows."""
@@ -159,6 +216,10 @@ class Profile:
         self.arrivals = 1
         if moments and moments["n"]:
             self.spread_low = self.spread_high = self.std()
+            self.relspread_low = self.relspread_high = self.relative_spread()
+            self.rough_low = self.rough_high = self.roughness()
+            if self.corr_low is not None:
+                self.corr_low = self.corr_high = self.correlation()
         return self
 
     # -- merging ----------------------------------------------------------------------------------------------
@@ -200,6 +261,19 @@ class Profile:
         self.moments = merge_moments(self.moments, other.moments)
         self.spread_low = np.minimum(self.spread_low, other.spread_low)
         self.spread_high = np.maximum(self.spread_high, other.spread_high)
+        self.diff2 = self.diff2 + other.diff2
+        if other.time_steps is not None:
+            self.time_steps = other.time_steps.copy() if self.time_steps is None else self.time_steps + other.time_steps
+        if self.pair_m2 is not None and other.pair_m2 is not None:
+            assert other.pair_mean is not None
+            self._merge_pairs(other.pair_n, other.pair_mean, other.pair_m2)
+        self.relspread_low, self.relspread_high = np.fmin(self.relspread_low, other.relspread_low), \
+            np.fmax(self.relspread_high, other.relspread_high)
+        self.rough_low, self.rough_high = np.fmin(self.rough_low, other.rough_low), \
+            np.fmax(self.rough_high, other.rough_high)
+        if self.corr_low is not None and other.corr_low is not None:
+            self.corr_low, self.corr_high = np.fmin(self.corr_low, other.corr_low), \
+                np.fmax(self.corr_high, other.corr_high)
         self.arrivals += other.arrivals
         return self
 
@@ -236,6 +310,48 @@ class Profile:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.steps > 0, self.repeats / np.maximum(self.steps, 1), np.nan)
 
+    def relative_spread(self) -> np.ndarray:
+        """Per feature, ``log`` of its spread less the median of every feature's (nan for a flat feature): a gain on
+        one channel moves its value by ``log gain``; a change that scales every channel alike (a livelier regime)
+        leaves it."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs = np.log(self.std())
+        logs = np.where(np.isfinite(logs), logs, np.nan)
+        if np.isfinite(logs).sum() < 3:  # too few channels to tell one from the others
+            return np.full(self.features, np.nan)
+        return logs - np.nanmedian(logs)
+
+    def roughness(self) -> np.ndarray:
+        """Per feature, ``log`` of its mean squared step (sampled consecutive values) over its variance: how far it
+        moves per step for its spread. Decimating a smooth signal by k multiplies it by about k^2 (noise: k^0)."""
+        var = self.std() ** 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.log(self.diff2 / np.maximum(self.steps, 1) / var)
+        return np.where(np.isfinite(out) & (self.steps > 0), out, np.nan)
+
+    def correlation(self) -> np.ndarray | None:
+        """The features' correlation matrix on the sampled rows (nan where a feature is flat or too few rows were
+        sampled); None beyond ``PAIR_LIMIT`` features."""
+        if self.pair_m2 is None:
+            return None
+        self._fold()
+        if self.pair_n < MIN_PAIR_ROWS:
+            return np.full((self.features, self.features), np.nan)
+        diag = np.sqrt(np.maximum(np.diag(self.pair_m2), 0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            corr = self.pair_m2 / np.outer(diag, diag)
+        flat = diag / math.sqrt(self.pair_n) <= 1e-9 * np.maximum(np.abs(self.pair_mean), 1.0)  # no spread to speak of
+        corr[flat, :] = np.nan
+        corr[:, flat] = np.nan
+        return np.clip(corr, -1.0, 1.0)
+
+    def step_quantile(self, q: float) -> float:
+        """A value within ``ALPHA`` of the ``q`` quantile of a series' time steps (nan: none recorded)."""
+        if self.time_steps is None or not self.time_steps.sum():
+            return float("nan")
+        at = int(np.searchsorted(np.cumsum(self.time_steps), q * self.time_steps.sum(), side="left"))
+        return float(bucket_value(min(at, len(self.time_steps) - 1)))
+
     def missing_fraction(self) -> np.ndarray:
         """Per feature, the share of its values that were missing or non-finite."""
         return (self.missing + self.nonfinite) / np.maximum(self.values, 1)
@@ -251,7 +367,45 @@ class Profile:
                 "repeats": self.repeats.tolist(), "values": self.values.tolist(), "missing": self.missing.tolist(),
                 "nonfinite": self.nonfinite.tolist(), "moments": self.moments,
                 "spread": [None if not np.isfinite(lo) else [float(lo), float(hi)]
-                           for lo, hi in zip(self.spread_low, self.spread_high, strict=True)]}
+                           for lo, hi in zip(self.spread_low, self.spread_high, strict=True)],
+                **self._structure_dict()}
+
+    def _structure_dict(self) -> dict[str, Any]:
+        """The steps' dynamics, the time steps, the pair co-moments and the per-arrival envelopes (#39). Square
+        matrices are kept as their upper triangles, little-endian float64 in base64 (exact; a third of the text)."""
+        self._fold()
+        out: dict[str, Any] = {"diff2": self.diff2.tolist(), "relspread": [_nums(self.relspread_low),
+                                                                          _nums(self.relspread_high)],
+                               "roughness": [_nums(self.rough_low), _nums(self.rough_high)]}
+        if self.time_steps is not None:
+            at = np.flatnonzero(self.time_steps)
+            out["time_steps"] = {"buckets": at.tolist(), "counts": self.time_steps[at].tolist()}
+        if self.pair_m2 is not None and self.pair_mean is not None:
+            assert self.corr_low is not None and self.corr_high is not None
+            out["pairs"] = {"n": self.pair_n, "mean": self.pair_mean.tolist(), "m2": _pack(self.pair_m2),
+                            "corr_low": _pack(self.corr_low), "corr_high": _pack(self.corr_high)}
+        return out
+
+    def _structure_from(self, raw: dict[str, Any], where: str) -> None:
+        f = self.features
+        if "diff2" in raw:
+            self.diff2 = _vector(raw["diff2"], f, f"{where}: diff2")
+        for name, (lo, hi) in (("relspread", ("relspread_low", "relspread_high")),
+                               ("roughness", ("rough_low", "rough_high"))):
+            if name in raw:
+                setattr(self, lo, _vector(raw[name][0], f, f"{where}: {name}"))
+                setattr(self, hi, _vector(raw[name][1], f, f"{where}: {name}"))
+        if raw.get("time_steps"):
+            steps = np.zeros(OFFSET + MAX_KEY + 1, dtype=np.int64)
+            steps[np.asarray(raw["time_steps"]["buckets"], dtype=np.int64)] = raw["time_steps"]["counts"]
+            self.time_steps = steps
+        pairs = raw.get("pairs")
+        if pairs and self.pair_m2 is not None:
+            self.pair_n = int(pairs["n"])
+            self.pair_mean = _vector(pairs["mean"], f, f"{where}: pairs.mean")
+            self.pair_m2 = _unpack(pairs["m2"], f, f"{where}: pairs.m2")
+            self.corr_low = _unpack(pairs["corr_low"], f, f"{where}: pairs.corr_low")
+            self.corr_high = _unpack(pairs["corr_high"], f, f"{where}: pairs.corr_high")
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "profile") -> Profile:
@@ -278,6 +432,7 @@ class Profile:
                 raise Invalid(f"{where}: spread has {len(spread)} entries for {out.features} features")
             out.spread_low = np.array([np.inf if s is None else s[0] for s in spread], dtype=float)
             out.spread_high = np.array([-np.inf if s is None else s[1] for s in spread], dtype=float)
+            out._structure_from(raw, where)
             return out
         except Invalid:
             raise
@@ -313,3 +468,31 @@ def merge_moments(a: dict[str, Any] | None, b: dict[str, Any] | None) -> dict[st
             "m2": (np.array(a["m2"], dtype=float) + np.array(b["m2"], dtype=float)
                    + delta**2 * na * nb / total).tolist(),
             "min": np.minimum(a["min"], b["min"]).tolist(), "max": np.maximum(a["max"], b["max"]).tolist()}
+
+
+def _nums(values: np.ndarray) -> list[float | None]:
+    """A vector for JSON: nan as null."""
+    return [float(v) if np.isfinite(v) else None for v in values]
+
+
+def _vector(raw: list[Any], features: int, where: str) -> np.ndarray:
+    out = np.array([np.nan if v is None else v for v in raw], dtype=float)
+    if out.shape != (features,):
+        raise Invalid(f"{where} has {out.size} entries for {features} features")
+    return out
+
+
+def _pack(matrix: np.ndarray) -> str:
+    """A symmetric matrix's upper triangle (diagonal included), little-endian float64, base64."""
+    return base64.b64encode(matrix[np.triu_indices(len(matrix))].astype("<f8").tobytes()).decode()
+
+
+def _unpack(text: str, features: int, where: str) -> np.ndarray:
+    upper = np.frombuffer(base64.b64decode(text, validate=True), dtype="<f8")
+    at = np.triu_indices(features)
+    if upper.size != len(at[0]):
+        raise Invalid(f"{where} holds {upper.size} values, not the {len(at[0])} of {features} features' triangle")
+    out = np.empty((features, features))
+    out[at] = upper
+    out.T[at] = upper
+    return out

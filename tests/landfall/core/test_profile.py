@@ -122,3 +122,39 @@ def test_a_profile_of_other_buckets_is_refused_by_name():
         Profile.from_json(json.dumps(raw), "ref.json")
     with pytest.raises(Invalid, match=r"ref\.json: schema is"):
         Profile.from_json(json.dumps({"schema": "x"}), "ref.json")
+
+
+def test_the_structure_round_trips_and_merges_in_any_order_on_real_data():
+    """#39: the time steps, the steps' dynamics, the pair co-moments and the per-arrival envelopes survive JSON and
+    merge the same in any order (Daphnet S06R02E0, bench/data: 1 s arrivals with their own timestamps)."""
+    from landfall_bench import realdata
+
+    stamps, values, _ = realdata.daphnet()
+    seconds = stamps.astype("datetime64[ms]").astype(np.int64) / 1000.0
+
+    def arrival(i: int) -> Profile:
+        rows, times = values[i * 64:(i + 1) * 64], seconds[i * 64:(i + 1) * 64]
+        stats = RunningStats(9)
+        stats.update(rows[:, None, :])
+        out = Profile(9)
+        out.update_rows(rows)
+        out.update_steps(np.diff(times))
+        return out.finish(stats.to_dict())
+
+    profiles = [arrival(i) for i in range(12)]
+    forward, backward = Profile(9), Profile(9)
+    for p in profiles:
+        forward.merge(Profile.from_json(p.to_json())[0])
+    for p in reversed(profiles):
+        backward.merge(p)
+    again = Profile.from_json(forward.to_json())[0]
+    for a, b in ((forward, backward), (forward, again)):
+        np.testing.assert_allclose(a.correlation(), b.correlation(), atol=1e-9)
+        np.testing.assert_array_equal(a.corr_low, b.corr_low)
+        np.testing.assert_array_equal(a.relspread_high, b.relspread_high)
+        np.testing.assert_allclose(a.diff2, b.diff2)
+        np.testing.assert_array_equal(a.time_steps, b.time_steps)
+    # the pooled correlation is that of the sampled rows (every row of these small arrivals), as numpy has it
+    np.testing.assert_allclose(forward.correlation(), np.corrcoef(values[:12 * 64].T.astype(np.float64)), atol=1e-9)
+    assert forward.step_quantile(0.5) == pytest.approx(1 / 64, rel=0.05)  # 64 Hz
+    assert forward.pair_n == 12 * 64 and forward.time_steps.sum() == 12 * 63
