@@ -13,6 +13,10 @@ so they share the machine's noise):
 - ours with the arrival's profile (``landfall.core.profile``, the default) vs ours without it
   (``LANDFALL_PROFILE=false``), CSV and ``.npy``: the profile's cost (goal: >= 0.95x the throughput).
 
+``--wide 300`` measures only the profile's cost on wide data instead (#39): instances of ``--wide-timesteps`` x 300
+features (random walks, CSV and ``.npy``), profiled and unprofiled conversions alternating, where the pair co-moments
+(features x features per sampled row) are the part that grows.
+
 ``--tasks 1,2`` measures the ranged conversion instead (``landfall_bench.ranged``: 1 vs N task processes on a
 2 GiB ``.npy`` and a 1 GiB CSV, ``--size-scale`` for smaller ones, and a projection to larger inputs).
 """
@@ -20,6 +24,7 @@ so they share the machine's noise):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -87,9 +92,46 @@ def write_inputs(folder: Path, n: int, seed: int = 0) -> tuple[Path, Path]:
     return csv_path, npy_path
 
 
-def ours(src: Path, dest: Path, profile: bool = True) -> None:
+def ours(src: Path, dest: Path, profile: bool = True, shape: tuple[int, int] | None = None) -> None:
     shutil.rmtree(dest, ignore_errors=True)
-    converter.convert(str(src), str(dest), "bench", ConverterConfig.load({}, profile=profile), Storage())
+    cfg = ConverterConfig.load({}, profile=profile)
+    if shape is not None:
+        cfg = dataclasses.replace(cfg, timesteps=shape[0], features=shape[1])
+    converter.convert(str(src), str(dest), "bench", cfg, Storage())
+
+
+def write_wide(folder: Path, n: int, timesteps: int, features: int, seed: int = 0) -> tuple[Path, Path]:
+    """``n`` instances of (timesteps, features) random walks, as CSV and ``.npy``."""
+    stem = folder / f"wide-{n}x{timesteps}x{features}"
+    csv_path, npy_path = stem.with_suffix(".csv"), stem.with_suffix(".npy")
+    rng = np.random.default_rng(seed)
+    data = np.cumsum(rng.normal(size=(n, timesteps, features)), axis=1).astype(np.float32)
+    data += rng.normal(0, 10, size=(1, 1, features)).astype(np.float32)  # channels of their own levels
+    np.save(npy_path, data)
+    flat = data.reshape(n, -1)
+    pacsv.write_csv(pa.table({f"c{i}": flat[:, i] for i in range(flat.shape[1])}), csv_path,
+                    write_options=pacsv.WriteOptions(include_header=False))
+    return csv_path, npy_path
+
+
+def measure_wide(args: argparse.Namespace, work: Path) -> dict[str, float]:
+    """The profile's cost on ``--wide`` features: profiled and unprofiled conversions, alternating."""
+    shape = (args.wide_timesteps, args.wide)
+    print(f"generating {args.instances} instances of {shape[0]} x {shape[1]} as CSV and .npy in {work} ...", flush=True)
+    csv_path, npy_path = write_wide(work, args.instances, *shape)
+    r: dict[str, float] = {"csv_mib": csv_path.stat().st_size / 2**20, "npy_mib": npy_path.stat().st_size / 2**20}
+    for fmt, src in (("csv", csv_path), ("npy", npy_path)):
+        r.update(alternating({
+            f"ours_{fmt}_profiled_s": lambda src=src, fmt=fmt: ours(src, work / f"out-{fmt}", shape=shape),
+            f"ours_{fmt}_unprofiled_s": lambda src=src, fmt=fmt: ours(src, work / f"out-{fmt}", False, shape),
+        }, 2 * args.repeat))
+    print(f"\nlandfall bench convert --wide {args.wide}: {args.instances} instances of {shape[0]} x {shape[1]}, "
+          f"CSV {r['csv_mib']:.0f} MiB, .npy {r['npy_mib']:.0f} MiB, median of {2 * args.repeat} alternating rounds")
+    for fmt in ("csv", "npy"):
+        wall = r[f"ours_{fmt}_unprofiled_s"] / r[f"ours_{fmt}_profiled_s"]
+        cpu = r[f"ours_{fmt}_unprofiled_cpu_s"] / r[f"ours_{fmt}_profiled_cpu_s"]
+        print(f"  {fmt}: throughput profiling on / off {wall:.3f}x, CPU {cpu:.3f}x (goal >= 0.95)")
+    return r
 
 
 def pyarrow_read_csv(src: Path) -> None:
@@ -170,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
         return 0
+    if args.wide:
+        wide = measure_wide(args, work)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"instances": args.instances, "features": args.wide,
+                                                   "timesteps": args.wide_timesteps, **wide}, indent=2))
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     r, sizes = measure(args, work)
     report(args, r, sizes)
     per_format = None
@@ -198,6 +248,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", help="where to put inputs and outputs (default: a temporary folder)")
     p.add_argument("--rates", action=argparse.BooleanOptionalAction, default=True,
                    help="also MB/s per vCPU for every format (one pinned task each) and the inline threshold")
+    p.add_argument("--wide", type=int, default=0, metavar="FEATURES",
+                   help="only the profile's cost, on instances of this many features (300: #39's wide data)")
+    p.add_argument("--wide-timesteps", type=int, default=4, help="timesteps per instance with --wide")
     from landfall_bench import ranged
 
     ranged.add_arguments(p)

@@ -149,12 +149,13 @@ def test_the_structure_round_trips_and_merges_in_any_order_on_real_data():
         backward.merge(p)
     again = Profile.from_json(forward.to_json())[0]
     for a, b in ((forward, backward), (forward, again)):
-        np.testing.assert_allclose(a.correlation(), b.correlation(), atol=1e-9)
+        np.testing.assert_allclose(a.correlation(), b.correlation(), atol=1e-9)  # the same sums, reordered
         np.testing.assert_array_equal(a.corr_low, b.corr_low)
         np.testing.assert_array_equal(a.relspread_high, b.relspread_high)
         np.testing.assert_allclose(a.diff2, b.diff2)
         np.testing.assert_array_equal(a.time_steps, b.time_steps)
-    # the pooled correlation is that of the sampled rows (every row of these small arrivals), as numpy has it
-    np.testing.assert_allclose(forward.correlation(), np.corrcoef(values[:12 * 64].T.astype(np.float64)), atol=1e-9)
+    # the pooled correlation is that of the sampled rows (every row of these small arrivals), as numpy has it, to
+    # float32 products per batch
+    np.testing.assert_allclose(forward.correlation(), np.corrcoef(values[:12 * 64].T.astype(np.float64)), atol=1e-5)
     assert forward.step_quantile(0.5) == pytest.approx(1 / 64, rel=0.05)  # 64 Hz
     assert forward.pair_n == 12 * 64 and forward.time_steps.sum() == 12 * 63
