@@ -1,4 +1,4 @@
-"""``landfall bench convert|train|submit|memory|series [flags]``."""
+"""``landfall bench convert|train|submit|memory|series|detect [flags]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 import sys
 
 BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit",
-           "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series"}
+           "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series", "detect": "landfall_bench.detect"}
 
 
 def main(argv: list[str] | None = None) -> int:

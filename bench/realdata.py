@@ -5,6 +5,9 @@ Small loaders returning numpy arrays, for tests and benchmarks that must not res
 - :func:`basic_motions` : the UEA BasicMotions problem, 40 + 40 instances of shape (100, 6), four activities.
 - :func:`daphnet` : one Daphnet Freezing of Gait recording (S06R02E0 as aeon ships it), 7,040 rows x 9 channels.
 - :func:`sliding_windows` : cut a (length, features) series into windows of ``width`` rows every ``stride``.
+- :func:`labelled_series` : the labelled anomaly-detection series (a normal training part, a test part with 0/1
+  labels per row): ``kdd135`` (UCR InternalBleeding16), ``ecg3`` (GutenTAG ecg-diff-count-3) and
+  ``basic_motions`` (BasicMotions' Walking recordings with Running ones put in as the anomalies).
 
 No dependency beyond numpy: the ``.ts`` format (``#`` comment lines, ``@`` header lines, then one instance
 per line, its dimensions separated by ``:``, each a comma-separated series, the class label last) is
@@ -113,3 +116,52 @@ def sliding_windows(series: np.ndarray, width: int, stride: int = 1) -> np.ndarr
     view = np.lib.stride_tricks.sliding_window_view(series, width, axis=0)[::stride]
     # sliding_window_view puts the window axis last: (n, features..., width) -> (n, width, features...)
     return np.ascontiguousarray(np.moveaxis(view, -1, 1))
+
+
+LABELLED = ("kdd135", "ecg3", "basic_motions")
+"""The labelled series :func:`labelled_series` builds (``landfall bench detect`` runs on all three)."""
+
+
+def _value_csv(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A TimeEval-format CSV (``timestamp``, value columns, ``is_anomaly`` last): ``(values [n, k], labels [n])``."""
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))[1:]
+    table = np.array([[float(v) for v in r[1:]] for r in rows], dtype=np.float64)
+    return table[:, :-1].astype(np.float32), table[:, -1].astype(np.uint8)
+
+
+def labelled_series(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(train float32 [n, k], test float32 [m, k], test labels uint8 [m])`` for one of :data:`LABELLED`.
+
+    - ``kdd135``: UCR anomaly archive series 135, InternalBleeding16 (KDD Cup 2021), as aeon 1.6.0 ships it: the
+      first 1,200 points are the normal training part (the TRAIN file); the test part is the rest of the series
+      (6,301 points) with one labelled anomaly of 12 points.
+    - ``ecg3``: GutenTAG's ecg-diff-count-3 (TimeEval's synthetic ECG-like series, shipped by aeon 1.6.0 under
+      ``UnitTest``): a normal training series (TRAIN_NA, 10,000 points) and a test series of 10,000 points with three
+      labelled anomalies of 100 points.
+    - ``basic_motions``: a multichannel (6) real recording made labelled: BasicMotions' ten Walking training
+      recordings end to end are the training part; the test part is the ten Walking test recordings with two Running
+      test recordings put in after the third and the seventh (the 200 Running points are the anomalies). The classes
+      are the recordings' own labels, so no label here was made up, only the order.
+    """
+    if name == "kdd135":
+        train, _ = _value_csv(DATA / "135_UCR_Anomaly_InternalBleeding16_TRAIN.csv")
+        test, labels = _value_csv(DATA / "135_UCR_Anomaly_InternalBleeding16_TEST.csv")
+        return train, test[len(train):], labels[len(train):]
+    if name == "ecg3":
+        train, _ = _value_csv(DATA / "ecg-diff-count-3_TRAIN_NA.csv")
+        test, labels = _value_csv(DATA / "ecg-diff-count-3_TEST.csv")
+        return train, test, labels
+    if name == "basic_motions":
+        x_train, y_train = basic_motions("train")
+        x_test, y_test = basic_motions("test")
+        walking, running = x_test[y_test == "Walking"], x_test[y_test == "Running"]
+        parts, marks = [], []
+        for k, rec in enumerate(walking):
+            parts.append(rec)
+            marks.append(np.zeros(len(rec), np.uint8))
+            if k in (2, 6):
+                parts.append(running[len(marks) % len(running)])
+                marks.append(np.ones(len(parts[-1]), np.uint8))
+        return np.concatenate(x_train[y_train == "Walking"]), np.concatenate(parts), np.concatenate(marks)
+    raise ValueError(f"labelled_series: {name!r} is not one of {', '.join(LABELLED)}")

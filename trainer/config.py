@@ -52,6 +52,12 @@ class TrainerConfig(Settings):
     min_average_precision: float | None = None
     # The floor (trainer.baseline): promoted only when 1 - loss / baseline loss >= min_skill (else no_skill).
     min_skill: float = 0.1
+    # The detectors to beat (trainer.baselines): NAME=MARGIN[,...] over pca and nearest_neighbour, promoted only when
+    # 1 - loss / that baseline's loss >= MARGIN for each (else no_skill); "none": report them, gate on none.
+    min_skill_over: str = "none"
+    # The labelled check against the baselines: promoted only when the challenger's average precision on the labelled
+    # set >= the best baseline's + this (None: not checked).
+    min_average_precision_over_baselines: float | None = None
     # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it. Patience and
     # smoothing left unset (None) scale with the ceiling: trainer.stopping.Rule.auto.
     early_stopping_patience: int | None = None
@@ -105,6 +111,10 @@ class TrainerConfig(Settings):
         if self.min_skill > 1.0:
             problems.append(f"min skill must be <= 1 (1 is a perfect reconstruction), got {self.min_skill}")
         try:
+            self.skill_margins()
+        except ValueError as exc:
+            problems.append(str(exc))
+        try:
             self.stopping_rule()
         except ValueError as exc:
             problems.append(str(exc))
@@ -120,6 +130,12 @@ class TrainerConfig(Settings):
                          start_from_epoch=self.early_stopping_start_from_epoch,
                          reductions=self.early_stopping_reductions, factor=self.early_stopping_factor,
                          smoothing=self.early_stopping_smoothing)
+
+    def skill_margins(self) -> dict[str, float]:
+        """``min_skill_over`` parsed: baseline name -> the skill over it promotion needs (trainer.baselines)."""
+        from trainer.baselines import parse_margins
+
+        return parse_margins(self.min_skill_over)
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -14,6 +14,9 @@ per job through ``landfall.core.storage``. A model's score for an instance is it
   distinct scores taken as thresholds from the highest down (``score >= s_n`` flagged), ``P_n`` and ``R_n``
   the precision and recall there, ``R_0 = 0``. Tied scores enter together. A random ranking scores about
   the share of positives; a perfect one 1.
+- **VUS-PR** (``landfall.core.vus``, the metric TSB-AD recommends): the volume under the range-based PR surface over
+  buffers of 0 to ``timesteps`` instances, taking the set's instances in their order as time (a labelled set cut from
+  one series in time order, as ``landfall datasets apply`` converts one, is that series' windows).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from landfall.core import labelled as labelled_mod
+from landfall.core import vus
 from landfall.core.storage import Storage
 
 
@@ -34,6 +38,7 @@ class Figures:
     average_precision: float
     threshold: float
     flagged: int
+    vus_pr: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -56,13 +61,24 @@ def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
-def at_threshold(labels: np.ndarray, scores: np.ndarray, threshold: float) -> Figures:
+def vus_pr(labels: np.ndarray, scores: np.ndarray, buffer: int) -> float:
+    """VUS-PR (``landfall.core.vus``) with buffers of 0 to ``buffer`` instances."""
+    return vus.vus_pr(labels, scores, buffer)
+
+
+def at_threshold(labels: np.ndarray, scores: np.ndarray, threshold: float, buffer: int | None = None) -> Figures:
     y = np.asarray(labels).astype(bool)
     flags = np.asarray(scores) > threshold
     tp = int((flags & y).sum())
     flagged = int(flags.sum())
     return Figures(precision=tp / flagged if flagged else None, recall=tp / int(y.sum()),
-                   average_precision=average_precision(y, scores), threshold=float(threshold), flagged=flagged)
+                   average_precision=average_precision(y, scores), threshold=float(threshold), flagged=flagged,
+                   vus_pr=vus_pr(y, scores, buffer) if buffer is not None else None)
+
+
+def ranking(labels: np.ndarray, scores: np.ndarray, buffer: int) -> dict[str, float]:
+    """The threshold-free figures of any detector's scores: average precision and VUS-PR."""
+    return {"average_precision": average_precision(labels, scores), "vus_pr": vus_pr(labels, scores, buffer)}
 
 
 def load(storage: Storage, uri: str) -> labelled_mod.LabelledSet:

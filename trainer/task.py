@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--verbose", type=int, choices=[0, 1, 2])
     a("--promote-tolerance", type=float)
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
+    a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
+      help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "
+           "(default none: reported, not gated)")
     a("--early-stopping-patience", type=int, help="epochs without improvement before stopping; 0: train to --epochs")
     a("--early-stopping-min-delta", type=float, help="an improvement: val_loss lower by this fraction")
     a("--early-stopping-start-from-epoch", type=int, help="epochs before the held-out loss is monitored")
@@ -157,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--threshold-quantile", type=float)
     a("--labelled", metavar="URI", help="a labelled evaluation set (landfall.core.labelled), scored by the verdict")
     a("--min-average-precision", type=float, help="promote only at this average precision on --labelled, or above")
+    a("--min-average-precision-over-baselines", type=float, metavar="M",
+      help="promote only at an average precision on --labelled >= the best baseline's + M")
     a("--spec-generation", type=int, help="the dataset spec generation the job was rendered from (recorded)")
     return p
 

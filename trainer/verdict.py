@@ -54,14 +54,13 @@ from typing import Any
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
-import numpy as np
 
 from landfall.core import champion as champion_mod
 from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import baseline, scoring
+from trainer import baseline, baselines, scoring
 from trainer import labelled as labelled_check
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, inputs_uri
@@ -104,15 +103,17 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     else:
         challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
     datasets = inputs.datasets
-    # The baseline's mean window (one pass over the chief's training share) only for a job that can be judged; its
-    # errors are taken in the same pass over the held-out instances as the challenger's.
-    mean_window = baseline.MeanWindow.of(_training(plan, paths, shape)) if len(datasets) == 1 else None
-    baseline_parts: list = []
+    # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted
+    # in one pass over the chief's training share, only for a job that can be judged; their errors are taken in the
+    # same pass over the held-out instances as the challenger's.
+    panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
+                                 cfg.units[-1]) if len(datasets) == 1 else None)
+    tally = baselines.Tally(panel) if panel is not None else None
 
     def held_out():
         for block in _held_out(plan, paths, shape):
-            if mean_window is not None and len(block):
-                baseline_parts.append(mean_window.errors(block))
+            if tally is not None:
+                tally.add(block)
             yield block
 
     errors = challenger.errors_of(held_out())  # type: ignore[arg-type]
@@ -128,14 +129,18 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
     job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
-    assert mean_window is not None  # one dataset
-    baseline_loss = float(np.concatenate(baseline_parts).mean())
+    assert panel is not None and tally is not None  # one dataset
+    held_losses = tally.losses()
+    baseline_loss = held_losses[baselines.MEAN_WINDOW]
+    assert baseline_loss is not None
     skill = baseline.skill(loss, baseline_loss)
     evaluation["baseline"] = {"name": baseline.NAME, "description": baseline.DESCRIPTION,
-                              "training_instances": mean_window.count}
-    gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill}
+                              "training_instances": panel.mean_window.count}
+    compared = baselines.report(panel, held_losses, loss)
+    gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,
+             "min_skill_over": cfg.skill_margins(), "beaten_by": baselines.beaten_by(compared)}
     # The labelled check (trainer.labelled): the spec's labelled set, scored by the challenger and each champion.
-    labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"])
+    labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
     figures: dict[str, dict[str, Any] | None] = {}  # champion model -> its figures on the labelled set
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
     losses: dict[str, float | None] = {}
@@ -160,7 +165,8 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "champion_run": current.run, "champion_loss": value, "wall_s": round(time.monotonic() - t0, 3)}})
         return losses[current.model]
 
-    refusal = _refusal(cfg, skill) or _labelled_refusal(cfg, labelled)
+    refusal = (_refusal(cfg, skill) or _baseline_refusal(cfg, compared) or _labelled_refusal(cfg, labelled)
+               or _baseline_ap_refusal(cfg, labelled))
     if refusal is not None:  # below the floor: nothing is promoted; the champion is still scored, for the record
         verdict, why = refusal
         current, _ = champion_mod.read(storage, models_root(cfg), dataset)
@@ -215,8 +221,25 @@ def _refusal(cfg: TrainerConfig, skill: float | None) -> tuple[str, str] | None:
     return None
 
 
+def _baseline_refusal(cfg: TrainerConfig, compared: dict[str, dict]) -> tuple[str, str] | None:
+    """The detectors promotion must beat (``--min-skill-over``): ``no_skill`` naming the first one the challenger does
+    not beat by its margin (a skill that cannot be computed, an exact baseline, is not a pass)."""
+    for name, margin in cfg.skill_margins().items():
+        found = compared.get(name) or {}
+        value = found.get("skill")
+        if value is None:
+            return "no_skill", (f"the {name} baseline could not be compared (loss {found.get('loss')}): "
+                                f"min_skill_over {name}={margin:g} cannot be checked, so nothing is promoted")
+        if value < margin:
+            return "no_skill", (f"skill {value:.3f} over the {name} baseline ({found.get('description')}) is below "
+                                f"min_skill_over {name}={margin:g}: {name} reconstructs the held-out windows "
+                                f"{'better' if value < 0 else 'nearly as well'} (loss {found['loss']:.6g} against the "
+                                f"model's {(1.0 - value) * found['loss']:.6g}), so the model is not promoted")
+    return None
+
+
 def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, challenger: scoring.Scorer,
-              threshold: float) -> dict[str, Any] | None:
+              threshold: float, panel: baselines.Panel | None = None) -> dict[str, Any] | None:
     """The labelled set (``--labelled``) and the challenger's figures on it; None without one. A set that cannot be
     read (gone, or not what its manifest says) is recorded with its ``error``: a gate on it then fails closed."""
     if not cfg.labelled:
@@ -233,6 +256,10 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
                                                                "fields": {"labelled": cfg.labelled}})
         return out
     out["challenger"] = _figures(challenger, out["set"], threshold, run, "challenger")
+    if panel is not None:  # the detectors to beat, on the same set (trainer.baselines): AP and VUS-PR
+        errs = panel.errors(out["set"].instances)
+        buffer = int(out["set"].instances.shape[1])
+        out["baselines"] = {name: labelled_check.ranking(out["set"].labels, e, buffer) for name, e in errs.items()}
     return out
 
 
@@ -242,10 +269,11 @@ def _figures(scorer: scoring.Scorer, labelled_set: Any, threshold: float | None,
     set; None (unknown, never zero) when it cannot score it (another shape, a broken model)."""
     try:
         errors = scorer.errors_of([labelled_set.instances])
+        buffer = int(labelled_set.instances.shape[1])  # the window: VUS-PR's largest buffer
         if threshold is None:
             return {"precision": None, "recall": None, "flagged": None, "threshold": None,
-                    "average_precision": labelled_check.average_precision(labelled_set.labels, errors)}
-        return labelled_check.at_threshold(labelled_set.labels, errors, threshold).as_dict()
+                    **labelled_check.ranking(labelled_set.labels, errors, buffer)}
+        return labelled_check.at_threshold(labelled_set.labels, errors, threshold, buffer).as_dict()
     except TemporaryError:
         raise
     except Exception as exc:
@@ -270,6 +298,24 @@ def _labelled_refusal(cfg: TrainerConfig, labelled: dict[str, Any] | None) -> tu
     return None
 
 
+def _baseline_ap_refusal(cfg: TrainerConfig, labelled: dict[str, Any] | None) -> tuple[str, str] | None:
+    """``--min-average-precision-over-baselines M`` (spec ``verdict.min_average_precision_over_baselines``): the
+    challenger's average precision on the labelled set must reach the best baseline's + ``M``."""
+    if cfg.min_average_precision_over_baselines is None or labelled is None:
+        return None
+    found, others = labelled.get("challenger"), labelled.get("baselines") or {}
+    if found is None or not others:
+        return "low_average_precision", (f"the labelled set {labelled['uri']} could not be scored by the challenger "
+                                         f"and the baselines: min_average_precision_over_baselines cannot be checked")
+    best = max(others, key=lambda n: others[n]["average_precision"])
+    need = others[best]["average_precision"] + cfg.min_average_precision_over_baselines
+    if found["average_precision"] < need:
+        return "low_average_precision", (
+            f"average precision {found['average_precision']:.3f} on the labelled set is below the best baseline's "
+            f"({best}: {others[best]['average_precision']:.3f}) + {cfg.min_average_precision_over_baselines:g}")
+    return None
+
+
 def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[str, Any] | None],
                      losses: dict[str, float | None]) -> dict[str, Any] | None:
     """``metrics.json``'s ``labelled``: the challenger's figures and those of the champion it was compared with (the
@@ -281,7 +327,8 @@ def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[st
     return {"uri": labelled["uri"], "instances": found.count if found else None,
             "positives": found.positives if found else None, "error": labelled["error"],
             "min_average_precision": labelled["min_average_precision"],
-            "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None}
+            "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None,
+            "baselines": labelled.get("baselines")}
 
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,

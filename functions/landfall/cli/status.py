@@ -71,7 +71,19 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
             **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last},
             **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss", "gpu_seconds", "estimated_cost",
                                        *CONVERGENCE)
-               if k in raw}}
+               if k in raw},
+            **({"instances": _split_counts(raw["instances"])} if isinstance(raw.get("instances"), dict) else {}),
+            **({"reason": raw["evaluation"]["reason"]} if isinstance(raw.get("evaluation"), dict)
+               and raw["evaluation"].get("reason") else {})}
+
+
+def _split_counts(found: dict[str, Any]) -> dict[str, Any]:
+    """A job's instances as its plan split them (``metrics.json`` ``instances``): total, training, held out, and the
+    gap the ``segment``/``blocks`` hold-outs leave unused."""
+    out = {k: found.get(k) for k in ("total", "train", "validation")}
+    if all(isinstance(out[k], int) for k in out):
+        out["unused"] = out["total"] - out["train"] - out["validation"] - int(found.get("excluded") or 0)
+    return out
 
 
 # What the trainer records of its convergence, its skill and the labelled check.
@@ -85,7 +97,15 @@ def _verdict_text(m: dict[str, Any]) -> str:
     if isinstance(m.get("skill"), int | float):
         out += f" skill={m['skill']:.3f}"
         if m.get("verdict") == "no_skill":
-            out += f" (below min_skill {m.get('min_skill')}: not promoted)"
+            below = isinstance(m.get("min_skill"), int | float) and m["skill"] < m["min_skill"]
+            out += (f" (below min_skill {m.get('min_skill')}: not promoted)" if below or not m.get("reason")
+                    else f" (not promoted: {m['reason']})")
+    line = results.baselines_line(m)
+    if line:
+        out += f" [{line}]"
+    counts = m.get("instances") if isinstance(m.get("instances"), dict) else None
+    if counts and counts.get("train") is not None:
+        out += f" instances={counts.get('train')} train/{counts.get('validation')} held out"
     labelled = m.get("labelled") if isinstance(m.get("labelled"), dict) else {}
     mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
     if mine and isinstance(mine.get("average_precision"), int | float):

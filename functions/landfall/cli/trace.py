@@ -236,6 +236,12 @@ def _job_steps(r: Reader, job: str, inputs: JobInputs) -> list[Step]:
         steps.append(Step("metrics", text, m.get("ended_at") or m.get("started_at"), metrics_uri,
                           {k: m.get(k) for k in ("status", "verdict", "challenger_loss", "champion_loss", "error",
                                                  "failed_phase")} | {"epochs": len(epochs)}))
+        if isinstance(m.get("baselines"), dict):  # the detectors to beat, on the same held-out windows
+            steps.append(Step("baselines", results.baselines_line(m), m.get("ended_at"), metrics_uri,
+                              {"baselines": {n: {k: v.get(k) for k in ("loss", "skill")}
+                                             for n, v in m["baselines"].items() if isinstance(v, dict)},
+                               "beaten_by": m.get("beaten_by"), "min_skill_over": m.get("min_skill_over"),
+                               "instances": m.get("instances")}))
         if isinstance(m.get("champion_view"), dict):  # what the champion flagged in the job's new arrivals
             steps.append(Step("champion_view", results.champion_view_line(m["champion_view"]), m.get("started_at"),
                               metrics_uri, results.champion_view_summary(m["champion_view"]) or {}))
@@ -267,19 +273,24 @@ def _job_stop(r: Reader, job: str, inputs: JobInputs, covered: bool) -> str:
             return f"{lead}: Failed ({m.get('error') or 'no metrics: it died before writing any'})"
         current = r.champion(inputs.dataset)
         verdict = m.get("verdict")
+        beaten = [b for b in (m.get("beaten_by") or []) if isinstance(b, str)]
+        # A promoted model that a baseline outside the dataset's gate beats is named so (trainer.baselines).
+        caveat = (f"; BEATEN BY {', '.join(beaten)} (not in the dataset's gate, verdict.min_skill_over)"
+                  if beaten else "")
         if verdict == "promoted":
             if current is not None and current.run == job:
-                return f"{lead} (Succeeded): promoted, the champion of {inputs.dataset} (#{current.seq})"
-            return (f"{lead} (Succeeded): promoted, since replaced by {current.run} (#{current.seq})" if current
-                    else f"{lead} (Succeeded): promoted")
+                return f"{lead} (Succeeded): promoted, the champion of {inputs.dataset} (#{current.seq}){caveat}"
+            return (f"{lead} (Succeeded): promoted, since replaced by {current.run} (#{current.seq}){caveat}"
+                    if current else f"{lead} (Succeeded): promoted{caveat}")
         if verdict == "kept_champion":
             return (f"{lead} (Succeeded): kept the champion {current.run if current else '?'} (loss "
                     f"{m.get('challenger_loss')} against {m.get('champion_loss')})")
         if verdict == "no_skill":
-            skill = m.get("skill")
+            skill, why = m.get("skill"), (m.get("evaluation") or {}).get("reason")
             return (f"{lead} (Succeeded): not promoted, no skill: "
-                    + (f"skill {skill:.3f} over the mean-window baseline, below min_skill {m.get('min_skill')}"
-                       if isinstance(skill, int | float) else "the baseline reconstructs the data exactly")
+                    + (why if why else f"skill {skill:.3f} over the mean-window baseline, below min_skill "
+                       f"{m.get('min_skill')}" if isinstance(skill, int | float)
+                       else "the baseline reconstructs the data exactly")
                     + (f"; the champion stays {current.run}" if current else "; the dataset has no champion")
                     + (f"; {m.get('epochs_run')} of {m.get('epochs_ceiling')} epochs" if m.get("epochs_run") else ""))
         return f"{lead} ({state}): {verdict or 'no verdict'}"

@@ -55,7 +55,7 @@ REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whateve
 # What metrics.json records of the skill (trainer.baseline) and of how the epochs ended (trainer.stopping): carried by
 # the result message, and shown by `landfall status` and the report.
 TRAINING_FIELDS = ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling", "stopped_early", "best_epoch",
-                   "ceiling_gpu_seconds")
+                   "ceiling_gpu_seconds", "baselines", "min_skill_over", "beaten_by")
 ATTEMPTS = 8
 
 
@@ -89,6 +89,12 @@ class Result:
     stopped_early: bool | None = None
     best_epoch: int | None = None
     ceiling_gpu_seconds: float | None = None
+    # The detectors to beat (trainer.baselines): {mean_window|pca|nearest_neighbour: {loss, skill, description, ...}},
+    # the margins promotion was held to over them, and the baselines that reconstruct better than the model (a
+    # promoted model among them is named so wherever the verdict is shown); null in older messages.
+    baselines: dict[str, Any] | None = None
+    min_skill_over: dict[str, float] | None = None
+    beaten_by: list[str] | None = None
     # The labelled check (trainer.labelled), when the dataset's spec names a labelled set: {challenger: {precision,
     # recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated against
     # labels), instances, positives, min_average_precision}; null without one.
@@ -165,6 +171,22 @@ def champion_view_summary(view: Any, max_ids: int = MAX_IDS) -> dict[str, Any] |
     return {**{k: view.get(k) for k in VIEW_FIELDS},
             "arrivals": None if arrivals is None else [
                 {k: a.get(k) for k in ("arrival", "instances", "flagged", "fraction")} for a in arrivals[:max_ids]]}
+
+
+def baselines_line(doc: Any) -> str:
+    """One line for ``landfall status``, ``trace`` and the report: the model's skill over each baseline, and the
+    baselines that beat it (``trainer.baselines``); "" without them (older jobs, unjudged ones)."""
+    found = doc.get("baselines") if isinstance(doc, dict) else None
+    if not isinstance(found, dict):
+        return ""
+    parts = [f"{name} {v['skill']:+.3f}" for name, v in found.items()
+             if isinstance(v, dict) and isinstance(v.get("skill"), int | float)]
+    line = "skill over the baselines: " + (", ".join(parts) or "none computed")
+    beaten = [b for b in (doc.get("beaten_by") or []) if isinstance(b, str)]
+    if beaten:
+        line += ("; BEATEN BY " + ", ".join(beaten)
+                 + (" (promoted all the same: not in its dataset's gate)" if doc.get("verdict") == "promoted" else ""))
+    return line
 
 
 def champion_view_line(view: Any) -> str:

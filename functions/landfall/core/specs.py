@@ -76,6 +76,8 @@ TRAINER_FLAGS = {
     ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "threshold_quantile"): "--threshold-quantile",
     ("verdict", "min_average_precision"): "--min-average-precision",
     ("verdict", "min_skill"): "--min-skill",
+    ("verdict", "min_skill_over"): "--min-skill-over",  # trainer.baselines: {"pca": 0, "nearest_neighbour": null}
+    ("verdict", "min_average_precision_over_baselines"): "--min-average-precision-over-baselines",
     # A dotted key is a field of a nested object: training.early_stopping.patience (trainer.stopping).
     ("training", "early_stopping.patience"): "--early-stopping-patience",
     ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
@@ -153,6 +155,10 @@ class DatasetSpec:
         for flag, value in self._set(TRAINER_FLAGS):
             if isinstance(value, bool):  # a BooleanOptionalAction flag: --x or --no-x
                 args.append(flag if value else "--no-" + flag[2:])
+                continue
+            if isinstance(value, Mapping):  # NAME=VALUE pairs; a null value leaves that name out ("none": none)
+                pairs = [f"{k}={v:g}" for k, v in sorted(value.items()) if v is not None]
+                args += [flag, ",".join(pairs) or "none"]
                 continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
         if self.series:  # the channel count and the honest hold-out (landfall.core.series), unless set

@@ -529,13 +529,23 @@ def _skill_html(j: dict[str, Any]) -> str:
         out += (f'<br><span class="{cls}">skill {_num(j["skill"])} over the baseline (loss {_num(j["baseline_loss"])}'
                 f', min_skill {_num(j["min_skill"])})' + (": not promoted, the model learned too little"
                                                           if j.get("verdict") == "no_skill" else "") + "</span>")
+    line = results.baselines_line(j)
+    if line:  # the detectors to beat (trainer.baselines); a model a baseline beats is named so
+        cls = "no-skill" if j.get("beaten_by") else "skill"
+        out += f'<br><span class="{cls}">{_e(line)}</span>'
     labelled = j.get("labelled") if isinstance(j.get("labelled"), dict) else {}
     mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
     if mine:
         theirs = labelled.get("champion") if isinstance(labelled.get("champion"), dict) else None
-        out += (f"<br>labelled check: average precision {_num(mine.get('average_precision'))}, precision "
+        out += (f"<br>labelled check: average precision {_num(mine.get('average_precision'))}, VUS-PR "
+                f"{_num(mine.get('vus_pr'))}, precision "
                 f"{_num(mine.get('precision'))} and recall {_num(mine.get('recall'))} at the threshold (champion: "
                 + (f"{_num(theirs.get('average_precision'))}" if theirs else "unknown") + ")")
+        others = labelled.get("baselines") if isinstance(labelled.get("baselines"), dict) else {}
+        if others:
+            out += "; baselines: " + ", ".join(
+                f"{_e(n)} AP {_num(v.get('average_precision'))} VUS-PR {_num(v.get('vus_pr'))}"
+                for n, v in others.items() if isinstance(v, dict))
     if isinstance(j.get("champion_view"), dict):  # what the champion flagged in the new arrivals
         out += f"<br>{_e(results.champion_view_line(j['champion_view']))}"
         rows = [a for a in (j["champion_view"].get("arrivals") or [])[:10] if isinstance(a, dict)]

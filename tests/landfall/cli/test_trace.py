@@ -31,9 +31,16 @@ def _json(trace, *args: str) -> dict:
 def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     a, job = small_flow.arrivals["trained"], small_flow.jobs["trained"]
     report = _json(trace, f"gs://{small_flow.bucket}/{a.name}")
-    assert report["stop"] == f"trained by job {job} (Succeeded): promoted, the champion of sensors (#1)"
+    assert report["stop"].startswith(f"trained by job {job} (Succeeded): promoted, the champion of sensors (#1)")
+    # The detectors to beat (trainer.baselines): a promoted model that one of them beats is named so.
+    step = next(s for s in report["steps"] if s["what"] == "baselines")
+    beaten = step["detail"]["beaten_by"]
+    assert ("BEATEN BY " + ", ".join(beaten) in report["stop"]) if beaten else ("BEATEN" not in report["stop"])
+    assert set(step["detail"]["baselines"]) == {"mean_window", "pca", "nearest_neighbour"}
+    assert step["detail"]["instances"]["validation"] > 0  # the job's held-out count
     whats = [s["what"] for s in report["steps"]]
-    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "champion_view", "result", "champion"]
+    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "champion_view", "result",
+                     "champion"]
     view = next(s for s in report["steps"] if s["what"] == "champion_view")  # the dataset's first job: no champion
     assert view["detail"]["flagged"] is None and "no champion" in view["text"]
     object_step, request = report["steps"][0], report["steps"][2]

@@ -1,0 +1,161 @@
+"""Detection quality on public labelled series: the model against the detectors a data scientist tries first.
+
+``landfall bench detect [--series kdd135,ecg3,basic_motions] [--seeds 3] [--epochs 30] [--window 64]
+[--options default,small] [--out DIR]``
+
+For each labelled series (``landfall_bench.realdata.labelled_series``: UCR InternalBleeding16 (KDD-TSAD 135),
+GutenTAG ecg-diff-count-3 and BasicMotions' Walking with Running put in, all from the aeon 1.6.0 wheel):
+
+1. the normal training part is cut into stride-1 windows of ``--window`` rows, converted by the real converter (one
+   arrival) and trained on by the real trainer (``python -m trainer.task``: the ``segment`` hold-out, early stopping
+   with ``--epochs`` as the ceiling), once per seed and per model option (``--options``: ``default`` is the seed's
+   GRU 128 -> 32; ``small`` GRU 32 -> 8; ``wide`` GRU 64 -> 16);
+2. the baselines (``trainer.baselines``: the mean window, PCA with the model's code size, the nearest neighbour
+   from a sample of 4,096 training windows) are fitted on the same training windows;
+3. every detector scores the test part's stride-1 windows (reconstruction MSE in original units) and each row gets
+   the mean of the errors of the windows covering it (``landfall score``'s ``mean`` location, TimeEval's reverse
+   windowing);
+4. against the test part's labels per row: **AP** (average precision, ``trainer.labelled.average_precision``, as
+   scikit-learn defines it) and **VUS-PR** (``landfall.core.vus``, buffers 0 to the window length).
+
+It prints one table per series (the model's figures as medians over the seeds, with their range) and writes
+``detect.json``. A run takes minutes per series and option on a laptop's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from landfall.arrival.config import ConverterConfig
+from landfall.arrival.converter import convert
+from landfall.core.storage import Storage
+from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
+
+OPTIONS = {"default": "128,32", "small": "32,8", "wide": "64,16"}
+
+
+def located(errors: np.ndarray, rows: int, window: int) -> np.ndarray:
+    """Each row's score: the mean error of the stride-1 windows covering it (window ``j`` covers rows ``[j, j + w)``)."""
+    total = np.zeros(rows + 1)
+    count = np.zeros(rows + 1)
+    starts = np.arange(len(errors))
+    np.add.at(total, starts, errors)
+    np.add.at(total, starts + window, -errors)
+    np.add.at(count, starts, 1.0)
+    np.add.at(count, starts + window, -1.0)
+    s, c = np.cumsum(total)[:rows], np.cumsum(count)[:rows]
+    return np.divide(s, c, out=np.zeros(rows), where=c > 0)
+
+
+def figures(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
+    from trainer.labelled import ranking
+
+    return ranking(labels, scores, window)
+
+
+def train(work: Path, windows: np.ndarray, window: int, units: str, seed: int, epochs: int) -> Path:
+    storage = Storage()
+    aid = "train"
+    src = work / "train.npy"
+    if not src.exists():
+        np.save(src, windows)
+        cfg = ConverterConfig.load({}, timesteps=window, features=windows.shape[2])
+        convert(str(src), str(work / "tfrecords" / aid), "bench", cfg, storage, arrival_id=aid)
+    job = work / "runs" / f"{units.replace(',', '-')}-s{seed}"
+    cmd = [sys.executable, "-m", "trainer.task", "--manifest", str(work / "tfrecords" / aid / "manifest.json"),
+           "--job-dir", str(job), "--epochs", str(epochs), "--batch-size-per-worker", "64", "--units", units,
+           "--timesteps", str(window), "--features", str(windows.shape[2]), "--seed", str(seed),
+           "--holdout", "segment", "--warm-start", "none", "--min-skill", "-100", "--verbose", "0",
+           "--learning-rate", "0.003"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "LANDFALL_RESULTS_TOPIC": "", "PYTHONHASHSEED": str(seed)}
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return job
+
+
+def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
+    from trainer import baselines
+    from trainer.scoring import Scorer
+
+    train_rows, test_rows, labels = labelled_series(name)
+    w = args.window
+    x_train = sliding_windows(train_rows, w).astype("<f4")
+    x_test = sliding_windows(test_rows, w).astype("<f4")
+    work = root / name
+    work.mkdir(parents=True, exist_ok=True)
+    out: dict = {"series": name, "train_rows": len(train_rows), "test_rows": len(test_rows),
+                 "anomalous_rows": int(labels.sum()), "window": w, "model": {}, "baselines": {}}
+    flat = x_train.reshape(-1, x_train.shape[2])
+    for option in args.options:
+        units = OPTIONS[option]
+        runs = []
+        for seed in range(args.seeds):
+            t0 = time.monotonic()
+            job = train(work, x_train, w, units, seed, args.epochs)
+            metrics = json.loads((job / "metrics.json").read_text())
+            scorer = Scorer.load(Storage(), str(job / "model"))
+            scores = located(scorer.errors(x_test), len(test_rows), w)
+            runs.append({"seed": seed, **figures(labels, scores, w), "epochs_run": metrics.get("epochs_run"),
+                         "verdict": metrics.get("verdict"), "beaten_by": metrics.get("beaten_by"),
+                         "held_out_skill": {k: v.get("skill") for k, v in (metrics.get("baselines") or {}).items()},
+                         "seconds": round(time.monotonic() - t0, 1)})
+            print(f"  {name} {option} seed {seed}: AP {runs[-1]['average_precision']:.3f} VUS-PR "
+                  f"{runs[-1]['vus_pr']:.3f} ({runs[-1]['epochs_run']} epochs, {runs[-1]['seconds']} s)", flush=True)
+        out["model"][option] = runs
+        code = int(units.split(",")[-1])
+        panel = baselines.Panel.fit([x_train], len(x_train), flat.mean(0), flat.std(0), (w, x_train.shape[2]), code)
+        for base, errs in panel.errors(x_test).items():
+            key = base if base != baselines.PCA else f"pca_{code}"
+            out["baselines"][key] = figures(labels, located(errs, len(test_rows), w), w)
+    return out
+
+
+def table(result: dict) -> str:
+    lines = [f"### {result['series']} ({result['train_rows']:,} training rows, {result['test_rows']:,} test rows, "
+             f"{result['anomalous_rows']} anomalous, window {result['window']})", "",
+             "| detector | AP | VUS-PR |", "|---|---|---|"]
+    for option, runs in result["model"].items():
+        ap = [r["average_precision"] for r in runs]
+        vus = [r["vus_pr"] for r in runs]
+        lines.append(f"| model, {option} ({OPTIONS[option]}), median of {len(runs)} seeds [min-max] | "
+                     f"{np.median(ap):.3f} [{min(ap):.3f}-{max(ap):.3f}] | "
+                     f"{np.median(vus):.3f} [{min(vus):.3f}-{max(vus):.3f}] |")
+    for base, f in result["baselines"].items():
+        lines.append(f"| {base} | {f['average_precision']:.3f} | {f['vus_pr']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="landfall bench detect", description=__doc__.split("\n", 1)[0])
+    p.add_argument("--series", default=",".join(LABELLED))
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--window", type=int, default=64)
+    p.add_argument("--options", default="default,small")
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+    args.options = [o for o in args.options.split(",") if o]
+    unknown = [o for o in args.options if o not in OPTIONS]
+    if unknown:
+        p.error(f"--options: {', '.join(unknown)} not among {', '.join(OPTIONS)}")
+    root = Path(args.out or tempfile.mkdtemp(prefix="landfall-detect-"))
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in [s for s in args.series.split(",") if s]:
+        results.append(run_series(name, args, root))
+        print(table(results[-1]), flush=True)
+    (root / "detect.json").write_text(json.dumps(results, indent=2))
+    print(f"written: {root / 'detect.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""VUS-PR: the volume under the range-based precision-recall surface, the metric TSB-AD recommends.
+
+Definition implemented (numpy only): Paparrizos, Boniol, Palpanas, Tsay, Elmore, Franklin, "Volume Under the
+Surface: A New Accuracy Evaluation Measure for Time-Series Anomaly Detection", PVLDB 15(11), 2022
+(doi:10.14778/3551793.3551830), as the reference implementation (github.com/TheDatumOrg/VUS) and aeon 1.6.0's
+``aeon.benchmarking.metrics.anomaly_detection.range_pr_vus_score`` compute it; TSB-AD (Liu and Paparrizos, NeurIPS 2024
+Datasets and Benchmarks) ranks detectors by it. With ``y`` the 0/1 labels in time order and ``s`` the scores:
+
+1. **Labels with a buffer** of size ``b``: each labelled range ``[start, end]`` gets ramps of ``b // 2`` points on both
+   sides, weight ``sqrt(1 - d / b)`` at distance ``d`` from the range (``b <= 1``: no ramp), capped at 1: ``y_b``.
+   The ranges of ``y_b > 0`` are the *extended ranges*.
+2. **Thresholds**: 250 of the scores, sorted from the highest down, taken at evenly spaced positions
+   (``np.linspace(0, n - 1, 250)``); at threshold ``t`` the points with ``s >= t`` are flagged.
+3. At each threshold: ``TP = sum(y_b[flagged])``, ``P = (sum(y) + sum(y_b)) / 2``, recall ``= min(TP / P, 1) x``
+   the share of extended ranges holding a flagged point with ``y_b > 0`` (the existence reward), precision ``= TP /
+   flagged``.
+4. **Range PR-AUC** at buffer ``b``: the trapezoid area under (recall, precision), starting at recall 0 with
+   precision 1 and ending at recall 1.
+5. **VUS-PR** = the mean of the range PR-AUC over the buffer sizes ``0 .. max_buffer``. aeon's default is 500 points;
+   TSB-AD uses its sliding window (the series' period). Landfall uses the window length of the model (``timesteps``):
+   the scale on which its scores are located.
+
+A constant score scores 0, as aeon returns. ``tests/landfall/core/test_vus.py`` checks this module against aeon 1.6.0
+itself on random and real label layouts (``make test`` installs aeon in ``.venv-ref``, a venv of its own: aeon pins
+numpy below the version TensorFlow here runs on).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+THRESHOLDS = 250  # the reference implementation's number of sampled thresholds
+
+
+def _bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last index (inclusive) of each run of ``y > 0``."""
+    d = np.diff(np.r_[0, (y > 0).astype(np.int8), 0])
+    return np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1
+
+
+def buffered(y: np.ndarray, buffer: int) -> np.ndarray:
+    """``y`` (0/1) with ramps of ``buffer // 2`` points on each side of every labelled range (step 1 above)."""
+    out = np.asarray(y, np.float64).copy()
+    if buffer <= 1:
+        return out
+    n, half = len(out), buffer // 2
+    for s, e in zip(*_bounds(np.asarray(y)), strict=True):
+        after = np.arange(e, min(e + half, n))
+        out[after] += np.sqrt(1 - (after - e) / buffer)
+        before = np.arange(max(s - half, 0), s)
+        out[before] += np.sqrt(1 - (s - before) / buffer)
+    return np.clip(out, 0.0, 1.0)
+
+
+def range_pr_auc(y: np.ndarray, s: np.ndarray, buffer: int) -> float:
+    """The range-based PR-AUC at one buffer size (steps 1 to 4), vectorised over the thresholds."""
+    y = np.asarray(y, np.float64)
+    s = np.asarray(s, np.float64)
+    yb = buffered(y, buffer)
+    thresholds = np.sort(s)[::-1][np.linspace(0, len(s) - 1, THRESHOLDS, dtype=np.int_)]
+    order = np.argsort(-s, kind="stable")
+    ranked = s[order]
+    # Points flagged at threshold t: every s >= t, i.e. the first k of the descending order.
+    flagged = np.searchsorted(-ranked, -thresholds, side="right")
+    tp = np.r_[0.0, np.cumsum(yb[order])][flagged]
+    p = (y.sum() + yb.sum()) / 2.0
+    # The extended ranges (y_b > 0 throughout): one is found at t when its highest score reaches t.
+    best = np.array([s[a:b + 1].max() for a, b in zip(*_bounds(yb), strict=True)])
+    found = (best[None, :] >= thresholds[:, None]).sum(axis=1) / max(1, len(best))
+    recall = np.minimum(tp / p, 1.0) * found if p > 0 else np.zeros_like(tp)
+    precision = np.divide(tp, flagged, out=np.zeros_like(tp), where=flagged > 0)
+    recalls = np.r_[0.0, recall, 1.0]
+    precisions = np.r_[1.0, precision]
+    return float(np.sum((recalls[1:-1] - recalls[:-2]) * (precisions[1:] + precisions[:-1]) / 2.0))
+
+
+def vus_pr(labels: np.ndarray, scores: np.ndarray, max_buffer: int) -> float:
+    """VUS-PR (step 5): the mean range PR-AUC over buffers ``0 .. max_buffer``; labels 0/1 in time order with at least
+    one positive; NaN scores (points no window covers) rank lowest."""
+    y = np.asarray(labels, np.float64)
+    s = np.asarray(scores, np.float64)
+    if len(y) != len(s):
+        raise ValueError(f"{len(y)} labels for {len(s)} scores")
+    if not (y > 0).any():
+        raise ValueError("VUS-PR needs at least one positive label")
+    s = np.where(np.isfinite(s), s, np.nanmin(s[np.isfinite(s)]) if np.isfinite(s).any() else 0.0)
+    if np.unique(s).shape[0] == 1:
+        return 0.0
+    return float(np.mean([range_pr_auc(y, s, b) for b in range(int(max_buffer) + 1)]))
