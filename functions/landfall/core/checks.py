@@ -80,6 +80,7 @@ MIN_REFERENCE_ROWS = 1000
 MIN_REFERENCE_ARRIVALS = 3
 MIN_ENVELOPE_ARRIVALS = 10  # clean arrivals before the checks against what they showed run
 TIME = "time"  # the feature a sampling finding names
+WHOLE = ("sampling_interval",)  # checks of the arrival as a whole: set for the dataset only, never per feature
 # Status of an arrival: first (no reference yet: admitted), admitted, warned (trained on), quarantined.
 STATUSES = ("first", "admitted", "warned", "quarantined")
 
@@ -130,6 +131,9 @@ class Rules:
             for name, rule in table.items():
                 if name not in CHECKS:
                     raise Invalid(f"arrival.checks.{where}{name}: not a check (one of {', '.join(CHECKS)})")
+                if where and name in WHOLE:
+                    raise Invalid(f"arrival.checks.{where}{name}: a check of the arrival as a whole (its finding "
+                                  f"names {TIME}): set arrival.checks.{name}")
                 if rule.get("action", action) not in ACTIONS:
                     raise Invalid(f"arrival.checks.{where}{name}.action: {rule.get('action')!r} is not one of "
                                   f"{ACTIONS}")
@@ -141,8 +145,11 @@ class Rules:
                    min_envelope_arrivals=int(raw.get("min_envelope_arrivals", MIN_ENVELOPE_ARRIVALS)))
 
     def rule(self, check: str, feature: str, index: int) -> dict[str, Any]:
-        """The check's settings for one feature: the defaults, then the dataset's, then the feature's."""
+        """The check's settings for one feature: the defaults, then the dataset's, then the feature's (a check of the
+        arrival as a whole, ``WHOLE``, has the dataset's alone)."""
         out = {**DEFAULTS[check], "action": self.action, **self.checks.get(check, {})}
+        if check in WHOLE:
+            return out
         for key in (feature, str(index)):
             if key in self.features:
                 out.update(self.features[key].get(check, {}))
@@ -216,8 +223,9 @@ def assess(arrival: Profile, reference: Profile | None, rules: Rules, names: Seq
     findings: list[Finding] = []
 
     def add(check: str, f: int, measured: float, threshold: float, detail: str, feature: str | None = None) -> bool:
-        """Records the finding unless the check is off for this feature; whether it did."""
-        action = rules.rule(check, names[f], f)["action"]
+        """Records the finding unless the check is off for this feature (``f`` -1: the arrival as a whole, feature
+        ``TIME``); whether it did."""
+        action = rules.rule(check, names[f] if f >= 0 else TIME, f)["action"]
         if action != "off":
             findings.append(Finding(check, feature or names[f], round(float(measured), 6), float(threshold), action,
                                     detail, f))
@@ -365,14 +373,14 @@ def _sampling(arrival: Profile, reference: Profile, rules: Rules, add: Any) -> N
     if timed and max(ratio, 1 / ratio) >= factor:
         measured = max(ratio, 1 / ratio)
         what = "decimated or re-clocked" if ratio > 1 else "upsampled or re-clocked"
-        add("sampling_interval", 0, measured, factor,
+        add("sampling_interval", -1, measured, factor,
             f"median step {s.step:.4g} (q90/q10 {s.spread:.3g}), the reference's {s.expected:.4g} "
             f"(q90/q10 {s.expected_spread:.3g}): x{measured:.3g} off, {what} (x{factor:g} is flagged)", feature=TIME)
         return
     if s.channels >= 2 and abs(s.outside) * 2 > s.channels:
         interval = f"every {s.expected * s.pace:.4g}, not {s.expected:.4g}" if timed else \
             f"x{s.pace:.3g} the reference's interval"
-        add("sampling_interval", 0, max(s.pace, 1 / s.pace), factor,
+        add("sampling_interval", -1, max(s.pace, 1 / s.pace), factor,
             f"{abs(s.outside)} of {s.channels} channels move {'more' if s.outside > 0 else 'less'} per step than any "
             f"clean arrival's (x{factor:g} beyond): the pace of a series sampled {interval} under the same time "
             f"stamps ({'decimated' if s.outside > 0 else 'upsampled'}?)", feature=TIME)

@@ -206,9 +206,15 @@ def schema() -> dict[str, Any]:
 
 
 class _Loader(yaml.SafeLoader):
-    """PyYAML reads YAML 1.1, where ``1e-3`` is a string; a spec's numbers are read as YAML 1.2 (and JSON) read
-    them, so ``learning_rate: 1e-3`` is the number a user means."""
+    """PyYAML reads YAML 1.1, where ``1e-3`` is a string and ``off`` a boolean; a spec's numbers and booleans are
+    read as YAML 1.2 (and JSON) read them, so ``learning_rate: 1e-3`` is the number a user means and a check's
+    ``action: off`` the action (only ``true`` and ``false`` are booleans)."""
 
+
+_BOOL = "tag:yaml.org,2002:bool"
+_Loader.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != _BOOL]
+                                   for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",

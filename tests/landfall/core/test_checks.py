@@ -256,3 +256,98 @@ def test_detection_over_94_real_arrivals_as_docs_datasets_md_reports():
     assert named == {"x1000": 94, "constant": 94, "swapped": 93, "missing 30%": 93}
     assert flagged == {kind: 94 for kind in FAULTS}
     assert contaminated == 9  # 8 before #39; one more by a check against what clean arrivals showed
+
+
+def _millisecond_arrival() -> tuple[Profile, Profile]:
+    """A Daphnet second stamped in milliseconds, and the reference of the 20 clean seconds before it (timed)."""
+    from tests.landfall.core import faults
+
+    rec = faults.daphnet()
+    reference = Profile(len(CHANNELS))
+    for times, rows in rec.arrivals[:20]:
+        reference.merge(faults.profile_of(times, rows))
+    times, rows = rec.arrivals[20]
+    return faults.profile_of(times * 1000.0, rows), reference
+
+
+def test_sampling_interval_takes_its_own_settings_not_the_first_channels():
+    """#39: the action of ``sampling_interval`` (a finding on the arrival as a whole, feature ``time``) is the
+    dataset's setting for that check, never the first channel's per-feature settings."""
+    arrival, reference = _millisecond_arrival()
+    found = checks.assess(arrival, reference, checks.Rules.parse({}), CHANNELS)
+    assert [(f.check, f.feature, f.index, f.action) for f in found.findings] == \
+        [("sampling_interval", "time", -1, "quarantine")]
+    # the first channel's settings leave it alone, whatever they say
+    first_off = checks.Rules.parse({"features": {CHANNELS[0]: {c: {"action": "off"} for c in
+                                                                 ("drift", "scale_change", "gain_change")},
+                                                 "0": {"drift": {"action": "warn"}}}})
+    assert [(f.check, f.action) for f in checks.assess(arrival, reference, first_off, CHANNELS).findings] == \
+        [("sampling_interval", "quarantine")]
+    warn = checks.Rules.parse({"sampling_interval": {"action": "warn"}})
+    assert checks.assess(arrival, reference, warn, CHANNELS).status == "warned"
+    off = checks.Rules.parse({"action": "reject", "sampling_interval": {"action": "off"}})
+    assert checks.assess(arrival, reference, off, CHANNELS).findings == ()
+    reach = checks.Rules.parse({"sampling_interval": {"factor": 2000}})
+    assert checks.assess(arrival, reference, reach, CHANNELS).findings == ()
+    # a per-feature sampling_interval would be silently ignored: refused, saying where it goes
+    with pytest.raises(Invalid, match=r"arrival.checks.features.time.sampling_interval: a check of the arrival as a "
+                                      r"whole .*set arrival.checks.sampling_interval"):
+        checks.Rules.parse({"features": {"time": {"sampling_interval": {"action": "off"}}}})
+
+
+def test_min_envelope_arrivals_holds_the_checks_of_what_clean_arrivals_showed():
+    arrival, reference = _millisecond_arrival()  # a reference of 20 arrivals
+    assert checks.assess(arrival, reference, checks.Rules.parse({"min_envelope_arrivals": 21}), CHANNELS).findings \
+        == ()
+    assert checks.Rules.parse({"min_envelope_arrivals": 21}).min_envelope_arrivals == 21
+
+
+NEW_CHECKS = {"gain_change": {"margin": 3.0, "action": "warn"}, "copied_channel": {"copy": 0.995, "action": "reject"},
+              "correlation_change": {"margin": 2.0, "action": "off"},
+              "sampling_interval": {"factor": 2.0, "action": "quarantine"}}
+
+
+def test_a_spec_sets_the_checks_of_39_and_the_converter_reads_them_as_the_checks_do():
+    """The schema accepts every setting of the checks of #39 as ``landfall.core.checks`` reads them (dataset-wide,
+    per feature but for ``sampling_interval``, and ``min_envelope_arrivals``), and refuses what they would not read."""
+    from landfall.core import specs
+
+    per_feature = {k: v for k, v in NEW_CHECKS.items() if k not in checks.WHOLE}
+    doc = {"apiVersion": "landfall.dataset/v1", "name": "gait",
+           "arrival": {"checks": {**NEW_CHECKS, "min_envelope_arrivals": 12,
+                                  "features": {"leg_vert": per_feature, "3": {"gain_change": {"margin": 4}}}}}}
+    fields = specs.DatasetSpec.from_document(specs.validate(doc, "gait.yaml"), 3).converter_fields()
+    rules = checks.Rules.parse(fields["checks"])
+    assert rules.min_envelope_arrivals == 12
+    for check, rule in NEW_CHECKS.items():
+        assert rules.rule(check, "trunk_vert", 0) == rule
+        assert rules.rule(check, "leg_vert", 4) == rule
+    assert rules.rule("gain_change", "x", 3) == {"margin": 4, "action": "warn"}
+    assert rules.rule("sampling_interval", checks.TIME, -1) == NEW_CHECKS["sampling_interval"]
+    for bad, where in [({"gain_change": {"margin": 1}}, "arrival.checks.gain_change.margin"),
+                       ({"copied_channel": {"copy": 1.5}}, "arrival.checks.copied_channel.copy"),
+                       ({"correlation_change": {"margin": 0}}, "arrival.checks.correlation_change.margin"),
+                       ({"sampling_interval": {"factor": 1}}, "arrival.checks.sampling_interval.factor"),
+                       ({"sampling_interval": {"threshold": 2}}, "arrival.checks.sampling_interval"),
+                       ({"gain_change": {"action": "hold"}}, "arrival.checks.gain_change.action"),
+                       ({"min_envelope_arrivals": 0}, "arrival.checks.min_envelope_arrivals"),
+                       ({"features": {"time": {"sampling_interval": {"factor": 2}}}},
+                        "arrival.checks.features.time")]:
+        with pytest.raises(Invalid, match=rf"gait.yaml.*{where}"):
+            specs.validate({**doc, "arrival": {"checks": bad}}, "gait.yaml")
+
+
+def test_the_arrival_checks_example_in_docs_datasets_md_is_a_valid_spec():
+    """As a spec's YAML is read (``action: off`` is the action, not YAML 1.1's boolean)."""
+    import re
+    from pathlib import Path
+
+    from landfall.core import specs
+
+    text = (Path(__file__).parents[3] / "docs" / "datasets.md").read_text()
+    block = re.search(r"## Arrival checks.*?```yaml\n(.*?)```", text, re.S).group(1)
+    doc = {"apiVersion": "landfall.dataset/v1", "name": "gait", **specs.parse(block, "datasets.md")}
+    rules = checks.Rules.parse(specs.DatasetSpec.from_document(specs.validate(doc, "datasets.md"), 1)
+                               .converter_fields()["checks"])
+    assert set(rules.checks) == set(checks.CHECKS)
+    assert rules.rule("flat_channel", "x", 3)["action"] == "off" and rules.min_envelope_arrivals == 10

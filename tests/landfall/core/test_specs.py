@@ -83,6 +83,13 @@ def test_an_accelerator_priced_by_the_deployment_is_accepted(monkeypatch):
 def test_yaml_numbers_are_read_as_json_reads_them():
     parsed = specs.load_text("apiVersion: landfall.dataset/v1\nname: p\ntraining: {learning_rate: 1e-3}\n", "y")
     assert parsed["training"]["learning_rate"] == pytest.approx(0.001)
+    # booleans too, as YAML 1.2 reads them: `action: off` is a check's action, not YAML 1.1's false
+    arrival = specs.load_text("apiVersion: landfall.dataset/v1\nname: p\narrival: {drop_nonfinite: true, checks: "
+                             "{drift: {action: off}, flat_channel: {action: warn}}}\n", "y")["arrival"]
+    assert arrival == {"drop_nonfinite": True,
+                       "checks": {"drift": {"action": "off"}, "flat_channel": {"action": "warn"}}}
+    with pytest.raises(Invalid, match="drop_nonfinite"):
+        specs.load_text("apiVersion: landfall.dataset/v1\nname: p\narrival: {drop_nonfinite: yes}\n", "y")
     with pytest.raises(Invalid, match="neither YAML nor JSON"):
         specs.parse("name: [unclosed", "y")
     with pytest.raises(Invalid, match="more than a spec may have"):
