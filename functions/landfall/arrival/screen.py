@@ -6,13 +6,15 @@ gathered by the converter as it streams) against its dataset's reference, at the
   the profile beside the shards and returns the manifest's ``checks`` section. A finding whose action is ``reject``
   raises ``BadInput("failed_check")``: the arrival's rejection record, nothing left visible.
 - ``settle`` (after the manifest, ``handler.after_conversion``): logs what was flagged (WARNING lines, one per
-  finding, with the check, the feature, the measured distance and its threshold) and merges the arrival's profile into
-  the reference unless it is quarantined (an operator's ``landfall admit`` merges it then:
-  ``landfall.core.quarantine``).
+  finding, with the check, the feature, the measured distance and its threshold) and, unless the arrival is
+  quarantined (an operator's ``landfall admit`` merges it then: ``landfall.core.quarantine``), publishes the
+  reference if it is older than its cadence: no arrival writes the reference itself.
 
 The reference (``tfrecords/<dataset>/_reference.json``, ``landfall.reference/v1``) is the merge of the profiles of
-the dataset's admitted arrivals: as large as one profile whatever their number, updated by compare-and-swap on its
-generation, and naming the last ``RECENT`` arrivals merged so a redelivered event does not count one twice.
+the dataset's admitted arrivals: as large as one profile whatever their number, published at most once per
+``quarantine.CADENCE_S`` from the profiles stored beside the manifests (Cloud Storage takes one write per second to
+one object name), so an arrival is screened against the reference as published up to a cadence before it
+(``quarantine.refresh_reference``; docs/datasets.md#arrival-checks).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from typing import Any
 
 from landfall.arrival.config import ConverterConfig
 from landfall.core import checks, quarantine
-from landfall.core.errors import BadInput, Invalid
+from landfall.core.errors import BadInput, Invalid, TemporaryError
 from landfall.core.layout import PROFILE
 from landfall.core.messages import Manifest
 from landfall.core.profile import Profile
-from landfall.core.storage import Storage, join
+from landfall.core.storage import Storage, is_gs, join
 
 log = logging.getLogger("landfall.arrival")
 
@@ -78,8 +80,14 @@ def settle(storage: Storage, manifest: Manifest, manifest_uri: str) -> None:
                  manifest.source.name, found["reference"]["arrivals"], found["reference"]["rows"],
                  extra={**context, "fields": {"check_status": "first", "manifest": manifest_uri}})
     if found["status"] != "quarantined":
+        # Cloud Storage's one write per second to a name is the bucket's; a local folder publishes at every arrival
+        cadence = quarantine.CADENCE_S if is_gs(manifest_uri) else 0.0
+        dataset_uri = manifest_uri.rsplit("/", 2)[0] + "/"
         try:
-            quarantine.merge_into_reference(storage, manifest_uri, manifest.arrival_id, manifest.spec_generation)
-        except Invalid as exc:  # an unreadable reference, or one of another shape: logged, never blocks the arrival
-            log.error("%s not merged into the dataset's reference: %s", manifest.arrival_id, exc,
+            quarantine.refresh_reference(storage, dataset_uri, cadence_s=cadence)
+        except Invalid as exc:  # an unreadable reference: logged, never blocks the arrival
+            log.error("%s: the dataset's reference not published: %s", manifest.arrival_id, exc,
                       extra={**context, "fields": {"manifest": manifest_uri}})
+        except TemporaryError as exc:  # the next arrival (or a later turn) publishes it: never retries this one
+            log.info("%s: the dataset's reference not published now: %s", manifest.arrival_id, exc,
+                     extra={**context, "fields": {"manifest": manifest_uri}})

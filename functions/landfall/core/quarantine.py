@@ -1,9 +1,15 @@
 """A dataset's reference profile, and the quarantine an operator acts on.
 
 - The **reference** (``tfrecords/<dataset>/_reference.json``, ``landfall.reference/v1``): the merge of the profiles
-  (``landfall.core.profile``) of the dataset's admitted arrivals, bounded in size whatever their number. Updated by
-  compare-and-swap on its generation (``merge_into_reference``); it names the last ``RECENT`` arrivals merged, so a
-  redelivered event or a repeated ``landfall admit`` does not count one twice. No stage re-reads history to get it:
+  (``landfall.core.profile``) of the dataset's admitted arrivals, bounded in size whatever their number. Cloud
+  Storage takes one write per second to one object name (#39), so arrivals do not each update it: it is
+  **published at a bounded cadence** (``refresh_reference``, at most once per ``CADENCE_S``) from the profiles
+  already stored beside the manifests, by whichever arrival finds it older than that (its generation's
+  compare-and-swap makes one of concurrent publishers win; the others write nothing). It records how far it got:
+  ``through`` (the newest manifest generation merged) and ``near`` (the arrivals merged whose manifests lie within
+  ``NEAR_US`` of it, so one listed late is still merged once, and only once). An operator's admission merges its
+  arrival directly (``merge_into_reference``); it names the last ``RECENT`` arrivals merged that way, so a repeated
+  ``landfall admit`` does not count one twice. No stage re-reads history to get it:
   compaction and snapshots leave it where it is (they list the live arrivals, which leaves quarantined ones out of
   snapshots until admitted, and never touch the reference).
 - **Quarantine**: an arrival whose checks quarantined it (its manifest's ``checks.status``, and the manifest object's
@@ -15,21 +21,33 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import logging
+import time
+from collections.abc import Callable
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
 from landfall.core.messages import Manifest, Retraction, utc_now
 from landfall.core.profile import REFERENCE_SCHEMA, Profile
-from landfall.core.storage import Storage
+from landfall.core.storage import ObjectInfo, Storage, is_gs
 
 log = logging.getLogger("landfall.quarantine")
 
 ADMISSION_SCHEMA = "landfall.admission/v1"
 RECENT = 256  # arrivals the reference names, against merging one twice
 ATTEMPTS = 8  # compare-and-swap rounds before giving up (temporary: the event is retried)
+# Cloud Storage: "Maximum rate of writes to the same object name: one write per second" (https://cloud.google.com/
+# storage/quotas, read 2026-12-03). The reference is published at most once per CADENCE_S, half that rate, which
+# leaves room for an operator's admissions and for clock skew between the publishers and Cloud Storage.
+CADENCE_S = 2.0
+# How late a manifest may show up in a listing after its generation (its write time in microseconds) and still be
+# merged exactly once: the arrivals merged within this of ``through`` are named (``near``). Cloud Storage's listings
+# are strongly consistent, so this only covers clock and commit skew; at 100 arrivals a second it names 1,000.
+NEAR_US = 10_000_000
+READERS = 16  # profiles read at a time by a publisher
 
 
 def _folder(uri: str) -> str:
@@ -73,8 +91,8 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
         except NotFound:
             reference, raw, generation = None, {}, 0
         recent = list(raw.get("recent", []))
-        if arrival_id in recent:
-            return False
+        if arrival_id in recent or arrival_id in dict(raw.get("near", {})):
+            return False  # merged already: by an admission, or published with its checks' admission
         before = raw.get("spec_generation")  # the spec generation the reference was built under
         if reference is not None and reference.features != profile.features:
             # The dataset's shape changed (a converted arrival always has its spec's shape): what was measured of
@@ -91,7 +109,8 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
             reference, recent = None, []
         merged = profile if reference is None else reference.merge(profile)
         newest = max((g for g in (before, spec_generation) if isinstance(g, int)), default=None)
-        body = merged.to_json(REFERENCE_SCHEMA, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now(),
+        kept = {k: raw[k] for k in PUBLISHED if k in raw} if reference is not None else {}
+        body = merged.to_json(REFERENCE_SCHEMA, **kept, recent=[*recent, arrival_id][-RECENT:], updated_at=utc_now(),
                               spec_generation=newest)
         try:
             storage.write_if_generation(uri, body, generation)
@@ -99,6 +118,95 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
         except AlreadyExists:
             continue
     raise TemporaryError(f"{uri}: {ATTEMPTS} concurrent updates of the reference in a row; retry")
+
+
+PUBLISHED = ("through", "near", "published_s")  # what refresh_reference records of how far it got
+
+
+def _held(storage: Storage, info: ObjectInfo) -> bool:
+    """Quarantined by its checks (admitted or not: an admission merges its arrival itself): the manifest object's
+    metadata; on local disk, which keeps none, the manifest."""
+    if is_gs(info.uri):
+        return (info.metadata or {}).get("quarantined") == "true"
+    try:
+        return bool(read_manifest(storage, info.uri).quarantined)
+    except (Invalid, NotFound):
+        return True
+
+
+def _arrival_of(info: ObjectInfo) -> str:
+    return info.uri.rsplit("/", 2)[-2]
+
+
+def refresh_reference(storage: Storage, dataset_uri: str, *, cadence_s: float = CADENCE_S,
+                      clock: Callable[[], float] = time.time) -> int:
+    """Publishes the dataset's reference (``dataset_uri``: ``gs://B/tfrecords/<dataset>/``) with the profiles of the
+    arrivals admitted by their checks since it was last published, unless it was published less than ``cadence_s``
+    ago (by ``clock``); returns how many it merged (0: too soon, nothing new, or another publisher won the
+    compare-and-swap: that one merged them). One listing of the dataset, one read per new profile, at most one write.
+    A ``TemporaryError`` (Cloud Storage unavailable, or 429: the caller's clock ran ahead) is the caller's: the next
+    publisher merges what this one did not."""
+    uri = dataset_uri.rstrip("/") + "/" + REFERENCE
+    try:
+        data, generation = storage.read_generation(uri)
+        reference, raw = Profile.from_json(data, uri)
+    except NotFound:
+        reference, raw, generation = None, {}, 0
+    if clock() - float(raw.get("published_s", 0.0)) < cadence_s:
+        return 0
+    through, near = int(raw.get("through", 0)), {str(k): int(v) for k, v in dict(raw.get("near", {})).items()}
+    prefix = dataset_uri.rstrip("/") + "/"
+    listed = [i for i in storage.list_objects(prefix, suffix="/" + MANIFEST) if "/" not in i.uri[len(prefix):-len(
+        "/" + MANIFEST)] and i.generation > through - NEAR_US and _arrival_of(i) not in near]
+    fresh = sorted((i for i in listed if not _held(storage, i)), key=lambda i: (i.generation, i.uri))
+    if not fresh:
+        return 0
+
+    def read(info: ObjectInfo) -> Profile | None:
+        where = info.uri.rsplit("/", 1)[0] + "/" + PROFILE
+        try:
+            return Profile.from_json(storage.read_bytes(where), where)[0]
+        except NotFound:
+            return None  # not profiled (LANDFALL_PROFILE=false): nothing to merge
+        except Invalid as exc:
+            log.error("%s not merged into the dataset's reference: %s", where, exc)
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(min(READERS, len(fresh))) as pool:
+        profiles = list(pool.map(read, fresh))
+    before = raw.get("spec_generation")
+    merged = 0
+    for info, profile in zip(fresh, profiles, strict=True):
+        if profile is None:
+            continue
+        if reference is not None and reference.features != profile.features:
+            spec_generation = read_manifest(storage, info.uri).spec_generation
+            if spec_generation is None or (isinstance(before, int) and spec_generation <= before):
+                log.error("%s: a reference of %d features (spec generation %s); arrival %s has %d (spec generation "
+                          "%s): not merged, admitted unchecked", uri, reference.features, before, _arrival_of(info),
+                          profile.features, spec_generation)
+                continue
+            log.warning("%s: the dataset's shape changed from %d to %d features: its reference starts again from %s",
+                        uri, reference.features, profile.features, _arrival_of(info),
+                        extra={"fields": {"reference": uri, "arrival_id": _arrival_of(info),
+                                          "features_before": reference.features, "features": profile.features}})
+            reference, before = None, spec_generation
+        if reference is None:
+            before = read_manifest(storage, info.uri).spec_generation  # the generation it is built under
+        reference = profile if reference is None else reference.merge(profile)
+        merged += 1
+    newest = max([through, *(i.generation for i in fresh)])
+    near.update({_arrival_of(i): i.generation for i in fresh})
+    near = {k: v for k, v in near.items() if v > newest - NEAR_US}
+    if reference is None:
+        return 0
+    body = reference.to_json(REFERENCE_SCHEMA, recent=list(raw.get("recent", [])), updated_at=utc_now(),
+                             spec_generation=before, through=newest, near=near, published_s=clock())
+    try:
+        storage.write_if_generation(uri, body, generation)
+    except AlreadyExists:
+        return 0  # another publisher won: it merged these (or will, on the next turn)
+    return merged
 
 
 # -- the operator's decisions -----------------------------------------------------------------------------------

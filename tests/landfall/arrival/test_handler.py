@@ -115,7 +115,7 @@ def test_redelivery_makes_one_manifest_and_same_request_id(emulator_stack, bucke
     assert len(objects) == 6 and sum(u.endswith("/profile.json") for u in objects) == 1
     assert objects[0] == f"gs://{bucket}/tfrecords/sensors/_reference.json"
     reference, raw = Profile.from_json(rt.storage.read_bytes(objects[0]))
-    assert reference.arrivals == 1 and len(raw["recent"]) == 1
+    assert reference.arrivals == 1 and len(raw["near"]) == 1
     messages = pull_all(rt.pubsub, topic, expect=3)
     assert len({json.loads(m.data)["request_id"] for m in messages}) == 1
 

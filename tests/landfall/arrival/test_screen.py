@@ -23,6 +23,13 @@ from landfall.core.storage import Storage
 from landfall_bench import realdata
 from tests.landfall.arrival.ranged_helpers import committed, run_all
 
+
+@pytest.fixture(autouse=True)
+def _reference_at_every_arrival(monkeypatch):
+    """These tests check what the reference holds after each arrival; its cadence under Cloud Storage's write rate
+    (one publish per quarantine.CADENCE_S) is tests/landfall/arrival/test_reference_burst.py's."""
+    monkeypatch.setattr(quarantine, "CADENCE_S", 0.0)
+
 CHANNELS = realdata.DAPHNET_CHANNELS
 ROWS = 320  # five seconds of Daphnet at 64 Hz per arrival: 22 arrivals
 SERIES = ConverterConfig(timesteps=64, features=9, series_time_column="timestamp", series_channels=CHANNELS,
@@ -69,7 +76,8 @@ def test_the_first_arrivals_are_admitted_saying_so_and_the_reference_grows_with_
     assert statuses[:4] == ["first"] * 4 and statuses[4:] == ["admitted"] * 10
     reference, raw = quarantine.Profile.from_json((gait["out"] / REFERENCE).read_bytes())
     assert reference.arrivals == 14 and reference.rows == 14 * ROWS
-    assert raw["recent"] == [m.arrival_id for m in gait["manifests"]]
+    # each published with the arrivals its checks admitted, named while their manifests are new (quarantine.NEAR_US)
+    assert sorted(raw["near"]) == sorted(m.arrival_id for m in gait["manifests"])
     assert all((gait["out"] / m.arrival_id / PROFILE).exists() for m in gait["manifests"])
 
 
@@ -77,6 +85,7 @@ def test_a_redelivered_arrival_is_not_merged_twice(gait):
     first = gait["manifests"][0]
     assert not quarantine.merge_into_reference(gait["storage"], str(gait["out"] / "a0" / "manifest.json"),
                                                first.arrival_id)
+    assert quarantine.refresh_reference(gait["storage"], str(gait["out"]), cadence_s=0) == 0
 
 
 def test_a_changed_shape_starts_the_reference_again_and_a_late_arrival_of_the_old_shape_leaves_it(daphnet, tmp_path,
@@ -101,8 +110,8 @@ def test_a_changed_shape_starts_the_reference_again_and_a_late_arrival_of_the_ol
         changed = one(new, 4)
     assert changed.checks["status"] == "first"  # nothing to check an arrival of the new shape against yet
     reference, raw = Profile.from_json((out / REFERENCE).read_bytes())
-    assert (reference.features, reference.arrivals, raw["recent"], raw["spec_generation"]) == (
-        8, 1, [changed.arrival_id], 2)
+    assert (reference.features, reference.arrivals, raw["spec_generation"]) == (8, 1, 2)
+    assert changed.arrival_id in raw["near"]
     assert any("shape changed from 9 to 8 features" in r.getMessage() for r in caplog.records)
     caplog.clear()
     with caplog.at_level(logging.ERROR, logger="landfall"):
@@ -112,7 +121,7 @@ def test_a_changed_shape_starts_the_reference_again_and_a_late_arrival_of_the_ol
     assert Profile.from_json((out / REFERENCE).read_bytes())[0].arrivals == 1  # the new reference is untouched
     one(new, 6)
     reference, raw = Profile.from_json((out / REFERENCE).read_bytes())
-    assert (reference.features, reference.arrivals, raw["recent"][0]) == (8, 2, changed.arrival_id)
+    assert (reference.features, reference.arrivals) == (8, 2) and changed.arrival_id in raw["near"]
 
 
 FAULTS = {  # fault: (check, feature)
@@ -250,7 +259,7 @@ def test_an_unreadable_or_mismatched_reference_never_blocks_an_arrival(motions, 
     assert manifest.checks["status"] == "first"
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2 and messages[0].startswith("the dataset's reference cannot be read")
-    assert messages[1].startswith(f"{manifest.arrival_id} not merged into the dataset's reference")
+    assert messages[1].startswith(f"{manifest.arrival_id}: the dataset's reference not published")
     other = tmp_path / "tfrecords" / "other"
     other.mkdir(parents=True)
     nine = Profile(9)  # a reference of nine features: no yardstick for an arrival of six

@@ -12,9 +12,16 @@ import pytest
 from landfall.arrival import converter, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.cli import main
-from landfall.core import retractions
+from landfall.core import quarantine, retractions
 from landfall.core.storage import Storage
 from landfall_bench import realdata
+
+
+@pytest.fixture(autouse=True)
+def _reference_at_every_arrival(monkeypatch):
+    """These tests check what the reference holds after each arrival; its cadence under Cloud Storage's write rate
+    (one publish per quarantine.CADENCE_S) is tests/landfall/arrival/test_reference_burst.py's."""
+    monkeypatch.setattr(quarantine, "CADENCE_S", 0.0)
 
 CFG = ConverterConfig(timesteps=100, features=6, checks="{}", project="test", csv_header="absent")
 
