@@ -6,7 +6,8 @@ import importlib
 import sys
 
 BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit",
-           "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series", "detect": "landfall_bench.detect"}
+           "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series",
+           "detect": "landfall_bench.detect"}
 
 
 def main(argv: list[str] | None = None) -> int:

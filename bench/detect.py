@@ -9,7 +9,8 @@ GutenTAG ecg-diff-count-3 and BasicMotions' Walking with Running put in, all fro
 1. the normal training part is cut into stride-1 windows of ``--window`` rows, converted by the real converter (one
    arrival) and trained on by the real trainer (``python -m trainer.task``: the ``segment`` hold-out, early stopping
    with ``--epochs`` as the ceiling), once per seed and per model option (``--options``: ``default`` is the seed's
-   GRU 128 -> 32; ``small`` GRU 32 -> 8; ``wide`` GRU 64 -> 16);
+   GRU 128 -> 32 with dropout 0.2; ``small`` GRU 32 -> 8; ``nodrop`` the seed's GRU without dropout; ``dense`` the
+   ``dense`` model kind, 128 -> 32 without dropout);
 2. the baselines (``trainer.baselines``: the mean window, PCA with the model's code size, the nearest neighbour
    from a sample of 4,096 training windows) are fitted on the same training windows;
 3. every detector scores the test part's stride-1 windows (reconstruction MSE in original units) and each row gets
@@ -40,11 +41,14 @@ from landfall.arrival.converter import convert
 from landfall.core.storage import Storage
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
-OPTIONS = {"default": "128,32", "small": "32,8", "wide": "64,16"}
+OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
+           "nodrop": ["--units", "128,32", "--dropout", "0"],
+           "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"]}
 
 
 def located(errors: np.ndarray, rows: int, window: int) -> np.ndarray:
-    """Each row's score: the mean error of the stride-1 windows covering it (window ``j`` covers rows ``[j, j + w)``)."""
+    """Each row's score: the mean error of the stride-1 windows covering it (window ``j`` covers rows ``[j, j + w)``).
+    """
     total = np.zeros(rows + 1)
     count = np.zeros(rows + 1)
     starts = np.arange(len(errors))
@@ -62,7 +66,7 @@ def figures(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, fl
     return ranking(labels, scores, window)
 
 
-def train(work: Path, windows: np.ndarray, window: int, units: str, seed: int, epochs: int) -> Path:
+def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, epochs: int) -> Path:
     storage = Storage()
     aid = "train"
     src = work / "train.npy"
@@ -70,9 +74,9 @@ def train(work: Path, windows: np.ndarray, window: int, units: str, seed: int, e
         np.save(src, windows)
         cfg = ConverterConfig.load({}, timesteps=window, features=windows.shape[2])
         convert(str(src), str(work / "tfrecords" / aid), "bench", cfg, storage, arrival_id=aid)
-    job = work / "runs" / f"{units.replace(',', '-')}-s{seed}"
+    job = work / "runs" / f"{option}-w{window}-s{seed}"
     cmd = [sys.executable, "-m", "trainer.task", "--manifest", str(work / "tfrecords" / aid / "manifest.json"),
-           "--job-dir", str(job), "--epochs", str(epochs), "--batch-size-per-worker", "64", "--units", units,
+           "--job-dir", str(job), "--epochs", str(epochs), "--batch-size-per-worker", "64", *OPTIONS[option],
            "--timesteps", str(window), "--features", str(windows.shape[2]), "--seed", str(seed),
            "--holdout", "segment", "--warm-start", "none", "--min-skill", "-100", "--verbose", "0",
            "--learning-rate", "0.003"]
@@ -87,19 +91,19 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
 
     train_rows, test_rows, labels = labelled_series(name)
     w = args.window
-    x_train = sliding_windows(train_rows, w).astype("<f4")
+    x_train = sliding_windows(train_rows, w, args.train_stride).astype("<f4")
     x_test = sliding_windows(test_rows, w).astype("<f4")
     work = root / name
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {"series": name, "train_rows": len(train_rows), "test_rows": len(test_rows),
-                 "anomalous_rows": int(labels.sum()), "window": w, "model": {}, "baselines": {}}
+                 "anomalous_rows": int(labels.sum()), "window": w, "train_stride": args.train_stride, "model": {},
+                 "baselines": {}}
     flat = x_train.reshape(-1, x_train.shape[2])
     for option in args.options:
-        units = OPTIONS[option]
         runs = []
         for seed in range(args.seeds):
             t0 = time.monotonic()
-            job = train(work, x_train, w, units, seed, args.epochs)
+            job = train(work, x_train, w, option, seed, args.epochs)
             metrics = json.loads((job / "metrics.json").read_text())
             scorer = Scorer.load(Storage(), str(job / "model"))
             scores = located(scorer.errors(x_test), len(test_rows), w)
@@ -110,7 +114,7 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
             print(f"  {name} {option} seed {seed}: AP {runs[-1]['average_precision']:.3f} VUS-PR "
                   f"{runs[-1]['vus_pr']:.3f} ({runs[-1]['epochs_run']} epochs, {runs[-1]['seconds']} s)", flush=True)
         out["model"][option] = runs
-        code = int(units.split(",")[-1])
+        code = int(OPTIONS[option][OPTIONS[option].index("--units") + 1].split(",")[-1])
         panel = baselines.Panel.fit([x_train], len(x_train), flat.mean(0), flat.std(0), (w, x_train.shape[2]), code)
         for base, errs in panel.errors(x_test).items():
             key = base if base != baselines.PCA else f"pca_{code}"
@@ -120,12 +124,13 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
 
 def table(result: dict) -> str:
     lines = [f"### {result['series']} ({result['train_rows']:,} training rows, {result['test_rows']:,} test rows, "
-             f"{result['anomalous_rows']} anomalous, window {result['window']})", "",
+             f"{result['anomalous_rows']} anomalous, window {result['window']}, training stride "
+             f"{result['train_stride']})", "",
              "| detector | AP | VUS-PR |", "|---|---|---|"]
     for option, runs in result["model"].items():
         ap = [r["average_precision"] for r in runs]
         vus = [r["vus_pr"] for r in runs]
-        lines.append(f"| model, {option} ({OPTIONS[option]}), median of {len(runs)} seeds [min-max] | "
+        lines.append(f"| model, {option} ({' '.join(OPTIONS[option])}), median of {len(runs)} seeds [min-max] | "
                      f"{np.median(ap):.3f} [{min(ap):.3f}-{max(ap):.3f}] | "
                      f"{np.median(vus):.3f} [{min(vus):.3f}-{max(vus):.3f}] |")
     for base, f in result["baselines"].items():
@@ -140,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--window", type=int, default=64)
     p.add_argument("--options", default="default,small")
+    p.add_argument("--train-stride", type=int, default=1, help="rows between training windows (scoring: always 1)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     args.options = [o for o in args.options.split(",") if o]

@@ -29,6 +29,8 @@ class TrainerConfig(Settings):
     features: int = Seed.FEATURES
     units: tuple[int, ...] = Seed.UNITS
     dropout: float = 0.2
+    # gru (the seed's recurrent autoencoder) | dense (trainer.model.build_dense: the same widths over the flat window)
+    model_kind: str = "gru"
     normalize: bool = True  # per-feature (x - mean) / std from the manifests' stats
     warm_start: str = "auto"  # auto (the dataset's newest succeeded model) | none | a model URI
     # Input pipeline.
@@ -95,6 +97,8 @@ class TrainerConfig(Settings):
             problems.append(f"holdout must be one of {', '.join(holdout.MODES)}, got {self.holdout!r}")
         if self.learning_rate <= 0:
             problems.append(f"learning rate must be > 0, got {self.learning_rate}")
+        if self.model_kind not in ("gru", "dense"):
+            problems.append(f"model kind must be gru or dense, got {self.model_kind!r}")
         if not 0.0 <= self.dropout < 1.0:
             problems.append(f"dropout must be in [0, 1), got {self.dropout}")
         if len(self.units) < 1 or any(u < 1 for u in self.units):

@@ -21,9 +21,18 @@ CUDNN_GRU = dict(activation="tanh", recurrent_activation="sigmoid", reset_after=
                  recurrent_dropout=0.0, unroll=False, use_bias=True)
 
 
+GRU, DENSE = "gru", "dense"
+KINDS = (GRU, DENSE)
+
+
 def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
-                learning_rate: float = 1e-3) -> keras.Model:
-    """Builds and compiles the autoencoder (call inside ``strategy.scope()``)."""
+                learning_rate: float = 1e-3, kind: str = GRU) -> keras.Model:
+    """Builds and compiles the autoencoder (call inside ``strategy.scope()``): ``gru``, the seed's; ``dense``, the
+    same widths as fully connected layers over the flattened window (``build_dense``)."""
+    if kind == DENSE:
+        return build_dense(timesteps, features, units, dropout, learning_rate)
+    if kind != GRU:
+        raise ValueError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
     units = [int(u) for u in units]
     inputs = keras.Input(shape=(timesteps, features), name="x")
     h = inputs
@@ -46,6 +55,41 @@ def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32),
     model = keras.Model(inputs, outputs, name="recurrent_autoencoder")
     model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), loss="mse")
     return model
+
+
+def build_dense(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.0,
+                learning_rate: float = 1e-3) -> keras.Model:
+    """A non-recurrent autoencoder over the flattened ``timesteps x features`` window (issue #38, part 4): Dense
+    layers of ``units`` (ReLU), the last of them the linear code, mirrored back to the window. With every activation
+    linear it is PCA at the code size; the ReLU layers let it do better than that linear map. Same input and output,
+    the same serving signature, the same training loop, distribution, warm start and scoring as the GRU model."""
+    units = [int(u) for u in units]
+    inputs = keras.Input(shape=(timesteps, features), name="x")
+    h = keras.layers.Flatten(name="flatten")(inputs)
+    for i, u in enumerate(units):
+        last = i == len(units) - 1
+        h = keras.layers.Dense(u, activation=None if last else "relu", name=f"encoder_dense_{i}")(h)
+        if dropout and not last:
+            h = keras.layers.Dropout(dropout, name=f"encoder_dropout_{i}")(h)
+    for j, u in enumerate(list(reversed(units))[1:]):
+        h = keras.layers.Dense(u, activation="relu", name=f"decoder_dense_{j}")(h)
+    h = keras.layers.Dense(timesteps * features, name="decoder_out")(h)
+    outputs = keras.layers.Reshape((timesteps, features), name="reconstruction")(h)
+    model = keras.Model(inputs, outputs, name="dense_autoencoder")
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), loss="mse")
+    return model
+
+
+def encoder_units(model: keras.Model) -> list[int]:
+    """The encoder's widths (the model's ``units``), whatever its kind."""
+    grus = gru_layers(model)
+    if grus:
+        return [g.units for g in grus[: len(grus) // 2]]
+    return [layer.units for layer in model.layers if layer.name.startswith("encoder_dense_")]
+
+
+def kind_of(model: keras.Model) -> str:
+    return GRU if gru_layers(model) else DENSE
 
 
 def gru_layers(model: keras.Model) -> list:

@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
       help="random records; segment, one run per arrival with a gap of one window (overlapping windows); blocks")
     a("--units", type=lambda s: tuple(int(u) for u in s.split(",") if u.strip()), metavar="U1,U2")
     a("--dropout", type=float)
+    a("--model-kind", choices=["gru", "dense"], help="gru: the seed's recurrent autoencoder; dense: fully connected")
     a("--timesteps", type=int)
     a("--features", type=int)
     a("--normalize", action=argparse.BooleanOptionalAction, default=None)

@@ -266,9 +266,8 @@ def restored_epochs(backup: Path) -> int:
 
 
 def _units(model: keras.Model) -> list[int]:
-    """The encoder's GRU widths (the model's ``units``)."""
-    grus = model_mod.gru_layers(model)
-    return [g.units for g in grus[: len(grus) // 2]]
+    """The encoder's widths (the model's ``units``)."""
+    return model_mod.encoder_units(model)
 
 
 def _num(value) -> float | None:
@@ -298,7 +297,8 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
     with phase(BUILD):  # every variable's initial value is broadcast from worker 0: a collective
         keras.utils.set_random_seed(cfg.seed)
         with strategy.scope():
-            model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate)
+            model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate,
+                                          cfg.model_kind)
         log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
@@ -455,7 +455,7 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
     np.savez(local / warmstart.WEIGHTS, *weights)  # what a later job's warm start reads
     (local / NORMALIZATION).write_text(json.dumps({
         "shape": list(inputs.shape), "dtype": "float32", "normalized": mean is not None,
-        "mean": mean, "std": std, "units": [int(u) for u in _units(model)],
+        "mean": mean, "std": std, "units": [int(u) for u in _units(model)], "kind": model_mod.kind_of(model),
         # Even after a warm start the statistics are this job's inputs', not the predecessor's: the data
         # moved on, and the weights adapt within the first epoch.
         "statistics": "this job's inputs (count-weighted over its manifests)" if mean is not None else None,

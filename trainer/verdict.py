@@ -206,6 +206,12 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     }
     log.info(f"verdict: {verdict}", extra={"job": run, "dataset": dataset, "fields": {
         k: fields[k] for k in ("verdict", "challenger_loss", "champion_loss", "skill", "champion_run")}})
+    if verdict == "promoted" and gates["beaten_by"]:  # loud: a baseline outside the gate reconstructs better
+        log.warning(f"verdict: promoted, but beaten by {', '.join(gates['beaten_by'])} on the same held-out windows "
+                    f"(not in the dataset's gate: verdict.min_skill_over)",
+                    extra={"job": run, "dataset": dataset, "fields": {
+                        "beaten_by": gates["beaten_by"],
+                        "skill_over": {n: v.get("skill") for n, v in compared.items()}}})
     return fields
 
 

@@ -64,7 +64,7 @@ def test_auto_skips_failed_and_misfit_predecessors_newest_first(tmp_path):
     _inputs(tmp_path, "demo-3", 3, "demo-2", ["m1"])
     start = warmstart.resolve(_cfg(_inputs(tmp_path, "demo-4", 4, "demo-3", ["m1"])), Storage())
     assert start.model == good and start.job == "demo-1"
-    assert "demo-3: its GRU widths are [64, 16]" in start.reason and "demo-2: status 'failed'" in start.reason
+    assert "demo-3: its widths are [64, 16]" in start.reason and "demo-2: status 'failed'" in start.reason
 
 
 def test_auto_starts_fresh_and_says_why(tmp_path):
@@ -99,7 +99,7 @@ def test_none_and_an_explicit_model(tmp_path):
     with pytest.raises(NotFound, match=r"no weights\.npz"):
         warmstart.resolve(_cfg(inputs, warm_start=str(tmp_path / "nowhere")), Storage())
     _finished(tmp_path, "demo-1", units=(64, 16))
-    with pytest.raises(Invalid, match="GRU widths"):  # asked for by name: fail rather than train from scratch
+    with pytest.raises(Invalid, match="its widths are"):  # asked for by name: fail rather than train from scratch
         warmstart.resolve(_cfg(inputs, warm_start=model), Storage())
 
 

@@ -69,7 +69,7 @@ JOB_FIELDS = {
 # The trainer's (trainer.config.TrainerConfig), passed as its flags by the job the submit stage renders.
 TRAINER_FLAGS = {
     ("shape", "timesteps"): "--timesteps", ("shape", "features"): "--features",
-    ("model", "units"): "--units", ("model", "dropout"): "--dropout",
+    ("model", "units"): "--units", ("model", "dropout"): "--dropout", ("model", "kind"): "--model-kind",
     ("training", "learning_rate"): "--learning-rate", ("training", "validation_fraction"): "--validation-fraction",
     ("training", "holdout"): "--holdout",
     ("training", "warm_start"): "--warm-start",

@@ -54,7 +54,7 @@ def test_vus_pr_is_aeons_on_random_and_real_label_layouts(tmp_path):
         s = rng.normal(size=n) + y * rng.uniform(0, 3)
         cases.append((y, np.round(s, 1) if k % 3 == 0 else s, int(rng.integers(0, 80))))
     for name in LABELLED:  # the real label layouts, scored by a noisy detector that peaks on the anomalies
-        _, test, labels = labelled_series(name)
+        _, _, labels = labelled_series(name)
         y = labels.astype(np.int64)
         s = np.convolve(y, np.ones(9) / 9, mode="same") + rng.normal(scale=0.3, size=len(y))
         cases.append((y, s, 64))
