@@ -47,6 +47,7 @@ from collections.abc import Iterator
 
 from landfall.core import google_api
 from landfall.core.errors import Invalid, LandfallError, NotFound, PermanentError, TemporaryError
+from trainer import timeline
 
 EXIT_OK = 0
 EXIT_BUG = 1  # unexpected: not retried
@@ -94,7 +95,8 @@ def phase(name: str) -> Iterator[None]:
     traceback and all. Either way the exception is tagged with ``name``.
     """
     try:
-        yield
+        with timeline.span(name):  # its start and seconds, in metrics.json's timeline (issue #42)
+            yield
     except Exception as exc:
         raised = _classed(exc)
         if phase_of(raised) is None:

@@ -26,6 +26,7 @@ from typing import Any
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import champion, layout, logs, quarantine, results, specs
+from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
@@ -73,6 +74,7 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
                                        *CONVERGENCE)
                if k in raw},
             **({"instances": _split_counts(raw["instances"])} if isinstance(raw.get("instances"), dict) else {}),
+            **({"timeline": core_timeline.compact(raw)} if core_timeline.of(raw) else {}),  # where its time went
             **({"reason": raw["evaluation"]["reason"]} if isinstance(raw.get("evaluation"), dict)
                and raw["evaluation"].get("reason") else {})}
 
@@ -399,6 +401,8 @@ def status(args: argparse.Namespace) -> int:
               f"{metrics}")
         if m.get("champion_view"):
             print(f"  {results.champion_view_line(m['champion_view'])}")
+        if m.get("timeline"):
+            print(f"  {core_timeline.compact_line(m['timeline'])}")
     dl = report["dead_letter"]
     if dl is not None:
         if "error" in dl:

@@ -32,6 +32,7 @@ from typing import Any
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, reporting_errors
 from landfall.core import champion, layout, logs, quarantine, results
+from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.messages import JobInputs
@@ -45,7 +46,8 @@ MAX_ARRIVALS = 50  # arrivals of a job listed one by one
 
 @dataclasses.dataclass
 class Step:
-    what: str  # object | rejection | retraction | dispatch | manifest | request | job | metrics | result | champion
+    what: str  # object | rejection | retraction | dispatch | manifest | request | job | metrics | timeline | result
+    #   | champion
     text: str
     at: str | None = None  # when it happened, from the record
     record: str | None = None  # the URI read
@@ -224,27 +226,7 @@ def _job_steps(r: Reader, job: str, inputs: JobInputs) -> list[Step]:
     metrics_uri = r.job_dir(job) + "/metrics.json"
     m = r.json(metrics_uri)
     if m is not None:
-        epochs = m.get("epochs") or []
-        last = epochs[-1] if epochs else {}
-        text = (f"metrics: {m.get('status')}, {len(epochs)}/{m.get('epochs_requested')} epochs, loss "
-                f"{last.get('loss')}, val_loss {last.get('val_loss')}")
-        if m.get("verdict"):
-            text += (f"; verdict {m['verdict']} (challenger {m.get('challenger_loss')} vs champion "
-                     f"{m.get('champion_loss')})")
-        if m.get("error"):
-            text += f"; error{' in ' + m['failed_phase'] if m.get('failed_phase') else ''}: {m['error']}"
-        steps.append(Step("metrics", text, m.get("ended_at") or m.get("started_at"), metrics_uri,
-                          {k: m.get(k) for k in ("status", "verdict", "challenger_loss", "champion_loss", "error",
-                                                 "failed_phase")} | {"epochs": len(epochs)}))
-        if isinstance(m.get("baselines"), dict):  # the detectors to beat, on the same held-out windows
-            steps.append(Step("baselines", results.baselines_line(m), m.get("ended_at"), metrics_uri,
-                              {"baselines": {n: {k: v.get(k) for k in ("loss", "skill")}
-                                             for n, v in m["baselines"].items() if isinstance(v, dict)},
-                               "beaten_by": m.get("beaten_by"), "min_skill_over": m.get("min_skill_over"),
-                               "instances": m.get("instances")}))
-        if isinstance(m.get("champion_view"), dict):  # what the champion flagged in the job's new arrivals
-            steps.append(Step("champion_view", results.champion_view_line(m["champion_view"]), m.get("started_at"),
-                              metrics_uri, results.champion_view_summary(m["champion_view"]) or {}))
+        steps += metrics_steps(m, metrics_uri)
     result_uri = r.job_dir(job) + "/result.json"
     marker = r.json(result_uri)
     if marker is not None:
@@ -261,6 +243,36 @@ def _job_steps(r: Reader, job: str, inputs: JobInputs) -> list[Step]:
                                       f"{current.reason}){' - this job' if mine else ''}", current.promoted_at,
                           champion.champion_uri(champion.bucket_root(r.bucket), inputs.dataset),
                           {"run": current.run, "seq": current.seq, "reason": current.reason, "this_job": mine}))
+    return steps
+
+
+def metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
+    """A job's ``metrics.json`` as steps: its metrics, baselines, the champion's view and its timeline."""
+    steps: list[Step] = []
+    epochs = m.get("epochs") or []
+    last = epochs[-1] if epochs else {}
+    text = (f"metrics: {m.get('status')}, {len(epochs)}/{m.get('epochs_requested')} epochs, loss "
+            f"{last.get('loss')}, val_loss {last.get('val_loss')}")
+    if m.get("verdict"):
+        text += (f"; verdict {m['verdict']} (challenger {m.get('challenger_loss')} vs champion "
+                 f"{m.get('champion_loss')})")
+    if m.get("error"):
+        text += f"; error{' in ' + m['failed_phase'] if m.get('failed_phase') else ''}: {m['error']}"
+    steps.append(Step("metrics", text, m.get("ended_at") or m.get("started_at"), metrics_uri,
+                      {k: m.get(k) for k in ("status", "verdict", "challenger_loss", "champion_loss", "error",
+                                             "failed_phase")} | {"epochs": len(epochs)}))
+    if isinstance(m.get("baselines"), dict):  # the detectors to beat, on the same held-out windows
+        steps.append(Step("baselines", results.baselines_line(m), m.get("ended_at"), metrics_uri,
+                          {"baselines": {n: {k: v.get(k) for k in ("loss", "skill")}
+                                         for n, v in m["baselines"].items() if isinstance(v, dict)},
+                           "beaten_by": m.get("beaten_by"), "min_skill_over": m.get("min_skill_over"),
+                           "instances": m.get("instances")}))
+    if isinstance(m.get("champion_view"), dict):  # what the champion flagged in the job's new arrivals
+        steps.append(Step("champion_view", results.champion_view_line(m["champion_view"]), m.get("started_at"),
+                          metrics_uri, results.champion_view_summary(m["champion_view"]) or {}))
+    if core_timeline.of(m):  # where the job's time went, phase by phase, on every worker
+        steps.append(Step("timeline", core_timeline.line(m), m.get("started_at"), metrics_uri,
+                          core_timeline.compact(m) or {}))
     return steps
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.core import champion, checks, layout, quarantine, results
+from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
 from landfall.core.messages import utc_now
@@ -174,7 +175,8 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
             "status": m.get("status"), "verdict": m.get("verdict"), "challenger_loss": m.get("challenger_loss"),
             "champion_loss": m.get("champion_loss"), "error": m.get("error"), "workers": m.get("num_workers"),
-            **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled", "champion_view")},
+            **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled", "champion_view",
+                                     "outside_epochs_gpu_seconds", core_timeline.FIELD)},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
                       for e in epochs]}
 
@@ -294,6 +296,73 @@ def loss_svg(curve: list[dict[str, Any]], width: int = 320, height: int = 140) -
         parts += [f'<circle class="{key}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"/>' for x, y in map(xy, s)]
     parts.append("</svg>")
     return "".join(parts)
+
+
+WORKER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+
+
+def timeline_svg(timeline: dict[str, Any], width: int = 330) -> str:
+    """A job's timeline (``landfall.core.timeline``) as inline SVG: one row per phase (the verdict's passes indented,
+    all epochs in one row), a bar per phase and worker at its start and as long as it took, on an axis of seconds
+    from the job's start; a legend names each worker's colour."""
+    summary = [r for r in timeline.get("summary") or [] if isinstance(r, dict)]
+    workers = [w for w in timeline.get("workers") or [] if isinstance(w, dict)]
+    if not summary or not workers:
+        return '<p class="muted">no timeline recorded</p>'
+    bars = []  # (row, worker, start, seconds, title)
+    rows = {(r.get("phase"), r.get("within")): i for i, r in enumerate(summary)}
+    for w in workers:
+        n = int(w.get("worker") or 0)
+        for p in w.get("phases") or []:
+            epoch = p.get("phase") == core_timeline.EPOCH
+            key = (core_timeline.EPOCHS, None) if epoch else (p.get("phase"), p.get("within"))
+            if key in rows and isinstance(p.get("start_s"), int | float) and isinstance(p.get("seconds"), int | float):
+                name = f"epoch {p.get('epoch')}" if epoch else str(p.get("phase"))
+                bars.append((rows[key], n, float(p["start_s"]), float(p["seconds"]),
+                             f"{name}, worker {n}: from {p['start_s']:.2f} s for {p['seconds']:.2f} s"))
+    end = max([s + d for _, _, s, d, _ in bars] + [1e-9])
+    lanes = max(len(workers), 1)
+    lane, label, pad, top = 5, 112, 8, 18
+    band = lane * lanes + 4
+    height = top + band * len(summary) + 30
+
+    def x(t: float) -> float:
+        return label + t / end * (width - label - pad)
+
+    parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="seconds per phase and worker">']
+    for i in range(lanes):  # the legend: each worker's colour
+        parts.append(f'<rect x="{label + i * 62}" y="4" width="8" height="8" fill="{WORKER_COLOURS[i % 8]}"/>'
+                     f'<text x="{label + i * 62 + 11}" y="12" class="tick">worker {i}</text>')
+    for i, r in enumerate(summary):
+        y = top + i * band
+        name = core_timeline.SHORT.get(str(r.get("phase")), str(r.get("phase")))
+        name = ("  " + name if r.get("within") else name) + (f" ({r['count']})" if r.get("phase") ==
+                                                              core_timeline.EPOCHS else "")
+        parts.append(f'<text x="2" y="{y + band - 4}" class="tick" xml:space="preserve" '
+                     f'data-phase="{_e(r.get("phase"))}">{_e(name[:22])}</text>')
+    for row, n, start, seconds, title in bars:
+        y = top + row * band + 2 + (n % lanes) * lane
+        wide = max(x(start + seconds) - x(start), 1)
+        parts.append(f'<rect class="phase" x="{x(start):.1f}" y="{y}" width="{wide:.1f}" '
+                     f'height="{lane - 1}" fill="{WORKER_COLOURS[n % 8]}" data-worker="{n}"><title>{_e(title)}</title>'
+                     "</rect>")
+    base = top + band * len(summary)
+    parts += [f'<line x1="{label}" y1="{base}" x2="{width - pad}" y2="{base}" class="axis"/>',
+              f'<line x1="{label}" y1="{top}" x2="{label}" y2="{base}" class="axis"/>',
+              f'<text x="{label}" y="{base + 12}" class="tick">0</text>',
+              f'<text x="{width - pad}" y="{base + 12}" class="tick" text-anchor="end">{end:.1f}</text>',
+              f'<text x="{label}" y="{base + 25}" class="tick">seconds from the job\'s start (x); phase (y)</text>',
+              "</svg>"]
+    return "".join(parts)
+
+
+def _timeline_html(j: dict[str, Any]) -> str:
+    """Where the job's time went: one line and the bars per phase (``landfall.core.timeline``)."""
+    found = j.get(core_timeline.FIELD)
+    if not isinstance(found, dict):
+        return ""
+    return (f'<br><span class="timeline">{_e(core_timeline.line(j))}</span>' + timeline_svg(found))
 
 
 def histogram_svg(threshold: dict[str, Any], width: int = 320, height: int = 140) -> str:
@@ -510,7 +579,8 @@ def _dataset_html(d: dict[str, Any]) -> str:
                    f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
                    f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
                    + (f", after {_e(j['after'])}" if j["after"] else "") + f"<br>{verdict}"
-                   + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"]) + "</div>")
+                   + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"])
+                   + _timeline_html(j) + "</div>")
     out.append("</div>")
     if d["pending"]:
         out.append(f"<h3>Pending requests</h3><p>{_e(d.get('pending_reason'))}</p><table><tr><th>request</th>"
