@@ -25,7 +25,8 @@ from landfall.core import logs
 from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
-from trainer import data, stopping, verdict, warmstart
+from landfall.core.timeline import EPOCH
+from trainer import data, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -143,6 +144,7 @@ class EpochReporter(keras.callbacks.Callback):
         logs = logs or {}
         now = time.monotonic()
         mine = [self.steps * self.plan.batch_size, self.timer.train_s, now - self.timer.t0]
+        timeline.current().add(EPOCH, self.timer.t0, now, epoch=epoch + 1)  # metrics.json epochs[epoch]
         rows = per_worker(self.strategy, self.cluster.num_workers, mine)
         examples_per_worker = [int(r[0]) for r in rows]
         train_s = [round(r[1], 3) for r in rows]

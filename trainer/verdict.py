@@ -60,7 +60,7 @@ from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import baseline, baselines, scoring
+from trainer import baseline, baselines, scoring, timeline
 from trainer import labelled as labelled_check
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, inputs_uri
@@ -69,6 +69,14 @@ from trainer.jobdir import MODEL, JobDir
 log = logs.get("trainer.verdict")
 
 METRIC = "mse_original_units"
+# The passes of ``conclude``, each timed in the job's timeline (``trainer.timeline``, issue #42).
+LOAD = "loading the challenger"
+BASELINES = "fitting the baselines"
+HELD_OUT = "scoring the held-out windows"
+THRESHOLD = "the threshold"
+LABELLED = "the labelled check"
+CHAMPION = "scoring the champion"
+PROMOTE = "the verdict"
 
 
 def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
@@ -97,17 +105,19 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     run = str(metrics.doc.get("job") or job.uri.rstrip("/").rsplit("/", 1)[-1])
     model_uri = job.path(MODEL)
     shape = tuple(inputs.shape)
-    if isinstance(model, (str, os.PathLike)):  # the chief's saved copy: see below
-        challenger = scoring.Scorer.load(storage, str(model))
-        challenger.uri = model_uri
-    else:
-        challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
+    with timeline.span(LOAD):
+        if isinstance(model, (str, os.PathLike)):  # the chief's saved copy: see below
+            challenger = scoring.Scorer.load(storage, str(model))
+            challenger.uri = model_uri
+        else:
+            challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
     datasets = inputs.datasets
     # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted
     # in one pass over the chief's training share, only for a job that can be judged; their errors are taken in the
     # same pass over the held-out instances as the challenger's.
-    panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
-                                 cfg.units[-1]) if len(datasets) == 1 else None)
+    with timeline.span(BASELINES):
+        panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
+                                     cfg.units[-1]) if len(datasets) == 1 else None)
     tally = baselines.Tally(panel) if panel is not None else None
 
     def held_out():
@@ -116,7 +126,8 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 tally.add(block)
             yield block
 
-    errors = challenger.errors_of(held_out())  # type: ignore[arg-type]
+    with timeline.span(HELD_OUT):
+        errors = challenger.errors_of(held_out())  # type: ignore[arg-type]
     evaluation: dict[str, Any] = {"metric": METRIC, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
     if not len(errors) or len(datasets) != 1:
@@ -126,8 +137,9 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "champion_run": None, "threshold": None, "baseline_loss": None, "skill": None,
                 "min_skill": cfg.min_skill, "evaluation": {**evaluation, "reason": why}}
     loss = float(errors.mean())
-    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
-    job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
+    with timeline.span(THRESHOLD):
+        threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
+        job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
     assert panel is not None and tally is not None  # one dataset
     held_losses = tally.losses()
@@ -140,7 +152,8 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,
              "min_skill_over": cfg.skill_margins(), "beaten_by": baselines.beaten_by(compared)}
     # The labelled check (trainer.labelled): the spec's labelled set, scored by the challenger and each champion.
-    labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
+    with timeline.span(LABELLED):
+        labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
     figures: dict[str, dict[str, Any] | None] = {}  # champion model -> its figures on the labelled set
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
     losses: dict[str, float | None] = {}
@@ -149,11 +162,13 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         if current.model not in losses:
             t0 = time.monotonic()
             try:
-                scorer = scoring.Scorer.load(storage, current.model, cache_dir)
-                value: float | None = float(scorer.errors_of(_held_out(plan, paths, shape)).mean())  # type: ignore[arg-type]
-                if labelled is not None and labelled["set"] is not None:  # at the champion's own threshold
-                    figures[current.model] = _figures(scorer, labelled["set"], (scorer.threshold or {}).get("value"),
-                                                      run, f"champion {current.run}")
+                with timeline.span(CHAMPION):
+                    scorer = scoring.Scorer.load(storage, current.model, cache_dir)
+                    value: float | None = float(scorer.errors_of(_held_out(plan, paths, shape)).mean())  # type: ignore[arg-type]
+                    if labelled is not None and labelled["set"] is not None:  # at the champion's own threshold
+                        figures[current.model] = _figures(scorer, labelled["set"],
+                                                          (scorer.threshold or {}).get("value"), run,
+                                                          f"champion {current.run}")
             except TemporaryError:
                 raise
             except Exception as exc:  # gone or unloadable: a champion that cannot score is replaced
@@ -183,11 +198,12 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             k: fields[k] for k in ("verdict", "challenger_loss", "baseline_loss", "skill", "champion_run")}})
         return fields
     try:
-        outcome, champion_loss = champion_mod.promote_evaluated(
-            storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=evaluate,
-            tolerance=cfg.promote_tolerance,
-            evaluation={"instances": len(errors), "metric": METRIC, "threshold": threshold["value"],
-                        "quantiles": threshold["quantiles"], **gates})
+        with timeline.span(PROMOTE):
+            outcome, champion_loss = champion_mod.promote_evaluated(
+                storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=evaluate,
+                tolerance=cfg.promote_tolerance,
+                evaluation={"instances": len(errors), "metric": METRIC, "threshold": threshold["value"],
+                            "quantiles": threshold["quantiles"], **gates})
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     verdict = "promoted" if outcome.promoted else "kept_champion"

@@ -39,8 +39,12 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     assert set(step["detail"]["baselines"]) == {"mean_window", "pca", "nearest_neighbour"}
     assert step["detail"]["instances"]["validation"] > 0  # the job's held-out count
     whats = [s["what"] for s in report["steps"]]
-    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "champion_view", "result",
-                     "champion"]
+    assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "champion_view",
+                     "timeline", "result", "champion"]
+    timeline = next(s for s in report["steps"] if s["what"] == "timeline")  # where the job's time went (#42)
+    assert timeline["text"].startswith("timeline: manifests ") and "epochs " in timeline["text"]
+    assert "outside the epochs" in timeline["text"] and timeline["detail"]["outside_epochs_s"] > 0
+    assert [r["phase"] for r in timeline["detail"]["phases"]][:1] == ["reading the manifests"]
     view = next(s for s in report["steps"] if s["what"] == "champion_view")  # the dataset's first job: no champion
     assert view["detail"]["flagged"] is None and "no champion" in view["text"]
     object_step, request = report["steps"][0], report["steps"][2]

@@ -108,6 +108,9 @@ def test_chromium_renders_every_dataset_and_job_with_curves(small_flow, page, tm
     (champion,) = dom.find("p", **{"class": "champion"})
     assert small_flow.jobs["trained"] in champion[1]
     assert len(dom.find("rect", **{"class": "bar"})) >= 2 and dom.find("line", **{"class": "threshold"})
+    # Where the trained job's time went (#42): a bar per phase and worker, rows and axis named.
+    assert dom.find("svg", **{"class": "timeline"}) and len(dom.find("rect", **{"class": "phase"})) >= 10
+    assert "seconds from the job's start" in proc.stdout and "outside the epochs" in jobs[small_flow.jobs["trained"]]
     times = dom.find("time")
     assert times and all(a.get("title") for a, _ in times)  # the page's script ran: it localised every time
     text = proc.stdout
