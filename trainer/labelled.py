@@ -46,19 +46,7 @@ class Figures:
 
 def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
     """Step-wise average precision (see the module docstring); labels 0/1 with at least one positive."""
-    y = np.asarray(labels, np.float64)
-    s = np.asarray(scores, np.float64)
-    positives = y.sum()
-    if positives == 0:
-        raise ValueError("average precision needs at least one positive label")
-    order = np.argsort(-s, kind="stable")
-    s, y = s[order], y[order]
-    last_of_tie = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # each distinct score's last position
-    tp = np.cumsum(y)[last_of_tie]
-    flagged = last_of_tie + 1
-    precision = tp / flagged
-    recall = tp / positives
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    return vus.average_precision(labels, scores)
 
 
 def vus_pr(labels: np.ndarray, scores: np.ndarray, buffer: int) -> float:

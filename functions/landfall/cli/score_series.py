@@ -184,4 +184,6 @@ def print_summary(summary: dict[str, Any], shown: int = 10) -> None:
               f"{f(m['point']['precision'])}, recall {f(m['point']['recall'])}; range-based precision "
               f"{f(m['range']['precision'])}, recall {f(m['range']['recall'])} ({m['range']['labelled']} labelled "
               "ranges)")
+        print(f"  threshold-free: average precision {f(m.get('average_precision'))}, VUS-PR {f(m.get('vus_pr'))}"
+              + (f" ({m['ranking_note']})" if m.get("ranking_note") else ""))
     print(f"  {summary['out']}\n  {summary['summary']}")

@@ -22,7 +22,8 @@ A row is anomalous when its score is above the threshold; a row no window covers
 window) has no score (NaN) and is never anomalous. A **range** is a maximal run of anomalous rows within one segment
 (a gap ends it): its first and last row and their times, and where its score peaks.
 
-With labels (0/1 per row, 1 anomalous) ``Locator.metrics`` gives two precisions and recalls at the threshold:
+With labels (0/1 per row, 1 anomalous) ``Locator.metrics`` gives the threshold-free average precision and VUS-PR of
+the rows' scores (``landfall.core.vus``; up to ``RANKED_ROWS`` rows), and two precisions and recalls at the threshold:
 
 - **point-wise**: every row is one sample; precision = TP / (TP + FP) over the rows flagged, recall = TP / (TP + FN)
   over the rows labelled 1 (rows without a score count as not flagged);
@@ -41,10 +42,12 @@ from typing import Any
 
 import numpy as np
 
+from landfall.core import vus
 from landfall.core.errors import BadInput
 from landfall.core.series import default_max_gap
 
 COMBINE = ("mean", "max")
+RANKED_ROWS = 20_000_000  # labelled rows kept (5 bytes each) for the threshold-free figures, AP and VUS-PR
 
 
 class Unsorted(Exception):
@@ -129,6 +132,8 @@ class Locator:
         self.labelled = False
         self.tp = self.fp = self.fn = 0
         self.found, self.truth = _Runs(), _Runs()
+        self._ranked: list[tuple[np.ndarray, np.ndarray]] = []  # (scores, labels) of labelled rows, for AP and VUS-PR
+        self._ranked_rows = 0
         self._t = np.zeros(0, np.float64)
         self._v: np.ndarray | None = None
         self._l: np.ndarray | None = None
@@ -255,6 +260,9 @@ class Locator:
             self.fp += int((flags & ~truth).sum())
             self.fn += int((~flags & truth).sum())
             self.truth.add(block, truth, None)
+            if self._ranked_rows + n <= RANKED_ROWS:  # kept for the threshold-free figures, up to a bound
+                self._ranked.append((scores.astype(np.float32), labels.astype(np.uint8)))
+            self._ranked_rows += n
         self._t, self._acc, self._cnt = self._t[n:], self._acc[n:], self._cnt[n:]
         self._v = self._v[n:] if self._v is not None else None
         self._l = self._l[n:] if self._l is not None else None
@@ -273,7 +281,24 @@ class Locator:
         return {"positives": self.tp + self.fn, "flagged": self.tp + self.fp,
                 "point": {"tp": self.tp, "fp": self.fp, "fn": self.fn, "precision": _ratio(self.tp, self.tp + self.fp),
                           "recall": _ratio(self.tp, self.tp + self.fn)},
-                "range": range_metrics(self.found.done, self.truth.done)}
+                "range": range_metrics(self.found.done, self.truth.done), **self.ranking()}
+
+    def ranking(self) -> dict[str, Any]:
+        """The threshold-free figures of the rows' scores against their labels: ``average_precision`` and ``vus_pr``
+        (``landfall.core.vus``, buffers of 0 to the window length; rows no window covers rank lowest); null, with
+        ``ranking_note``, past ``RANKED_ROWS`` rows or without a positive row."""
+        if self._ranked_rows > RANKED_ROWS or not self._ranked:
+            why = (f"{self._ranked_rows:,} rows: over the {RANKED_ROWS:,} kept for ranking" if self._ranked_rows
+                   else "no labelled row scored")
+            return {"average_precision": None, "vus_pr": None, "ranking_note": why}
+        s = np.concatenate([r[0] for r in self._ranked]).astype(np.float64)
+        y = np.concatenate([r[1] for r in self._ranked])
+        if not y.any():
+            return {"average_precision": None, "vus_pr": None, "ranking_note": "no row labelled anomalous"}
+        finite = np.isfinite(s)
+        s = np.where(finite, s, (s[finite].min() - 1.0) if finite.any() else 0.0)  # unscored rows rank lowest
+        return {"average_precision": vus.average_precision(y, s), "vus_pr": vus.vus_pr(y, s, self.length),
+                "ranking_note": None}
 
 
 def range_metrics(found: list[Range], truth: list[Range]) -> dict[str, Any]:

@@ -32,6 +32,25 @@ import numpy as np
 THRESHOLDS = 250  # the reference implementation's number of sampled thresholds
 
 
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Step-wise average precision, as ``sklearn.metrics.average_precision_score`` defines it: ``sum_n (R_n - R_{n-1})
+    P_n`` over the distinct scores taken as thresholds from the highest down, tied scores entering together; labels 0/1
+    with at least one positive (``trainer.labelled`` documents it; ``tests/trainer/test_labelled.py`` checks it against
+    scikit-learn)."""
+    y = np.asarray(labels, np.float64)
+    s = np.asarray(scores, np.float64)
+    positives = y.sum()
+    if positives == 0:
+        raise ValueError("average precision needs at least one positive label")
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last_of_tie = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # each distinct score's last position
+    tp = np.cumsum(y)[last_of_tie]
+    precision = tp / (last_of_tie + 1)
+    recall = tp / positives
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
 def _bounds(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First and last index (inclusive) of each run of ``y > 0``."""
     d = np.diff(np.r_[0, (y > 0).astype(np.int8), 0])
