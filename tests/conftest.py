@@ -193,7 +193,8 @@ def small_flow(emulator_stack: Emulators, tmp_path_factory: pytest.TempPathFacto
 # Seconds: each module's summed test time (setup included) in a 2-worker run of the whole suite (2026-12-02,
 # ``--junitxml``), the modules of 10 s or more; only to rank them: a module not listed counts 0.3 s a test.
 MODULE_SECONDS = {
-    "tests/trainer/test_distributed.py": 256, "tests/landfall/local/test_operator.py": 192,
+    "tests/trainer/test_distributed.py": 300, "tests/landfall/local/test_operator.py": 192,
+    "tests/landfall/arrival/test_reference_burst.py": 125, "tests/trainer/test_baselines.py": 20,
     "tests/trainer/test_stopping.py": 93, "tests/landfall/local/test_demo.py": 90,
     "tests/landfall/submit/test_scale.py": 81, "tests/trainer/test_champion_view.py": 52,
     "tests/landfall/cli/test_score.py": 45, "tests/landfall/arrival/test_handler.py": 43,
