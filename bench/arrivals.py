@@ -32,7 +32,7 @@ import numpy as np
 
 from landfall.arrival import compact
 from landfall.arrival.converter import RunningStats
-from landfall.core import records, snapshots
+from landfall.core import records, snapshots, timeline
 from landfall.core.config import Layout
 from landfall.core.layout import arrival_id, dataset_prefix, gs, manifest_name, shard_name
 from landfall.core.messages import Manifest, Shard, Source
@@ -144,8 +144,22 @@ def train_once(inputs_uri: str, work: Path, batch: int) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"landfall train failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    epoch = json.loads((job_dir / "metrics.json").read_text())["epochs"][0]["wall_s"]
-    return {"train_wall_s": round(wall, 2), "epoch_s": epoch, "outside_epoch_s": round(wall - epoch, 2)}
+    metrics = json.loads((job_dir / "metrics.json").read_text())
+    epoch = metrics["epochs"][0]["wall_s"]
+    return {"train_wall_s": round(wall, 2), "epoch_s": epoch, "outside_epoch_s": round(wall - epoch, 2),
+            "phases": phases(metrics)}
+
+
+def phases(metrics: dict) -> dict[str, float]:
+    """The job's timeline (``landfall.core.timeline``) as {phase: seconds}: the slowest worker's, the verdict's
+    passes as ``verdict/<pass>``, the epochs as one row."""
+    out: dict[str, float] = {}
+    for r in (metrics.get("timeline") or {}).get("summary") or []:
+        if isinstance(r.get("seconds"), int | float):
+            name = timeline.SHORT.get(r["phase"], r["phase"])
+            within = timeline.SHORT.get(r["within"], r["within"]) if r.get("within") else None
+            out[f"{within}/{name}" if within else name] = r["seconds"]
+    return out
 
 
 def snapshot_bytes(storage: Storage, uri: str) -> dict:
@@ -226,6 +240,18 @@ def report(result: dict, train: bool) -> None:
     for row in rows:
         if row.get("snapshot"):
             print(f"snapshot at {row['arrivals']} arrivals: {json.dumps(row['snapshot'])}")
+    if train:  # where each job's time went, phase by phase (issue #42), against one arrival's
+        names = list(dict.fromkeys(k for row in rows for w in ("before", "after") for k in row[w].get("phases", {})))
+        print("\nphase seconds (slowest worker) | " + " | ".join(f"{row['arrivals']} {w}" for row in rows
+                                                               for w in ("before", "after")))
+        for name in names:
+            cells = []
+            for row in rows:
+                for when in ("before", "after"):
+                    got, one = row[when].get("phases", {}).get(name), base[when].get("phases", {}).get(name)
+                    ratio = f" ({got / one:.2f}x)" if got is not None and one and row is not base else ""
+                    cells.append("-" if got is None else f"{got:.2f}{ratio}")
+            print(f"{name} | " + " | ".join(cells))
     for sim in result["simulated"]:
         print(f"simulated snapshot at {sim['arrivals']} arrivals: {json.dumps(sim)}")
 

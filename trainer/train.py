@@ -64,6 +64,38 @@ def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
+class FitMarks(keras.callbacks.Callback):
+    """First in the callback list: the timeline's spans inside ``fit`` but outside the epochs (issue #42): Keras's
+    set-up before ``on_train_begin``, the gap to the first epoch, after the last epoch to ``on_train_end``, and
+    from there until ``fit`` returns (``done``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.called = self.began = self.ended = 0.0
+        self.first = True
+
+    def on_train_begin(self, logs=None) -> None:
+        self.began = time.monotonic()
+        timeline.current().add("keras set-up before training", self.called, self.began)
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        if self.first:
+            self.first = False
+            timeline.current().add("before the first epoch", self.began, time.monotonic())
+
+    def on_train_end(self, logs=None) -> None:
+        self.ended = time.monotonic()
+        recorder = timeline.current()
+        epochs = [p for p in recorder.spans if p["phase"] == EPOCH]
+        if epochs:  # from where the last epoch's span ends (EpochReporter's, last in the list)
+            recorder.add("after the last epoch", recorder.mono0 + epochs[-1]["start_s"] + epochs[-1]["seconds"],
+                         self.ended)
+
+    def done(self) -> None:
+        if self.ended:
+            timeline.current().add("after training ended", self.ended, time.monotonic())
+
+
 class EpochTimer(keras.callbacks.Callback):
     """First in the callback list: training time per epoch, without validation or checkpointing."""
 
@@ -305,11 +337,13 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
         first_epoch = restored_epochs(backup) if cfg.deterministic else None
-        train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
-        timer = EpochTimer()
+        with timeline.span("building the input pipelines"):
+            train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
+        timer, marks = EpochTimer(), FitMarks()
         converge = ConvergenceStop(cfg.stopping_rule(), backup, monitored=val_ds is not None,
                                    worker=cluster.worker_index, learning_rate=cfg.learning_rate)
         callbacks = [
+            marks,
             timer,
             keras.callbacks.BackupAndRestore(str(backup), save_freq="epoch", delete_checkpoint=True),
             converge,
@@ -317,11 +351,13 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             EpochReporter(cluster, job, metrics, plan, work, attempt, timer, strategy),
         ]
         try:
+            marks.called = time.monotonic()
             model.fit(train_ds, epochs=cfg.epochs, steps_per_epoch=plan.steps_per_epoch, validation_data=val_ds,
                       validation_steps=sizes.val_steps or None, callbacks=callbacks, verbose=cfg.verbose)
         except stopping.Converged as done:  # restarted after it had decided to stop: nothing left to train
             log.info(f"{done}: saving its best weights", extra={"fields": fields})
             converge.keep_best()
+        marks.done()
         metrics.doc.update(converge.summary(cfg.epochs))
     with phase(SAVE):
         save_model(model, cluster, job, work, mean, std, inputs, start)
