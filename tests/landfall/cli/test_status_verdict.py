@@ -90,3 +90,32 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     assert "verdict=no_skill skill=" in text and "(below min_skill 0.1: not promoted)" in text
     assert f"epochs_run={metrics['epochs_run']}/6" in text
     assert "champion  " not in text  # no champion line: the dataset has none
+    # The job's training and held-out counts, and the detectors to beat, in status --json (issue #38).
+    assert cli.main(["status", "--no-dead-letter", "--dataset", "noise", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    found = [j for j in _jobs(shown) if j.get("metrics")]
+    assert found, shown
+    m = found[0]["metrics"]
+    counts = metrics["instances"]
+    assert m["instances"] == {"total": counts["total"], "train": counts["train"], "validation": counts["validation"],
+                              "unused": counts["total"] - counts["train"] - counts["validation"]}
+    assert m["instances"]["train"] > 0 and m["instances"]["validation"] > 0
+    assert set(m["baselines"]) == {"mean_window", "pca", "nearest_neighbour"} and "beaten_by" in m
+
+
+def _jobs(doc):
+    """Every job entry of a status --json document, wherever the dataset lists it."""
+    out = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            if "metrics" in x and "name" in x:
+                out.append(x)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(doc)
+    return out
