@@ -26,7 +26,7 @@ from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
 from landfall.core.timeline import EPOCH
-from trainer import data, stopping, timeline, verdict, warmstart
+from trainer import data, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -66,13 +66,23 @@ def make_strategy(cfg: TrainerConfig) -> tf.distribute.Strategy:
 
 class FitMarks(keras.callbacks.Callback):
     """First in the callback list: the timeline's spans inside ``fit`` but outside the epochs (issue #42): Keras's
-    set-up before ``on_train_begin``, the gap to the first epoch, after the last epoch to ``on_train_end``, and
-    from there until ``fit`` returns (``done``)."""
+    set-up before ``on_train_begin``, the gap to the first epoch, after the last epoch to ``on_train_end``, the
+    callbacks' ``on_train_end`` (until ``last``'s, the last in the list) and from there until ``fit`` returns
+    (``done``: Keras lets go of the input pipelines' iterators)."""
 
     def __init__(self):
         super().__init__()
-        self.called = self.began = self.ended = 0.0
+        self.called = self.began = self.ended = self.callbacks_ended = 0.0
         self.first = True
+        marks = self
+
+        class Last(keras.callbacks.Callback):
+            def on_train_end(self, logs=None) -> None:
+                marks.callbacks_ended = time.monotonic()
+                if marks.ended:
+                    timeline.current().add("the callbacks' end of training", marks.ended, marks.callbacks_ended)
+
+        self.last = Last()
 
     def on_train_begin(self, logs=None) -> None:
         self.began = time.monotonic()
@@ -92,8 +102,8 @@ class FitMarks(keras.callbacks.Callback):
                          self.ended)
 
     def done(self) -> None:
-        if self.ended:
-            timeline.current().add("after training ended", self.ended, time.monotonic())
+        if self.callbacks_ended:
+            timeline.current().add("after training ended", self.callbacks_ended, time.monotonic())
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -349,6 +359,10 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             converge,
             keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
             EpochReporter(cluster, job, metrics, plan, work, attempt, timer, strategy),
+            # after the epoch's backup is mirrored: SIGTERM (a Spot notice) stops every worker here (#41)
+            preemption.PreemptionNotice(lambda row: per_worker(strategy, cluster.num_workers, row),
+                                        cluster.worker_index, metrics, attempt),
+            marks.last,
         ]
         try:
             marks.called = time.monotonic()
@@ -403,6 +417,8 @@ def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribu
         previous = job.read_json(METRICS) or {}
         metrics.doc["epochs"] = list(previous.get("epochs") or [])
         metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
+        if previous.get(preemption.FIELD):  # the notices acted on before this attempt (#41)
+            metrics.doc[preemption.FIELD] = list(previous[preemption.FIELD])
     metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None, failed_phase=None,
                        replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
                        validation_steps=sizes.val_steps, attempt=attempt,
