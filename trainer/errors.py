@@ -16,6 +16,8 @@ endpoint unreachable: Workload Identity not ready in a new pod); a
 ``ConnectionError``/``TimeoutError``, google-api-core 429/5xx/deadline/
 ``RetryError`` (``landfall.core.google_api.TEMPORARY``)
 ``ClusterFailure``                                                      129  cluster: restart all
+``Preempted`` (SIGTERM during ``fit``: the epoch in progress finished,   143  preempted: restart all
+saved, every worker stops; ``trainer.preemption``)
 TensorFlow ``UnavailableError``, ``AbortedError``,                      129  cluster: restart all
 ``DeadlineExceededError``, ``CancelledError`` (a peer died, a
 collective was aborted or timed out)
@@ -56,6 +58,7 @@ EXIT_INVALID = 3  # bad manifest or data
 EXIT_NOT_FOUND = 4  # a manifest or shard does not exist
 EXIT_TEMPORARY = 128  # storage (or its credentials) unavailable: retry
 EXIT_CLUSTER = 129  # a peer died or a collective failed: restart every worker
+EXIT_PREEMPTED = 143  # 128 + SIGTERM: a worker had notice (a Spot preemption); the epoch is saved: restart all
 
 # Storage and its credentials out of reach (Cloud Storage, the emulator, the GKE metadata server) are
 # recognised by ``landfall.core.google_api.is_transient``: only core's wrappers import Google's SDKs.
@@ -69,6 +72,11 @@ PHASE_ATTR = "trainer_phase"
 
 class ClusterFailure(LandfallError):
     """A peer worker is gone or a collective failed: every worker must be restarted (retryable)."""
+
+
+class Preempted(LandfallError):
+    """A worker got SIGTERM while training (a Spot node's notice): every worker stopped after the epoch in progress
+    was saved, to be restarted (retryable)."""
 
 
 def classify(exc: BaseException) -> int:
@@ -155,6 +163,8 @@ def _row(exc: BaseException) -> tuple[int, str | None] | None:
         return EXIT_TEMPORARY, None
     if isinstance(exc, ClusterFailure):
         return EXIT_CLUSTER, None
+    if isinstance(exc, Preempted):
+        return EXIT_PREEMPTED, None
     if google_api.is_transient(exc):
         return EXIT_TEMPORARY, _TRANSPORT
     tf_errors = _tf_errors()

@@ -26,7 +26,7 @@ from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
 from landfall.core.timeline import EPOCH
-from trainer import data, stopping, timeline, verdict, warmstart
+from trainer import data, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -359,6 +359,9 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             converge,
             keras.callbacks.TensorBoard(str(work / "tensorboard"), write_graph=False, profile_batch=0),
             EpochReporter(cluster, job, metrics, plan, work, attempt, timer, strategy),
+            # after the epoch's backup is mirrored: SIGTERM (a Spot notice) stops every worker here (#41)
+            preemption.PreemptionNotice(lambda row: per_worker(strategy, cluster.num_workers, row),
+                                        cluster.worker_index, metrics, attempt),
             marks.last,
         ]
         try:
@@ -414,6 +417,8 @@ def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribu
         previous = job.read_json(METRICS) or {}
         metrics.doc["epochs"] = list(previous.get("epochs") or [])
         metrics.doc["started_at"] = previous.get("started_at") or metrics.doc["started_at"]
+        if previous.get(preemption.FIELD):  # the notices acted on before this attempt (#41)
+            metrics.doc[preemption.FIELD] = list(previous[preemption.FIELD])
     metrics.doc.update(restarts=attempt - 1, status="running", ended_at=None, error=None, failed_phase=None,
                        replicas=strategy.num_replicas_in_sync, steps_per_epoch=plan.steps_per_epoch,
                        validation_steps=sizes.val_steps, attempt=attempt,

@@ -20,8 +20,10 @@ from trainer.errors import (
     EXIT_CLUSTER,
     EXIT_INVALID,
     EXIT_NOT_FOUND,
+    EXIT_PREEMPTED,
     EXIT_TEMPORARY,
     ClusterFailure,
+    Preempted,
     classify,
     exit_code,
     phase,
@@ -79,6 +81,7 @@ CASES = [
     (gexc.RetryError("deadline", cause=None), EXIT_TEMPORARY),
     # the cluster: 129
     (ClusterFailure("peer gone"), EXIT_CLUSTER),
+    (Preempted("a Spot notice; the epoch is saved"), EXIT_PREEMPTED),  # 128 + SIGTERM: retried (#41)
     (tf.errors.UnavailableError(None, None, "Collective ops is aborted by: task 1 unhealthy"), EXIT_CLUSTER),
     (tf.errors.AbortedError(None, None, "aborted"), EXIT_CLUSTER),
     (tf.errors.DeadlineExceededError(None, None, "collective timed out"), EXIT_CLUSTER),
