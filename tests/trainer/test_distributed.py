@@ -5,6 +5,7 @@ the converter wrote into the storage emulator, the job dir in the emulator too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import signal
@@ -160,12 +161,93 @@ def test_two_workers_train_in_step_and_report_metrics(converted, two_workers):
     assert metrics["gpu_seconds"] == pytest.approx(4 * wall, abs=0.01) and metrics["gpu_seconds"] > 0
     assert (metrics["accelerator"], metrics["cost_basis"]) == ("nvidia-l4", "chief")
     assert metrics["estimated_cost"] == pytest.approx(metrics["gpu_seconds"] / 3600 * prices()["nvidia-l4"], rel=1e-3)
+    check_timeline(storage, job_dir, metrics)
 
 
-def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_path):
+# Phases every worker names in its timeline, and those only the chief runs (issue #42).
+EVERY_WORKER = ["reading the manifests", "staging the shards", "loading TensorFlow", STRATEGY, BUILD, "training",
+                "saving the model"]
+CHIEF_ONLY = ["evaluating against the champion", "recording the result"]
+VERDICT_PASSES = ["loading the challenger", "fitting the baselines", "scoring the held-out windows", "the threshold",
+                  "the labelled check"]
+
+
+def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
+    """The job's timeline in metrics.json, on both workers, and as status --json, trace and the report show it."""
+    from landfall.cli import status, trace
+    from landfall.core import timeline as core_timeline
+    from landfall.core.config import Layout
+    from landfall.local import report
+
+    t = metrics["timeline"]
+    assert [w["worker"] for w in t["workers"]] == [0, 1] and not any("missing" in w for w in t["workers"]), t
+    assert t["origin"] == min(w["started_at"] for w in t["workers"])
+    for w in t["workers"]:
+        phases = w["phases"]
+        tops = [p["phase"] for p in phases if p["within"] is None and p["phase"] != "epoch"]
+        want = EVERY_WORKER + (CHIEF_ONLY if w["worker"] == 0 else [])
+        assert [p for p in tops if p in want] == [p for p in want if p in tops] and set(want) <= set(tops), tops
+        if w["worker"] == 0:  # the chief alone scores new data with the champion, before the strategy
+            assert tops.index("scoring new data with the champion") < tops.index(STRATEGY)
+            passes = [p["phase"] for p in phases if p["within"] == "evaluating against the champion"]
+            assert set(VERDICT_PASSES) <= set(passes), passes
+        else:
+            assert "evaluating against the champion" not in tops and "scoring new data with the champion" not in tops
+        for p in phases:  # a start and seconds each, in order, within the worker's run
+            assert p["seconds"] >= 0 and p["start_s"] >= w["offset_s"] - 1e-3 and not p.get("running"), p
+            assert p["start_s"] + p["seconds"] <= w["offset_s"] + w["total_s"] + 0.01, (p, w)
+            assert not p.get("failed"), p
+        assert [p["start_s"] for p in phases] == sorted(p["start_s"] for p in phases)
+        # Each epoch links to metrics.json's epochs[epoch - 1], inside the fit phase.
+        epochs = [p for p in phases if p["phase"] == "epoch"]
+        assert [p["epoch"] for p in epochs] == [1, 2, 3] and {p["within"] for p in epochs} == {"training"}
+        fit = [p["phase"] for p in phases if p["within"] == "training" and p["phase"] != "epoch"]
+        assert fit == ["building the input pipelines", "keras set-up before training", "before the first epoch",
+                       "after the last epoch", "the callbacks' end of training", "after training ended"], fit
+        assert w["epochs_s"] == pytest.approx(sum(p["seconds"] for p in epochs), abs=0.01)
+        assert w["outside_epochs_s"] == pytest.approx(w["total_s"] - w["epochs_s"], abs=0.01)
+        assert 0 <= w["unaccounted_s"] < w["total_s"]
+    for e in metrics["epochs"]:  # an epoch's wall_s is its slowest worker's span
+        spans = [p["seconds"] for w in t["workers"] for p in w["phases"] if p.get("epoch") == e["epoch"]]
+        assert len(spans) == 2 and e["wall_s"] == pytest.approx(max(spans), abs=0.002)
+    rows = {(r["phase"], r["within"]): r for r in t["summary"]}
+    assert rows[("epochs", None)]["count"] == 3 and rows[("saving the model", None)]["per_worker"][1] is not None
+    assert rows[("fitting the baselines", "evaluating against the champion")]["per_worker"][1] is None
+    # The job's seconds and GPU-seconds outside its epochs: 2 workers x 2 GPUs.
+    wall = (datetime.fromisoformat(metrics["ended_at"]) - datetime.fromisoformat(metrics["started_at"])).total_seconds()
+    inside = sum(e["wall_s"] for e in metrics["epochs"])
+    assert t["epochs_s"] == pytest.approx(inside, abs=0.01)
+    assert t["outside_epochs_s"] == pytest.approx(wall - inside, abs=0.01) and t["outside_epochs_s"] > 0
+    assert metrics["outside_epochs_gpu_seconds"] == pytest.approx(4 * (wall - inside), abs=0.05)
+    assert metrics["epochs_gpu_seconds"] + metrics["outside_epochs_gpu_seconds"] == pytest.approx(
+        metrics["gpu_seconds"], abs=0.01)
+
+    # landfall status --json
+    bucket, job = job_dir.removeprefix("gs://").split("/")[0], job_dir.rsplit("/", 1)[-1]
+    shown = status._metrics(storage, bucket, job, Layout.load())["timeline"]
+    assert shown == json.loads(json.dumps(core_timeline.compact(metrics)))
+    assert [r["phase"] for r in shown["phases"]] == [r["phase"] for r in t["summary"]]
+    assert shown["outside_epochs_gpu_seconds"] == metrics["outside_epochs_gpu_seconds"]
+    line = core_timeline.compact_line(shown)
+    assert line == core_timeline.line(metrics) and "epochs " in line and "(3)" in line and "GPU-s" in line
+    assert "verdict" in line and "baselines" in line and "held-out pass" in line and "staging" in line
+    # landfall trace: a step
+    [step] = [s for s in trace.metrics_steps(metrics, f"{job_dir}/metrics.json") if s.what == "timeline"]
+    assert step.text == line and dataclasses.asdict(step)["detail"]["phases"] == shown["phases"]
+    # the report: a bar per phase and worker, the rows and axes named
+    svg = report.timeline_svg(t)
+    assert svg.count('class="phase"') == sum(len(w["phases"]) for w in t["workers"])
+    assert 'data-worker="1"' in svg and "worker 0</text>" in svg and "worker 1</text>" in svg
+    assert "seconds from the job" in svg and svg.count("data-phase=") == len(t["summary"])
+
+
+@pytest.mark.parametrize("kind", ["gru", "dense"])
+def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_path, kind):
+    """The seed's GRU and the ``dense`` model kind (issue #38): the same multi-worker training and restart."""
     storage, bucket, manifest = converted
-    job_dir = f"gs://{bucket}/runs/kill-and-resume"
-    args = ["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS]
+    job = "kill-and-resume" if kind == "gru" else f"kill-and-resume-{kind}"
+    job_dir = f"gs://{bucket}/runs/{job}"
+    args = ["--manifest", manifest, "--job-dir", job_dir, "--epochs", "3", *ARGS, "--model-kind", kind]
     (tmp_path / "first").mkdir()
     first = Cluster(args, tmp_path / "first", n=2)
     try:
@@ -193,8 +275,10 @@ def test_a_killed_worker_makes_the_cluster_restart_and_resume(converted, tmp_pat
         assert [e["epoch"] for e in second.log_lines(i, "epoch")] == [2, 3], second.tail(i)
         assert second.log_lines(i, "resuming at epoch 2 from the backup checkpoint")
     metrics = read_metrics(storage, job_dir)
-    check_complete(metrics, "kill-and-resume", manifest, epochs=3, restarts=1)
+    check_complete(metrics, job, manifest, epochs=3, restarts=1)
     assert [e["attempt"] for e in metrics["epochs"]] == [1, 2, 2]
+    saved = json.loads(storage.read_bytes(f"{job_dir}/model/normalization.json"))
+    assert saved["kind"] == kind and saved["units"] == [int(u) for u in ARGS[ARGS.index("--units") + 1].split(",")]
 
 
 def _failure(cluster: Cluster, i: int) -> dict:
