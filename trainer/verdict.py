@@ -282,6 +282,9 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
         errs = panel.errors(out["set"].instances)
         buffer = int(out["set"].instances.shape[1])
         out["baselines"] = {name: labelled_check.ranking(out["set"].labels, e, buffer) for name, e in errs.items()}
+        mine = (out["challenger"] or {}).get("average_precision")
+        out["beaten_by"] = sorted(n for n, f in out["baselines"].items()
+                                  if mine is None or f["average_precision"] > mine)  # detects better on the labels
     return out
 
 
@@ -350,7 +353,7 @@ def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[st
             "positives": found.positives if found else None, "error": labelled["error"],
             "min_average_precision": labelled["min_average_precision"],
             "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None,
-            "baselines": labelled.get("baselines")}
+            "baselines": labelled.get("baselines"), "beaten_by": labelled.get("beaten_by")}
 
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,

@@ -79,6 +79,12 @@ def test_basic_motions_standing_is_normal_the_other_activities_are_found(emulato
     assert got["challenger"]["threshold"] == m1["threshold"]["value"]
     assert got["champion"] is None  # no champion before it: unknown, not zero
     assert m1["verdict"] == "promoted"
+    # The detectors to beat on the same set (issue #38): AP and VUS-PR each, and those that rank it better named.
+    assert set(got["baselines"]) == {"mean_window", "pca", "nearest_neighbour"}
+    assert all(0 < f["average_precision"] <= 1 and 0 <= f["vus_pr"] <= 1 for f in got["baselines"].values())
+    assert 0 < got["challenger"]["vus_pr"] <= 1
+    assert got["beaten_by"] == sorted(n for n, f in got["baselines"].items()
+                                      if f["average_precision"] > got["challenger"]["average_precision"])
     print(f"BasicMotions, Standing normal: {json.dumps(got['challenger'])}")  # the figure docs/benchmarks.md quotes
     # 2. The same data with the labels inverted (standing the anomaly): below the gate, the champion is kept, and
     # the champion (job-1's model, at its own threshold) is scored on the same set.

@@ -115,6 +115,8 @@ def _verdict_text(m: dict[str, Any]) -> str:
         out += (f" average_precision={mine['average_precision']:.3f} (champion "
                 + (f"{theirs['average_precision']:.3f}" if theirs and isinstance(theirs.get("average_precision"),
                                                                                 int | float) else "unknown") + ")")
+        if labelled.get("beaten_by"):  # baselines that detect the labelled anomalies better (trainer.baselines)
+            out += f" (labelled set: BEATEN BY {', '.join(labelled['beaten_by'])})"
     if m.get("epochs_run") is not None:
         out += f" epochs_run={m['epochs_run']}/{m.get('epochs_ceiling')}"
         if m.get("stopped_early"):
