@@ -4,6 +4,7 @@ real two-worker training submitted through the submit stage, once clean and once
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -202,6 +203,25 @@ def uninterrupted(job: dict, job_dir: str, tmp_path: Path) -> None:
     assert cluster.wait() == [0, 0], cluster.tail(0) + cluster.tail(1)
 
 
+NODE_GRACE_S = 15.0  # GKE's graceful node shutdown gives a preempted Spot node's non-system Pods 15 s of its 30 s
+
+
+def node_disappears(pid: int, grace_s: float = NODE_GRACE_S) -> float:
+    """A Spot node's preemption as the worker's processes see it: SIGTERM to all of them (the notice), SIGKILL to
+    what is left after ``grace_s``. Returns how long the worker took to go."""
+    started = time.monotonic()
+    os.killpg(pid, signal.SIGTERM)
+    while time.monotonic() - started < grace_s:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return time.monotonic() - started
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    return time.monotonic() - started
+
+
 def read_metrics(storage, uri: str) -> dict:
     try:
         return json.loads(storage.read_bytes(uri))
@@ -215,9 +235,12 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     JobSet labels and JOB_COMPLETION_INDEX, and the JobSet controller restarts the whole group.
 
     Worker 1 is killed after epoch 1 (exit 137, retryable): the operator or controller restarts every replica,
-    and they resume at epoch 2 from the backup checkpoint. Early stopping is on (epochs a ceiling of 12): the
-    restarted job stops at the same epoch, keeps the same best epoch and ends with the same weights as the same
-    job run again with nobody killed (``--deterministic``, no dropout). A clean two-worker run through the operator is
+    and they resume at epoch 2 from the backup checkpoint. Then worker 1's node disappears as a preempted Spot
+    node does (issue #41): SIGTERM to its processes mid-epoch, SIGKILL after GKE's 15 s; the trainer finishes the
+    epoch in progress, every worker exits 143 after it is saved, and the third attempt resumes at the next epoch,
+    repeating nothing. Early stopping is on (epochs a ceiling of 12): the twice restarted job stops at the same
+    epoch, keeps the same best epoch and ends with the same weights as the same job run again with nobody killed
+    (``--deterministic``, no dropout). A clean two-worker run through the operator is
     ``landfall up``'s test (tests/landfall/local/test_stack.py) and the demo's; the chief noticing a dead peer
     on its own is tests/trainer/test_distributed.py's."""
     storage = emulator_stack.storage
@@ -236,21 +259,29 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
                                                                "LANDFALL_ENGINE": engine_name})
     try:
         deadline = time.monotonic() + 240
-        killed = False
+        killed = preempted = False
+        killed_at, gone_s = 0.0, None
         while not engine.is_finished(job := rt.backend.get(name)):
             assert time.monotonic() < deadline and proc.poll() is None, _diagnose(state, name, tmp_path)
-            if not killed and len(read_metrics(storage, metrics_uri).get("epochs", [])) >= 1:
+            epochs = read_metrics(storage, metrics_uri).get("epochs", [])
+            if not killed and len(epochs) >= 1:
                 pid = job["status"]["local"]["replicas"][1]["pid"]
-                os.kill(pid, signal.SIGKILL)  # worker 1 dies after epoch 1
-                killed = True
+                time.sleep(0.4)  # into epoch 2 (its steps take ~0.7 s here), not past it
+                os.kill(pid, signal.SIGKILL)  # worker 1 dies after epoch 1, without notice
+                killed, killed_at = True, time.time()
+            elif (killed and not preempted and job["status"]["local"]["restarts"] == 1
+                  and any(e.get("attempt") == 2 for e in epochs)):
+                time.sleep(0.4)  # mid-epoch
+                gone_s = node_disappears(job["status"]["local"]["replicas"][1]["pid"])
+                preempted = True
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert engine.state(job) == "Succeeded", _diagnose(state, name, tmp_path)
-    assert job["status"]["local"]["restarts"] == 1
+    assert job["status"]["local"]["restarts"] == 2
     if engine_name == "jobset":
-        assert job["status"]["restarts"] == 1
+        assert job["status"]["restarts"] == 2
         assert job["status"]["replicatedJobsStatus"][0]["succeeded"] == 1  # its one Job, all indexes done
     else:
         assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 2
@@ -261,12 +292,32 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     assert 2 <= run < CEILING and metrics["stopped_early"] is True  # converged before the ceiling
     if engine_name == "tfjob":
         assert "Restarting" in [c["type"] for c in tfjob.conditions(job)]
-    assert metrics.get("restarts") == 1
-    assert [e["attempt"] for e in metrics["epochs"]] == [1] + [2] * (run - 1)  # the rest by the restarted cluster
-    for i in range(2):  # every replica of the second attempt resumed from the backup, none from scratch
+    assert metrics.get("restarts") == 2
+    # The notice: worker 1 finished the epoch in progress and every worker stopped after its backup, within the
+    # 15 s; the third attempt resumed at the next epoch: no step was trained twice.
+    (notice,) = metrics["preemptions"]
+    saved = notice["epoch"]
+    assert (notice["attempt"], notice["worker"], notice["workers"], notice["steps_lost"]) == (2, 1, [1], 0)
+    assert 2 <= saved < run and gone_s is not None and gone_s < NODE_GRACE_S, (notice, gone_s)
+    assert notice["seconds_after_notice"] < NODE_GRACE_S
+    assert [e["attempt"] for e in metrics["epochs"]] == [1] + [2] * (saved - 1) + [3] * (run - saved)
+    for i in range(2):  # every replica of each restart resumed from the backup, none from scratch
         log = rt.backend.log_path(name, i).read_text()
         assert "resuming at epoch 2 from the backup checkpoint" in log
+        assert f"resuming at epoch {saved + 1} from the backup checkpoint" in log  # after the notice: nothing redone
         assert "early-stopping state restored" in log  # the rule's state came back with the checkpoint
+    # Work lost per preemption. With notice: none (0 steps: the epoch in progress was finished and saved). Without
+    # (the SIGKILL after epoch 1): epoch 2's steps run before the kill, redone by the restart.
+    epoch1 = metrics["epochs"][0]
+    from datetime import datetime
+    lost_s = killed_at - datetime.fromisoformat(epoch1["finished_at"].replace("Z", "+00:00")).timestamp()
+    steps = metrics["steps_per_epoch"]
+    step_s = float(np.median([e["train_s"] for e in metrics["epochs"]])) / steps
+    lost_steps = min(steps, round(max(0.0, lost_s) / step_s))
+    print(f"\n[{engine_name}] work lost per preemption: with notice 0 steps (worker gone {gone_s:.1f} s after "
+          f"SIGTERM, notice at step {notice['notice_step']}/{notice['steps_per_epoch']} of epoch {saved}, epoch "
+          f"saved {notice['seconds_after_notice']:.1f} s after it); without notice (SIGKILL) ~{lost_steps}/{steps} "
+          f"steps of epoch 2 ({lost_s:.1f} s) redone")
     # The same job, nobody killed: the same stopping epoch, best epoch and held-out losses, the same weights.
     reference = f"gs://{bucket}/runs/{name}-uninterrupted"
     uninterrupted(job, reference, tmp_path)
