@@ -53,6 +53,8 @@ Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
          errors, the metadata server's token fetch failing (Workload Identity not ready yet) (retry)
     129  the cluster failed: a peer worker died (while the cluster formed or after) or a collective
          timed out, in any phase (restart all workers)
+    143  preempted: SIGTERM while training (a Spot node's notice); the epoch in progress was finished and saved,
+         every worker stops (restart all workers; ``trainer.preemption``)
     A worker killed by a signal is retried by the operator as well. Every phase (manifests, warm start,
     staging, strategy, model build and variable broadcast, fit, saving, the verdict) is classed by the one table in
     ``trainer.errors``; the failed phase is logged and recorded in metrics.json (``failed_phase``).
