@@ -66,10 +66,26 @@ def test_read_ts_names_a_ragged_line(tmp_path: Path):
         realdata.read_ts(bad)
 
 
+def test_the_labelled_series_are_what_their_sources_say():
+    """Known facts of the labelled series (bench/data/README.md): sizes, and where the labelled anomalies are."""
+    for name, (train, test, anomalies) in {"kdd135": (1200, 6301, [(2987, 2999)]),
+                                          "ecg3": (10000, 10000, [(1560, 1660), (6600, 6700), (6940, 7040)]),
+                                          "basic_motions": (1000, 1200, [(300, 400), (800, 900)])}.items():
+        x_train, x_test, labels = realdata.labelled_series(name)
+        assert (len(x_train), len(x_test), len(labels)) == (train, test, test), name
+        edges = np.flatnonzero(np.diff(np.r_[0, labels, 0])).reshape(-1, 2).tolist()
+        assert [tuple(e) for e in edges] == anomalies, name
+    with pytest.raises(ValueError, match="not one of"):
+        realdata.labelled_series("nab")
+
+
 def test_the_readme_records_each_file_and_its_digest():
     readme = (realdata.DATA / "README.md").read_text()
     digests = dict(re.findall(r"\| `([^`]+)` \| `([0-9a-f]{64})` \|", readme))
     files = {p.name for p in realdata.DATA.iterdir() if p.suffix in (".ts", ".csv")}
-    assert set(digests) == files == {"BasicMotions_TRAIN.ts", "BasicMotions_TEST.ts", "S06R02E0.csv"}
+    assert set(digests) == files == {"BasicMotions_TRAIN.ts", "BasicMotions_TEST.ts", "S06R02E0.csv",
+                                     "135_UCR_Anomaly_InternalBleeding16_TRAIN.csv",
+                                     "135_UCR_Anomaly_InternalBleeding16_TEST.csv",
+                                     "ecg-diff-count-3_TRAIN_NA.csv", "ecg-diff-count-3_TEST.csv"}
     for name, digest in digests.items():
         assert hashlib.sha256((realdata.DATA / name).read_bytes()).hexdigest() == digest

@@ -20,12 +20,19 @@ from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
 from landfall.core.messages import TrainingRequest
 from landfall.core.profile import Profile
+from landfall.core.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
-from tests.fakes.gcs_rate import RULE, rate_limited_storage
+from tests.fakes.gcs_rate import RULE, rate_limited_client
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.support import inputs_of, runtime, set_state
+
+
+def rate_limited_storage(project: str, retry_deadline_s: float):
+    """``Storage`` on the emulator through the write-rate fake (``tests.fakes.gcs_rate``), and the fake's session."""
+    client, session = rate_limited_client(project)
+    return Storage(project, client=client, retry_deadline_s=retry_deadline_s), session
 
 BURST = int(os.environ.get("LANDFALL_BURST", "1000"))
 WORKERS = 8  # concurrent function instances
