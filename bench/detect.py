@@ -43,7 +43,9 @@ from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
 OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
            "nodrop": ["--units", "128,32", "--dropout", "0"],
-           "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"]}
+           "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"],
+           "dense-wide": ["--model-kind", "dense", "--units", "256,64", "--dropout", "0"],
+           "dense-narrow": ["--model-kind", "dense", "--units", "128,16", "--dropout", "0"]}
 
 
 def located(errors: np.ndarray, rows: int, window: int) -> np.ndarray:
