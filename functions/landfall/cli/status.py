@@ -25,7 +25,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, layout, logs, quarantine, results, specs
+from landfall.core import champion, cost, layout, logs, quarantine, results, specs
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
@@ -74,9 +74,17 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
                                        *CONVERGENCE)
                if k in raw},
             **({"instances": _split_counts(raw["instances"])} if isinstance(raw.get("instances"), dict) else {}),
+            **{k: raw.get(k) for k in ("started_at", "ended_at") if raw.get(k)},
             **({"timeline": core_timeline.compact(raw)} if core_timeline.of(raw) else {}),  # where its time went
             **({"reason": raw["evaluation"]["reason"]} if isinstance(raw.get("evaluation"), dict)
                and raw["evaluation"].get("reason") else {})}
+
+
+def job_times(entry: dict[str, Any], clock: Any = None) -> dict[str, Any]:
+    """A job's queued and training seconds (``landfall.core.cost.queue_and_training``) from its status entry."""
+    m = entry.get("metrics") or {}
+    return cost.queue_and_training(entry.get("created"), m.get("started_at"), m.get("ended_at"),
+                                   (clock or time.time)())
 
 
 def _split_counts(found: dict[str, Any]) -> dict[str, Any]:
@@ -294,6 +302,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
             "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
         })
+        out["jobs"][-1]["time"] = job_times(out["jobs"][-1], clock)
     if pubsub is not None:
         out["dead_letter"] = _peek_dead_letter(pubsub, cfg.dead_letter_subscription)
     return out
@@ -401,6 +410,10 @@ def status(args: argparse.Namespace) -> int:
         manifests = "-" if j["manifests"] is None else j["manifests"]
         print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
               f"{metrics}")
+        t = j.get("time") or {}
+        if t.get("queued_s") is not None:
+            print(f"  queued {t['queued_s']:.0f} s" + (" so far, waiting for capacity (no worker started)"
+                                                       if t["waiting"] else f", then training {t['training_s']:.0f} s"))
         if m.get("champion_view"):
             print(f"  {results.champion_view_line(m['champion_view'])}")
         if m.get("timeline"):

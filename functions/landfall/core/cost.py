@@ -56,3 +56,15 @@ def epoch(stamp: Any) -> float | None:
 def wall_s(started_at: Any, ended_at: Any) -> float | None:
     start, end = epoch(started_at), epoch(ended_at)
     return None if start is None or end is None else max(0.0, end - start)
+
+
+def queue_and_training(created_at: Any, started_at: Any, ended_at: Any, now: float) -> dict[str, Any]:
+    """A job's queued time apart from its training time (issue #41): ``queued_s`` from the job object's creation (or
+    its release) to the chief's first start (``metrics.json`` ``started_at``), or until ``now`` while no worker has
+    started (``waiting``: Kueue holds it suspended until capacity is provisioned, or its pods wait for nodes);
+    ``training_s`` from that start to the end (or ``now``). Only ``training_s`` holds GPUs: ``gpu_seconds`` starts at
+    the same ``started_at``, so queued time is never costed."""
+    created, started, ended = epoch(created_at), epoch(started_at), epoch(ended_at)
+    queued = None if created is None else max(0.0, (started if started is not None else now) - created)
+    return {"queued_s": None if queued is None else round(queued, 1), "waiting": started is None,
+            "training_s": None if started is None else round(max(0.0, (ended or now) - started), 1)}

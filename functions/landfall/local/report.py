@@ -26,12 +26,13 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.core import champion, checks, layout, quarantine, results
+from landfall.core import champion, checks, cost, layout, quarantine, results
 from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
@@ -178,7 +179,8 @@ def _job(r: Reader, inputs: Any) -> dict[str, Any]:
             **{k: m.get(k) for k in (*results.TRAINING_FIELDS, "gpu_seconds", "labelled", "champion_view",
                                      "outside_epochs_gpu_seconds", core_timeline.FIELD)},
             "curve": [{"epoch": e.get("epoch"), "loss": e.get("loss"), "val_loss": e.get("val_loss")}
-                      for e in epochs]}
+                      for e in epochs],
+            "time": cost.queue_and_training(inputs.released_at, m.get("started_at"), m.get("ended_at"), time.time())}
 
 
 def _champion(r: Reader, name: str, entry: dict[str, Any]) -> None:
@@ -578,6 +580,7 @@ def _dataset_html(d: dict[str, Any]) -> str:
         out.append(f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
                    f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
                    f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
+                   + times_html(j.get("time") or {})
                    + (f", after {_e(j['after'])}" if j["after"] else "") + f"<br>{verdict}"
                    + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"])
                    + _timeline_html(j) + "</div>")
@@ -589,6 +592,15 @@ def _dataset_html(d: dict[str, Any]) -> str:
                              f"</td><td>{_e(p['manifest'])}</td></tr>" for p in d["pending"]) + "</table>")
     out.append("</section>")
     return "".join(out)
+
+
+def times_html(t: dict[str, Any]) -> str:
+    """Queued apart from training (``landfall.core.cost.queue_and_training``): only training holds GPUs."""
+    if t.get("queued_s") is None:
+        return ""
+    if t.get("waiting"):
+        return f'<br><span class="queued">queued {t["queued_s"]:.0f} s so far: waiting for capacity</span>'
+    return f'<br><span class="queued">queued {t["queued_s"]:.0f} s, then training {t["training_s"]:.0f} s</span>'
 
 
 def _skill_html(j: dict[str, Any]) -> str:
