@@ -32,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
+from landfall.core.located import Locator
 from landfall.core.storage import Storage
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
@@ -48,18 +50,13 @@ OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
            "dense-narrow": ["--model-kind", "dense", "--units", "128,16", "--dropout", "0"]}
 
 
-def located(errors: np.ndarray, rows: int, window: int) -> np.ndarray:
-    """Each row's score: the mean error of the stride-1 windows covering it (window ``j`` covers rows ``[j, j + w)``).
-    """
-    total = np.zeros(rows + 1)
-    count = np.zeros(rows + 1)
-    starts = np.arange(len(errors))
-    np.add.at(total, starts, errors)
-    np.add.at(total, starts + window, -errors)
-    np.add.at(count, starts, 1.0)
-    np.add.at(count, starts + window, -1.0)
-    s, c = np.cumsum(total)[:rows], np.cumsum(count)[:rows]
-    return np.divide(s, c, out=np.zeros(rows), where=c > 0)
+def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window: int) -> np.ndarray:
+    """Each row's score as ``landfall score`` gives it (``landfall.core.located.Locator``, ``mean``: the mean error of
+    the stride-1 windows covering the row), ``errors`` turning a block of windows into one error each."""
+    locator = Locator(window, 1, float("inf"), errors)
+    times = np.arange(len(rows), dtype=np.float64)
+    blocks = [*locator.feed(times, rows), *locator.finish()]
+    return np.concatenate([b.scores for b in blocks])
 
 
 def figures(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
@@ -94,7 +91,6 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
     train_rows, test_rows, labels = labelled_series(name)
     w = args.window
     x_train = sliding_windows(train_rows, w, args.train_stride).astype("<f4")
-    x_test = sliding_windows(test_rows, w).astype("<f4")
     work = root / name
     work.mkdir(parents=True, exist_ok=True)
     out: dict = {"series": name, "train_rows": len(train_rows), "test_rows": len(test_rows),
@@ -108,7 +104,7 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
             job = train(work, x_train, w, option, seed, args.epochs)
             metrics = json.loads((job / "metrics.json").read_text())
             scorer = Scorer.load(Storage(), str(job / "model"))
-            scores = located(scorer.errors(x_test), len(test_rows), w)
+            scores = located(scorer.errors, test_rows, w)
             runs.append({"seed": seed, **figures(labels, scores, w), "epochs_run": metrics.get("epochs_run"),
                          "verdict": metrics.get("verdict"), "beaten_by": metrics.get("beaten_by"),
                          "held_out_skill": {k: v.get("skill") for k, v in (metrics.get("baselines") or {}).items()},
@@ -118,9 +114,10 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
         out["model"][option] = runs
         code = int(OPTIONS[option][OPTIONS[option].index("--units") + 1].split(",")[-1])
         panel = baselines.Panel.fit([x_train], len(x_train), flat.mean(0), flat.std(0), (w, x_train.shape[2]), code)
-        for base, errs in panel.errors(x_test).items():
+        for base in baselines.NAMES:
             key = base if base != baselines.PCA else f"pca_{code}"
-            out["baselines"][key] = figures(labels, located(errs, len(test_rows), w), w)
+            scores = located(lambda x, b=base, p=panel: p.errors(x)[b], test_rows, w)
+            out["baselines"][key] = figures(labels, scores, w)
     return out
 
 
