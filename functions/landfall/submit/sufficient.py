@@ -165,11 +165,11 @@ def _counted(manifests: list[InputManifest], storage: Storage) -> Iterator[tuple
         yield arrival_of(m.uri), int(count)
 
 
-def held_out_needed(cfg: JobConfig) -> int:
+def held_out_needed(cfg: JobConfig, split: holdout.Split) -> int:
     """The held-out records a job of ``cfg`` needs to be evaluated at all: one per replica (each replica's share of
     the held-out split must hold a record, or the chief evaluates nothing and the job ends ``not_evaluated``); 0 when
     the job holds nothing out (``--validation-fraction 0``: it asked for no verdict)."""
-    if split_of(cfg).fraction <= 0.0:
+    if split.fraction <= 0.0:
         return 0
     return cfg.workers * max(1, cfg.gpus_per_worker)
 
@@ -185,7 +185,7 @@ def shortfall(manifests: list[InputManifest], cfg: JobConfig, storage: Storage,
     if series and split.mode not in holdout.OVERLAPPING:
         split = dataclasses.replace(split, mode=holdout.SEGMENT)
     need = cfg.workers * cfg.batch_size_per_worker
-    need_held = held_out_needed(cfg)
+    need_held = held_out_needed(cfg, split)
     counted: list[tuple[str, int]] = []
 
     def seen() -> Iterator[tuple[str, int]]:
