@@ -20,17 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from landfall.core import champion, logs
 from landfall.core.errors import BadInput, Invalid, NotFound, TemporaryError
 from landfall.core.storage import Storage
-
-RECORDS_PER_CHUNK = 4096
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -118,44 +113,6 @@ def spec_of(args: argparse.Namespace, storage: Storage) -> Any:
     return specs.for_dataset(storage, bucket, args.dataset) if bucket else None
 
 
-def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
-    """Float32 ``[k, T, F]`` chunks of SRC, streamed."""
-    if src.endswith(".json"):
-        yield from _manifest_chunks(src, storage, shape)
-        return
-    from landfall.arrival import formats
-    from landfall.arrival.config import ConverterConfig
-
-    cfg = ConverterConfig.load(timesteps=shape[0], features=shape[1])
-    size = storage.stat(src).size
-    with storage.open_read(src) as fh:
-        yield from formats.read(formats.format_of(src), fh, size, cfg).chunks
-
-
-def _manifest_chunks(uri: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
-    from landfall.core.messages import Manifest
-    from landfall.core.records import decode_example, iter_records
-    from trainer import inputs
-
-    manifest = Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")
-    if tuple(manifest.shape) != tuple(shape):
-        raise Invalid(f"manifest {uri}: instances of shape {manifest.shape}, the model expects {list(shape)}")
-    for shard in manifest.shards:
-        shard_uri = inputs.shard_uri(uri, shard.uri)
-        batch: list[np.ndarray] = []
-        with storage.open_read(shard_uri) as fh:
-            try:
-                for record in iter_records(fh):
-                    batch.append(decode_example(record, tuple(shape)))
-                    if len(batch) == RECORDS_PER_CHUNK:
-                        yield np.stack(batch)
-                        batch = []
-            except ValueError as exc:
-                raise Invalid(f"shard {shard_uri}: {exc}") from None
-        if batch:
-            yield np.stack(batch)
-
-
 def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     from trainer import scoring
 
@@ -176,7 +133,9 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
 
             plots.series_scores(report.read_scored(summary["out"]), Path(args.plot))
         return summary
-    shape = scorer.shape or (36, 10)
+    from landfall.detect.score import score_instances
+
     out = args.out or f"{Path(args.src.rstrip('/')).name.split('.', 1)[0]}.scores.parquet"
-    summary = scoring.score_chunks(chunks_of(args.src, storage, shape), scorer, out, threshold)  # type: ignore[arg-type]
-    return {**summary.as_dict(), "model": model, "src": args.src}
+    summary = score_instances(storage, args.src, model, scorer, threshold, out)
+    summary.pop("ranges")
+    return summary

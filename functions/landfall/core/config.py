@@ -103,3 +103,5 @@ class Layout(Settings):
     # Dataset specs (landfall.core.specs): config/datasets/<dataset>.json, one generation per `landfall datasets
     # apply`; written by the deploy build, read by every stage.
     specs_prefix: str = "config/datasets/"
+    # Detections on arrival (landfall.core.detections): scores/<dataset>/<arrival>/<champion job>/, create-only.
+    scores_prefix: str = "scores/"

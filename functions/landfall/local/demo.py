@@ -9,7 +9,8 @@
 4. while that job trains, upload a second arrival: it waits as a pending request (no TFJob waits
    suspended), and one follow-up job is released when the first ends, training on both arrivals;
 5. name the dataset's champion and each job's verdict, then score a small new file with a few spiked
-   instances with the champion and report how many were flagged;
+   instances with the champion and report how many were flagged; then upload that file as a new arrival and wait
+   for the scorer's detection message (``landfall.detect``: every arrival scored by the champion on arrival);
 6. write ``metrics/<job>.json``, ``training.png`` (losses, epoch times, the scored file's error histogram
    with the threshold), ``report.html`` (``landfall report`` of the demo's bucket), ``scores/`` and
    ``summary.txt`` to ``--out``; the summary compares the follow-up's
@@ -32,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import champion
+from landfall.core import champion, layout
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.local import plots, report
+from landfall.local import detections, plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.records import Reader
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
@@ -227,7 +228,9 @@ def run(opts: DemoOptions) -> int:
         follower.wait("training", lambda: len(follower.jobs()) >= expected_jobs
                       and all(engine.state(j) == "Succeeded" for j in follower.jobs()))
         scored = judge_and_score(follower, stack, opts, out)
-        report = write_report(out, stack, follower, time.monotonic() - started, scored)
+        trained = follower.jobs()  # the injected file below is an arrival too: its own job is not the demo's
+        detected = detect_injected(follower, stack, opts, scored)
+        report = write_report(out, stack, follower, time.monotonic() - started, scored, trained, detected)
         print("\n" + report)
         if opts.keep_running:
             print(f"\nthe stack keeps running (Ctrl-C stops it):\n{stack.exports()}", flush=True)
@@ -261,9 +264,35 @@ def judge_and_score(follower: Follower, stack: Stack, opts: DemoOptions, out: Pa
     return scored
 
 
+def detect_injected(follower: Follower, stack: Stack, opts: DemoOptions,
+                    scored: InjectedScore | None) -> str | None:
+    """Uploads the file with injected anomalies as a new arrival and waits for its detection message: the line
+    that says what the champion found, how many of the injected instances it names, and how long it took."""
+    if scored is None:
+        return None
+    name = f"incoming/{opts.dataset}/injected.npy"
+    uri = layout.gs(stack.cfg.bucket, name)
+    t0 = time.time()
+    follower.storage.upload(scored.src, uri)
+    aid = layout.arrival_id(name, follower.storage.stat(uri).generation)
+    follower.say(f"uploaded the file with {len(scored.injected)} injected anomalies as arrival {aid}")
+    try:
+        message, at = detections.wait_for(follower.pubsub, stack.cfg.detections_topic, aid, opts.stage_timeout)
+    except detections.NoDetection as exc:
+        raise StageFailed("detection", f"{exc} (scorer log: {stack.cfg.state / 'logs'})") from None
+    caught = set()
+    for r in message.get("ranges") or []:
+        caught |= set(range(int(r["first_row"]), int(r["last_row"]) + 1)) & set(scored.injected)
+    line = (detections.describe(message) + f"; {len(caught)} of the {len(scored.injected)} injected instances "
+            f"in its ranges, {at - t0:.1f} s after the upload")
+    follower.say(line)
+    return line
+
+
 def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
-                 scored: InjectedScore | None = None) -> str:
-    jobs = sorted(follower.jobs(), key=tfjob.created_at)
+                 scored: InjectedScore | None = None, trained: list[Any] | None = None,
+                 detected: str | None = None) -> str:
+    jobs = sorted(follower.jobs() if trained is None else trained, key=tfjob.created_at)
     metrics = []
     for job in jobs:
         name = tfjob.name_of(job)
@@ -298,6 +327,8 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         lines.append(f"scoring: {scored.caught} of {len(scored.injected)} injected anomalies flagged, "
                      f"{scored.false_alarms} false alarms of {len(scored.errors) - len(scored.injected)} "
                      f"at threshold {scored.threshold:.4g}")
+    if detected:
+        lines.append(detected)
     lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"report:  {page}", f"state:   {stack.cfg.state}"]
     text = "\n".join(lines)
     (out / "summary.txt").write_text(text + "\n")

@@ -7,6 +7,10 @@ Processes (each its own process group, stopped by its own id, logs under ``<stat
 - two functions-framework servers hosting ``on_data_arrival`` and ``on_training_request`` from
   ``functions/main.py``, each fed by a push subscription from the emulator, as Eventarc and Pub/Sub
   push to the deployed functions (the request subscription has the production dead-letter policy);
+- the scorer (``landfall.detect.service`` under functions-framework, as the Cloud Run service ``landfall-scorer``
+  runs it), fed by its own push subscriptions to the training requests and to ``landfall rescore``'s score requests
+  (with its dead-letter topic); its detections go to ``landfall-detections``, which a pull subscription of the same
+  name keeps for ``landfall demo``, ``status`` and whoever else pulls;
 - the local operator (``landfall operator``), the ``local`` backend's controller, which runs the TFJobs
   the submit function records, and plays Cloud Run for objects above the inline threshold
   (``LANDFALL_INLINE_MAX_BYTES``, ``StackConfig.inline_max_bytes``): the arrival function records one job
@@ -35,6 +39,7 @@ from landfall.core.storage import Storage
 from landfall.local import emulators
 
 MAIN = Path(__file__).resolve().parents[2] / "main.py"
+SCORER = Path(__file__).resolve().parents[1] / "detect" / "service.py"  # what scorer/main.py re-exports
 
 
 class StackError(LandfallError):
@@ -52,10 +57,14 @@ class StackConfig(Settings):
     gcs_port: int = 0
     arrival_port: int = 0
     submit_port: int = 0
+    scorer_port: int = 0
     notification_topic: str = "landfall-gcs-notifications"
     request_topic: str = "landfall-training-requests"
     dead_letter_topic: str = "landfall-training-requests-dead-letter"
     results_topic: str = "landfall-training-results"  # finished jobs' landfall.result/v1 (and a pull subscription)
+    detections_topic: str = "landfall-detections"  # landfall.detection/v1 (and a pull subscription)
+    score_requests_topic: str = "landfall-score-requests"  # landfall rescore
+    scorer_dead_letter_topic: str = "landfall-scorer-dead-letter"
     max_delivery_attempts: int = 5
     # The jobs the submit function renders here (CPU, small enough for a laptop): TFJobs, or JobSets
     # (engine "jobset": the operator then runs them as the JobSet controller would).
@@ -199,10 +208,13 @@ class Stack:
         self.procs.append(pubsub_proc)
         os.environ["PUBSUB_EMULATOR_HOST"] = pubsub_host
         pubsub = PubSub(cfg.project)
-        for topic in (cfg.notification_topic, cfg.request_topic, cfg.dead_letter_topic, cfg.results_topic):
+        for topic in (cfg.notification_topic, cfg.request_topic, cfg.dead_letter_topic, cfg.results_topic,
+                      cfg.detections_topic, cfg.score_requests_topic, cfg.scorer_dead_letter_topic):
             pubsub.ensure_topic(topic)
         pubsub.ensure_subscription(cfg.dead_letter_topic, cfg.dead_letter_topic)  # what `landfall status` reads
+        pubsub.ensure_subscription(cfg.scorer_dead_letter_topic, cfg.scorer_dead_letter_topic)  # and this
         pubsub.ensure_subscription(cfg.results_topic, cfg.results_topic)  # training results, for whoever pulls
+        pubsub.ensure_subscription(cfg.detections_topic, cfg.detections_topic)  # detections, for whoever pulls
         gcs_proc, gcs_url = emulators.start_gcs(state, pubsub_host, cfg.project, cfg.notification_topic,
                                                 object_prefix="incoming/", port=cfg.gcs_port or None)
         self.procs.append(gcs_proc)
@@ -222,6 +234,8 @@ class Stack:
             "LANDFALL_REQUEST_TOPIC": cfg.request_topic,
             "LANDFALL_DEAD_LETTER_SUBSCRIPTION": cfg.dead_letter_topic,
             "LANDFALL_RESULTS_TOPIC": cfg.results_topic,
+            "LANDFALL_DETECTIONS_TOPIC": cfg.detections_topic,
+            "LANDFALL_SCORE_REQUESTS_TOPIC": cfg.score_requests_topic,
             "LANDFALL_BACKEND": "local",
             "LANDFALL_ENGINE": cfg.engine,
             "LANDFALL_LOCAL_STATE": str(local_state),
@@ -240,10 +254,12 @@ class Stack:
     def _start_functions(self, state: Path) -> dict[str, int]:
         """One functions-framework server per entry point of ``functions/main.py``; returns their ports."""
         ports = {}
-        for target, port in (("on_data_arrival", self.cfg.arrival_port), ("on_training_request", self.cfg.submit_port)):
+        for target, port, source in (("on_data_arrival", self.cfg.arrival_port, MAIN),
+                                     ("on_training_request", self.cfg.submit_port, MAIN),
+                                     ("on_score_request", self.cfg.scorer_port, SCORER)):
             port = port or emulators.free_port()
             proc = emulators.spawn(target, [sys.executable, "-m", "functions_framework", "--target", target,
-                                            "--source", str(MAIN), "--signature-type", "cloudevent",
+                                            "--source", str(source), "--signature-type", "cloudevent",
                                             "--host", "127.0.0.1", "--port", str(port)], state / "logs", self.env)
             self.procs.append(proc)
             emulators.wait_http(proc, f"http://127.0.0.1:{port}/", timeout=60)
@@ -261,6 +277,13 @@ class Stack:
                                    dead_letter_topic=cfg.dead_letter_topic,
                                    max_delivery_attempts=cfg.max_delivery_attempts,
                                    ordering=True)  # an optimisation only, as deployed
+        # The scorer's two inputs, as infra/ declares them (ack deadline, dead-letter policy).
+        for name, topic in (("landfall-scorer-arrivals", cfg.request_topic),
+                            ("landfall-scorer-rescore", cfg.score_requests_topic)):
+            pubsub.ensure_subscription(name, topic, ack_deadline_s=600,
+                                       push_endpoint=f"http://127.0.0.1:{ports['on_score_request']}/",
+                                       dead_letter_topic=cfg.scorer_dead_letter_topic,
+                                       max_delivery_attempts=cfg.max_delivery_attempts)
 
     def check(self) -> str | None:
         """The name of a process that died, if any."""

@@ -1,0 +1,146 @@
+"""The scorer's stage (landfall.detect.handler) on the emulators: a committed arrival scored by its dataset's champion
+exactly as ``landfall score`` scores the same file, its results create-only under ``scores/``, one
+``landfall.detection/v1`` message per (arrival, champion), whatever the duplicates.
+
+The champion is a SavedModel that reconstructs every window as zeros (``helpers.zero_model``), so a window's error is
+the mean of its squared values and the expected ranges are worked out by hand: a spike of 3.0 at row 20 makes the
+four 4-row windows over it score 9/4 each, so rows 17..23 get a mean score of 9/16, 18/16, 27/16, 36/16, 27/16,
+18/16, 9/16, all above the threshold 0.4."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from landfall import cli
+from landfall.core import detections, layout
+from landfall.core.config import Layout
+from landfall.core.errors import TemporaryError
+from landfall.detect import handler
+from tests.conftest import pull_all, unique
+
+from .helpers import SERIES_SPEC, commit, crown, scorer_runtime, series_frame, store_spec, zero_model
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {"series": zero_model(root / "series", (4, 1)), "instances": zero_model(root / "instances", (36, 10), 0.5),
+            "no_threshold": zero_model(root / "bare", (4, 1), None)}
+
+
+@pytest.fixture
+def detections_topic(emulator_stack):
+    name = unique("detections")
+    emulator_stack.pubsub.ensure_topic(name)
+    emulator_stack.pubsub.ensure_subscription(name, name)
+    return name
+
+
+def _csv(df) -> bytes:
+    return df.to_csv(index=False).encode()
+
+
+def test_a_series_arrival_is_scored_as_landfall_score_scores_its_file(
+        emulator_stack, bucket, topic, arrival_runtime, detections_topic, models, tmp_path, monkeypatch):
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    store_spec(storage, bucket, SERIES_SPEC)
+    crown(storage, bucket, "pump", models["series"])
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/a.csv", _csv(series_frame()), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+
+    assert handler.handle(request.to_json(), {}, rt) == "published"
+    [msg] = pull_all(pubsub, detections_topic, expect=1)
+    message = json.loads(msg.data)
+    aid = detections.arrival_of_manifest(request.manifest, Layout(), "pump")
+    assert msg.attributes["detection_id"] == message["detection_id"] == detections.detection_id("pump", aid, "job-1")
+    assert message["schema"] == "landfall.detection/v1" and message["arrival"] == aid
+    assert message["champion"]["run"] == "job-1" and message["kind"] == "series" and message["count"] == 40
+    [r] = message["ranges"]
+    assert (r["first_row"], r["last_row"], r["peak_row"], r["start"], r["end"]) == (17, 23, 20, 17.0, 23.0)
+    assert r["peak_score"] == pytest.approx(36 / 16, rel=0.01) and message["anomalies"] == 7
+
+    # The same file through `landfall score`: identical rows, ranges and summary figures.
+    monkeypatch.setenv("LANDFALL_BUCKET", bucket)
+    out = tmp_path / "a.scores.parquet"
+    assert cli.main(["score", f"gs://{bucket}/incoming/pump/a.csv", "--dataset", "pump", "--bucket", bucket,
+                     "--out", str(out), "--json"]) == 0
+    by_hand = json.loads(out.with_name("a.scores.json").read_text())
+    on_arrival = pq.read_table(io.BytesIO(storage.read_bytes(message["scores"])))
+    assert on_arrival.equals(pq.read_table(out))
+    summary = detections.read(storage, bucket, Layout(), "pump", aid, "job-1")
+    assert summary is not None and summary.scoring["ranges"] == by_hand["ranges"]
+    for key in ("rows", "windows", "anomalies", "threshold", "quantiles", "labelled", "stride", "length"):
+        assert summary.scoring[key] == by_hand[key], key
+    assert summary.scoring["labelled"]["range"]["recall"] == 1.0  # the labelled spike is in the range
+
+    # Delivered again (a duplicate notification, a republish): scored once, sent once.
+    assert handler.handle(request.to_json(), {}, rt) == "duplicate"
+    assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+
+
+def test_an_instance_arrival_is_scored_from_its_manifest(emulator_stack, bucket, topic, arrival_runtime,
+                                                         detections_topic, models):
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    crown(storage, bucket, "inst", models["instances"])
+    x = np.random.default_rng(0).normal(0, 0.1, (50, 36, 10)).astype(np.float32)
+    x[[7, 8, 30]] += 5.0
+    buf = io.BytesIO()
+    np.save(buf, x)
+    request = commit(storage, arrival_runtime, bucket, "incoming/inst/x.npy", buf.getvalue(), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+    assert handler.handle(request.to_json(), {}, rt) == "published"
+    [msg] = pull_all(pubsub, detections_topic, expect=1)
+    message = json.loads(msg.data)
+    assert message["kind"] == "instances" and message["count"] == 50 and message["anomalies"] == 3
+    assert [(r["first_row"], r["last_row"]) for r in message["ranges"]] == [(7, 8), (30, 30)]
+    table = pq.read_table(io.BytesIO(storage.read_bytes(message["scores"]))).to_pydict()
+    assert table["index"] == list(range(50)) and [i for i, a in enumerate(table["anomaly"]) if a] == [7, 8, 30]
+
+
+def test_what_is_not_scored_and_why(emulator_stack, bucket, topic, arrival_runtime, detections_topic, models):
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    store_spec(storage, bucket, SERIES_SPEC)
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/a.csv", _csv(series_frame()), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+    assert handler.handle(request.to_json(), {}, rt) == "no_champion"  # and a later champion does not go back
+    assert handler.handle(b"{not json", {}, rt) == "invalid"
+    foreign = scorer_runtime(emulator_stack, "another-bucket", detections_topic)
+    assert handler.handle(request.to_json(), {}, foreign) == "invalid"
+    crown(storage, bucket, "pump", models["no_threshold"], run="job-bare")
+    assert handler.handle(request.to_json(), {}, rt) == "unscorable"
+    crown(storage, bucket, "pump", models["series"], run="job-2")
+    storage.delete(f"gs://{bucket}/incoming/pump/a.csv")  # the arrival stage's deletion rule retracts it ...
+    from landfall.core import retractions
+
+    aid = detections.arrival_of_manifest(request.manifest, Layout(), "pump")
+    gen = layout.generation_of("incoming/pump/a.csv", aid)
+    retractions.retract(storage, Layout(), layout.parse_arrival(bucket, "incoming/pump/a.csv", gen, Layout()),
+                        "deleted")
+    assert handler.handle(request.to_json(), {}, rt) == "gone"
+    assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+    assert storage.list(f"gs://{bucket}/scores/") == []
+
+
+def test_a_summary_without_its_marker_is_sent_once_by_whoever_finds_it_late(
+        emulator_stack, bucket, topic, arrival_runtime, detections_topic, models):
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    store_spec(storage, bucket, SERIES_SPEC)
+    crown(storage, bucket, "pump", models["series"])
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/a.csv", _csv(series_frame()), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+    assert handler.handle(request.to_json(), {}, rt) == "published"
+    first = pull_all(pubsub, detections_topic, expect=1)
+    aid = detections.arrival_of_manifest(request.manifest, Layout(), "pump")
+    summary = detections.read(storage, bucket, Layout(), "pump", aid, "job-1")
+    storage.delete(summary.uri.rsplit("/", 1)[0] + "/published.json")  # as if the sender died before its marker
+    with pytest.raises(TemporaryError, match="not yet published"):  # young: the writer is still sending it
+        handler.handle(request.to_json(), {}, rt)
+    late = scorer_runtime(emulator_stack, bucket, detections_topic, publish_wait_s=0.0)
+    assert handler.handle(request.to_json(), {}, late) == "published"
+    [again] = pull_all(pubsub, detections_topic, expect=1)
+    assert again.data == first[0].data  # the same message, its detection_id the consumers' key
