@@ -32,7 +32,7 @@ FUNCTIONS = REPO / "functions"
 MODULE_TF = INFRA / "modules" / "functions" / "main.tf"
 ENV_ROOTS = sorted(p.parent for p in (INFRA / "envs").glob("*/functions/variables.tf"))
 DEPLOYED = ("landfall/core/", "landfall/arrival/", "landfall/submit/")
-NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/reconcile/")
+NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/reconcile/", "landfall/detect/")
 
 
 # --- doublestar globs ---------------------------------------------------------------------------------
@@ -197,7 +197,7 @@ IMPORT_SCRIPT = textwrap.dedent(
         "failures": failures,
         "landfall_file": str(Path(landfall.__file__).resolve()),
         "tooling": sorted(m for m in sys.modules if m.split(".")[:2] in (
-            ["landfall", "local"], ["landfall", "cli"], ["landfall", "reconcile"])),
+            ["landfall", "local"], ["landfall", "cli"], ["landfall", "reconcile"], ["landfall", "detect"])),
         "tensorflow": sorted(m for m in sys.modules if m == "tensorflow" or m.startswith("tensorflow.")),
     }))
     """

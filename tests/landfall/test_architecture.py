@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = ("landfall.core", "landfall.arrival", "landfall.submit")
-SUBPACKAGES = ("core", "arrival", "submit", "reconcile", "local", "cli")
+SUBPACKAGES = ("core", "arrival", "submit", "detect", "reconcile", "local", "cli")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -1,4 +1,8 @@
-"""Detections on arrival: every committed arrival of a dataset with a champion, scored by that champion exactly as
-``landfall score`` scores a file (``score``), its results written under ``scores/`` and announced on
-``landfall-detections`` (``handler``; contracts in ``landfall.core.detections``). Runs in the scorer service
-(``scorer/main.py``, Cloud Run), never in the functions: it needs TensorFlow."""
+"""Detections on arrival: each committed arrival of a dataset with a champion, scored by that champion.
+May import ``landfall.core``, ``landfall.arrival`` (the converter's readers) and ``trainer.scoring``.
+Imported by ``scorer/main.py`` (the Cloud Run service), ``landfall.local`` (``landfall up``) and ``landfall.cli``.
+
+Scored exactly as ``landfall score`` scores a file (``score``), its results written under ``scores/`` and announced on
+``landfall-detections`` (``handler``; contracts in ``landfall.core.detections``). Runs in the scorer service, never in
+the functions: it needs TensorFlow, and the functions' archive leaves this package out.
+"""
