@@ -19,8 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from landfall.core import champion, layout
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
+from landfall.local import detections
+from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
@@ -142,6 +145,26 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     tapped = pubsub.pull("test-notification-tap", timeout_s=3) + pubsub.pull("test-notification-tap", timeout_s=3)
     assert {(m.attributes["objectId"], m.attributes["eventType"]) for m in tapped} == {
         ("incoming/plant/sensors.npy", "OBJECT_FINALIZE"), ("incoming/plant/sensors.npy", "OBJECT_DELETE")}
+
+    # With a champion (this tiny 2-epoch job is not one by its verdict: promoted by hand, as an operator does), the
+    # next arrival is scored by the stack's scorer and its detections published.
+    promoted = subprocess.run([sys.executable, "-m", "landfall.cli", "promote", "--dataset", "plant", "--run",
+                               tfjob.name_of(job)], capture_output=True, text=True,
+                              env={**env, "LANDFALL_STATE_DIR": str(state)}, timeout=120)
+    assert promoted.returncode == 0, promoted.stderr
+    current, _ = champion.read(storage, champion.bucket_root(info["bucket"]), "plant")
+    assert current is not None and current.run == tfjob.name_of(job)
+    spiked, injected = inject(time_series(512, seed=4, anomaly_fraction=0.0)[:64], 3, magnitude=50.0)
+    buf = io.BytesIO()
+    np.save(buf, spiked)
+    storage.write_bytes(f"gs://{info['bucket']}/incoming/plant/next.npy", buf.getvalue())
+    aid = layout.arrival_id("incoming/plant/next.npy", storage.stat(f"gs://{info['bucket']}/incoming/plant/next.npy")
+                            .generation)
+    message, _ = detections.wait_for(pubsub, "landfall-detections", aid, 120)
+    assert message["champion"]["run"] == current.run and message["count"] == 64 and message["kind"] == "instances"
+    flagged = {i for r in message["ranges"] for i in range(r["first_row"], r["last_row"] + 1)}
+    assert set(injected) <= flagged, (injected, message["ranges"])
+    assert storage.exists(message["summary"]) and storage.exists(message["scores"])
 
     # SIGTERM stops every process it started, and theirs, leaving none behind.
     groups = set(info["processes"].values()) | {proc.pid}
