@@ -13,9 +13,22 @@ anomalies?" for every job, before the data is trained on:
 - **Flagged**: an instance whose reconstruction error under the champion (``trainer.scoring.Scorer``, the
   champion's own normalisation, MSE in original units) exceeds the champion's threshold (its ``threshold.json``
   ``value``, the quantile its verdict chose).
-- **One inference pass**, on data the job staged anyway: each new shard's records are read from the staged file
-  when the chief holds it, in file order (one pipeline per shard piece, so every error is attributed to its
-  (arrival, index in the arrival)). On several workers the chief also stages the new shards other workers hold:
+- **Scores that already exist are reused** (``reuse``): the scorer (``landfall.detect``) scores every committed
+  arrival with the champion of the moment (``landfall.core.detections``: ``scores/<dataset>/<arrival>/<champion
+  job>/``). A new arrival whose summary there is by this champion's job, of ``kind`` ``instances``, at the same
+  threshold as the champion's ``threshold.json`` ``value`` and of the same ``count`` as the arrival's manifest takes
+  its flags from that summary's scores (Parquet: ``index``, ``error``, ``anomaly``; ``index`` is the record's position
+  in the arrival, in the manifest's shard order: the view's own (arrival, index in the arrival)) instead of being
+  scored again; the counts and flagged indices are the ones scoring would give. A missing, corrupt or unreadable
+  summary or Parquet, or one that disagrees (another threshold or count, an index that is not ``0..count-1``, an
+  ``anomaly`` that is not ``error > threshold``), is not reused: that arrival is scored. **Series arrivals are always
+  scored**: the scorer's results of a series are per row of the series (scores located from overlapping windows),
+  not per window record, so they do not give the flags of the windows the view counts. When every new arrival is
+  reused (or none is new), the champion's threshold is read from its ``threshold.json`` alone: no child process is
+  spawned and the model is never loaded.
+- **One inference pass** for the rest, on data the job staged anyway: each new shard's records are read from the
+  staged file when the chief holds it, in file order (one pipeline per shard piece, so every error is attributed to
+  its (arrival, index in the arrival)). On several workers the chief also stages the new shards other workers hold:
   only new data, usually a small part of the job.
 - **Workers in step.** The chief alone scores, before ``trainer.train`` creates MultiWorkerMirroredStrategy:
   no collective exists yet, and the other workers wait at the strategy's cluster barrier, as they already wait
@@ -37,23 +50,28 @@ exact; the tf.data pipeline filters on each record's (arrival, index in the arri
 
 Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model, threshold, threshold_quantile,
 new (the definition above), instances, flagged, fraction, arrival_count, arrivals: [{arrival, manifest, instances,
-flagged, fraction}] (the first ``ARRIVALS_LISTED``), wall_s, reason}``. The result message carries a bounded copy
+flagged, fraction, reused}] (the first ``ARRIVALS_LISTED``), reused_arrivals, reused_instances (of those, taken from
+the scorer's results), wall_s, reason}``. The result message carries a bounded copy
 (``landfall.core.results.champion_view_summary``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
+import json
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from landfall.core import champion as champion_mod
-from landfall.core import logs
+from landfall.core import detections, layout, logs
+from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound, TemporaryError
 from landfall.core.messages import utc_now
 from landfall.core.storage import Storage, join
@@ -65,6 +83,7 @@ log = logs.get("trainer.champion_view")
 
 FIELD = "champion_view"
 ARRIVALS_LISTED = 1000  # metrics.json is rewritten every epoch: it must not grow with the dataset's history
+REUSE_WORKERS = 16  # summaries and scores read at once (latency-bound: one small object or two per arrival)
 NEW = "arrivals in this job's inputs that were not in the inputs of the champion's job"
 
 
@@ -76,6 +95,17 @@ class View:
     record: dict[str, Any]
     flagged: dict[str, list[int]] = dataclasses.field(default_factory=dict)
     reused: bool = False  # the record of an earlier attempt of this job
+
+
+@dataclasses.dataclass
+class Reused:
+    """What ``reuse`` took from the scorer's results: the champion's threshold as its ``threshold.json`` says (None when
+    it cannot be read: nothing is reused then), and per reused manifest its ``arrivals`` entry and flagged indices."""
+
+    threshold: float | None = None
+    quantile: Any = None
+    per: dict[str, dict] = dataclasses.field(default_factory=dict)
+    flagged: dict[str, list[int]] = dataclasses.field(default_factory=dict)
 
 
 def none(reason: str, **fields: Any) -> dict[str, Any]:
@@ -96,22 +126,27 @@ def in_child(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_m
              paths: list[Path], work: Path, run: str) -> View:
     """``safely`` in a spawned child process (see the module docstring), the chief's process left without
     TensorFlow ops; its ``wall_s`` counts the child's start. What needs no TensorFlow (``precheck``: no champion, a
-    restart's record) is decided here, so a job with nothing to score starts no child."""
+    restart's record; ``reuse``: the arrivals the scorer already scored) is decided here, so a job with nothing to
+    score starts no child."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     started = time.monotonic()
     try:
         found = precheck(cfg, storage, job, inputs, plan, run)
+        if isinstance(found, View):
+            return found
+        current, new = found
+        reused = reuse(storage, inputs, plan, current, new)
+        if reused.threshold is not None and not _rest(plan, new, reused):  # nothing to score: no child, no model
+            return _finish(job, current, plan, new, reused, {}, {}, reused.threshold, reused.quantile, started, run)
     except TemporaryError:
         raise
     except Exception as exc:
         log.warning(f"champion view: not scored: {type(exc).__name__}: {exc}", extra={"job": run})
         return View(none(f"scoring failed: {type(exc).__name__}: {exc}"))
-    if isinstance(found, View):
-        return found
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        view = pool.submit(_child, cfg, inputs, plan, [str(p) for p in paths], str(work), run).result()
+        view = pool.submit(_child, cfg, inputs, plan, [str(p) for p in paths], str(work), run, reused).result()
     if view.record.get("wall_s") is not None and not view.reused:  # score_s: the champion's load and the pass
         view.record["score_s"] = view.record["wall_s"]
         view.record["wall_s"] = round(time.monotonic() - started, 3)
@@ -119,19 +154,19 @@ def in_child(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_m
 
 
 def _child(cfg: TrainerConfig, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, paths: list[str], work: str,
-           run: str) -> View:
+           run: str, reused: Reused | None = None) -> View:
     logs.setup()
     storage = Storage()
     return safely(cfg, storage, JobDir(storage, cfg.job_dir), inputs, plan, [Path(p) for p in paths], Path(work),
-                  run)
+                  run, reused)
 
 
 def safely(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
-           paths: list[Path], work: Path, run: str) -> View:
+           paths: list[Path], work: Path, run: str, reused: Reused | None = None) -> View:
     """``score``, where a failure to score is recorded (null, with the reason) rather than failing the job; only
     storage being unreachable (``TemporaryError``: the job is retried) leaves it."""
     try:
-        return score(cfg, storage, job, inputs, plan, paths, work, run)
+        return score(cfg, storage, job, inputs, plan, paths, work, run, reused)
     except TemporaryError:
         raise
     except Exception as exc:
@@ -189,14 +224,20 @@ def precheck(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_m
 
 
 def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan,
-          paths: list[Path], work: Path, run: str) -> View:
-    """The champion's view of this job's new arrivals (the chief, before the strategy exists)."""
+          paths: list[Path], work: Path, run: str, reused: Reused | None = None) -> View:
+    """The champion's view of this job's new arrivals (the chief, before the strategy exists). ``reused``: what
+    ``reuse`` found already (``in_child`` looks before it spawns); else looked up here."""
     started = time.monotonic()
     found = precheck(cfg, storage, job, inputs, plan, run)
     if isinstance(found, View):
         return found
     current, new = found
     who = {"champion_run": current.run, "champion_model": current.model}
+    if reused is None:
+        reused = reuse(storage, inputs, plan, current, new)
+    rest = _rest(plan, new, reused)
+    if reused.threshold is not None and not rest:
+        return _finish(job, current, plan, new, reused, {}, {}, reused.threshold, reused.quantile, started, run)
     from trainer import scoring
 
     cache = tempfile.mkdtemp(prefix="landfall-champion-view-")
@@ -211,23 +252,126 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
         if scorer.shape is not None and tuple(scorer.shape) != tuple(inputs.shape):
             return View(none(f"the champion {current.run} takes instances of {list(scorer.shape)}, this job's are "
                              f"{list(inputs.shape)}", **who))
-        per, flagged = _score_shards(cfg, storage, plan, paths, work, new, scorer, threshold,
+        if reused.per and reused.threshold != threshold:  # the model's threshold is not the one reuse read
+            reused, rest = Reused(), new
+        per, flagged = _score_shards(cfg, storage, plan, paths, work, rest, scorer, threshold,
                                      tuple(inputs.shape))  # type: ignore[arg-type]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    arrivals = list(per.values())
+    return _finish(job, current, plan, new, reused, per, flagged, threshold, (scorer.threshold or {}).get("quantile"),
+                   started, run)
+
+
+def _rest(plan: inputs_mod.Plan, new: list[int], reused: Reused) -> list[int]:
+    """The new shards whose arrival was not reused: those to score."""
+    return [i for i in new if plan.shards[i].manifest not in reused.per]
+
+
+def _finish(job: JobDir, current: champion_mod.Champion, plan: inputs_mod.Plan, new: list[int], reused: Reused,
+            per: dict[str, dict], flagged: dict[str, list[int]], threshold: float, quantile: Any, started: float,
+            run: str) -> View:
+    """The record (arrivals in the plan's order, reused or scored), with the flagged indices written."""
+    for entry in per.values():
+        entry["reused"] = False
+    per = {**per, **reused.per}
+    flagged = {**flagged, **reused.flagged}
+    arrivals = [per[m] for m in dict.fromkeys(plan.shards[i].manifest for i in new)]
     total = sum(a["instances"] for a in arrivals)
     hits = sum(a["flagged"] for a in arrivals)
-    record = {**who, "threshold": threshold, "threshold_quantile": (scorer.threshold or {}).get("quantile"),
-              "new": NEW, "instances": total, "flagged": hits, "fraction": round(hits / total, 6) if total else None,
-              "arrival_count": len(arrivals), "arrivals": arrivals[:ARRIVALS_LISTED],
-              "wall_s": round(time.monotonic() - started, 3), "scored_at": utc_now(),
-              "reason": None if arrivals else "no new arrival since the champion's job"}
+    taken = [a for a in arrivals if a.get("reused")]
+    record = {"champion_run": current.run, "champion_model": current.model, "threshold": threshold,
+              "threshold_quantile": quantile, "new": NEW, "instances": total, "flagged": hits,
+              "fraction": round(hits / total, 6) if total else None, "arrival_count": len(arrivals),
+              "arrivals": arrivals[:ARRIVALS_LISTED], "reused_arrivals": len(taken),
+              "reused_instances": sum(a["instances"] for a in taken), "wall_s": round(time.monotonic() - started, 3),
+              "scored_at": utc_now(), "reason": None if arrivals else "no new arrival since the champion's job"}
     _write_flagged(job, flagged)
-    log.info(f"champion view: {hits} of {total} new instances over the threshold of champion {current.run}",
+    log.info(f"champion view: {hits} of {total} new instances over the threshold of champion {current.run} "
+             f"({record['reused_arrivals']} of {len(arrivals)} arrivals from the scorer's results)",
              extra={"job": run, "dataset": current.dataset, "fields": {k: record[k] for k in (
-                 "champion_run", "threshold", "instances", "flagged", "arrival_count", "wall_s")}})
+                 "champion_run", "threshold", "instances", "flagged", "arrival_count", "reused_arrivals",
+                 "reused_instances", "wall_s")}})
     return View(record, flagged)
+
+
+def reuse(storage: Storage, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, current: champion_mod.Champion,
+          new: list[int]) -> Reused:
+    """The new instance arrivals whose scores by this champion already exist (``landfall.core.detections``; module
+    docstring), read without TensorFlow. Never raises: what cannot be reused is scored."""
+    try:
+        doc = json.loads(storage.read_bytes(join(current.model, champion_mod.THRESHOLD)))
+        threshold = float(doc["value"])
+    except Exception as exc:  # no threshold.json, or not one: the model's load decides (and says why)
+        log.info(f"champion view: nothing reused: the champion's {champion_mod.THRESHOLD}: {type(exc).__name__}: "
+                 f"{exc}")
+        return Reused()
+    found = Reused(threshold, doc.get("quantile"))
+    pieces: dict[str, list[inputs_mod.ShardRef]] = {}
+    for i in new:
+        pieces.setdefault(plan.shards[i].manifest, []).append(plan.shards[i])
+    counts = dict(zip(inputs.manifest_uris, (m.count for m in inputs.manifests), strict=True))
+    wanted = [(m, refs) for m, refs in pieces.items()
+              if m.startswith("gs://") and all(r.series is None and r.arrival for r in refs)]  # series: scored
+    try:
+        lay = Layout.load()
+    except ValueError as exc:  # a malformed LANDFALL_*_PREFIX: the results cannot be found
+        log.warning(f"champion view: nothing reused: {exc}")
+        return found
+    if not wanted:
+        return found
+
+    def one(item: tuple[str, list[inputs_mod.ShardRef]]) -> tuple[str, dict, list[int]] | None:
+        manifest, refs = item
+        try:
+            return _reuse_arrival(storage, lay, current, threshold, manifest, refs,
+                                  counts.get(manifest, sum(r.count for r in refs)))
+        except Exception as exc:  # corrupt, unreadable, unreachable: scored instead, never the job's failure
+            log.warning(f"champion view: the scorer's results of {manifest} are not reused: {type(exc).__name__}: "
+                        f"{exc}")
+            return None
+
+    with ThreadPoolExecutor(min(REUSE_WORKERS, len(wanted))) as pool:
+        for got in pool.map(one, wanted):
+            if got is not None:
+                manifest, entry, over = got
+                found.per[manifest] = entry
+                if over:
+                    found.flagged[manifest] = over
+    return found
+
+
+def _reuse_arrival(storage: Storage, lay: Layout, current: champion_mod.Champion, threshold: float, manifest: str,
+                   refs: list[inputs_mod.ShardRef], count: int) -> tuple[str, dict, list[int]] | None:
+    """One arrival's entry and flagged indices from its summary by ``current`` (None: there is none that fits)."""
+    import pyarrow.parquet as pq
+
+    bucket, _ = layout.split_gs(manifest)
+    summary = detections.read(storage, bucket, lay, current.dataset, refs[0].arrival, current.run)
+    if summary is None:
+        return None
+    msg = summary.message
+    if msg.get("kind") != "instances" or float(msg["threshold"]) != threshold or int(msg["count"]) != count:
+        log.info(f"champion view: {summary.uri} does not fit ({msg.get('kind')}, threshold {msg.get('threshold')}, "
+                 f"count {msg.get('count')}; the champion's threshold {threshold}, the manifest's count {count}): "
+                 "scored")
+        return None
+    table = pq.read_table(io.BytesIO(storage.read_bytes(str(msg["scores"]))), columns=["index", "error", "anomaly"])
+    index = table.column("index").to_numpy()
+    errors = table.column("error").to_numpy().astype(np.float64)
+    anomaly = np.asarray(table.column("anomaly").to_numpy(), dtype=bool)
+    if len(index) != count or not np.array_equal(index, np.arange(count)):
+        raise Invalid(f"{msg['scores']}: {len(index)} rows whose index is not 0..{count - 1}")
+    flags = errors > threshold
+    if not np.array_equal(flags, anomaly):
+        raise Invalid(f"{msg['scores']}: its anomaly column is not error > {threshold}")
+    taken = np.concatenate([np.arange(r.arrival_start, r.arrival_start + r.count) for r in refs])
+    if len(taken) and (taken.min() < 0 or taken.max() >= count):
+        raise Invalid(f"the job reads records of {manifest} beyond the {count} its summary scored")
+    over = taken[flags[taken]]
+    entry = {"arrival": refs[0].arrival or None, "manifest": manifest, "instances": len(taken),
+             "flagged": len(over), "fraction": round(len(over) / len(taken), 6) if len(taken) else None,
+             "reused": True}
+    return manifest, entry, sorted(over.tolist())
 
 
 def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, paths: list[Path], work: Path,
