@@ -18,12 +18,13 @@ PROJECT, REGION, NUMBER = "landfall-prod", "europe-west1", "123456789012"
 BUCKET, SOURCES, STATE = "landfall-prod-data", "landfall-prod-sources", "landfall-prod-tfstate"
 FUNCTIONS = ("on-data-arrival", "on-training-request")
 JOB = "landfall-convert"
+SCORER = "landfall-scorer"  # the scorer's Cloud Run service (infra/modules/scorer)
 # Topics, subscriptions and repositories are named by the Terraform label or variable that names them.
 SAMPLE = {
     "var.project_id": PROJECT, "var.region": REGION, "var.project_number": NUMBER,
     "data.google_project.this.number": NUMBER,
     "var.bucket_name": BUCKET, "var.sources_bucket_name": SOURCES, "var.state_bucket": STATE,
-    "var.topic_name": "requests", "var.results_topic_name": "results",
+    "var.topic_name": "requests", "var.results_topic_name": "results", "var.detections_topic_name": "detections",
     "var.repository_name": "trainer", "var.functions_repository_name": "functions",
     "var.function_names": list(FUNCTIONS), "var.convert_job_name": JOB,
     "local.objects": f"projects/_/buckets/{BUCKET}/objects",
@@ -172,6 +173,8 @@ def _on(kind: str, body: dict[str, Any], key: str | None) -> str:
         assert field("name") == "${google_cloud_run_v2_job.convert.name}", body
         return f"job:{JOB}"
     if kind == "google_cloud_run_v2_service_iam_member":
+        if field("name") == "${google_cloud_run_v2_service.scorer.name}":
+            return f"service:{SCORER}"
         assert field("name") == "${each.value.service_config[0].service}", body
         return f"service:{key}"  # a gen2 function's service has the function's name
     if kind == "google_cloudfunctions2_function_iam_member":

@@ -26,6 +26,7 @@ from .iam_terraform import (
     PROJECT,
     PUBSUB_AGENT,
     REGION,
+    SCORER,
     SOURCES,
     STATE,
     custom_roles,
@@ -133,6 +134,35 @@ WRITES_SNAPSHOTS = [("storage.objects.create", NEXT_SNAPSHOT), ("storage.objects
                     ("storage.objects.delete", OLD_SHARD)]
 TRAINER_TOUCHES = [data("runs/pump-7-3/checkpoint"), data("runs/pump-7-3/model/saved_model.pb"),
                    data("models/pump-7/champion.json")]
+# Detections on arrival (landfall.detect, the Cloud Run service landfall-scorer): the arrival's records, the champion
+# and its model read; its results under scores/<ds>/<arrival>/<champion job>/, create-only; detections published.
+SCORER_SERVICE = gcp.run_service(PROJECT, REGION, SCORER)
+DETECTIONS, SCORE_REQUESTS = gcp.topic(PROJECT, "detections"), gcp.topic(PROJECT, "score_requests")
+CHAMPION = data("models/pump-7/champion.json")
+CHAMPION_MODEL = [data("runs/pump-7-3/model/saved_model.pb"),
+                  data("runs/pump-7-3/model/variables/variables.data-00000-of-00001"),
+                  data("runs/pump-7-3/model/threshold.json"), data("runs/pump-7-3/model/normalization.json")]
+SCORES = "scores/pump-7/a1/pump-7-3/"
+SCORE_RESULTS = [data(SCORES + "scores-0a1b2c3d.parquet"), data(SCORES + "flagged-0a1b2c3d.parquet"),
+                 data(SCORES + "summary.json"), data(SCORES + "published.json")]
+SCORES_ARRIVAL: list[Op] = [
+    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "detect.handler: the request's manifest"),
+    ("storage.objects.get", data("tfrecords/pump-7/a1/retracted.json"), "core.retractions: is the arrival retracted"),
+    ("storage.objects.get", data("incoming/pump-7/2026-12-01.csv"), "detect.score.score_series: a series dataset's "
+     "source, at the manifest's generation (as landfall score reads it)"),
+    ("storage.objects.get", ARRIVAL_SHARD, "detect.score.score_instances: an instance dataset's records, the shards "
+     "its manifest lists"),
+    ("storage.objects.get", CHAMPION, "core.champion.read: the dataset's champion record"),
+    ("storage.objects.list", DATA_BUCKET, "trainer.scoring.Scorer.load: storage.sync_down lists runs/<job>/model/"),
+    *[("storage.objects.get", m, "trainer.scoring.Scorer.load: the champion's SavedModel, threshold, normalization")
+      for m in CHAMPION_MODEL],
+    *[("storage.objects.get", r, "core.detections.read/published: is this (arrival, champion) scored, published")
+      for r in SCORE_RESULTS],
+    *[("storage.objects.create", r, "core.detections: scores, flagged, summary last, published marker; "
+       "each ifGenerationMatch=0 (create only)") for r in SCORE_RESULTS],
+    ("pubsub.topics.publish", DETECTIONS, "core.detections: one landfall.detection/v1 per scored arrival"),
+    # Its log lines are its container's stderr, which Cloud Run sends to Cloud Logging: no logging grant.
+]
 
 OPERATIONS: dict[str, list[Op]] = {
     "converter": [*READS_SPEC, *READS_ARRIVAL,
@@ -162,13 +192,19 @@ OPERATIONS: dict[str, list[Op]] = {
                 ("storage.objects.update", data("models/pump-7/champion.json"), "core.champion: generation-guarded"),
                 ("storage.objects.create", data("models/pump-7/history/4.json"), "core.champion: history"),
                 ("pubsub.topics.publish", RESULTS, "core.results: the chief announces"),
+                *[("storage.objects.get", r, "champion_view.reuse: the scorer's summary and scores of an arrival")
+                  for r in (SCORE_RESULTS[0], SCORE_RESULTS[2])],
                 ("storage.objects.get", LABELLED_MANIFEST, "core.labelled.read: the manifest, the commit point"),
                 ("storage.objects.get", LABELLED_SET, "core.labelled.read: the set (trainer.labelled.load)")],
+    "scorer": [*READS_SPEC, *SCORES_ARRIVAL],
     "invoker": [("run.routes.invoke", s, "Pub/Sub push to the function") for s in services()],
+    "scorer-invoker": [("run.routes.invoke", SCORER_SERVICE, "Pub/Sub push to the scorer (both subscriptions)")],
     PUBSUB_AGENT: [("iam.serviceAccounts.getOpenIdToken", gcp.service_account(PROJECT, "invoker"),
                     "push: an OIDC token of the invoker"),
+                   ("iam.serviceAccounts.getOpenIdToken", gcp.service_account(PROJECT, "scorer-invoker"),
+                    "push to the scorer: an OIDC token of its push identity"),
                    *[("pubsub.subscriptions.consume", gcp.subscription(PROJECT, s), "dead-lettering acks")
-                     for s in ("training_requests", "arrivals")]],
+                     for s in ("training_requests", "arrivals", "scorer_arrivals", "scorer_rescore")]],
     "gke-nodes": [("logging.logEntries.create", LOGS, "node logs"),
                   ("artifactregistry.repositories.downloadArtifacts", gcp.repository(PROJECT, REGION, "trainer"),
                    "pull the trainer image")],
@@ -198,11 +234,15 @@ OPERATIONS: dict[str, list[Op]] = {
           for p in ("run.jobs.get", "run.jobs.update", "run.jobs.getIamPolicy", "run.jobs.setIamPolicy")],
         ("run.operations.get", gcp.operation("run.googleapis.com", PROJECT, REGION), "terraform polls the job update"),
         *[(p, gcp.subscription(PROJECT, s), "terraform apply: the push subscription")
-          for s in ("training_requests", "arrivals")
+          for s in ("training_requests", "arrivals", "scorer_arrivals", "scorer_rescore")
           for p in ("pubsub.subscriptions.get", "pubsub.subscriptions.update", "pubsub.subscriptions.getIamPolicy",
                     "pubsub.subscriptions.setIamPolicy")],
+        *[(p, SCORER_SERVICE, "terraform apply: the scorer service (a new image) and its invoker binding")
+          for p in ("run.services.get", "run.services.update", "run.services.getIamPolicy",
+                    "run.services.setIamPolicy")],
+        ("run.operations.get", gcp.operation("run.googleapis.com", PROJECT, REGION), "terraform polls the service"),
         *[("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, a), "the accounts the functions root names")
-          for a in ("converter", "submitter", "invoker", "fn-build", "convert-job")],
+          for a in ("converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker")],
         ("container.clusters.get", CLUSTER, "kubectl apply -k: cluster credentials"),
         # cloudbuild-deploy.yaml apply-datasets: read the generation, write over it (an overwrite also needs delete:
         # https://cloud.google.com/storage/docs/access-control/iam-permissions, read 2026-12-01).
@@ -246,13 +286,31 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                    ("storage.objects.delete", ARRIVAL_SHARD), ("storage.objects.delete", data("incoming/pump-7/x.csv")),
                    ("storage.objects.delete", data("runs/pump-7-3/model/saved_model.pb")),
                    ("storage.objects.create", SPEC), ("storage.objects.delete", SPEC)],
-    "trainer": [("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
+    "trainer": [*[(p, r) for r in SCORE_RESULTS for p in ("storage.objects.create", "storage.objects.delete")],
+                ("storage.objects.create", SPEC), ("storage.objects.update", SPEC),
                 ("storage.objects.create", LABELLED_SET), ("storage.objects.delete", LABELLED_SET),
                 ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json")),
                 ("storage.objects.get", data("incoming/pump-7/x.csv")),
                 ("storage.objects.delete", data("requests/pump-7/pending/r1.json")),
                 ("pubsub.topics.publish", REQUESTS), *WRITES_SNAPSHOTS],
-    "invoker": [("run.routes.invoke", OTHER_SERVICE), ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
+    # Reads what it scores with; writes only its own results, create-only; publishes detections only.
+    "scorer": [*[(p, r) for r in (data("incoming/pump-7/x.csv"), data("tfrecords/pump-7/a1/manifest.json"),
+                                  data("tfrecords/pump-7/a1/retracted.json"), ARRIVAL_SHARD, CHAMPION,
+                                  data("models/pump-7/history/4.json"), *CHAMPION_MODEL,
+                                  data("runs/pump-7-3/metrics.json"), SPEC)
+                 for p in ("storage.objects.create", "storage.objects.update", "storage.objects.delete")],
+               *[(p, r) for r in SCORE_RESULTS for p in ("storage.objects.update", "storage.objects.delete")],
+               ("storage.objects.get", data("models/pump-7/history/4.json")),
+               ("storage.objects.get", data("requests/pump-7/pending/r1.json")), ("storage.objects.get", SNAPSHOT),
+               ("storage.objects.get", LABELLED_SET), *WRITES_SNAPSHOTS,
+               ("pubsub.topics.publish", REQUESTS), ("pubsub.topics.publish", RESULTS),
+               ("pubsub.topics.publish", SCORE_REQUESTS), ("container.clusters.get", CLUSTER),
+               ("run.routes.invoke", SCORER_SERVICE), ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
+               ("logging.logEntries.create", LOGS)],
+    "scorer-invoker": [*[("run.routes.invoke", s) for s in services()], ("run.routes.invoke", OTHER_SERVICE),
+                       ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)), ("storage.objects.get", CHAMPION)],
+    "invoker": [("run.routes.invoke", OTHER_SERVICE), ("run.routes.invoke", SCORER_SERVICE),
+                ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
                 ("storage.objects.get", SNAPSHOT), *WRITES_SNAPSHOTS],
     "gke-nodes": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer"))],
     "fn-build": [("artifactregistry.repositories.uploadArtifacts", gcp.repository(PROJECT, REGION, "trainer")),
@@ -264,6 +322,10 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
               ("cloudfunctions.functions.delete", gcp.function(PROJECT, REGION, FUNCTIONS[0])),
               ("cloudfunctions.functions.setIamPolicy", gcp.function(PROJECT, REGION, FUNCTIONS[0])),
               ("run.routes.invoke", services()[0]), ("run.services.setIamPolicy", OTHER_SERVICE),
+              ("run.routes.invoke", SCORER_SERVICE), ("run.services.delete", SCORER_SERVICE),
+              ("run.services.update", OTHER_SERVICE), ("run.services.update", services()[0]),
+              ("pubsub.subscriptions.consume", gcp.subscription(PROJECT, "scorer_arrivals")),
+              ("pubsub.topics.publish", DETECTIONS), ("storage.objects.get", SCORE_RESULTS[0]),
               ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
               ("run.jobs.update", gcp.run_job(PROJECT, REGION, "another-job")),
               ("pubsub.subscriptions.update", gcp.subscription(PROJECT, "another-subscription")),

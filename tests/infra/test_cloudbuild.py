@@ -114,6 +114,12 @@ def test_pipeline_does_what_the_readme_says() -> None:
     for key in ("GSA_DOMAIN=", "PROJECT_ID=", "BUCKET=", "TRAINER_IMAGE="):
         assert key in steps["deploy-manifests"], key
     assert "terraform output -raw bucket_name > /workspace/bucket_name" in steps["deploy-functions"]
+    # The scorer service's image: built, pushed to the same repository, tagged alike, and passed to the apply.
+    assert "docker build -f scorer/Dockerfile" in steps["build-push-scorer"]
+    assert "/scorer:${SHORT_SHA}" in steps["build-push-scorer"] and "docker push" in steps["build-push-scorer"]
+    assert "scorer_image_tag=${SHORT_SHA}" in steps["deploy-functions"]
+    waits = {s["id"]: s.get("waitFor", []) for s in _config(DEPLOY)["steps"]}
+    assert waits["build-push-scorer"] == ["tested"] and "build-push-scorer" in waits["deploy-functions"]
     assert "/workspace/bucket_name" in steps["deploy-manifests"]
 
 

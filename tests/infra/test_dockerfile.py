@@ -1,16 +1,22 @@
-"""trainer/Dockerfile: hadolint clean, and the image conventions the TFJob relies on."""
+"""trainer/Dockerfile and scorer/Dockerfile: hadolint clean, and the image conventions the TFJob and the scorer
+service rely on (converter/Dockerfile: tests/infra/test_convert_job.py)."""
 
 from __future__ import annotations
 
+import json
 import re
+
+import pytest
 
 from .tools import REPO, run, tool
 
 DOCKERFILE = REPO / "trainer" / "Dockerfile"
+SCORER = REPO / "scorer" / "Dockerfile"
 
 
-def test_hadolint() -> None:
-    proc = run([tool("hadolint"), "--no-color", str(DOCKERFILE)])
+@pytest.mark.parametrize("path", [DOCKERFILE, SCORER], ids=lambda p: p.parent.name)
+def test_hadolint(path) -> None:
+    proc = run([tool("hadolint"), "--no-color", str(path)])
     assert proc.returncode == 0, f"hadolint:\n{proc.stdout}{proc.stderr}"
 
 
@@ -35,7 +41,35 @@ def test_image_conventions() -> None:
         assert not line.startswith("# hadolint ignore") or "DL3013" in line  # the one documented exception
 
 
+def test_scorer_image_conventions() -> None:
+    """The Cloud Run service landfall-scorer: python slim as the converter's, TensorFlow for CPU with tf-keras of
+    the same minor installed as the Makefile does (--no-deps), the legacy Keras switch, scorer/main.py at a fixed
+    path, non-root, and functions-framework serving on_score_request as a CloudEvent function on $PORT."""
+    import tomllib
+
+    text = SCORER.read_text()
+    (base,) = re.findall(r"^FROM (\S+)$", text, re.M)
+    assert base == re.findall(r"^FROM (\S+)$", (REPO / "converter" / "Dockerfile").read_text(), re.M)[0]
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", base), base
+    assert "TF_USE_LEGACY_KERAS=1" in text
+    assert 'pip install --no-cache-dir ".[cpu]"' in text
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (keras,) = [d for d in extras["trainer"] if d.startswith("tf-keras")]
+    assert f'pip install --no-cache-dir --no-deps "{keras}"' in text
+    makefile = (REPO / "Makefile").read_text()
+    assert f"--no-deps '{keras}'" in makefile  # the same pin as the Makefile's CPU install
+    assert "COPY scorer/main.py /opt/landfall/scorer/main.py" in text
+    assert re.search(r"^USER 10001(:10001)?$", text, re.M)
+    (entry,) = re.findall(r"^ENTRYPOINT (.+)$", text, re.M)
+    argv = json.loads(entry)
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[2].startswith("exec functions-framework ")
+    assert argv[2].split()[2:] == ["--source", "/opt/landfall/scorer/main.py", "--target", "on_score_request",
+                                   "--signature-type", "cloudevent", "--port", '"${PORT:-8080}"']
+    for line in text.splitlines():
+        assert not line.startswith("# hadolint ignore") or "DL3013" in line
+
+
 def test_dockerignore_keeps_the_context_small() -> None:
     lines = (REPO / ".dockerignore").read_text().splitlines()
     assert next(ln for ln in lines if ln and not ln.startswith("#")) == "*"
-    assert {"!pyproject.toml", "!functions/landfall/", "!trainer/"} <= set(lines)
+    assert {"!pyproject.toml", "!functions/landfall/", "!trainer/", "!scorer/main.py"} <= set(lines)

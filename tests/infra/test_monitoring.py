@@ -219,7 +219,7 @@ def test_the_evaluator_reads_the_language_as_documented():
 def test_every_metric_filter_matches_exactly_the_lines_it_counts(small_flow):
     found = metrics()
     assert set(found) == {"rejections", "job_results", "arrival_to_start", "arrivals_converted",
-                          "reconciler_heartbeat"}
+                          "reconciler_heartbeat", "anomalous_detections"}
     flow = small_flow
 
     rejections = _matched(flow, found["rejections"])
@@ -333,10 +333,65 @@ def test_the_quarantine_alert_matches_a_quarantined_arrival_only(tmp_path):
         assert not [e for e in lines if query.matches(e)], status
 
 
+def _detection_lines(tmp_path, anomalies: int) -> list[dict[str, Any]]:
+    """The LogEntries ``landfall.detect.handler`` logs when it publishes a detection with this many anomalies (the
+    real call that sends a summary's message, on a local folder and a recording publisher, its JSON lines captured
+    with the project's own formatter)."""
+    from landfall.core.config import Layout
+    from landfall.core.detections import MESSAGE_SCHEMA, Summary
+    from landfall.core.runtime import Runtime
+    from landfall.core.storage import Storage
+    from landfall.detect import handler
+    from landfall.detect.config import DetectConfig
+
+    class Publisher:
+        sent: list[tuple[str, bytes, dict[str, str]]] = []
+
+        def publish(self, topic: str, data: bytes, attributes: dict[str, str] | None = None) -> str:
+            self.sent.append((topic, data, dict(attributes or {})))
+            return "m-1"
+
+    folder = tmp_path / f"scores-{anomalies}" / "gait" / "a-g1-00000000" / "gait-3"
+    folder.mkdir(parents=True)
+    message = {"schema": MESSAGE_SCHEMA, "detection_id": "d-1", "dataset": "gait", "arrival": "a-g1-00000000",
+               "champion": {"run": "gait-3", "model": "gs://b/runs/gait-3/model", "seq": 2},
+               "anomalies": anomalies, "ranges": [{"start": 4, "end": 9}] * min(anomalies, 2),
+               "ranges_total": min(anomalies, 2), "scored_at": "2026-12-01T00:00:00Z"}
+    summary = Summary(message, {}, {"scoring_s": 0.5}, str(folder / "summary.json"))
+    rt = Runtime(DetectConfig(project="p", bucket="b"), Layout(), Storage("p"), Publisher())
+    with captured_lines("landfall.detect") as lines:
+        assert handler._finish(summary, rt, fresh=True) == "published"
+    assert [t for t, _, _ in Publisher.sent] == ["landfall-detections"]
+    return [log_entry(x) for x in lines]
+
+
+def test_the_anomaly_metric_and_alert_match_an_anomalous_detection_only(tmp_path):
+    """What landfall.detect.handler logs when it publishes: WARNING with the dataset and the arrival when the champion
+    flagged anomalies, INFO otherwise; the metric counts the first by dataset, and the alert names both."""
+    metric = metrics()["anomalous_detections"]
+    (policy,) = [b for n, b in _resources("google_monitoring_alert_policy").items() if n == "anomalies_detected"]
+    condition = first(first(policy["conditions"])["condition_matched_log"])
+    (flagged,) = [e for e in _detection_lines(tmp_path, 3) if e["jsonPayload"]["message"] == "detections published"]
+    assert flagged["severity"] == "WARNING"
+    for body in (metric, condition):
+        assert Query(str(unquote(body["filter"]))).matches(flagged)
+    assert _labels(flagged, metric) == {"dataset": "gait"}
+    assert _labels(flagged, condition) == {"dataset": "gait", "arrival": "a-g1-00000000", "anomalies": "3",
+                                           "ranges": "2", "champion": "gait-3"}
+    quiet = _detection_lines(tmp_path, 0)
+    assert [e["severity"] for e in quiet if e["jsonPayload"]["message"] == "detections published"] == ["INFO"]
+    for body in (metric, condition):
+        assert not [e for e in quiet if Query(str(unquote(body["filter"]))).matches(e)]
+    doc = first(policy["documentation"])
+    assert "$${log.extracted_label.dataset}" in str(unquote(doc["subject"]))
+    content = str(unquote(doc["content"]))
+    assert "landfall trace" in content and "gs://BUCKET/scores/" in content
+
+
 def test_alerts_say_what_to_do_and_log_match_alerts_are_rate_limited():
     policies = _resources("google_monitoring_alert_policy")
     assert {"dead_letters", "failed_results", "refused_results", "function_errors",
-            "reconciler_heartbeat", "quarantined_arrivals"} <= set(policies)
+            "reconciler_heartbeat", "quarantined_arrivals", "anomalies_detected"} <= set(policies)
     for name, body in policies.items():
         doc = first(body["documentation"])
         content = str(unquote(doc["content"]))

@@ -104,14 +104,18 @@ def test_pubsub_agent_grants_are_on_its_resources() -> None:
                             "google_service_account_iam_member"}, by_kind
     assert set(by_kind["google_pubsub_topic_iam_member"]) == {"roles/pubsub.publisher"}
     assert set(by_kind["google_pubsub_subscription_iam_member"]) == {"roles/pubsub.subscriber"}
-    # The subscriber grant covers exactly the two subscriptions with a dead-letter policy.
-    fn = load_hcl(INFRA / "modules" / "functions" / "main.tf")
-    with_dlq = {n.strip('"') for b in blocks(fn, "resource") for k, named in b.items()
-                if k.strip('"') == "google_pubsub_subscription" for n, body in named.items()
-                if "dead_letter_policy" in body}
-    assert with_dlq == {"training_requests", "arrivals"}
-    sources = {expr_text(v) for b in blocks(fn, "locals") for v in first(b.get("dead_letter_sources", {})).values()}
-    assert sources == {f"${{google_pubsub_subscription.{s}.name}}" for s in with_dlq}, sources
+    # In each module with push subscriptions (the functions', the scorer's), the subscriber grant covers exactly
+    # the subscriptions with a dead-letter policy.
+    expected = {"functions": {"training_requests", "arrivals"}, "scorer": {"arrivals", "rescore"}}
+    for module, subscriptions in expected.items():
+        fn = load_hcl(INFRA / "modules" / module / "main.tf")
+        with_dlq = {n.strip('"') for b in blocks(fn, "resource") for k, named in b.items()
+                    if k.strip('"') == "google_pubsub_subscription" for n, body in named.items()
+                    if "dead_letter_policy" in body}
+        assert with_dlq == subscriptions, module
+        sources = {expr_text(v) for b in blocks(fn, "locals")
+                   for v in first(b.get("dead_letter_sources", {})).values()}
+        assert sources == {f"${{google_pubsub_subscription.{s}.name}}" for s in with_dlq}, sources
 
 
 def test_deploy_account_acts_as_exactly_the_accounts_it_deploys() -> None:
@@ -121,7 +125,8 @@ def test_deploy_account_acts_as_exactly_the_accounts_it_deploys() -> None:
     assert len(act_as) == 1
     assert 'sa["build"]' in expr_text(act_as[0]["member"])
     accounts = set(re.findall(r"[\w-]+", expr_text(act_as[0]["for_each"]))) - {"toset"}
-    assert accounts == {"converter", "submitter", "invoker", "fn-build", "convert-job"}, accounts
+    assert accounts == {"converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"}, \
+        accounts
 
 
 def test_repository_writers_push_to_their_own_repository() -> None:
@@ -224,6 +229,46 @@ def test_results_topic_has_exactly_two_publishers() -> None:
                   and expr_text(body["topic"]) == "${var.results_topic_name}"}
     assert publishers == {'${google_service_account.sa["trainer"].member}',
                           '${google_service_account.sa["reconciler"].member}'}, publishers
+
+
+def test_scorer_holds_exactly_its_grants() -> None:
+    """Detections on arrival: read (only) the arrival's source, its records under tfrecords/, the champion record and
+    runs/, where the champion's model is; create-only under scores/; publish detections. Nothing
+    project-wide: its logs are its container's output, which Cloud Run collects."""
+    create = "roles/storage.objectCreator"
+    grants = held_by("scorer")
+    assert {n: g[:3] for n, g in grants.items()} == {
+        "scorer_read_incoming": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "scorer_read_arrival_records": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "scorer_read_champion": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "scorer_read_models": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "scorer_read_scores": ("google_storage_bucket_iam_member", VIEW, "${var.bucket_name}"),
+        "scorer_create_scores": ("google_storage_bucket_iam_member", create, "${var.bucket_name}"),
+        "scorer_publish_detections": ("google_pubsub_topic_iam_member", "roles/pubsub.publisher",
+                                      "${var.detections_topic_name}"),
+    }, grants
+    for name in ("incoming/ds/x.csv", "tfrecords/ds/a1/manifest.json", "tfrecords/ds/a1/retracted.json",
+                 "tfrecords/ds/a1/part-00000-of-00001.tfrecord", "models/ds/champion.json",
+                 "runs/ds-1/model/saved_model.pb", "config/datasets/ds.json", ""):
+        assert bucket_access("scorer", name) == {VIEW}, name
+    assert bucket_access("scorer", "scores/ds/a1/ds-1/summary.json") == {VIEW, create}
+    for name in ("models/ds/history/1.json", "snapshots/ds/00000001.json", "requests/ds/head.json",
+                 "rejected/ds/a1.json", "config/labelled/ds/x.npz", "tmp/a/part-0"):
+        assert bucket_access("scorer", name) == set(), name
+
+
+def test_detections_have_one_publisher_and_score_requests_none() -> None:
+    """The scorer alone publishes detections; score requests are published by operators with their own credentials
+    (as `landfall republish` publishes training requests): no workload account holds a grant on that topic."""
+    topics: dict[str, set[str]] = {}
+    for _, kind, _n, body in iam_grants():
+        if kind == "google_pubsub_topic_iam_member":
+            topics.setdefault(expr_text(body["topic"]), set()).add(expr_text(body["member"]))
+    assert topics["${var.detections_topic_name}"] == {'${google_service_account.sa["scorer"].member}'}
+    assert not [t for t in topics if "score_requests" in t], topics
+    # The request topic's publishers are the two converters, as before: the scorer reads requests, never sends one.
+    assert topics["${var.topic_name}"] == {'${google_service_account.sa["converter"].member}',
+                                           '${google_service_account.sa["convert-job"].member}'}
 
 
 def test_nobody_acts_as_the_reconciler_account_but_its_ksa() -> None:

@@ -7,7 +7,7 @@ locals {
   # Object-level grants limited to a prefix. Listing is checked against the bucket
   # itself, so the viewer conditions also admit the bucket resource (names only).
   prefix_condition = {
-    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets", "config/labelled"] :
+    for p in ["incoming", "tfrecords", "runs", "rejected", "tmp", "requests", "received", "models", "compacted", "snapshots", "config/datasets", "config/labelled", "scores"] :
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
@@ -24,6 +24,9 @@ locals {
     test        = "Landfall tests (Cloud Build test trigger): writes logs, holds no deploy rights"
     build       = "Landfall deploy (Cloud Build deploy trigger): pushes the image, deploys functions and manifests"
     fn-build    = "Landfall function builds: builds the functions' containers"
+    scorer      = "Landfall scorer (Cloud Run service landfall-scorer): scores arrivals with the champion, writes scores/, publishes detections"
+    # account_id landfall-scorer-invoker (30 characters at most)
+    scorer-invoker = "Landfall scorer invoker: Pub/Sub push identity that calls the scorer service only"
   }
 }
 
@@ -346,6 +349,19 @@ resource "google_storage_bucket_iam_member" "trainer_write_models" {
   }
 }
 
+# The champion's view of new data (trainer.champion_view.reuse): the chief reuses what the scorer already
+# wrote for an arrival under this champion, scores/<dataset>/<arrival>/<champion job>/ (summary.json, the
+# scores' Parquet). Read only: the scorer alone creates there.
+resource "google_storage_bucket_iam_member" "trainer_read_scores" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["trainer"].member
+  condition {
+    title      = "scores-read"
+    expression = local.prefix_condition["scores"]
+  }
+}
+
 # The chief announces the run it finished on the results topic; publish only, on that topic only.
 resource "google_pubsub_topic_iam_member" "trainer_publish_results" {
   project = var.project_id
@@ -375,8 +391,109 @@ resource "google_service_account_iam_member" "pubsub_agent_invoker_tokens" {
   member             = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 }
 
+# The scorer's push subscriptions (infra/modules/scorer) push with an OIDC token of its own push
+# identity, scorer-invoker: the agent may mint tokens for that account too, and for no other.
+resource "google_service_account_iam_member" "pubsub_agent_scorer_invoker_tokens" {
+  service_account_id = google_service_account.sa["scorer-invoker"].name
+  role               = "roles/iam.serviceAccountTokenCreator"
+  member             = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+}
+
 # The Cloud Storage service agent publishes the bucket's incoming/ notifications:
 # its grant is on that one topic (infra/modules/pubsub), not project-wide.
+
+# --- scorer (Cloud Run service landfall-scorer, infra/modules/scorer) -------------------------
+# Detections on arrival (landfall.detect): every committed arrival (its training request) and every
+# score request is scored with the dataset's champion, as `landfall score` scores a file. It reads
+# the arrival's source object at its generation (a series dataset) or its shards (an instance
+# dataset), its manifest and retraction record, the dataset's spec, the champion record and the
+# champion's model, writes its results create-only under
+# scores/<dataset>/<arrival>/<champion job>/ and publishes on landfall-detections. It writes nothing
+# else: not incoming/, tfrecords/, models/ or runs/, no training request or result, no cluster.
+# Its logs are its container's stdout/stderr, which Cloud Run sends to Cloud Logging: no grant.
+
+# The arrival's source object (read at the manifest's generation). Listing is checked on the bucket:
+# the champion's model is listed before it is downloaded (runs/<job>/model/).
+resource "google_storage_bucket_iam_member" "scorer_read_incoming" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "incoming-only"
+    expression = "${local.prefix_condition["incoming"]} || ${local.list_condition}"
+  }
+}
+
+# tfrecords/<dataset>/<arrival>/: manifest.json (the arrival, its source and generation),
+# retracted.json (is it retracted) and, for an instance dataset, the shards the manifest lists
+# (landfall.detect.score.score_instances scores the records). Read only.
+resource "google_storage_bucket_iam_member" "scorer_read_arrival_records" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "tfrecords-read-only"
+    expression = local.prefix_condition["tfrecords"]
+  }
+}
+
+# models/<dataset>/champion.json: which job is the champion; not its history.
+resource "google_storage_bucket_iam_member" "scorer_read_champion" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "champion-records-only"
+    expression = "${local.prefix_condition["models"]} && resource.name.endsWith(\"/champion.json\")"
+  }
+}
+
+# The champion's model: runs/<job>/model/ (the SavedModel, threshold.json, normalization.json). Read
+# only, and on runs/ as a whole: a condition can test a name's start and end, and the model's files sit
+# below a job name no prefix can skip, with names (the SavedModel's variables) no fixed suffix list covers.
+resource "google_storage_bucket_iam_member" "scorer_read_models" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "runs-read-only"
+    expression = local.prefix_condition["runs"]
+  }
+}
+
+# scores/<dataset>/<arrival>/<champion job>/: read (is an attempt done, published?) and create, never
+# replace or delete (objectCreator + objectViewer, not objectUser): every result object is created
+# with ifGenerationMatch=0, which needs storage.objects.create only.
+resource "google_storage_bucket_iam_member" "scorer_read_scores" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "scores-read"
+    expression = local.prefix_condition["scores"]
+  }
+}
+
+resource "google_storage_bucket_iam_member" "scorer_create_scores" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectCreator"
+  member = google_service_account.sa["scorer"].member
+  condition {
+    title      = "scores-create-only"
+    expression = local.prefix_condition["scores"]
+  }
+}
+
+# One landfall.detection/v1 per scored arrival, on the detections topic only.
+resource "google_pubsub_topic_iam_member" "scorer_publish_detections" {
+  project = var.project_id
+  topic   = var.detections_topic_name
+  role    = "roles/pubsub.publisher"
+  member  = google_service_account.sa["scorer"].member
+}
+
+# scorer-invoker calls the scorer service and nothing else: roles/run.invoker is bound on that
+# service (google_cloud_run_v2_service_iam_member in infra/modules/scorer).
 
 # --- GKE nodes --------------------------------------------------------------
 
@@ -529,6 +646,21 @@ resource "google_project_iam_custom_role" "subscription_deployer" {
   ]
 }
 
+# The scorer's Cloud Run service (infra/modules/scorer): update it (a new image, its settings) and
+# keep the push identity's invoker binding on it, bound on that service; no create, delete or invoke.
+resource "google_project_iam_custom_role" "service_deployer" {
+  project     = var.project_id
+  role_id     = "landfallServiceDeployer"
+  title       = "Landfall service deployer"
+  description = "Update Landfall's Cloud Run service (the scorer) and its IAM; invoke nothing. Bound on the service."
+  permissions = [
+    "run.services.get",
+    "run.services.getIamPolicy",
+    "run.services.setIamPolicy",
+    "run.services.update",
+  ]
+}
+
 resource "google_storage_bucket_iam_member" "build_buckets" {
   for_each = toset([var.sources_bucket_name, var.state_bucket])
   bucket   = each.key
@@ -596,7 +728,7 @@ resource "google_storage_bucket_iam_member" "build_apply_specs" {
 }
 
 resource "google_storage_bucket_iam_member" "read_specs" {
-  for_each = toset(["converter", "convert-job", "submitter", "reconciler", "trainer"])
+  for_each = toset(["converter", "convert-job", "submitter", "reconciler", "trainer", "scorer"])
   bucket   = var.bucket_name
   role     = "roles/storage.objectViewer"
   member   = google_service_account.sa[each.key].member
@@ -634,9 +766,10 @@ resource "google_storage_bucket_iam_member" "read_labelled" {
 
 # Exactly the accounts the functions root names: the two runtime accounts
 # (converter, submitter), the push identity of the two subscriptions (invoker), the
-# functions' build account (fn-build) and the convert job's account (convert-job).
+# functions' build account (fn-build), the convert job's account (convert-job), and the
+# scorer service's account (scorer) and its push identity (scorer-invoker).
 resource "google_service_account_iam_member" "build_act_as" {
-  for_each           = toset(["converter", "submitter", "invoker", "fn-build", "convert-job"])
+  for_each           = toset(["converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"])
   service_account_id = google_service_account.sa[each.key].name
   role               = "roles/iam.serviceAccountUser"
   member             = google_service_account.sa["build"].member

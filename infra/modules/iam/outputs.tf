@@ -1,5 +1,5 @@
 output "emails" {
-  description = "Service account emails by workload (converter, convert-job, submitter, reconciler, trainer, invoker, gke-nodes, test, build, fn-build)."
+  description = "Service account emails by workload (converter, convert-job, submitter, reconciler, trainer, invoker, gke-nodes, test, build, fn-build, scorer, scorer-invoker)."
   value       = { for k, sa in google_service_account.sa : k => sa.email }
 }
 
@@ -15,5 +15,7 @@ output "deployer_roles" {
     service      = google_project_iam_custom_role.service_iam.name
     job          = google_project_iam_custom_role.job_deployer.name
     subscription = google_project_iam_custom_role.subscription_deployer.name
+    # the scorer's Cloud Run service (infra/modules/scorer)
+    scorer_service = google_project_iam_custom_role.service_deployer.name
   }
 }

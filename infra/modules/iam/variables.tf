@@ -29,6 +29,12 @@ variable "results_topic_name" {
   default     = "landfall-training-results"
 }
 
+variable "detections_topic_name" {
+  description = "Detections topic (landfall.detection/v1): the scorer account publishes to it, nobody else."
+  type        = string
+  default     = "landfall-detections"
+}
+
 variable "topic_name" {
   description = "Training-request topic the converter publishes to."
   type        = string

@@ -165,6 +165,29 @@ resource "google_logging_metric" "reconciler_heartbeat" {
   }
 }
 
+# landfall.detect.handler: one "detections published" line per scored arrival (landfall.detection/v1 sent),
+# WARNING when the champion flagged anomalies, INFO otherwise. Counts the anomalous ones.
+resource "google_logging_metric" "anomalous_detections" {
+  project     = var.project_id
+  name        = "landfall-anomalous-detections"
+  description = "Arrivals the dataset's champion flagged anomalies in (landfall.detection/v1 with anomalies > 0), by dataset."
+  filter      = "jsonPayload.logger=\"landfall.detect\" AND jsonPayload.message=\"detections published\" AND severity=\"WARNING\""
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "Landfall anomalous detections"
+    labels {
+      key         = "dataset"
+      value_type  = "STRING"
+      description = "The dataset of the scored arrival"
+    }
+  }
+  label_extractors = {
+    dataset = "EXTRACT(jsonPayload.dataset)"
+  }
+}
+
 # --- alerts -----------------------------------------------------------------------------
 
 resource "google_monitoring_alert_policy" "dead_letters" {
@@ -192,7 +215,7 @@ resource "google_monitoring_alert_policy" "dead_letters" {
   documentation {
     mime_type = "text/markdown"
     content   = <<-EOT
-      A training request or an arrival failed on every delivery attempt and was moved to its
+      A training request, an arrival or a scorer request failed on every delivery attempt and was moved to its
       dead-letter subscription (`$${resource.label.subscription_id}`). Nothing else is blocked by it.
       1. `landfall status` lists the dead-lettered requests (peeked, not consumed); `landfall report
          --dead-letter $${resource.label.subscription_id}` shows either subscription's.
@@ -200,7 +223,8 @@ resource "google_monitoring_alert_policy" "dead_letters" {
          (`jsonPayload.request_id` or `jsonPayload.arrival_id`), or with `landfall trace`.
       3. Fix the cause (permissions, a missing Cloud Run job, an unreachable cluster), then replay:
          `landfall republish --manifest URI` for a request; for an arrival, rewrite the object or
-         pull the message and publish it to the notification topic again. Acknowledge what you replayed.
+         pull the message and publish it to the notification topic again; for the scorer's
+         (landfall-scorer-dead-letter), `landfall rescore --dataset DATASET --since TIME`. Acknowledge what you replayed.
       See docs/operations.md.
     EOT
   }
@@ -327,6 +351,52 @@ resource "google_monitoring_alert_policy" "quarantined_arrivals" {
       3. If it is wrong: `landfall reject ARRIVAL --dataset DATASET` (it is never trained on), fix the source
          and upload it again. Thresholds that flag normal data belong in the spec's arrival.checks.
       See docs/operations.md and docs/datasets.md#arrival-checks.
+    EOT
+  }
+}
+
+# Detections on arrival: the champion flagged anomalies in an arrival (landfall.detect.handler's WARNING line),
+# one notification per dataset and hour at most.
+resource "google_monitoring_alert_policy" "anomalies_detected" {
+  project               = var.project_id
+  display_name          = "Landfall ${var.env}: anomalies detected on a dataset"
+  combiner              = "OR"
+  severity              = "WARNING"
+  notification_channels = local.channels
+  conditions {
+    display_name = "A landfall.detection/v1 with anomalies was published"
+    condition_matched_log {
+      filter = "jsonPayload.logger=\"landfall.detect\" AND jsonPayload.message=\"detections published\" AND severity=\"WARNING\""
+      label_extractors = {
+        dataset   = "EXTRACT(jsonPayload.dataset)"
+        arrival   = "EXTRACT(jsonPayload.arrival_id)"
+        anomalies = "EXTRACT(jsonPayload.anomalies)"
+        ranges    = "EXTRACT(jsonPayload.ranges)"
+        champion  = "EXTRACT(jsonPayload.champion_run)"
+      }
+    }
+  }
+  alert_strategy {
+    notification_rate_limit {
+      period = "3600s"
+    }
+    auto_close = "86400s"
+  }
+  documentation {
+    mime_type = "text/markdown"
+    subject   = "Landfall ${var.env}: anomalies detected on dataset $${log.extracted_label.dataset}"
+    content   = <<-EOT
+      The champion of dataset `$${log.extracted_label.dataset}` (job `$${log.extracted_label.champion}`) flagged
+      $${log.extracted_label.anomalies} anomalies in $${log.extracted_label.ranges} ranges of arrival
+      `$${log.extracted_label.arrival}`; one landfall.detection/v1 was published on landfall-detections.
+      1. `landfall trace $${log.extracted_label.arrival}` shows the arrival, its checks and its detections.
+      2. The scores and the summary (every range, its start, end and peak) are under
+         `gs://BUCKET/scores/$${log.extracted_label.dataset}/$${log.extracted_label.arrival}/$${log.extracted_label.champion}/`.
+      3. Real anomalies: act on the source. False alarms: look at the champion (`landfall status --dataset
+         $${log.extracted_label.dataset}`); once a better one is promoted, `landfall rescore --dataset DATASET
+         --since TIME` scores the arrivals again with it.
+      This alert notifies at most once an hour; the metric landfall-anomalous-detections counts every one by dataset.
+      See docs/operations.md.
     EOT
   }
 }
@@ -495,6 +565,14 @@ locals {
       filter = "${local.function_requests} AND metric.label.response_code_class=\"5xx\""
       group  = ["resource.label.service_name"]
       plot   = "LINE"
+      align  = "ALIGN_SUM"
+      reduce = "REDUCE_SUM"
+    },
+    {
+      title  = "Arrivals with anomalies by dataset"
+      filter = "metric.type=\"${local.user_metric}/${google_logging_metric.anomalous_detections.name}\""
+      group  = ["metric.label.dataset"]
+      plot   = "STACKED_BAR"
       align  = "ALIGN_SUM"
       reduce = "REDUCE_SUM"
     },

@@ -6,6 +6,7 @@ output "metric_types" {
     arrival_to_start     = "${local.user_metric}/${google_logging_metric.arrival_to_start.name}"
     arrivals_converted   = "${local.user_metric}/${google_logging_metric.arrivals_converted.name}"
     reconciler_heartbeat = "${local.user_metric}/${google_logging_metric.reconciler_heartbeat.name}"
+    anomalous_detections = "${local.user_metric}/${google_logging_metric.anomalous_detections.name}"
   }
 }
 

@@ -29,7 +29,7 @@ variable "notification_email" {
 }
 
 variable "dead_letter_subscriptions" {
-  description = "Short names of the subscriptions that hold dead letters (training requests and arrivals)."
+  description = "Short names of the subscriptions that hold dead letters (training requests, arrivals, the scorer's)."
   type        = list(string)
 }
 

@@ -115,7 +115,9 @@ module "iam" {
   state_bucket        = var.state_bucket
   topic_name          = module.pubsub.topic_name
   results_topic_name  = module.pubsub.results_topic_name
-  repository_name     = module.registry.repository_id
+  # The scorer publishes detections (its only topic).
+  detections_topic_name = module.pubsub.detections_topic_name
+  repository_name       = module.registry.repository_id
   # Function builds push here only.
   functions_repository_name = module.registry.functions_repository_id
   repository_location       = var.region
@@ -135,6 +137,7 @@ module "monitoring" {
   dead_letter_subscriptions = [
     module.pubsub.dead_letter_subscription_name,
     module.pubsub.arrival_dead_letter_subscription_name,
+    module.pubsub.scorer_dead_letter_subscription_name,
   ]
 
   depends_on = [module.services]

@@ -123,3 +123,69 @@ resource "google_storage_notification" "arrivals" {
   # Cloud Storage checks that its service agent may publish when the notification is created.
   depends_on = [google_pubsub_topic_iam_member.gcs_agent_publisher]
 }
+
+# --- detections on arrival (the scorer, infra/modules/scorer) ------------------------------------
+# landfall.detection/v1, one message per scored arrival (landfall.core.detections), published by the
+# scorer's account only (infra/modules/iam). Consumers attach their own subscriptions; the pull
+# subscription of the same name is the operators' (`landfall status`).
+resource "google_pubsub_topic" "detections" {
+  # checkov:skip=CKV_GCP_83:Detections carry names, counts, time ranges and URIs, no data; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.detections_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
+resource "google_pubsub_subscription" "detections" {
+  project                    = var.project_id
+  name                       = var.detections_topic_name
+  topic                      = google_pubsub_topic.detections.id
+  labels                     = var.labels
+  message_retention_duration = "604800s"
+  ack_deadline_seconds       = 60
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+# landfall.score_request/v1 (`landfall rescore`): score one arrival again with the current champion.
+# Published by operators with their own credentials, as `landfall republish` publishes training
+# requests: no workload account may publish here. The scorer's push subscription reads it.
+resource "google_pubsub_topic" "score_requests" {
+  # checkov:skip=CKV_GCP_83:Score requests carry an arrival's manifest path only, no data; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.score_requests_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
+# What the scorer failed on max_delivery_attempts times, from either of its push subscriptions.
+resource "google_pubsub_topic" "scorer_dead_letter" {
+  # checkov:skip=CKV_GCP_83:Dead-lettered training and score requests carry object paths only; Google-managed encryption is enough.
+  project                    = var.project_id
+  name                       = var.scorer_dead_letter_topic_name
+  labels                     = var.labels
+  message_retention_duration = var.message_retention
+}
+
+# Keeps them for inspection and replay (same name as its topic, like the other dead letters').
+resource "google_pubsub_subscription" "scorer_dead_letter" {
+  project                    = var.project_id
+  name                       = var.scorer_dead_letter_topic_name
+  topic                      = google_pubsub_topic.scorer_dead_letter.id
+  labels                     = var.labels
+  message_retention_duration = "604800s"
+  ack_deadline_seconds       = 60
+  expiration_policy {
+    ttl = ""
+  }
+}
+
+# The Pub/Sub service agent dead-letters: publisher on this topic only (its subscriber grants are on
+# the scorer's two push subscriptions, next to them in infra/modules/scorer).
+resource "google_pubsub_topic_iam_member" "scorer_dead_letter_publisher" {
+  project = var.project_id
+  topic   = google_pubsub_topic.scorer_dead_letter.name
+  role    = "roles/pubsub.publisher"
+  member  = local.pubsub_service_agent
+}

@@ -47,6 +47,24 @@ variable "arrival_dead_letter_topic_name" {
   default     = "landfall-gcs-notifications-dead-letter"
 }
 
+variable "detections_topic_name" {
+  description = "Topic the scorer publishes one landfall.detection/v1 per scored arrival to (also the name of the operators' pull subscription)."
+  type        = string
+  default     = "landfall-detections"
+}
+
+variable "score_requests_topic_name" {
+  description = "Topic `landfall rescore` publishes landfall.score_request/v1 to; the scorer's push subscription reads it."
+  type        = string
+  default     = "landfall-score-requests"
+}
+
+variable "scorer_dead_letter_topic_name" {
+  description = "Topic that receives what the scorer failed on max_delivery_attempts times (both its push subscriptions)."
+  type        = string
+  default     = "landfall-scorer-dead-letter"
+}
+
 variable "message_retention" {
   description = "How long topics keep messages (lets a fixed subscriber seek back), e.g. 604800s."
   type        = string

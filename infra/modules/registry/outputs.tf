@@ -27,3 +27,8 @@ output "functions_repository_name" {
   description = "Resource name (projects/P/locations/L/repositories/R) of the functions' repository: build_config.docker_repository."
   value       = google_artifact_registry_repository.functions.id
 }
+
+output "scorer_image_base" {
+  description = "Scorer image path without tag (the Cloud Run service landfall-scorer's): LOCATION-docker.pkg.dev/PROJECT/REPO/scorer, in the trainer's repository."
+  value       = "${var.location}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.trainer.repository_id}/scorer"
+}

@@ -116,3 +116,33 @@ output "monitoring_dashboard_id" {
   description = "ID of the Landfall dashboard (infra/modules/monitoring)."
   value       = module.platform.monitoring_dashboard_id
 }
+
+output "scorer_image_base" {
+  description = "Scorer image path without tag (the Cloud Run service landfall-scorer's); Cloud Build pushes :$SHORT_SHA here."
+  value       = module.platform.scorer_image_base
+}
+
+output "detections_topic_name" {
+  description = "Detections topic, short name (the scorer's LANDFALL_DETECTIONS_TOPIC)."
+  value       = module.platform.detections_topic_name
+}
+
+output "detections_subscription" {
+  description = "The operators' pull subscription on the detections topic."
+  value       = module.platform.detections_subscription
+}
+
+output "score_requests_topic_id" {
+  description = "Score-request topic (`landfall rescore`), projects/P/topics/T; the scorer's rescore push subscription reads it."
+  value       = module.platform.score_requests_topic_id
+}
+
+output "scorer_dead_letter_topic_id" {
+  description = "Dead-letter topic of the scorer's two push subscriptions."
+  value       = module.platform.scorer_dead_letter_topic_id
+}
+
+output "scorer_dead_letter_subscription" {
+  description = "Subscription keeping what the scorer dead-lettered (inspect and replay from it)."
+  value       = module.platform.scorer_dead_letter_subscription
+}

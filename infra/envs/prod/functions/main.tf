@@ -1,5 +1,6 @@
 # The part of the environment Cloud Build applies on every build: the two
-# functions and the push subscriptions that trigger them.
+# functions and the push subscriptions that trigger them, the convert job, and the
+# scorer service with its push subscriptions.
 
 data "terraform_remote_state" "platform" {
   backend = "gcs"
@@ -50,4 +51,30 @@ module "functions" {
   # Added to the platform outputs with the resource-level deploy grants: apply the platform first.
   deployer_roles = local.platform.deployer_roles
   labels         = local.labels
+}
+
+# Detections on arrival (infra/modules/scorer): the Cloud Run service landfall-scorer and its two push
+# subscriptions. Its topics and accounts were added to the platform with it: apply the platform first.
+module "scorer" {
+  source                  = "../../../modules/scorer"
+  project_id              = var.project_id
+  region                  = var.region
+  project_number          = local.platform.project_number
+  bucket_name             = local.platform.bucket_name
+  detections_topic_name   = local.platform.detections_topic_name
+  request_topic_id        = local.platform.request_topic_id
+  score_requests_topic_id = local.platform.score_requests_topic_id
+  dead_letter_topic_id    = local.platform.scorer_dead_letter_topic_id
+  scorer_image            = "${local.platform.scorer_image_base}:${var.scorer_image_tag}"
+  max_instances           = var.scorer_max_instances
+  service_accounts = {
+    scorer         = local.platform.service_accounts["scorer"]
+    scorer-invoker = local.platform.service_accounts["scorer-invoker"]
+    build          = local.platform.service_accounts["build"]
+  }
+  deployer_roles = {
+    scorer_service = local.platform.deployer_roles["scorer_service"]
+    subscription   = local.platform.deployer_roles["subscription"]
+  }
+  labels = local.labels
 }

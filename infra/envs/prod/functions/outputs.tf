@@ -22,3 +22,13 @@ output "bucket_name" {
   description = "Data bucket (LANDFALL_BUCKET); Cloud Build writes it into k8s/base/project.env for the reconciler."
   value       = local.platform.bucket_name
 }
+
+output "scorer_uri" {
+  description = "URI of the scorer service (internal ingress; Pub/Sub pushes to it)."
+  value       = module.scorer.uri
+}
+
+output "scorer_subscriptions" {
+  description = "The scorer's push subscriptions (training requests, score requests)."
+  value       = module.scorer.subscriptions
+}

@@ -41,3 +41,22 @@ variable "functions_source_dir" {
   type        = string
   default     = "../../../../functions"
 }
+
+variable "scorer_image_tag" {
+  description = "Tag of the scorer image the Cloud Run service landfall-scorer runs; Cloud Build passes $SHORT_SHA."
+  type        = string
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", var.scorer_image_tag))
+    error_message = "scorer_image_tag must be a valid Docker tag."
+  }
+}
+
+variable "scorer_max_instances" {
+  description = "Most scorer instances at once (bounds the cost of a burst of arrivals; each loads the champion once)."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.scorer_max_instances >= 1 && floor(var.scorer_max_instances) == var.scorer_max_instances
+    error_message = "scorer_max_instances must be a whole number >= 1."
+  }
+}
