@@ -360,7 +360,7 @@ def _detection_lines(tmp_path, anomalies: int) -> list[dict[str, Any]]:
     summary = Summary(message, {}, {"scoring_s": 0.5}, str(folder / "summary.json"))
     rt = Runtime(DetectConfig(project="p", bucket="b"), Layout(), Storage("p"), Publisher())
     with captured_lines("landfall.detect") as lines:
-        assert handler._finish(summary, rt, fresh=True) == "published"
+        assert handler.announce(summary, rt, fresh=True) == "published"
     assert [t for t, _, _ in Publisher.sent] == ["landfall-detections"]
     return [log_entry(x) for x in lines]
 

@@ -166,7 +166,7 @@ def _handle(request: ScoreRequest, rt: DetectRuntime) -> Outcome:
         return "no_champion"
     existing = detections.read(storage, cfg.bucket, lay, request.dataset, aid, current.run)
     if existing is not None:
-        return _finish(existing, rt, fresh=False)
+        return announce(existing, rt, fresh=False)
     try:
         summary = _score(request, manifest, current, aid, rt)
     except (BadInput, Invalid, NotFound) as exc:
@@ -175,11 +175,11 @@ def _handle(request: ScoreRequest, rt: DetectRuntime) -> Outcome:
         found = detections.read(storage, cfg.bucket, lay, request.dataset, aid, current.run)
         if found is None:  # pragma: no cover - created, then gone: nothing deletes summaries
             raise TemporaryError(f"{summary.uri} exists and cannot be read") from None
-        return _finish(found, rt, fresh=False)
-    return _finish(summary, rt, fresh=True)
+        return announce(found, rt, fresh=False)
+    return announce(summary, rt, fresh=True)
 
 
-def _finish(summary: Summary, rt: DetectRuntime, *, fresh: bool) -> Outcome:
+def announce(summary: Summary, rt: DetectRuntime, *, fresh: bool) -> Outcome:
     """Sends the summary's message unless it is known to be sent (module doc: who sends, and when)."""
     storage = rt.storage
     context = {"dataset": summary.dataset, "arrival_id": summary.arrival}
