@@ -8,7 +8,8 @@ they name is missing: the next release rejects those, ``landfall.submit.coalesce
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), per dataset its retrain policy, why its next release is held
 and until when, and its GPU spend over the last 24 h and 30 days against its budget (``landfall.submit.spend``),
-and the requests waiting in the dead-letter subscription
+per dataset the arrivals scored on arrival by its champion and those with anomalies (``landfall.core.detections``),
+and the requests waiting in the dead-letter subscriptions of the training requests and of the scorer
 (peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
 follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``, what ``landfall reconcile`` does on a
 cluster), and then reports what it released. Configuration comes from ``LANDFALL_*`` (``JobConfig``); flags win;
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, cost, layout, logs, quarantine, results, specs
+from landfall.core import champion, cost, detections, layout, logs, quarantine, results, specs
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
@@ -37,6 +39,9 @@ from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
 
+SCORER_DEAD_LETTER = "landfall-scorer-dead-letter"  # what the scorer (landfall.detect) dead-letters
+LATEST_DETECTIONS = 3  # anomalous arrivals shown per dataset, the newest
+
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset")
@@ -46,7 +51,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", dest="local_state", help="local backend state folder (LANDFALL_LOCAL_STATE)")
     p.add_argument("--namespace")
     p.add_argument("--project", help="Google Cloud project (GOOGLE_CLOUD_PROJECT)")
-    p.add_argument("--no-dead-letter", action="store_true", help="do not peek at the dead-letter subscription")
+    p.add_argument("--no-dead-letter", action="store_true", help="do not peek at the dead-letter subscriptions")
+    p.add_argument("--scorer-dead-letter", metavar="SUBSCRIPTION",
+                   default=os.environ.get("LANDFALL_SCORER_DEAD_LETTER_SUBSCRIPTION", SCORER_DEAD_LETTER),
+                   help="the scorer's dead-letter subscription (LANDFALL_SCORER_DEAD_LETTER_SUBSCRIPTION, default "
+                        f"{SCORER_DEAD_LETTER})")
     p.add_argument("--reconcile", action="store_true",
                    help="also release waiting follow-ups whose predecessor ended (default: read-only)")
 
@@ -270,14 +279,36 @@ def _spec(storage: Any, bucket: str, ds: str, lay: Layout) -> dict[str, Any]:
     return {"uri": specs.spec_uri(bucket, ds, lay) if spec.registered else None, "generation": spec.generation}
 
 
+def _detections(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
+    """Per dataset: the arrivals scored on arrival and those with anomalies (``landfall.core.detections.counts``,
+    one listing of ``scores/``), and the newest anomalous ones."""
+    by: dict[str, list[detections.Summary]] = {}
+    for s in detections.listing(storage, bucket, lay, dataset):  # unreadable summaries are left out
+        by.setdefault(s.dataset, []).append(s)
+    out = {}
+    for ds, summaries in by.items():
+        newest: dict[str, detections.Summary] = {}
+        for s in summaries:  # oldest first: an arrival's newest champion's summary wins, as in counts
+            newest.pop(s.arrival, None)
+            newest[s.arrival] = s
+        anomalous = [s for s in newest.values() if s.anomalies][::-1][:LATEST_DETECTIONS]
+        out[ds] = {**detections.counts(summaries), "latest_anomalous": [
+            {"arrival": s.arrival, "champion": s.run, "anomalies": s.anomalies, "count": s.message.get("count"),
+             "kind": s.message.get("kind"), "ranges": s.message.get("ranges_total"),
+             "scored_at": s.message.get("scored_at"), "summary": s.uri} for s in anomalous]}
+    return out
+
+
 def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = None, pubsub: Any = None,
-            lay: Layout | None = None, reconcile: bool = False, clock: Any = None) -> dict[str, Any]:
+            lay: Layout | None = None, reconcile: bool = False, clock: Any = None,
+            scorer_dead_letter: str | None = SCORER_DEAD_LETTER) -> dict[str, Any]:
     """The status report as a dict (``landfall status --json`` prints it). Read-only unless ``reconcile``:
     then it first releases waiting follow-ups and reports them (``released``, or ``reconcile_error``).
-    ``clock``: the retrain policy's time (default ``time.time``)."""
+    ``clock``: the retrain policy's time (default ``time.time``). With ``pubsub``, the dead letters of the training
+    requests and of the scorer (``scorer_dead_letter``, None: not looked at) are peeked."""
     lay = lay or Layout()
     out: dict[str, Any] = {"bucket": cfg.bucket, "backend": cfg.backend, "datasets": {}, "jobs": [],
-                           "dead_letter": None}
+                           "dead_letter": None, "scorer_dead_letter": None}
     if reconcile:
         try:
             out["released"] = coalesce.reconcile(backend, storage, cfg, lay, dataset, clock=clock)
@@ -285,8 +316,10 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             out["reconcile_error"] = f"{type(exc).__name__}: {exc}"
     if cfg.bucket:
         out["datasets"] = _datasets(storage, cfg.bucket, lay, dataset)
+        scored = _detections(storage, cfg.bucket, lay, dataset)
         for ds, entry in out["datasets"].items():
             entry["champion"] = _champion(storage, cfg.bucket, ds)
+            entry["detections"] = scored.get(ds) or detections.counts([]) | {"latest_anomalous": []}
             entry["retrain"] = _retrain(cfg, storage, backend, ds, lay, clock)
             entry["spec"] = _spec(storage, cfg.bucket, ds, lay)
     for job in backend.list(dataset):
@@ -305,6 +338,9 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
         out["jobs"][-1]["time"] = job_times(out["jobs"][-1], clock)
     if pubsub is not None:
         out["dead_letter"] = _peek_dead_letter(pubsub, cfg.dead_letter_subscription)
+        if scorer_dead_letter:
+            out["scorer_dead_letter"] = {"subscription": scorer_dead_letter,
+                                         **_peek_dead_letter(pubsub, scorer_dead_letter)}
     return out
 
 
@@ -358,7 +394,8 @@ def status(args: argparse.Namespace) -> int:
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     storage = Storage(cfg.project)
     pubsub = None if args.no_dead_letter else PubSub(cfg.project)
-    report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load(), reconcile=args.reconcile)
+    report = collect(cfg, storage, open_backend(cfg), args.dataset, pubsub, Layout.load(), reconcile=args.reconcile,
+                     scorer_dead_letter=args.scorer_dead_letter)
     code = 1 if "reconcile_error" in report else 0
     if code:
         print(f"landfall status: reconcile failed: {report['reconcile_error']}", file=sys.stderr)
@@ -402,6 +439,14 @@ def status(args: argparse.Namespace) -> int:
             c = counts["champion"]
             print(f"  champion  {c['run']} #{c['seq']} ({c['reason']} by {c['promoted_by']} at {c['promoted_at']}, "
                   f"loss {c['loss']})")
+        found = counts.get("detections") or {}
+        if found.get("scored") or counts.get("champion"):
+            print(f"  detections {found.get('scored', 0)} arrival(s) scored on arrival, {found.get('anomalous', 0)} "
+                  f"anomalous ({found.get('anomalies', 0)} anomalies)"
+                  + (f", newest scored at {found['newest']}" if found.get("newest") else ""))
+            for d in found.get("latest_anomalous", []):
+                print(f"  anomalous {d['arrival']}: {d['anomalies']} of {d['count']} {_unit(d)} in {d['ranges']} "
+                      f"range(s), champion {d['champion']}, scored at {d['scored_at']}")
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         m = j["metrics"] or {}
@@ -426,6 +471,18 @@ def status(args: argparse.Namespace) -> int:
             print(f"dead-letter: {dl['count']} request(s)")
             for r in dl["requests"]:
                 print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
+    sdl = report.get("scorer_dead_letter")
+    if sdl is not None:
+        if "error" in sdl:
+            print(f"scorer dead-letter: unavailable ({sdl['error']})")
+        else:
+            print(f"scorer dead-letter: {sdl['count']} request(s) not scored ({sdl['subscription']})")
+            for r in sdl["requests"]:
+                print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
     if "released" in report:
         print(f"released: {', '.join(report['released']) or 'nothing'}")
     return code
+
+
+def _unit(d: dict[str, Any]) -> str:
+    return "rows" if d.get("kind") == "series" else "instances"

@@ -7,17 +7,21 @@ job back to its arrivals, and where the chain stops and why.
   ``--dataset``, or found among the bucket's datasets (one listing of ``tfrecords/``).
 - ``JOB``: a job name (``runs/<job>/inputs.json``).
 
-For an arrival, in order: the object and its generation, its rejection (reason and detail), its retraction,
-its Cloud Run dispatch, its manifest, its request (``received/``, ``requests/<dataset>/pending/``, or the submit
-stage's rejection of it), the job that covered it (the newest-first walk over the dataset's jobs that stops at
-the job whose ``inputs.json`` lists the request, or at one released before the manifest existed, at most
-``MAX_JOBS``), that job's state (the TFJob, or the bucket's records once it is gone), ``metrics.json`` (epochs,
-losses, verdict, error), ``result.json`` (the published result) and the dataset's champion. For a job: its inputs,
-state, metrics, verdict, result, champion, and each arrival it covered (at most ``MAX_ARRIVALS`` listed).
+For an arrival, in order: the object and its generation, its rejection (reason and detail), its retraction, its
+Cloud Run dispatch, its manifest, its request (``received/``, ``requests/<dataset>/pending/``, or the submit stage's
+rejection of it), the job that covered it (the newest-first walk over the dataset's jobs that stops at the job whose
+``inputs.json`` lists the request, or at one released before the manifest existed, at most ``MAX_JOBS``), that job's
+state (the TFJob, or the bucket's records once it is gone), ``metrics.json`` (epochs, losses, verdict, error),
+``result.json`` (the published result) and the dataset's champion; then, for any converted arrival (quarantined ones
+included), its detections (``scores/<dataset>/<arrival>/``, ``landfall.core.detections``): a step per champion that
+scored it (anomalies of count, the first ranges with their times, the scores and summary, published or not), or why
+it is not scored (no champion when it arrived, or the scorer has not scored it yet). For a job: its inputs, state,
+metrics, verdict, result, champion, and each arrival it covered (at most ``MAX_ARRIVALS`` listed).
 
-Read-only and bounded: named records only, and at most one listing per step (the datasets for a bare arrival id,
-the generations of a deleted object). The last line (``stop`` in ``--json``) says where the chain ends and why,
-for example ``converted, request pending behind job X (Running)``. Exit 1 when nothing at all is recorded.
+Read-only and bounded: named records only, and at most one listing per step (the datasets for a bare arrival id, the
+generations of a deleted object, the arrival's detections). The last line (``stop`` in ``--json``) says where the
+chain ends and why, for example ``converted, request pending behind job X (Running)``. Exit 1 when nothing at all is
+recorded.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import champion, layout, logs, quarantine, results
+from landfall.core import champion, detections, layout, logs, quarantine, results
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
@@ -47,7 +51,7 @@ MAX_ARRIVALS = 50  # arrivals of a job listed one by one
 @dataclasses.dataclass
 class Step:
     what: str  # object | rejection | retraction | dispatch | manifest | request | job | metrics | timeline | result
-    #   | champion
+    #   | champion | detections
     text: str
     at: str | None = None  # when it happened, from the record
     record: str | None = None  # the URI read
@@ -86,6 +90,18 @@ def _source_of(*records: dict[str, Any] | None) -> tuple[str | None, int | None]
 
 def trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
                   generation: int | None = None) -> Trace:
+    """The chain of one arrival; once converted (a manifest, whatever its checks said), it ends at its
+    detections (``_detections``)."""
+    found = _trace_arrival(r, dataset, aid, name, generation)
+    manifest = next((s for s in found.steps if s.what == "manifest"), None)
+    if manifest is not None:
+        retracted = any(s.what == "retraction" for s in found.steps)
+        _detections(r, found, dataset, aid, manifest.at, retracted)
+    return found
+
+
+def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
+                   generation: int | None = None) -> Trace:
     steps: list[Step] = []
     folder = layout.shards_prefix(r.lay, dataset, aid)
     rejection_uri = r.uri(layout.rejection_name(r.lay, dataset, aid))
@@ -191,6 +207,88 @@ def trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
     steps += _job_steps(r, job, inputs)
     return Trace(subject, "arrival", dataset, steps, (retracted_note + "; " if retracted_note else "")
                  + _job_stop(r, job, inputs, covered=True))
+
+
+def _detections(r: Reader, t: Trace, dataset: str, aid: str, converted_at: str | None, retracted: bool) -> None:
+    """The arrival's detections (``landfall.core.detections``: one listing of ``scores/<dataset>/<arrival>/``): a
+    step per champion that scored it, and the end of the chain; or why it is not scored."""
+    prefix = r.uri(detections.arrival_prefix(r.lay, dataset, aid))
+    found: list[detections.Summary] = []
+    for uri in r.storage.list(prefix, suffix="/" + detections.SUMMARY):
+        try:
+            found.append(detections.Summary.from_json(r.storage.read_bytes(uri), uri))
+        except (LandfallError, KeyError, TypeError, ValueError) as exc:  # one bad object does not stop the trace
+            t.steps.append(Step("detections", f"unreadable detections summary: {exc}", None, uri,
+                                {"error": str(exc)}))
+    found.sort(key=lambda s: str(s.message.get("scored_at", "")))
+    for s in found:
+        t.steps.append(_detection_step(r, s))
+    if found:
+        d = t.steps[-1].detail  # the newest champion's
+        t.stop = (f"{t.stop}; detections: {d['anomalies']} anomalous {d['unit']} of {d['count']} in "
+                  f"{d['ranges_total']} range(s), by champion {d['run']}"
+                  + ("" if d["published"] else " (not yet published)"))
+        return
+    if retracted:
+        t.stop = f"{t.stop}; not scored (a retracted arrival is not scored)"
+        return
+    current = r.champion(dataset)
+    first = current
+    if current is not None and current.seq > 1:
+        try:
+            first = champion.read_history(r.storage, champion.bucket_root(r.bucket), dataset, 1)
+        except (LandfallError, ValueError):
+            first = current
+    if current is None or first is None or (converted_at and first.promoted_at > converted_at):
+        why = (f"no champion when it arrived (dataset {dataset} has none yet)" if current is None or first is None
+               else f"no champion when it arrived (the first, {first.run}, was promoted at {first.promoted_at}, "
+                    "after it was converted)")
+        t.steps.append(Step("detections", f"not scored: {why}; a new champion scores old arrivals only when asked: "
+                                          f"landfall rescore --dataset {dataset}", None, prefix,
+                            {"scored": False, "champion": current.run if current else None}))
+        t.stop = f"{t.stop}; not scored: {why}"
+        return
+    t.steps.append(Step("detections", f"not scored: the scorer has not scored it (yet) with the champion "
+                                      f"{current.run} (#{current.seq}): its request may still be in Pub/Sub, or "
+                                      "dead-lettered (landfall status shows the scorer's dead letters)", None, prefix,
+                        {"scored": False, "champion": current.run}))
+    t.stop = f"{t.stop}; not scored: the scorer has not scored it (yet)"
+
+
+RANGES_SHOWN = 3  # the first few ranges of a detection, in the trace's text
+
+
+def _detection_step(r: Reader, s: detections.Summary) -> Step:
+    m = s.message
+    kind = m.get("kind")
+    unit = "rows" if kind == "series" else "instances"
+    ranges = [x for x in m.get("ranges") or [] if isinstance(x, dict)]
+    total = int(m.get("ranges_total") or len(ranges))
+    sent = detections.published(r.storage, s)
+    shown = ", ".join(_range_text(x, kind) for x in ranges[:RANGES_SHOWN])
+    more = f" (+{total - RANGES_SHOWN} more)" if total > RANGES_SHOWN else ""
+    champ = m.get("champion") or {}
+    text = (f"scored by champion {s.run} (#{champ.get('seq')}): {s.anomalies} anomalous {unit} of {m.get('count')}"
+            f" above {m.get('threshold')}, {total} range(s){': ' + shown + more if shown else ''}; "
+            f"{'published' if sent else 'not yet published'}; scores {m.get('scores')}")
+    return Step("detections", text, m.get("scored_at"), s.uri, {
+        "run": s.run, "seq": champ.get("seq"), "kind": kind, "unit": unit, "count": m.get("count"),
+        "anomalies": s.anomalies, "threshold": m.get("threshold"), "ranges_total": total,
+        "ranges": ranges[:RANGES_SHOWN], "scores": m.get("scores"), "summary": s.uri, "published": sent,
+        "detection_id": m.get("detection_id"), "check_status": m.get("check_status")})
+
+
+def _range_text(x: dict[str, Any], kind: Any) -> str:
+    if kind != "series":
+        return f"instances {x.get('start')}-{x.get('end')}"
+    if x.get("start_at"):
+        return f"{x.get('start_at')} .. {x.get('end_at')} (peak {_g(x.get('peak_score'))} at {x.get('peak_at')})"
+    return (f"rows {x.get('first_row')}-{x.get('last_row')} (time {x.get('start')} .. {x.get('end')}, peak "
+            f"{_g(x.get('peak_score'))} at {x.get('peak')})")
+
+
+def _g(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) else str(v)
 
 
 def _covering_job(r: Reader, dataset: str, rid: str, manifest_uri: str,

@@ -1,4 +1,5 @@
-"""Pictures people would rather look at than read: loss curves, epoch times, scaling."""
+"""Pictures people would rather look at than read: loss curves, epoch times, scaling, scores. Every plot names its
+axes and, when it draws more than one series, has a legend naming each (tests/landfall/local/test_plots_named.py)."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
 def _error_histogram(ax: Any, s: dict[str, Any]) -> None:
     edges, counts = s["histogram"]["edges"], s["histogram"]["counts"]
     if counts:
-        ax.stairs(counts, edges, fill=True, alpha=0.6)
+        ax.stairs(counts, edges, fill=True, alpha=0.6, label="errors of the scored file")
         ax.set_xscale("log")
     quantile = f"p{s['quantile'] * 100:g}" if s.get("quantile") else "threshold"
     ax.axvline(s["threshold"], color="red", linestyle="--", label=f"threshold ({quantile} of held-out errors)")

@@ -4,11 +4,15 @@ Per dataset: its arrivals over time (converted, quarantined, retracted, converti
 arrivals with each check, feature and measured value against its threshold and a before/after histogram of the
 feature (the dataset's reference against the arrival, on the reference's deciles), the champion and its history,
 the recent jobs with their loss curves (inline SVG) and verdicts, and the champion's anomaly threshold with the
-histogram of its held-out errors. Then the rejections by reason, the dead letters and the pending requests with
-why they wait. Built by ``collect`` (reads, never writes) and ``render`` (a string of HTML); ``make demo`` writes
+histogram of its held-out errors. Then the newest ``DETECTIONS`` detections (arrivals scored on arrival by their
+dataset's champion, ``landfall.core.detections``: dataset, arrival, champion, anomalies of count, ranges, when), newest
+first, with the located scores of the newest ``DETECTION_PLOTS`` series among them (score per row over time, the
+threshold, the anomalous ranges shaded; read from their Parquet in the bucket); the rejections by reason, the dead
+letters and the pending requests with why they wait. Every plot names its axes and, when it draws more than one
+series, has a legend. Built by ``collect`` (reads, never writes) and ``render`` (a string of HTML); ``make demo`` writes
 it next to ``training.png``.
 
-Reads: one listing each of ``tfrecords/``, ``rejected/`` and ``requests/``; then named records: the newest
+Reads: one listing each of ``tfrecords/``, ``rejected/``, ``requests/`` and ``scores/``; then named records: the newest
 ``RECENT_JOBS`` jobs of each dataset (found from its head, ``landfall.submit.ledger``: their inputs and metrics),
 each rejection (the newest ``MAX_REJECTIONS``), each pending request, the champion, ``HISTORY`` entries of its
 history and its ``threshold.json``. Dead letters are peeked (left in their subscription). Nothing lists
@@ -24,6 +28,7 @@ error cannot be negative, and the 0.1 % above p99.9 is left out).
 from __future__ import annotations
 
 import html
+import io
 import itertools
 import json
 import time
@@ -32,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.core import champion, checks, cost, layout, quarantine, results
+from landfall.core import champion, checks, cost, detections, layout, quarantine, results
 from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
@@ -44,6 +49,8 @@ RECENT_JOBS = 8
 MAX_REJECTIONS = 200
 HISTORY = 20
 QUARANTINED = 5  # quarantined arrivals shown per dataset, the newest
+DETECTIONS = 20  # the newest detections shown (landfall.core.detections), all datasets together
+DETECTION_PLOTS = 5  # of which the newest series detections drawn (their scores read from the bucket)
 # trainer.scoring.QUANTILES, the names threshold.json keeps its quantiles under
 QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 
@@ -120,8 +127,41 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
             entry["pending_reason"] = why
         entry["arrivals"].sort(key=lambda a: a["at"] or "")
     dead = [_peek(pubsub, sub) for sub in dead_letter_subscriptions] if pubsub is not None else []
+    found, plots = _detections(r)
     return {"bucket": r.bucket, "generated_at": utc_now(), "datasets": [datasets[k] for k in sorted(datasets)],
-            "rejections": rejections, "rejections_by_reason": _by_reason(rejections), "dead_letters": dead}
+            "rejections": rejections, "rejections_by_reason": _by_reason(rejections), "dead_letters": dead,
+            "detections": found, "detection_plots": plots}
+
+
+def _detections(r: Reader) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The newest ``DETECTIONS`` detections of every dataset, newest first (one listing of ``scores/``; unreadable
+    summaries left out), and the located scores of the newest ``DETECTION_PLOTS`` series among them, read from
+    their Parquet in the bucket (``scored_series``)."""
+    newest = detections.listing(r.storage, r.bucket, r.lay)[::-1][:DETECTIONS]
+    rows, plots = [], []
+    for s in newest:
+        m = s.message
+        row = {"dataset": s.dataset, "arrival": s.arrival, "champion": s.run,
+               "seq": (m.get("champion") or {}).get("seq"), "kind": m.get("kind"), "count": m.get("count"),
+               "anomalies": s.anomalies, "ranges_total": m.get("ranges_total"),
+               "ranges": [x for x in m.get("ranges") or [] if isinstance(x, dict)][:3],
+               "threshold": m.get("threshold"), "check_status": m.get("check_status"), "scored_at": m.get("scored_at"),
+               "scores": m.get("scores"), "summary": s.uri}
+        rows.append(row)
+        if m.get("kind") == "series" and len(plots) < DETECTION_PLOTS and m.get("scores"):
+            try:
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(io.BytesIO(r.storage.read_bytes(str(m["scores"]))),
+                                      columns=["time", "score"] + (["label"] if s.scoring.get("label") else []))
+                plot = scored_series(table, s.scoring | {"threshold": m.get("threshold"),
+                                                         "ranges": s.scoring.get("ranges") or m.get("ranges") or []},
+                                     name=f"{s.dataset}/{s.arrival}")
+            except (LandfallError, ValueError, KeyError, OSError) as exc:  # one bad object does not stop the page
+                row["plot_error"] = str(exc)
+                continue
+            plots.append(plot | {"arrival": s.arrival, "champion": s.run, "scored_at": m.get("scored_at")})
+    return rows, plots
 
 
 def _quarantined(r: Reader, dataset: str, infos: list[Any]) -> list[dict[str, Any]]:
@@ -224,21 +264,28 @@ def _peek(pubsub: Any, subscription: str) -> dict[str, Any]:
 
 def read_scored(path: Any, points: int = 1200) -> dict[str, Any]:
     """A scored series (``landfall score``'s Parquet of a series file and its summary beside it,
-    ``landfall.cli.score_series``) for drawing: at most ``points`` points, each the largest score of its share of the
-    rows (so no peak is lost), the threshold, the anomalous ranges and the labelled ranges (runs of label 1)."""
+    ``landfall.cli.score_series``) for drawing (``scored_series``)."""
     from pathlib import Path
 
-    import numpy as np
     import pyarrow.parquet as pq
 
     path = Path(path)
     summary = json.loads(path.with_name(path.name.removesuffix(".parquet") + ".json").read_text())
     columns = ["time", "score"] + (["label"] if summary.get("label") else [])
-    table = pq.read_table(path, columns=columns)
+    return scored_series(pq.read_table(path, columns=columns), summary, points, summary.get("src") or path.name)
+
+
+def scored_series(table: Any, summary: dict[str, Any], points: int = 1200, name: str | None = None) -> dict[str, Any]:
+    """A scored series' Parquet table (``time``, ``score``[, ``label``]) and its summary (``landfall score``'s, or
+    the scoring of a detection, ``landfall.core.detections``) for drawing: at most ``points`` points, each the largest
+    score of its share of the rows (so no peak is lost), the threshold, the anomalous ranges and the labelled ranges
+    (runs of label 1)."""
+    import numpy as np
+
     times = table.column("time").to_numpy()
     scores = table.column("score").to_numpy(zero_copy_only=False)
     labelled = []
-    if "label" in columns:
+    if "label" in table.column_names:
         flags = table.column("label").to_numpy().astype(bool)
         edges = np.flatnonzero(np.diff(np.concatenate([[False], flags, [False]]).astype(np.int8)))
         labelled = [{"start": float(times[a]), "end": float(times[b - 1])} for a, b in
@@ -252,7 +299,7 @@ def read_scored(path: Any, points: int = 1200) -> dict[str, Any]:
         s = np.full(len(blocks), np.nan)
         s[seen] = np.nanmax(blocks[seen], axis=1)
         times, scores = t, s
-    return {"name": summary.get("src") or path.name, "dataset": summary.get("dataset"), "model": summary.get("model"),
+    return {"name": name or summary.get("src"), "dataset": summary.get("dataset"), "model": summary.get("model"),
             "threshold": summary["threshold"], "time": summary.get("time"), "combine": summary.get("combine"),
             "rows": summary.get("rows"), "times": times.tolist(), "scores": [None if np.isnan(v) else float(v)
                                                                             for v in scores],
@@ -268,8 +315,28 @@ def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) else _e(value if value is not None else "-")
 
 
+def _legend(entries: list[tuple[str, str, str]], x: float, y: float) -> str:
+    """A legend: per series (its key, as its marks' ``data-series`` or class, its colour, its name) a swatch and the
+    name, in a row from (x, y)."""
+    parts = ['<g class="legend">']
+    for key, colour, name in entries:
+        parts.append(f'<rect x="{x:.1f}" y="{y - 7:.1f}" width="10" height="8" fill="{colour}"/>'
+                     f'<text x="{x + 13:.1f}" y="{y:.1f}" class="tick" data-for="{_e(key)}">{_e(name)}</text>')
+        x += 13 + 5.6 * len(name) + 12
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _axis_label(axis: str, text: str, x: float, y: float, anchor: str = "middle", rotate: bool = False) -> str:
+    """An axis's name: ``axis`` x or y; a y label is drawn upwards along the axis when ``rotate``."""
+    turn = f' transform="rotate(-90 {x:.1f} {y:.1f})"' if rotate else ""
+    return (f'<text class="axis-label tick" data-axis="{axis}" x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"'
+            f"{turn}>{_e(text)}</text>")
+
+
 def loss_svg(curve: list[dict[str, Any]], width: int = 320, height: int = 140) -> str:
-    """Train and validation loss per epoch as inline SVG (a polyline and a dot per epoch and series)."""
+    """Train and validation loss per epoch as inline SVG (a polyline and a dot per epoch and series), its axes named
+    and a legend below."""
     series = {k: [(e["epoch"], e[k]) for e in curve if isinstance(e.get(k), (int, float))
                   and isinstance(e.get("epoch"), (int, float))] for k in ("loss", "val_loss")}
     points = [p for s in series.values() for p in s]
@@ -284,12 +351,17 @@ def loss_svg(curve: list[dict[str, Any]], width: int = 320, height: int = 140) -
         return (pad + (p[0] - x0) / (x1 - x0) * (width - 2 * pad),
                 height - pad - (p[1] - y0) / (y1 - y0) * (height - 2 * pad))
 
-    parts = [f'<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="loss per epoch">',
+    parts = [f'<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 16}" '
+             f'viewBox="0 0 {width} {height + 16}" role="img" aria-label="loss per epoch">',
              f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" class="axis"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" class="axis"/>',
              f'<text x="{pad}" y="{pad - 8}" class="tick">{y1:.3g}</text>',
-             f'<text x="{pad}" y="{height - 8}" class="tick">{y0:.3g} (epoch {x0:g}-{x1:g})</text>']
+             f'<text x="{pad}" y="{height - 8}" class="tick">{y0:.3g} (epoch {x0:g}-{x1:g})</text>',
+             _axis_label("x", "epoch", width - pad, height - 8, "end"),
+             _axis_label("y", "loss (MSE)", 10, height / 2, rotate=True),
+             _legend([(k, c, n) for k, c, n in (("loss", "#1f77b4", "train loss"),
+                                                ("val_loss", "#ff7f0e", "validation loss")) if series[k]],
+                     pad, height + 10)]
     for key, s in series.items():
         if not s:
             continue
@@ -300,6 +372,8 @@ def loss_svg(curve: list[dict[str, Any]], width: int = 320, height: int = 140) -
     return "".join(parts)
 
 
+STATE_COLOURS = {"converted": "#2ca02c", "retracted": "#999", "converting": "#1f77b4", "rejected": "#d62728",
+                 "quarantined": "#ff7f0e"}  # as the CSS colours the arrivals' dots
 WORKER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 
 
@@ -333,9 +407,8 @@ def timeline_svg(timeline: dict[str, Any], width: int = 330) -> str:
 
     parts = [f'<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="seconds per phase and worker">']
-    for i in range(lanes):  # the legend: each worker's colour
-        parts.append(f'<rect x="{label + i * 62}" y="4" width="8" height="8" fill="{WORKER_COLOURS[i % 8]}"/>'
-                     f'<text x="{label + i * 62 + 11}" y="12" class="tick">worker {i}</text>')
+    parts.append(_legend([(f"worker-{i}", WORKER_COLOURS[i % 8], f"worker {i}") for i in range(lanes)], label, 12))
+    parts.append(_axis_label("y", "phase", 2, 12, "start"))
     for i, r in enumerate(summary):
         y = top + i * band
         name = core_timeline.SHORT.get(str(r.get("phase")), str(r.get("phase")))
@@ -347,14 +420,15 @@ def timeline_svg(timeline: dict[str, Any], width: int = 330) -> str:
         y = top + row * band + 2 + (n % lanes) * lane
         wide = max(x(start + seconds) - x(start), 1)
         parts.append(f'<rect class="phase" x="{x(start):.1f}" y="{y}" width="{wide:.1f}" '
-                     f'height="{lane - 1}" fill="{WORKER_COLOURS[n % 8]}" data-worker="{n}"><title>{_e(title)}</title>'
+                     f'height="{lane - 1}" fill="{WORKER_COLOURS[n % 8]}" data-worker="{n}" data-series="worker-{n}">'
+                     f'<title>{_e(title)}</title>'
                      "</rect>")
     base = top + band * len(summary)
     parts += [f'<line x1="{label}" y1="{base}" x2="{width - pad}" y2="{base}" class="axis"/>',
               f'<line x1="{label}" y1="{top}" x2="{label}" y2="{base}" class="axis"/>',
               f'<text x="{label}" y="{base + 12}" class="tick">0</text>',
               f'<text x="{width - pad}" y="{base + 12}" class="tick" text-anchor="end">{end:.1f}</text>',
-              f'<text x="{label}" y="{base + 25}" class="tick">seconds from the job\'s start (x); phase (y)</text>',
+              _axis_label("x", "seconds from the job's start", label, base + 25, "start"),
               "</svg>"]
     return "".join(parts)
 
@@ -382,8 +456,12 @@ def histogram_svg(threshold: dict[str, Any], width: int = 320, height: int = 140
     def x(v: float) -> float:
         return pad + (v - lo) / ((hi - lo) or 1) * (width - 2 * pad)
 
-    parts = [f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="held-out error histogram">']
+    parts = [f'<svg class="histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 30}" '
+             f'viewBox="0 0 {width} {height + 30}" role="img" aria-label="held-out error histogram">',
+             _axis_label("x", "held-out reconstruction error (MSE)", width / 2, height + 10),
+             _axis_label("y", "density", 9, height / 2, rotate=True),
+             _legend([("bar", "#9ecae1", "held-out errors (between quantiles)"), ("threshold", "#d62728",
+                                                                                  "threshold")], pad, height + 25)]
     for a, b, d in bars:
         h = d / top * (height - 2 * pad)
         parts.append(f'<rect x="{x(a):.1f}" y="{height - pad - h:.1f}" width="{max(x(b) - x(a), 0.5):.1f}" '
@@ -391,7 +469,8 @@ def histogram_svg(threshold: dict[str, Any], width: int = 320, height: int = 140
     t = float(threshold.get("value") or 0)
     parts.append(f'<line x1="{x(t):.1f}" y1="{pad / 2}" x2="{x(t):.1f}" y2="{height - pad}" class="threshold"/>')
     parts.append(f'<text x="{min(x(t) + 3, width - 90):.1f}" y="{pad}" class="tick">threshold {t:.3g}</text>')
-    parts.append(f'<text x="{pad}" y="{height - 4}" class="tick">{lo:.3g} .. {hi:.3g} (MSE)</text></svg>')
+    parts.append(f'<text x="{pad}" y="{height - 4}" class="tick">{lo:.3g}</text>'
+                 f'<text x="{width - pad}" y="{height - 4}" class="tick" text-anchor="end">{hi:.3g}</text></svg>')
     return "".join(parts)
 
 
@@ -402,8 +481,11 @@ def shift_svg(bins: dict[str, Any], width: int = 320, height: int = 110) -> str:
     top = max(max(ref), max(got)) or 1.0
     pad, n = 16, len(ref)
     slot = (width - 2 * pad) / n
-    parts = [f'<svg class="shift" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="before/after histogram">']
+    parts = [f'<svg class="shift" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 14}" '
+             f'viewBox="0 0 {width} {height + 14}" role="img" aria-label="before/after histogram">',
+             _axis_label("x", "feature value, in the bins of the reference's deciles", width / 2, height + 11),
+             _axis_label("y", "share of values", 9, height / 2, rotate=True),
+             _legend([("before", "#bbb", "reference"), ("after", "#ff7f0e", "arrival")], pad + 4, pad - 4)]
     for i, (a, b) in enumerate(zip(ref, got, strict=True)):
         for j, (share, cls) in enumerate(((a, "before"), (b, "after"))):
             h = share / top * (height - 2 * pad)
@@ -411,8 +493,7 @@ def shift_svg(bins: dict[str, Any], width: int = 320, height: int = 110) -> str:
                          f'width="{max(slot / 2 - 1, 0.5):.1f}" height="{h:.1f}" class="{cls}">'
                          f'<title>{"reference" if j == 0 else "arrival"}: {share:.1%}</title></rect>')
     parts.append(f'<text x="{pad}" y="{height - 3}" class="tick">below {edges[0]:.3g}</text>'
-                 f'<text x="{width - pad - 90}" y="{height - 3}" class="tick">above {edges[-1]:.3g}</text>'
-                 f'<text x="{pad}" y="{pad - 4}" class="tick">reference (grey) / arrival</text></svg>')
+                 f'<text x="{width - pad - 90}" y="{height - 3}" class="tick">above {edges[-1]:.3g}</text></svg>')
     return "".join(parts)
 
 
@@ -424,9 +505,12 @@ def arrivals_svg(arrivals: list[dict[str, Any]], width: int = 660, height: int =
     t0, t1 = min(t for t, _ in times), max(t for t, _ in times)
     span = (t1 - t0).total_seconds() or 1.0
     pad = 12
+    states = sorted({a["state"] for _, a in times})
     parts = [f'<svg class="arrivals" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="arrivals over time">',
-             f'<line x1="{pad}" y1="{height / 2}" x2="{width - pad}" y2="{height / 2}" class="axis"/>']
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="arrivals over time" data-axes="x">',
+             f'<line x1="{pad}" y1="{height / 2}" x2="{width - pad}" y2="{height / 2}" class="axis"/>',
+             _legend([(st, STATE_COLOURS.get(st, "#555"), st) for st in states], pad, 12),
+             _axis_label("x", "arrival time", width / 2, height - 4)]
     for t, a in times:
         cx = pad + (t - t0).total_seconds() / span * (width - 2 * pad)
         parts.append(f'<circle class="{_e(a["state"])}" cx="{cx:.1f}" cy="{height / 2}" r="5">'
@@ -453,8 +537,14 @@ def scored_svg(s: dict[str, Any], width: int = 1000, height: int = 200) -> str:
     def y(v: float) -> float:
         return height - pad - v / top * (height - 2 * pad)
 
-    parts = [f'<svg class="scored" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 10}" '
-             f'viewBox="0 0 {width} {height + 10}" role="img" aria-label="score over time with anomalous ranges">']
+    parts = [f'<svg class="scored" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 30}" '
+             f'viewBox="0 0 {width} {height + 30}" role="img" aria-label="score over time with anomalous ranges">',
+             _axis_label("x", "time" + (" (UTC)" if s.get("time") == "timestamp" else ""), width / 2, height + 8),
+             _axis_label("y", "score (reconstruction MSE)", 9, height / 2, rotate=True),
+             _legend([("score", "#1f77b4", f"score per row ({s.get('combine') or 'mean'} of the windows over it)"),
+                      ("threshold", "#d62728", "threshold"), ("range", "#f1a9a9", "anomalous ranges")]
+                     + ([("labelled", "#ff7f0e", "labelled anomalous")] if s["labelled_ranges"] else []),
+                     pad, height + 26)]
     for r in s["ranges"]:
         wide = max(x(r["end"]) - x(r["start"]), 1.5)
         parts.append(f'<rect class="range" x="{x(r["start"]):.1f}" y="{pad / 2}" width="{wide:.1f}" '
@@ -486,9 +576,44 @@ def _when(t: float, s: dict[str, Any]) -> str:
     return f"{t:g}"
 
 
+def _detections_html(rows: list[dict[str, Any]], plots: list[dict[str, Any]]) -> str:
+    """The newest detections (``landfall.core.detections``), newest first, and the located scores of the newest
+    series among them."""
+    out = ['<section id="detections"><h2>Detections</h2>']
+    if not rows:
+        out.append('<p class="muted">no arrival scored yet (an arrival is scored when its dataset has a '
+                   "champion)</p></section>")
+        return "".join(out)
+    out.append(f"<p>The newest {len(rows)} arrivals scored by their dataset's champion, newest first.</p>"
+               "<table><tr><th>dataset</th><th>arrival</th><th>champion</th><th>anomalies / count</th>"
+               "<th>ranges</th><th>scored</th></tr>")
+    for d in rows:
+        ranges = "; ".join(_range_html(x, d.get("kind")) for x in d["ranges"])
+        more = (d.get("ranges_total") or 0) - len(d["ranges"])
+        out.append(f'<tr class="detection" data-arrival="{_e(d["arrival"])}"><td>{_e(d["dataset"])}</td>'
+                   f'<td>{_e(d["arrival"])}' + (f" ({_e(d['check_status'])})" if d.get("check_status") else "")
+                   + f'</td><td>{_e(d["champion"])} (#{_e(d.get("seq"))})</td>'
+                   f'<td>{_e(d["anomalies"])} / {_e(d["count"])} {"rows" if d.get("kind") == "series" else "instances"}'
+                   f'</td><td>{_e(d.get("ranges_total"))}' + (f": {ranges}" if ranges else "")
+                   + (f" (+{more} more)" if more > 0 else "") + f"</td><td>{_t(d.get('scored_at'))}</td></tr>")
+    out.append("</table>")
+    for s in plots:
+        out.append(_scored_html(s))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _range_html(x: dict[str, Any], kind: Any) -> str:
+    if kind != "series":
+        return f"instances {_e(x.get('start'))}-{_e(x.get('end'))}"
+    return (f"{_e(x.get('start_at', x.get('start')))} .. {_e(x.get('end_at', x.get('end')))} (peak "
+            f"{_num(x.get('peak_score'))})")
+
+
 def _scored_html(s: dict[str, Any]) -> str:
     m = s.get("labelled") or {}
-    out = [f'<section class="scored-series"><h3>{_e(s["name"])}</h3><p>{_e(s["rows"])} rows of dataset '
+    where = f' data-arrival="{_e(s["arrival"])}"' if s.get("arrival") else ""
+    out = [f'<section class="scored-series"{where}><h3>{_e(s["name"])}</h3><p>{_e(s["rows"])} rows of dataset '
            f'{_e(s["dataset"])} scored with {_e(s["model"])}: {len(s["ranges"])} anomalous ranges above '
            f'{_num(s["threshold"])} ({_e(s["combine"])} of the windows over each moment)']
     if m:
@@ -519,7 +644,7 @@ svg .threshold{stroke:#d62728;stroke-width:2}svg circle.converted{fill:#2ca02c}s
 svg circle.converting{fill:#1f77b4}svg circle.rejected{fill:#d62728}svg circle.quarantined{fill:#ff7f0e}
 svg .before{fill:#bbb}svg .after{fill:#ff7f0e}.quarantined .arrival{border:1px solid #ddd;padding:8px;margin:6px 0}
 svg .range{fill:#d62728;opacity:.25}svg .labelled{fill:#ff7f0e}svg polyline.score{stroke:#1f77b4;stroke-width:1}
-.state-Succeeded{color:#2ca02c}.state-Failed{color:#d62728}.state-Running{color:#1f77b4}
+svg .axis-label{fill:#333}.state-Succeeded{color:#2ca02c}.state-Failed{color:#d62728}.state-Running{color:#1f77b4}
 """
 
 # Shows the times in the reader's time zone; the page reads the same without it.
@@ -648,6 +773,7 @@ def render(data: dict[str, Any]) -> str:
             f"{len(data['datasets'])} datasets: "
             + ", ".join(f'<a href="#dataset-{_e(d["name"])}">{_e(d["name"])}</a>' for d in data["datasets"]) + "</p>"]
     body += [_dataset_html(d) for d in data["datasets"]]
+    body.append(_detections_html(data.get("detections") or [], data.get("detection_plots") or []))
     if data.get("scored"):
         body.append('<section id="scored"><h2>Scored series</h2>' + "".join(map(_scored_html, data["scored"]))
                     + "</section>")

@@ -1,5 +1,6 @@
 """``landfall trace`` on a small real flow (``tests/flow.py``, against the emulators): an arrival that trained,
-one rejected, one retracted, one still pending, and a job back to its arrivals."""
+one rejected, one retracted, one still pending, and a job back to its arrivals. The flow runs no scorer, so every
+converted arrival ends saying why it has no detections (tests/landfall/cli/test_detections_seen.py has them)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     assert step["detail"]["instances"]["validation"] > 0  # the job's held-out count
     whats = [s["what"] for s in report["steps"]]
     assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "champion_view",
-                     "timeline", "result", "champion"]
+                     "timeline", "result", "champion", "detections"]
     timeline = next(s for s in report["steps"] if s["what"] == "timeline")  # where the job's time went (#42)
     assert timeline["text"].startswith("timeline: manifests ") and "epochs " in timeline["text"]
     assert "outside the epochs" in timeline["text"] and timeline["detail"]["outside_epochs_s"] > 0
@@ -53,7 +54,11 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     metrics = next(s for s in report["steps"] if s["what"] == "metrics")
     assert metrics["detail"]["status"] == "succeeded" and metrics["detail"]["epochs"] == 2
     assert metrics["detail"]["verdict"] == "promoted"
-    assert report["steps"][-1]["detail"] == {"run": job, "seq": 1, "reason": "first", "this_job": True}
+    assert report["steps"][-2]["detail"] == {"run": job, "seq": 1, "reason": "first", "this_job": True}
+    # It arrived before the dataset's first champion: the chain ends saying it was not scored, and why (#40).
+    assert report["stop"].endswith(f"; not scored: no champion when it arrived (the first, {job}, was promoted at "
+                                   f"{report['steps'][-2]['at']}, after it was converted)")
+    assert report["steps"][-1]["detail"] == {"scored": False, "champion": job}
     # The same chain from its arrival id alone (the dataset found by listing), as a readable timeline.
     code, text = trace(a.arrival_id)
     assert code == 0 and text.splitlines()[-1] == "=> " + report["stop"]
@@ -71,19 +76,23 @@ def test_a_rejected_arrival_names_the_reason(small_flow, trace):
 def test_a_retracted_arrival_says_so_and_where_its_request_waits(small_flow, trace):
     a, behind = small_flow.arrivals["retracted"], small_flow.jobs["running"]
     report = _json(trace, f"gs://{small_flow.bucket}/{a.name}")  # deleted: found by its recorded generation
-    assert report["stop"] == f"retracted (deleted), request pending behind job {behind} (Running)"
+    assert report["stop"] == (f"retracted (deleted), request pending behind job {behind} (Running); not scored (a "
+                              "retracted arrival is not scored)")
     assert report["steps"][0]["detail"]["live_generation"] is None
 
 
 def test_a_pending_arrival_waits_behind_the_running_job(small_flow, trace):
     a, behind = small_flow.arrivals["pending"], small_flow.jobs["running"]
     report = _json(trace, f"{a.name}#{a.generation}", "--bucket", small_flow.bucket)
-    assert report["stop"] == f"converted, request pending behind job {behind} (Running)"
+    # Converted after the dataset's champion was crowned, and this flow runs no scorer (#40).
+    assert report["stop"] == (f"converted, request pending behind job {behind} (Running); not scored: the scorer "
+                              "has not scored it (yet)")
 
 
 def test_a_running_arrival_and_a_failed_job(small_flow, trace):
     running = _json(trace, small_flow.arrivals["running"].arrival_id)
-    assert running["stop"] == f"converted, training in job {small_flow.jobs['running']} (Running)"
+    assert running["stop"] == (f"converted, training in job {small_flow.jobs['running']} (Running); not scored: the "
+                               "scorer has not scored it (yet)")
     failed = _json(trace, small_flow.arrivals["failed"].arrival_id)
     assert failed["stop"].startswith(f"trained by job {small_flow.jobs['failed']}: Failed")
 
