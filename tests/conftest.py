@@ -137,6 +137,16 @@ def topic(emulator_stack: Emulators) -> str:
     return name
 
 
+@pytest.fixture
+def detections_topic(emulator_stack: Emulators) -> str:
+    """A fresh detections topic (what the scorer publishes, landfall.detect) with a pull subscription of the same
+    name."""
+    name = unique("detections")
+    emulator_stack.pubsub.ensure_topic(name)
+    emulator_stack.pubsub.ensure_subscription(name, name)
+    return name
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("data")

@@ -22,7 +22,6 @@ from landfall.core import detections
 from landfall.core.config import Layout
 from landfall.core.storage import Storage
 from landfall.detect import handler
-from tests.conftest import unique
 from tests.landfall.detect.helpers import commit, crown, scorer_runtime, zero_model
 from trainer import champion_view
 from trainer import inputs as inputs_mod
@@ -40,14 +39,6 @@ VOLATILE = ("wall_s", "scored_at", "reused_arrivals", "reused_instances")
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     return zero_model(tmp_path_factory.mktemp("models") / "zeros", SHAPE, 0.5)
-
-
-@pytest.fixture
-def detections_topic(emulator_stack):
-    name = unique("detections")
-    emulator_stack.pubsub.ensure_topic(name)
-    emulator_stack.pubsub.ensure_subscription(name, name)
-    return name
 
 
 @dataclasses.dataclass

@@ -301,7 +301,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         metrics.append(json.loads(raw))
     png = plots.training_curves(metrics, out / "training.png", scored)
     page = report.write(out / "report.html", Reader(follower.storage, stack.cfg.bucket, Layout(), follower.backend),
-                        follower.pubsub, (stack.cfg.dead_letter_topic,))
+                        follower.pubsub, (stack.cfg.dead_letter_topic, stack.cfg.scorer_dead_letter_topic))
     lines = [f"Landfall demo: {len(jobs)} job(s) for dataset '{follower.opts.dataset}' in {elapsed_s:.0f}s"]
     for job, m in zip(jobs, metrics, strict=True):
         epochs = m.get("epochs") or []

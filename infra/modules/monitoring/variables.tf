@@ -34,9 +34,9 @@ variable "dead_letter_subscriptions" {
 }
 
 variable "function_names" {
-  description = "Names of the Cloud Functions (2nd gen: their Cloud Run services) whose error rate is watched."
+  description = "Names of the Cloud Run services whose error rate is watched: the two Cloud Functions (2nd gen) and the scorer (a temporary failure answers 5xx, so Pub/Sub redelivers)."
   type        = list(string)
-  default     = ["on-data-arrival", "on-training-request"]
+  default     = ["on-data-arrival", "on-training-request", "landfall-scorer"]
 }
 
 variable "function_error_ratio" {

@@ -21,7 +21,7 @@ from landfall.core import detections, layout
 from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
 from landfall.detect import handler
-from tests.conftest import pull_all, unique
+from tests.conftest import pull_all
 
 from .helpers import SERIES_SPEC, commit, crown, scorer_runtime, series_frame, store_spec, zero_model
 
@@ -31,14 +31,6 @@ def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     return {"series": zero_model(root / "series", (4, 1)), "instances": zero_model(root / "instances", (36, 10), 0.5),
             "no_threshold": zero_model(root / "bare", (4, 1), None)}
-
-
-@pytest.fixture
-def detections_topic(emulator_stack):
-    name = unique("detections")
-    emulator_stack.pubsub.ensure_topic(name)
-    emulator_stack.pubsub.ensure_subscription(name, name)
-    return name
 
 
 def _csv(df) -> bytes:

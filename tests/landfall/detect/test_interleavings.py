@@ -53,7 +53,8 @@ def committed(emulator_stack, tmp_path_factory):
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(copies=st.lists(st.integers(1, 3), min_size=ARRIVALS, max_size=ARRIVALS), order=st.randoms(use_true_random=False))
+@given(copies=st.lists(st.integers(1, 3), min_size=ARRIVALS, max_size=ARRIVALS),
+       order=st.randoms(use_true_random=False))
 def test_every_arrival_is_announced_once_whatever_the_interleaving(emulator_stack, committed, copies, order):
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
     run = f"job-{uuid.uuid4().hex[:8]}"
