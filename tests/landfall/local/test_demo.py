@@ -56,6 +56,13 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(memory_dir):
     assert f"champion of demo: {champion}" in proc.stdout and f"champion: {champion}" in summary
     assert "scored 512 new instances, 8 of them spiked" in proc.stdout
     assert (out / "scores" / "injected.scores.parquet").exists()
+    # It ends with the scorer's detection message for that file, uploaded as an arrival.
+    [detected] = [line for line in summary.splitlines() if line.startswith("detection on demo/injected.npy-g")]
+    assert f"by champion {champion}:" in detected and "of 512 instances above" in detected, detected
+    caught = int(detected.split("; ")[-1].split(" of the 8 injected")[0])
+    # The same file, the same champion: the scorer flags what the demo's own scoring flagged.
+    assert f"scoring: {caught} of 8 injected anomalies flagged" in summary, (detected, summary)
+    assert detected in proc.stdout
     assert not (out / "stack" / "stack.json").exists()  # the stack was stopped
 
 
