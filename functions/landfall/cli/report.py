@@ -6,10 +6,11 @@ to a ``landfall up`` stack it reads that stack unless a flag or variable names a
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import logs
+from landfall.core import detections, logs
 from landfall.core.errors import NotFound
 
 
@@ -17,7 +18,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="report.html", help="where to write the page (default report.html)")
     add_target_arguments(p)
     p.add_argument("--dead-letter", action="append", default=None, metavar="SUBSCRIPTION",
-                   help="dead-letter subscription to peek at (repeatable; default LANDFALL_DEAD_LETTER_SUBSCRIPTION)")
+                   help="dead-letter subscription to peek at (repeatable; default LANDFALL_DEAD_LETTER_SUBSCRIPTION "
+                        "and the scorer's, LANDFALL_SCORER_DEAD_LETTER_SUBSCRIPTION)")
     p.add_argument("--no-dead-letter", action="store_true", help="do not peek at dead-letter subscriptions")
     p.add_argument("--scored", action="append", default=[], metavar="SCORES.parquet",
                    help="a scored series (landfall score on a series file) to draw with its ranges (repeatable)")
@@ -39,7 +41,8 @@ def _run(args: argparse.Namespace) -> int:
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     if not cfg.bucket:
         raise NotFound("name the bucket: --bucket or LANDFALL_BUCKET")
-    subscriptions = () if args.no_dead_letter else tuple(args.dead_letter or [cfg.dead_letter_subscription])
+    scorer = os.environ.get("LANDFALL_SCORER_DEAD_LETTER_SUBSCRIPTION", detections.SCORER_DEAD_LETTER)
+    subscriptions = () if args.no_dead_letter else tuple(args.dead_letter or [cfg.dead_letter_subscription, scorer])
     path = report.write(Path(args.out), open_reader(cfg, cfg.bucket), None if args.no_dead_letter else
                         PubSub(cfg.project), subscriptions, tuple(args.scored))
     print(path.resolve())

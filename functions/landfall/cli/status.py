@@ -39,7 +39,7 @@ from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
 
-SCORER_DEAD_LETTER = "landfall-scorer-dead-letter"  # what the scorer (landfall.detect) dead-letters
+SCORER_DEAD_LETTER = detections.SCORER_DEAD_LETTER  # what the scorer (landfall.detect) dead-letters
 LATEST_DETECTIONS = 3  # anomalous arrivals shown per dataset, the newest
 
 

@@ -52,6 +52,7 @@ MESSAGE_SCHEMA = "landfall.detection/v1"
 SCORE_REQUEST_SCHEMA = "landfall.score_request/v1"
 DETECTIONS_TOPIC = "landfall-detections"
 SCORE_REQUESTS_TOPIC = "landfall-score-requests"
+SCORER_DEAD_LETTER = "landfall-scorer-dead-letter"  # topic and pull subscription: requests the scorer gave up on
 SUMMARY = "summary.json"
 PUBLISHED = "published.json"
 RANGES_IN_MESSAGE = 200  # a message stays far below Pub/Sub's 10 MB whatever the arrival
