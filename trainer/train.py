@@ -26,7 +26,7 @@ from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
 from landfall.core.timeline import EPOCH
-from trainer import data, preemption, stopping, timeline, verdict, warmstart
+from trainer import data, iterators, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -107,15 +107,19 @@ class FitMarks(keras.callbacks.Callback):
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """First in the callback list: training time per epoch, without validation or checkpointing."""
+    """First in the callback list: training time per epoch, without validation or checkpointing. Lets go of the
+    last epoch's validation iterator (``validating``: Keras has dropped it by now; ``trainer.iterators``)."""
 
-    def __init__(self):
+    def __init__(self, validating: iterators.Kept | None = None):
         super().__init__()
         self.t0 = self.t_train = 0.0
+        self.validating = validating
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self.t0 = time.monotonic()
         self.t_train = 0.0
+        if self.validating is not None:
+            self.validating.release_all()
 
     def on_test_begin(self, logs=None) -> None:
         if not self.t_train:
@@ -349,7 +353,11 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         first_epoch = restored_epochs(backup) if cfg.deterministic else None
         with timeline.span("building the input pipelines"):
             train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
-        timer, marks = EpochTimer(), FitMarks()
+        # Keras's iterators of them are let go on another thread (trainer.iterators: up to 60 s each otherwise)
+        made, validating = iterators.Kept(), iterators.Kept()
+        train_ds = iterators.keeping(train_ds, made)
+        val_ds = iterators.keeping(val_ds, validating) if val_ds is not None else None
+        timer, marks = EpochTimer(validating), FitMarks()
         converge = ConvergenceStop(cfg.stopping_rule(), backup, monitored=val_ds is not None,
                                    worker=cluster.worker_index, learning_rate=cfg.learning_rate)
         callbacks = [
@@ -371,6 +379,9 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         except stopping.Converged as done:  # restarted after it had decided to stop: nothing left to train
             log.info(f"{done}: saving its best weights", extra={"fields": fields})
             converge.keep_best()
+        finally:
+            made.release_all()
+            validating.release_all()
         marks.done()
         metrics.doc.update(converge.summary(cfg.epochs))
     with phase(SAVE):
