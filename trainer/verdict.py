@@ -60,7 +60,7 @@ from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import baseline, baselines, scoring, timeline
+from trainer import baseline, baselines, iterators, scoring, timeline
 from trainer import labelled as labelled_check
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, inputs_uri
@@ -73,6 +73,8 @@ METRIC = "mse_original_units"
 LOAD = "loading the challenger"
 BASELINES = "fitting the baselines"
 HELD_OUT = "scoring the held-out windows"
+READ_HELD_OUT = "reading the held-out windows"
+BASELINES_HELD_OUT = "the baselines on the held-out windows"
 THRESHOLD = "the threshold"
 LABELLED = "the labelled check"
 CHAMPION = "scoring the champion"
@@ -84,7 +86,20 @@ def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
     from trainer import data
 
     ds = data.read_instances(plan, paths, shape, data.VALIDATION, deterministic=True)
-    yield from ds.as_numpy_iterator()
+    yield from iterators.numpy_blocks(ds)
+
+
+# The chief's held-out windows are read once and kept in memory for every pass over them (the challenger's, the
+# baselines', each champion's) when they take at most this many bytes; a larger share is read again for each pass.
+HELD_OUT_CACHE_BYTES = 256 << 20
+
+
+def _held_out_once(plan: Plan, paths: list[str], shape: tuple[int, int]) -> list | None:
+    """The chief's held-out windows as a list of blocks, read in one pass, when they fit ``HELD_OUT_CACHE_BYTES``
+    (float32 in original units: ``val_counts[0] x T x F x 4`` bytes); None when they do not."""
+    if plan.val_counts[0] * int(shape[0]) * int(shape[1]) * 4 > HELD_OUT_CACHE_BYTES:
+        return None
+    return [block for block in _held_out(plan, paths, shape) if len(block)]
 
 
 def _training(plan: Plan, paths: list[str], shape: tuple[int, int]):
@@ -92,7 +107,7 @@ def _training(plan: Plan, paths: list[str], shape: tuple[int, int]):
     from trainer import data
 
     ds = data.read_instances(plan, paths, shape, data.TRAIN, deterministic=True)
-    yield from ds.as_numpy_iterator()
+    yield from iterators.numpy_blocks(ds)
 
 
 def models_root(cfg: TrainerConfig) -> str:
@@ -119,15 +134,28 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
                                      cfg.units[-1]) if len(datasets) == 1 else None)
     tally = baselines.Tally(panel) if panel is not None else None
+    with timeline.span(READ_HELD_OUT):  # once, for every pass below (None: too large to keep, read per pass)
+        held = _held_out_once(plan, paths, shape)
 
     def held_out():
-        for block in _held_out(plan, paths, shape):
-            if tally is not None:
-                tally.add(block)
-            yield block
+        return iter(held) if held is not None else _held_out(plan, paths, shape)
 
-    with timeline.span(HELD_OUT):
-        errors = challenger.errors_of(held_out())  # type: ignore[arg-type]
+    if held is not None:
+        with timeline.span(HELD_OUT):
+            errors = challenger.errors_of(held)
+        if tally is not None:
+            with timeline.span(BASELINES_HELD_OUT):
+                for block in held:
+                    tally.add(block)
+    else:
+        def tallied():
+            for block in held_out():
+                if tally is not None:
+                    tally.add(block)
+                yield block
+
+        with timeline.span(HELD_OUT):  # one pass: the challenger's errors and the baselines' together
+            errors = challenger.errors_of(tallied())  # type: ignore[arg-type]
     evaluation: dict[str, Any] = {"metric": METRIC, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
     if not len(errors) or len(datasets) != 1:
@@ -164,7 +192,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             try:
                 with timeline.span(CHAMPION):
                     scorer = scoring.Scorer.load(storage, current.model, cache_dir)
-                    value: float | None = float(scorer.errors_of(_held_out(plan, paths, shape)).mean())  # type: ignore[arg-type]
+                    value: float | None = float(scorer.errors_of(held_out()).mean())  # type: ignore[arg-type]
                     if labelled is not None and labelled["set"] is not None:  # at the champion's own threshold
                         figures[current.model] = _figures(scorer, labelled["set"],
                                                           (scorer.threshold or {}).get("value"), run,

@@ -155,6 +155,34 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
         "job-a", "job-d", "job-b", "job-d", "job-a"]
 
 
+def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, monkeypatch):
+    """The challenger, the baselines and the champion are scored on one read of the held-out windows (issue #42);
+    a share too large to keep (``HELD_OUT_CACHE_BYTES`` 0 here) is read again per pass, with the same figures."""
+    from trainer import data, verdict
+
+    s = setting
+    real, kept = data.read_instances, verdict.HELD_OUT_CACHE_BYTES
+    figures = {}
+    for cache_bytes in (kept, 0):
+        monkeypatch.setattr(verdict, "HELD_OUT_CACHE_BYTES", cache_bytes)
+        monkeypatch.setattr(data, "read_instances", real)
+        models = str(s["root"] / f"models-once-{cache_bytes}")
+        _conclude(s, f"job-first-{cache_bytes}", s["trained"], models=models)  # the champion
+        reads: list[str] = []
+
+        def counted(plan, paths, shape, split, _reads=reads, **kwargs):
+            _reads.append(split)
+            return real(plan, paths, shape, split, **kwargs)
+
+        monkeypatch.setattr(data, "read_instances", counted)
+        _, _, got = _conclude(s, f"job-second-{cache_bytes}", s["untrained"], models=models, min_skill=-1e9)
+        assert got["verdict"] == "kept_champion" and got["champion_loss"] is not None
+        assert reads == [data.TRAIN, data.VALIDATION, *([data.VALIDATION] if cache_bytes == 0 else [])]
+        figures[cache_bytes] = ({k: got[k] for k in ("challenger_loss", "champion_loss", "baseline_loss", "skill")},
+                                {n: b["loss"] for n, b in got["baselines"].items()}, got["threshold"]["value"])
+    assert figures[kept] == figures[0]
+
+
 def test_no_held_out_data_is_not_evaluated(setting, tmp_path):
     s = setting
     plan = inputs_mod.plan_inputs(s["inputs"], 1, 0, 32, 0.0, 42)
