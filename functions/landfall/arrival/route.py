@@ -90,6 +90,9 @@ ENV_BUCKET, ENV_NAME, ENV_GENERATION = "LANDFALL_SOURCE_BUCKET", "LANDFALL_SOURC
 DISPATCH = "dispatch.json"
 DISPATCH_SCHEMA = "landfall.dispatch/v1"
 CLAIM_GRACE_S = 120.0  # a marker without an execution older than this was left by a crash
+# Cloud Storage takes at most one write a second to one object name ("Maximum rate of writes to the same object
+# name", https://cloud.google.com/storage/quotas, read 2026-12-03): the marker is rewritten no sooner than that.
+OBJECT_WRITE_INTERVAL_S = 1.0
 
 Dispatched = Literal["dispatched", "duplicate"]
 
@@ -172,6 +175,7 @@ def dispatch(arrival: Arrival, fmt: str, size: int, rt: Runtime[ConverterConfig]
         if isinstance(exc, TemporaryError):
             raise
         raise TemporaryError(f"starting {cfg.convert_job} for {arrival.name}: {exc}") from exc
+    time.sleep(max(0.0, marker.created + OBJECT_WRITE_INTERVAL_S - time.time()))  # a Cloud Run start is ~1 s anyway
     rt.storage.write_bytes(uri, dataclasses.replace(marker, execution=execution).to_json(arrival),
                            content_type="application/json")
     log.info("%s: %d bytes, %d tasks: started %s", arrival.name, size, count, execution,

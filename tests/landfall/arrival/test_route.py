@@ -165,3 +165,21 @@ def test_wrapper_maps_errors_by_retry_class(emulator_stack, cloud_run) -> None:
         jobs.run(JOB, 1, {})
     name = jobs.run(f"projects/{emulator_stack.project}/locations/{REGION}/jobs/{JOB}", 2, {"A": "1"})
     assert name == cloud_run.executions[-1].name and name.startswith(cloud_run.executions[-1].job + "/executions/")
+
+
+def test_the_marker_is_rewritten_no_sooner_than_the_write_rate_of_one_name_allows(emulator_stack, bucket, routed,
+                                                                                   data) -> None:
+    """Cloud Storage's one write a second to one object name (``tests/fakes/gcs_rate.RULE``): the marker is created,
+    the execution started (at once on the fake), then the marker rewritten with its name, a second later, not
+    refused."""
+    from landfall.core.storage import Storage
+    from tests.fakes.gcs_rate import rate_limited_client
+
+    client, session = rate_limited_client(emulator_stack.project)
+    rt = routed(inline_max_bytes=1000, task_bytes=20_000)
+    rt.storage = Storage(emulator_stack.project, client=client, retry_deadline_s=0.5)
+    obj = put(emulator_stack.storage, bucket, "incoming/d/big.csv", csv_bytes(data))
+    assert arrival.handle(obj, rt) == "dispatched"
+    name = (bucket, f"tfrecords/d/{layout.arrival_id(obj.name, obj.generation)}/{route.DISPATCH}")
+    assert session.writes[name] == 2 and not session.refused, session.refused
+    assert session.closest[name] >= 1.0
