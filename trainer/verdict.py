@@ -9,7 +9,8 @@
    (``Plan.val_slices`` of worker 0, about ``1/num_workers`` of it): the split is a deterministic function of
    (seed, shard URI, record index) and the shares are contiguous runs of it, so both models see exactly the
    same instances and a rerun sees them again; staging the other workers' shards would cost a second
-   download for a sample that is already unbiased.
+   download for a sample that is already unbiased. The held-out windows are read once and kept in memory
+   (up to ``HELD_OUT_CACHE_BYTES``) for every pass over them: the challenger's, the baselines', each champion's.
 2. The threshold. The challenger's per-instance errors give the quantiles p50, p95, p99, p99.9 and the
    anomaly threshold (the ``threshold_quantile``, default p99), written beside the model as ``threshold.json``.
 3. Promotion with a guard (``landfall.core.champion``): promoted when its loss <= the champion's x
