@@ -156,7 +156,9 @@ def dispatch(arrival: Arrival, fmt: str, size: int, rt: Runtime[ConverterConfig]
     count = task_count(fmt, size, cfg)
     context = {"arrival_id": arrival.arrival_id, "dataset": arrival.dataset}
     marker = Marker(cfg.convert_job, count, time.time())
-    if not rt.storage.create(uri, marker.to_json(arrival), content_type="application/json"):
+    created = rt.storage.create(uri, marker.to_json(arrival), content_type="application/json")
+    written_at = time.time()  # the create's request was sent before this: a rewrite a second on is within the rate
+    if not created:
         found = Marker.read(rt.storage, uri)
         if found is None:  # removed by a failed start meanwhile: the event comes back
             raise TemporaryError(f"{uri}: dispatch marker vanished; retrying")
@@ -175,7 +177,7 @@ def dispatch(arrival: Arrival, fmt: str, size: int, rt: Runtime[ConverterConfig]
         if isinstance(exc, TemporaryError):
             raise
         raise TemporaryError(f"starting {cfg.convert_job} for {arrival.name}: {exc}") from exc
-    time.sleep(max(0.0, marker.created + OBJECT_WRITE_INTERVAL_S - time.time()))  # a Cloud Run start is ~1 s anyway
+    time.sleep(max(0.0, written_at + OBJECT_WRITE_INTERVAL_S - time.time()))  # a Cloud Run start is ~1 s anyway
     rt.storage.write_bytes(uri, dataclasses.replace(marker, execution=execution).to_json(arrival),
                            content_type="application/json")
     log.info("%s: %d bytes, %d tasks: started %s", arrival.name, size, count, execution,
