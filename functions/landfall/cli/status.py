@@ -463,25 +463,24 @@ def status(args: argparse.Namespace) -> int:
             print(f"  {results.champion_view_line(m['champion_view'])}")
         if m.get("timeline"):
             print(f"  {core_timeline.compact_line(m['timeline'])}")
-    dl = report["dead_letter"]
-    if dl is not None:
-        if "error" in dl:
-            print(f"dead-letter: unavailable ({dl['error']})")
-        else:
-            print(f"dead-letter: {dl['count']} request(s)")
-            for r in dl["requests"]:
-                print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
+    _print_dead_letter("dead-letter", report["dead_letter"], "")
     sdl = report.get("scorer_dead_letter")
-    if sdl is not None:
-        if "error" in sdl:
-            print(f"scorer dead-letter: unavailable ({sdl['error']})")
-        else:
-            print(f"scorer dead-letter: {sdl['count']} request(s) not scored ({sdl['subscription']})")
-            for r in sdl["requests"]:
-                print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
+    _print_dead_letter("scorer dead-letter", sdl, f" not scored ({sdl['subscription']})" if sdl else "")
     if "released" in report:
         print(f"released: {', '.join(report['released']) or 'nothing'}")
     return code
+
+
+def _print_dead_letter(label: str, dl: dict[str, Any] | None, after_count: str) -> None:
+    """One dead-letter subscription's peek: its count and requests, or why it is unavailable (None: not peeked)."""
+    if dl is None:
+        return
+    if "error" in dl:
+        print(f"{label}: unavailable ({dl['error']})")
+        return
+    print(f"{label}: {dl['count']} request(s){after_count}")
+    for r in dl["requests"]:
+        print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
 
 
 def _unit(d: dict[str, Any]) -> str:
