@@ -182,8 +182,13 @@ def read(storage: Storage, bucket: str, lay: Layout, dataset: str, arrival: str,
         return None
 
 
+def marker_uri(summary: Summary) -> str:
+    """``published.json`` beside the summary."""
+    return join(summary.uri.rsplit("/", 1)[0], PUBLISHED)
+
+
 def published(storage: Storage, summary: Summary) -> bool:
-    return storage.exists(join(summary.uri.rsplit("/", 1)[0], PUBLISHED))
+    return storage.exists(marker_uri(summary))
 
 
 def for_arrival(storage: Storage, bucket: str, lay: Layout, dataset: str, arrival: str) -> list[Summary]:

@@ -199,7 +199,7 @@ def announce(summary: Summary, rt: DetectRuntime, *, fresh: bool) -> Outcome:
                   "anomalies": str(summary.anomalies)}
     message_id = rt.pubsub.publish(rt.config.detections_topic, json.dumps(message, sort_keys=True).encode(),
                                    attributes)
-    marker = summary.uri.rsplit("/", 1)[0] + "/" + detections.PUBLISHED
+    marker = detections.marker_uri(summary)
     storage.create(marker, json.dumps({"message_id": message_id, "published_at": utc_now(),
                                            "by": INSTANCE}).encode(), content_type="application/json")
     anomalous = summary.anomalies > 0
