@@ -8,7 +8,7 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 REF    := .venv-ref
 REF_STAMP := $(REF)/.installed-stamp
 
-.PHONY: venv tools ref test lint demo bench clean
+.PHONY: system venv tools ref test lint demo bench clean
 
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
 venv: $(STAMP)
@@ -38,6 +38,25 @@ $(REF_STAMP): Makefile
 	$(REF)/bin/pip install -q --disable-pip-version-check 'aeon==1.6.0'
 	touch $(REF_STAMP)
 
+# System tools the suite needs that pip cannot bring, checked first so a missing one stops `make test` within
+# seconds: Debian's chromium (the report's browser test) is installed with apt-get when running as root (as CI does);
+# anything else missing, or chromium without root, is one line naming the tool and the command that installs it.
+system:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: installing Debian's chromium (the report's browser test)"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium) \
+	      >/dev/null || { echo "make: apt-get could not install chromium" >&2; exit 1; }; \
+	  else echo "make: chromium is missing (the report's browser test): sudo apt-get install chromium" >&2; exit 1; fi; }
+	@for t in "java:sudo apt-get install default-jre-headless" "terraform:see https://developer.hashicorp.com/terraform/install" \
+	          "kubectl:sudo apt-get install kubectl (Google Cloud's apt repository)"; do \
+	  command -v "$${t%%:*}" >/dev/null 2>&1 || { echo "make: $${t%%:*} is missing: $${t#*:}" >&2; exit 1; }; done
+	@[ -n "$$LANDFALL_PUBSUB_EMULATOR" ] && exit 0; g="$$(command -v gcloud)"; \
+	  for r in "$${g:+$$(dirname "$$(readlink -f "$$g")")/..}" /usr/lib/google-cloud-sdk /usr/share/google-cloud-sdk; do \
+	    [ -f "$$r/platform/pubsub-emulator/bin/cloud-pubsub-emulator" ] && exit 0; done; \
+	  { echo "make: Google's Pub/Sub emulator is missing: sudo apt-get install google-cloud-cli-pubsub-emulator" \
+	       "(or set LANDFALL_PUBSUB_EMULATOR)" >&2; exit 1; }
+
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
@@ -46,7 +65,7 @@ lint: venv
 # listed at the end. 2 on the 2-core development machine: 741.9 s against 1,050 s in one process; 3 was slower
 # (793.2 s: more emulators, more contention; docs/benchmarks.md). `TEST_WORKERS=0 make test` runs it in one process.
 TEST_WORKERS ?= 2
-test: venv tools ref lint
+test: system venv tools ref lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
 
 demo: venv

@@ -102,12 +102,12 @@ from landfall.core import timeline as core_timeline
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.storage import Storage
-from trainer import champion_view, timeline, verdict, warmstart
+from trainer import champion_view, faults, timeline, verdict, warmstart
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
 from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
-from trainer.jobdir import METRICS, JobDir
+from trainer.jobdir import BACKUP, METRICS, JobDir
 
 log = logs.get("trainer.task")
 
@@ -328,6 +328,10 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
     if done:
         log.info("job dir already holds a finished run of this length; nothing to do", extra={"fields": fields})
         metrics.enabled = False
+        if cluster.is_chief:  # a worker that died after the results were complete (#46): finish what it left
+            with phase("finishing a finished run"):
+                job.delete_tree(BACKUP)  # metrics.json is written before the backup goes (trainer.train.fit)
+                verdict.publish_result(cfg, job, job.read_json(METRICS) or {}, storage)  # once: a no-op if sent
         return EXIT_OK
     work = work_dir_of(cfg, cluster)
     with phase("finding the warm start"):
@@ -401,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         timeline.gather(job, cluster.num_workers, wait_s=10.0 if metrics.doc.get("status") == "succeeded" else 0.0)
         record_cost(cfg, metrics)
         verdict.publish_result(cfg, job, metrics.doc, storage)
+        faults.at(faults.ANNOUNCED)
     if not cluster.is_chief:
         timeline.publish(job, cluster.worker_index)
     log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,

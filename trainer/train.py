@@ -26,7 +26,7 @@ from landfall.core.champion import NORMALIZATION
 from landfall.core.errors import Invalid
 from landfall.core.messages import utc_now
 from landfall.core.timeline import EPOCH
-from trainer import data, iterators, preemption, stopping, timeline, verdict, warmstart
+from trainer import data, faults, iterators, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -107,19 +107,15 @@ class FitMarks(keras.callbacks.Callback):
 
 
 class EpochTimer(keras.callbacks.Callback):
-    """First in the callback list: training time per epoch, without validation or checkpointing. Lets go of the
-    last epoch's validation iterator (``validating``: Keras has dropped it by now; ``trainer.iterators``)."""
+    """First in the callback list: training time per epoch, without validation or checkpointing."""
 
-    def __init__(self, validating: iterators.Kept | None = None):
+    def __init__(self):
         super().__init__()
         self.t0 = self.t_train = 0.0
-        self.validating = validating
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         self.t0 = time.monotonic()
         self.t_train = 0.0
-        if self.validating is not None:
-            self.validating.release_all()
 
     def on_test_begin(self, logs=None) -> None:
         if not self.t_train:
@@ -353,11 +349,10 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         first_epoch = restored_epochs(backup) if cfg.deterministic else None
         with timeline.span("building the input pipelines"):
             train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
-        # Keras's iterators of them are let go on another thread (trainer.iterators: up to 60 s each otherwise)
-        made, validating = iterators.Kept(), iterators.Kept()
+        # the training iterator is never destroyed (trainer.iterators: up to 60 s otherwise, and never off-thread)
+        made = iterators.Kept()
         train_ds = iterators.keeping(train_ds, made)
-        val_ds = iterators.keeping(val_ds, validating) if val_ds is not None else None
-        timer, marks = EpochTimer(validating), FitMarks()
+        timer, marks = EpochTimer(), FitMarks()
         converge = ConvergenceStop(cfg.stopping_rule(), backup, monitored=val_ds is not None,
                                    worker=cluster.worker_index, learning_rate=cfg.learning_rate)
         callbacks = [
@@ -380,20 +375,24 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
             log.info(f"{done}: saving its best weights", extra={"fields": fields})
             converge.keep_best()
         finally:
-            made.release_all()
-            validating.release_all()
+            made.park_all()
         marks.done()
         metrics.doc.update(converge.summary(cfg.epochs))
     with phase(SAVE):
         save_model(model, cluster, job, work, mean, std, inputs, start)
+    faults.at(faults.SAVED)
     if cluster.is_chief:
         with phase(EVALUATE):  # the chief alone, on its saved copy (trainer.verdict says why)
             metrics.doc.update(verdict.conclude(cfg, job, metrics, work / "model", plan, paths, inputs, mean, std,
                                                 job.storage))
+        faults.at(faults.EVALUATED)
         with phase(FINISH):
-            job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
+            # metrics.json first, the backup after: a crash between the two finds the results complete (a restart
+            # exits 0, trainer.task.already_done) and leaves only a backup that the restart deletes
             metrics.update(status="succeeded", ended_at=utc_now(), model=job.path(MODEL),
                            tensorboard=job.path(TENSORBOARD))
+            job.delete_tree(BACKUP)  # finished: a restart now finds metrics "succeeded" and does nothing
+        faults.at(faults.FINISHED)
     log.info("training finished", extra={"fields": {**fields, **converge.summary(cfg.epochs)}})
     return 0
 

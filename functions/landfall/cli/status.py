@@ -30,9 +30,9 @@ from landfall.cli.common import job_config, reporting_errors
 from landfall.core import champion, cost, detections, layout, logs, quarantine, results, specs
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
-from landfall.core.errors import LandfallError
+from landfall.core.errors import LandfallError, NotFound
 from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
-from landfall.core.messages import JobInputs
+from landfall.core.messages import JobInputs, loads_object, peeked
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, engine, tfjob
@@ -71,12 +71,15 @@ def run(args: argparse.Namespace) -> int:
 # -- status ---------------------------------------------------------------------------------------------
 LATEST = 5  # retractions and rejections shown per dataset, newest first
 def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
+    uri = tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"
     try:
-        raw = json.loads(storage.read_bytes(tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"))
-    except (LandfallError, ValueError):
+        raw = loads_object(storage.read_bytes(uri), uri)
+    except NotFound:
         return None
-    epochs = raw.get("epochs") or []
-    last = epochs[-1] if epochs else {}
+    except LandfallError as exc:  # Invalid: any body at all (#46)
+        return {"invalid": str(exc)}
+    epochs = raw.get("epochs") if isinstance(raw.get("epochs"), list) else []
+    last = epochs[-1] if epochs and isinstance(epochs[-1], dict) else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
             **{k: last.get(k) for k in ("loss", "val_loss", "wall_s", "examples_per_s") if k in last},
             **{k: raw.get(k) for k in ("verdict", "challenger_loss", "champion_loss", "gpu_seconds", "estimated_cost",
@@ -224,8 +227,8 @@ def _pending(storage: Any, info: Any) -> dict[str, Any]:
     """A waiting request: its id, manifest, how long it waits, and whether its manifest is missing (then the
     dataset's next release rejects it; one that exists but is not listed is retried ``LISTING_LAG_S``)."""
     try:
-        raw = json.loads(storage.read_bytes(info.uri))
-    except (LandfallError, ValueError) as exc:
+        raw = loads_object(storage.read_bytes(info.uri), info.uri)
+    except LandfallError as exc:
         return {"record": info.uri, "error": str(exc)}
     manifest = str(raw.get("manifest") or "")
     try:
@@ -253,10 +256,10 @@ def _newest(infos: list[Any]) -> list[Any]:
 
 def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
     try:
-        raw = json.loads(storage.read_bytes(uri))
-    except (LandfallError, ValueError) as exc:
+        raw = loads_object(storage.read_bytes(uri), uri)
+    except LandfallError as exc:
         return {"record": uri, "error": str(exc)}
-    source = raw.get("source") or {}
+    source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
     return {"record": uri, **({"name": source.get("name"), "generation": source.get("generation")} if source else {}),
             **{k: raw.get(k) for k in keys if k != "source"}}
 
@@ -351,13 +354,10 @@ def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
     except LandfallError as exc:
         return {"error": str(exc)}
     items = []
-    for m in got:
-        try:
-            body = json.loads(m.data)
-        except ValueError:
-            body = {}
-        items.append({"request_id": body.get("request_id"), "dataset": body.get("dataset"),
-                      "manifest": body.get("manifest"), "message_id": m.message_id})
+    for m in got:  # a poison message is what dead-letters: any body at all (messages.peeked)
+        seen = peeked(m.data, m.attributes, f"dead letter {m.message_id}")
+        items.append({"request_id": seen["request_id"], "dataset": seen["dataset"], "manifest": seen["manifest"],
+                      "message_id": m.message_id, **({"unreadable": seen["unreadable"]} if seen["unreadable"] else {})})
     return {"count": len(items), "requests": items}
 
 
@@ -450,7 +450,8 @@ def status(args: argparse.Namespace) -> int:
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         m = j["metrics"] or {}
-        metrics = (f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
+        metrics = (f"unreadable: {m['invalid']}" if "invalid" in m else
+                   f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
                    + _verdict_text(m) if m else "-")
         manifests = "-" if j["manifests"] is None else j["manifests"]
         print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
@@ -480,7 +481,8 @@ def _print_dead_letter(label: str, dl: dict[str, Any] | None, after_count: str) 
         return
     print(f"{label}: {dl['count']} request(s){after_count}")
     for r in dl["requests"]:
-        print(f"  {r['request_id']} {r['dataset']} {r['manifest']}")
+        print(f"  {r['message_id']} unreadable: {r['unreadable']}" if r.get("unreadable") else
+              f"  {r['request_id']} {r['dataset']} {r['manifest']}")
 
 
 def _unit(d: dict[str, Any]) -> str:

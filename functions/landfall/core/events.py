@@ -18,7 +18,7 @@ import dataclasses
 from typing import Any
 
 from landfall.core.errors import Invalid
-from landfall.core.messages import loads
+from landfall.core.messages import loads_object
 
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_KINDS = {STORAGE_FINALIZED: "finalize", "google.cloud.storage.object.v1.deleted": "delete",
@@ -56,14 +56,15 @@ def pubsub_message(event: Any) -> Message:
     if _attr(event, "type") != PUBSUB_PUBLISHED:
         raise Invalid(f"expected a {PUBSUB_PUBLISHED} event, got {_attr(event, 'type')!r}")
     payload = event.data if hasattr(event, "data") else event["data"]
-    message = (payload or {}).get("message")
+    payload = payload if isinstance(payload, dict) else {}
+    message = payload.get("message")
     if not isinstance(message, dict):
         raise Invalid("Pub/Sub event has no message")
     try:
         data = base64.b64decode(message.get("data") or "", validate=False)
     except (binascii.Error, ValueError) as exc:
         raise Invalid(f"Pub/Sub message data is not base64: {exc}") from None
-    attempt = (payload or {}).get("deliveryAttempt") or message.get("deliveryAttempt")
+    attempt = payload.get("deliveryAttempt") or message.get("deliveryAttempt")
     return Message(
         data=data,
         attributes={str(k): str(v) for k, v in (message.get("attributes") or {}).items()},
@@ -104,7 +105,7 @@ def object_event(event: Any) -> ObjectEvent | None:
             return None
         resource: dict[str, Any] = {}
         if message.data:
-            resource = loads(message.data, "GCS notification payload")  # nesting bounded: Invalid, not RecursionError
+            resource = loads_object(message.data, "GCS notification payload")  # bounded: Invalid, not RecursionError
         return _object(object_kind, resource, attrs.get("bucketId"), attrs.get("objectId"),
                        attrs.get("objectGeneration"))
     raise Invalid(f"unsupported event type {kind!r}")

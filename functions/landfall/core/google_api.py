@@ -14,10 +14,12 @@ Anything else passes through unchanged (a bug or an unexpected answer).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import requests
 from google.api_core import exceptions as gexc
+from google.api_core import retry as gretry
 from google.auth import exceptions as auth_exceptions
 
 from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
@@ -25,6 +27,7 @@ from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound,
 TEMPORARY = (gexc.TooManyRequests, gexc.ServerError, gexc.DeadlineExceeded, gexc.Aborted, gexc.Cancelled,
              gexc.RetryError, requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)
 REQUEST_TIMEOUT = 408  # no class of its own in google-api-core
+T = TypeVar("T")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -60,3 +63,16 @@ def mapped_errors(what: str, service: str) -> Iterator[None]:
 def _short(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def retried(call: Callable[[], T], bound_s: float, initial_s: float = 0.2, maximum_s: float = 5.0) -> T:
+    """``call()``, retried with exponential backoff (google-api-core's ``Retry``) while it raises a
+    ``TemporaryError``, for at most ``bound_s``; past the bound, the last ``TemporaryError`` itself."""
+    retry = gretry.Retry(predicate=gretry.if_exception_type(TemporaryError), initial=initial_s, maximum=maximum_s,
+                         multiplier=2.0, timeout=bound_s)
+    try:
+        return retry(call)()
+    except gexc.RetryError as exc:
+        if isinstance(exc.cause, TemporaryError):
+            raise exc.cause from None
+        raise

@@ -64,6 +64,8 @@ def loads(text: str | bytes, where: str) -> Any:
     try:
         if isinstance(text, bytes | bytearray):
             text = bytes(text).decode("utf-8")
+        if not text.strip():
+            raise Invalid(f"{where} is empty")
         if _too_deep(text):
             raise Invalid(f"{where} is JSON nested deeper than {MAX_DEPTH} levels")
         return json.loads(text)
@@ -71,6 +73,39 @@ def loads(text: str | bytes, where: str) -> Any:
         raise
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError
         raise Invalid(f"{where} is not JSON: {clip(str(exc))}") from None
+
+
+def loads_object(text: str | bytes, where: str) -> dict[str, Any]:
+    """``loads``, and the document must be a JSON object: valid JSON of another type (``[]``, ``"x"``, ``42``,
+    ``null``) is ``Invalid`` naming ``where`` too. Every reader of a record or a body that expects an object."""
+    raw = loads(text, where)
+    if not isinstance(raw, dict):
+        raise Invalid(f"{where} is JSON but not an object (a {type(raw).__name__ if raw is not None else 'null'})")
+    return raw
+
+
+def text_of(value: Any, limit: int = CLIP) -> str | None:
+    """A field to show: a string, number or boolean as text (cut to ``limit``), anything else ``None``."""
+    if isinstance(value, bool | int | float | str) and value != "":
+        text = str(value)
+        return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    return None
+
+
+def peeked(data: bytes | str | None, attributes: dict[str, str] | None, where: str) -> dict[str, Any]:
+    """What a view shows of a body it only peeks at (a dead letter): its ``dataset``, ``request_id`` and
+    ``manifest`` when it is a JSON object that has them (else the attributes'), and ``unreadable``, the one line
+    saying why not, when it is not an object (invalid UTF-8, not JSON, another JSON type, empty)."""
+    attributes = attributes or {}
+    try:
+        body, why = loads_object(data or b"", where), None
+    except Invalid as exc:
+        body, why = {}, str(exc)
+    return {"dataset": text_of(body.get("dataset")) or text_of(attributes.get("dataset")),
+            "request_id": text_of(body.get("request_id")),
+            "manifest": text_of(body.get("manifest"), 300),
+            "arrival": text_of(body.get("arrival")) or text_of(attributes.get("objectId"), 300),
+            "unreadable": why}
 
 
 def decode(cls: Any, text: str | bytes, schema: str | tuple[str, ...], where: str, build: Any = None) -> Any:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import Manifest, Retraction, utc_now
+from landfall.core.messages import Manifest, Retraction, loads_object, text_of, utc_now
 from landfall.core.profile import REFERENCE_SCHEMA, Profile
 from landfall.core.storage import ObjectInfo, Storage, is_gs
 
@@ -224,8 +224,8 @@ class Admission:
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> Admission:
+        raw = loads_object(data, where)  # any body: Invalid naming it (#46)
         try:
-            raw = json.loads(data)
             if raw.get("schema") != ADMISSION_SCHEMA:
                 raise Invalid(f"{where}: schema is {raw.get('schema')!r}, expected {ADMISSION_SCHEMA!r}")
             return cls(**{f.name: raw[f.name] for f in dataclasses.fields(cls) if f.name in raw})
@@ -259,12 +259,19 @@ def admit(storage: Storage, manifest_uri: str, by: str) -> tuple[Admission, bool
     if not manifest.quarantined:
         status = (manifest.checks or {}).get("status", "not profiled")
         raise Invalid(f"{manifest_uri}: arrival {manifest.arrival_id} is not quarantined (checks: {status})")
+    retraction_uri = manifest_uri.rsplit("/", 1)[0] + "/" + RETRACTION
     try:
-        gone = json.loads(storage.read_bytes(manifest_uri.rsplit("/", 1)[0] + "/" + RETRACTION))
-        raise Invalid(f"{manifest_uri}: arrival {manifest.arrival_id} was retracted ({gone.get('reason')}"
-                      f"{' by ' + gone['by'] if gone.get('by') else ''}) and is never trained on")
+        body = storage.read_bytes(retraction_uri)
     except NotFound:
         pass
+    else:  # retracted, whatever the record says (an unreadable one is still a retraction)
+        try:
+            gone = loads_object(body, retraction_uri)
+        except Invalid:
+            gone = {}
+        by = text_of(gone.get("by"))
+        raise Invalid(f"{manifest_uri}: arrival {manifest.arrival_id} was retracted ({text_of(gone.get('reason'))}"
+                      f"{' by ' + by if by else ''}) and is never trained on")
     record = Admission(manifest.dataset, manifest.arrival_id, manifest_uri, by)
     wrote = storage.create(admission_uri(manifest_uri), record.to_json(), content_type="application/json")
     if not wrote:
@@ -296,7 +303,7 @@ def reject(storage: Storage, manifest_uri: str, by: str) -> tuple[Retraction, bo
     uri = manifest_uri.rsplit("/", 1)[0] + "/" + RETRACTION
     wrote = storage.create(uri, record.to_json(), content_type="application/json")
     if not wrote:
-        raw = json.loads(storage.read_bytes(uri))
+        raw = loads_object(storage.read_bytes(uri), uri)
         record = Retraction(**{f.name: raw[f.name] for f in dataclasses.fields(Retraction) if f.name in raw})
     log.info("rejected %s in quarantine by %s", manifest.arrival_id, record.by,
              extra={"arrival_id": manifest.arrival_id, "dataset": manifest.dataset,

@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from landfall.local import leash
 from landfall.local.operator import stop_group
 
 log = logging.getLogger("landfall.local.cloudrun")
@@ -103,8 +104,7 @@ class LocalCloudRun:
         fh = open(path, "a")  # noqa: SIM115 (kept open while the task runs)
         fh.write(f"=== task {index}/{record['task_count']} attempt {attempt}\n")
         fh.flush()
-        proc = subprocess.Popen(self.command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = leash.popen(self.command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         run.tasks[index] = Task(index, attempt, proc, fh)
         tasks[str(index)].update(attempts=attempt + 1, state="Running", pid=proc.pid, exitCode=None)
 

@@ -39,7 +39,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.local import detections, plots, report
+from landfall.local import detections, emulators, plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.records import Reader
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
@@ -208,7 +208,8 @@ def run(opts: DemoOptions) -> int:
         print(f"  Pub/Sub emulator {stack.info['pubsub_emulator_host']}, fake-gcs-server "
               f"{stack.info['storage_emulator_host']}, bucket gs://{cfg.bucket}", flush=True)
         watch = f"landfall-demo-watch-{int(time.time())}"
-        PubSub(cfg.project).ensure_subscription(watch, cfg.request_topic)
+        emulators.ready_call("Pub/Sub emulator", f"create subscription {watch}",
+                             lambda: PubSub(cfg.project).ensure_subscription(watch, cfg.request_topic))
         follower = Follower(stack, opts, watch)
         storage = follower.storage
         first = upload(storage, cfg.bucket, opts.dataset, "part-1.npy", time_series(opts.instances, seed=1))

@@ -23,9 +23,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from landfall.core.errors import LandfallError
+from landfall.core.errors import LandfallError, TemporaryError
+from landfall.core.google_api import retried
+from landfall.local import leash
+
+T = TypeVar("T")
 
 
 class EmulatorError(LandfallError):
@@ -98,12 +104,26 @@ class Process:
             self.popen.wait(timeout=timeout)
 
 
+STARTUP_BOUND_S = 60.0  # how long a start-up call waits for an emulator that answers late (a busy machine)
+
+
+def ready_call(service: str, what: str, call: Callable[[], T], bound_s: float = STARTUP_BOUND_S) -> T:
+    """``call()``, retried with backoff while it fails with a ``TemporaryError`` (the emulator is up but answers
+    late or not yet: ``504 Deadline Exceeded``, ``UNAVAILABLE``), for at most ``bound_s``; then one
+    ``EmulatorError`` naming the service, the call, the bound and the last error. Anything else raises at once."""
+    try:
+        return retried(call, bound_s)
+    except TemporaryError as exc:
+        raise EmulatorError(f"{service}: {what} still failing after {bound_s:g} s of retries (the bound): "
+                            f"{exc}") from None
+
+
 def spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None) -> Process:
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
     with open(log, "ab") as fh:
-        popen = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=env, start_new_session=True)
+        # leashed: it dies with this process, even a killed one (landfall.local.leash; no orphans, #46)
+        popen = leash.popen(argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     return Process(name, popen, log)
 
 

@@ -48,6 +48,7 @@ from typing import Any, TextIO
 
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.storage import Storage
+from landfall.local import leash
 from landfall.local.emulators import free_ports
 from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends.local import LocalBackend, k8s_time
@@ -196,8 +197,7 @@ class Operator:
         fh = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
         fh.write(f"=== {k8s_time()} {header}\n")
         fh.flush()
-        proc = subprocess.Popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = leash.popen(command, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return Replica(index, port, proc, fh, path)
 
     def _stop(self, rj: RunningJob) -> None:

@@ -41,7 +41,7 @@ from landfall.core import champion, checks, cost, detections, layout, quarantine
 from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import utc_now
+from landfall.core.messages import peeked, utc_now
 from landfall.core.profile import Profile
 from landfall.local.records import Reader
 
@@ -250,14 +250,10 @@ def _peek(pubsub: Any, subscription: str) -> dict[str, Any]:
     except LandfallError as exc:
         return {"subscription": subscription, "error": str(exc), "messages": []}
     messages = []
-    for m in got:
-        try:
-            body = json.loads(m.data)
-        except ValueError:
-            body = {}
-        body = body if isinstance(body, dict) else {}
-        messages.append({"message_id": m.message_id, "dataset": body.get("dataset") or m.attributes.get("dataset"),
-                         "what": body.get("request_id") or m.attributes.get("objectId") or "(unreadable)",
+    for m in got:  # a poison message is what dead-letters: any body at all (messages.peeked)
+        seen = peeked(m.data, m.attributes, f"dead letter {m.message_id}")
+        messages.append({"message_id": m.message_id, "dataset": seen["dataset"],
+                         "what": seen["request_id"] or seen["arrival"] or seen["unreadable"] or "(unreadable)",
                          "attempts": m.delivery_attempt})
     return {"subscription": subscription, "messages": messages}
 

@@ -83,6 +83,11 @@ class StackConfig(Settings):
         return Path(self.state_dir).resolve()
 
 
+def _admin(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """A start-up call to the Pub/Sub emulator, retried while it answers late (``emulators.ready_call``)."""
+    return emulators.ready_call("Pub/Sub emulator", what, lambda: call(*args, **kwargs))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -210,16 +215,18 @@ class Stack:
         pubsub = PubSub(cfg.project)
         for topic in (cfg.notification_topic, cfg.request_topic, cfg.dead_letter_topic, cfg.results_topic,
                       cfg.detections_topic, cfg.score_requests_topic, cfg.scorer_dead_letter_topic):
-            pubsub.ensure_topic(topic)
-        pubsub.ensure_subscription(cfg.dead_letter_topic, cfg.dead_letter_topic)  # what `landfall status` reads
-        pubsub.ensure_subscription(cfg.scorer_dead_letter_topic, cfg.scorer_dead_letter_topic)  # and this
-        pubsub.ensure_subscription(cfg.results_topic, cfg.results_topic)  # training results, for whoever pulls
-        pubsub.ensure_subscription(cfg.detections_topic, cfg.detections_topic)  # detections, for whoever pulls
+            _admin(f"create topic {topic}", pubsub.ensure_topic, topic)
+        for name in (cfg.dead_letter_topic,  # what `landfall status` reads
+                     cfg.scorer_dead_letter_topic,  # and this
+                     cfg.results_topic,  # training results, for whoever pulls
+                     cfg.detections_topic):  # detections, for whoever pulls
+            _admin(f"create subscription {name}", pubsub.ensure_subscription, name, name)
         gcs_proc, gcs_url = emulators.start_gcs(state, pubsub_host, cfg.project, cfg.notification_topic,
                                                 object_prefix="incoming/", port=cfg.gcs_port or None)
         self.procs.append(gcs_proc)
         os.environ["STORAGE_EMULATOR_HOST"] = gcs_url
-        Storage(cfg.project).ensure_bucket(cfg.bucket)
+        emulators.ready_call("fake-gcs-server", f"create bucket {cfg.bucket}",
+                             lambda: Storage(cfg.project).ensure_bucket(cfg.bucket))
         return pubsub_host, gcs_url
 
     def _function_env(self, pubsub_host: str, gcs_url: str, local_state: Path) -> dict[str, str]:
@@ -270,20 +277,19 @@ class Stack:
         """Push subscriptions, as Eventarc and Pub/Sub push to the deployed functions (with the dead-letter policy)."""
         cfg = self.cfg
         pubsub = PubSub(cfg.project)
-        pubsub.ensure_subscription("on-data-arrival", cfg.notification_topic, ack_deadline_s=600,
-                                   push_endpoint=f"http://127.0.0.1:{ports['on_data_arrival']}/")
-        pubsub.ensure_subscription("on-training-request", cfg.request_topic, ack_deadline_s=120,
-                                   push_endpoint=f"http://127.0.0.1:{ports['on_training_request']}/",
-                                   dead_letter_topic=cfg.dead_letter_topic,
-                                   max_delivery_attempts=cfg.max_delivery_attempts,
-                                   ordering=True)  # an optimisation only, as deployed
+        _admin("create subscription on-data-arrival", pubsub.ensure_subscription, "on-data-arrival",
+               cfg.notification_topic, ack_deadline_s=600,
+               push_endpoint=f"http://127.0.0.1:{ports['on_data_arrival']}/")
+        _admin("create subscription on-training-request", pubsub.ensure_subscription, "on-training-request",
+               cfg.request_topic, ack_deadline_s=120, push_endpoint=f"http://127.0.0.1:{ports['on_training_request']}/",
+               dead_letter_topic=cfg.dead_letter_topic, max_delivery_attempts=cfg.max_delivery_attempts,
+               ordering=True)  # an optimisation only, as deployed
         # The scorer's two inputs, as infra/ declares them (ack deadline, dead-letter policy).
         for name, topic in (("landfall-scorer-arrivals", cfg.request_topic),
                             ("landfall-scorer-rescore", cfg.score_requests_topic)):
-            pubsub.ensure_subscription(name, topic, ack_deadline_s=600,
-                                       push_endpoint=f"http://127.0.0.1:{ports['on_score_request']}/",
-                                       dead_letter_topic=cfg.scorer_dead_letter_topic,
-                                       max_delivery_attempts=cfg.max_delivery_attempts)
+            _admin(f"create subscription {name}", pubsub.ensure_subscription, name, topic, ack_deadline_s=600,
+                   push_endpoint=f"http://127.0.0.1:{ports['on_score_request']}/",
+                   dead_letter_topic=cfg.scorer_dead_letter_topic, max_delivery_attempts=cfg.max_delivery_attempts)
 
     def check(self) -> str | None:
         """The name of a process that died, if any."""

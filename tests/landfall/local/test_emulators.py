@@ -55,3 +55,47 @@ def test_fake_gcs_server_runs_under_go_s_soft_memory_limit_unless_the_environmen
         assert environ_of(proc.pid)["GOMEMLIMIT"] == "6GiB"
     finally:
         proc.stop()
+
+
+def _late(failures: int, calls: list[float]):
+    """A start-up call that the emulator answers late ``failures`` times, as the client sees it: google-api-core's
+    ``DeadlineExceeded`` (the ``504 Deadline Exceeded`` of a busy machine) through Landfall's error mapping."""
+    import time
+
+    from google.api_core import exceptions as gexc
+
+    from landfall.core.google_api import mapped_errors
+
+    def call() -> str:
+        calls.append(time.monotonic())
+        with mapped_errors("projects/p/subscriptions/s", "Pub/Sub"):
+            if len(calls) <= failures:
+                raise gexc.DeadlineExceeded("Deadline Exceeded")
+        return "created"
+
+    return call
+
+
+def test_a_start_up_call_answered_late_is_retried_within_its_bound_then_names_the_service_and_the_bound():
+    import time
+
+    from landfall.core.errors import Invalid
+
+    calls: list[float] = []
+    assert emulators.ready_call("Pub/Sub emulator", "create subscription s", _late(3, calls), bound_s=30) == "created"
+    assert len(calls) == 4 and calls[-1] - calls[0] < 10  # backoff from 0.2 s
+    calls.clear()
+    started = time.monotonic()
+    with pytest.raises(emulators.EmulatorError, match=r"^Pub/Sub emulator: create subscription s still failing after "
+                                                      r"1\.5 s of retries \(the bound\): .*Deadline Exceeded"):
+        emulators.ready_call("Pub/Sub emulator", "create subscription s", _late(10**6, calls), bound_s=1.5)
+    assert 1.0 <= time.monotonic() - started < 8 and len(calls) >= 3
+
+    def refused() -> None:
+        calls.append(0.0)
+        raise Invalid("bad subscription name")
+
+    calls.clear()
+    with pytest.raises(Invalid):  # a permanent answer is not retried
+        emulators.ready_call("Pub/Sub emulator", "create subscription s", refused, bound_s=30)
+    assert len(calls) == 1
