@@ -73,7 +73,8 @@ def _run_one(i: int, args, manifest: str, work: Path) -> dict:
     proc = subprocess.run(cmd, cwd=cores or source, env=env, capture_output=True, text=True, preexec_fn=limits,
                           timeout=args.timeout)
     row = {"run": i, "code": proc.returncode, "wall_s": round(time.monotonic() - t0, 2),
-           "fit_return_s": _fit_return_s(work / f"job-{i}" / "metrics.json")}
+           "fit_return_s": _fit_return_s(work / f"job-{i}" / "metrics.json"),
+           "beside_training_s": _beside_training_s(work / f"job-{i}" / "metrics.json")}
     if proc.returncode != 0:
         row["stderr_tail"] = proc.stderr[-args.tail:]
         if cores is not None:
@@ -90,6 +91,15 @@ def _fit_return_s(metrics: Path) -> float | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return next((s["seconds"] for s in spans if s.get("phase") == "after training ended"), None)
+
+
+def _beside_training_s(metrics: Path) -> list[float]:
+    """Each epoch's seconds outside its training steps (validation, its iterator's end, the callbacks)."""
+    try:
+        epochs = json.loads(metrics.read_text())["epochs"]
+        return [round(float(e["wall_s"]) - float(e["train_s"]), 3) for e in epochs]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
 
 
 def describe(code: int) -> str:
@@ -154,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     walls = [r["wall_s"] for r in rows]
     crashes = sum(n for c, n in codes.items() if c < 0 or c in (134, 139))
     returns = sorted(r["fit_return_s"] for r in rows if r.get("fit_return_s") is not None)
+    beside = sorted(s for r in rows for s in r.get("beside_training_s") or [])
     result = {"runs": len(rows), "parallel": args.parallel, "burners": args.burners, "instances": args.instances,
               "epochs": args.epochs, "units": args.units, "exit_codes": {describe(c): n for c, n in codes.items()},
               "crashes": crashes, "wall_s_median": statistics.median(walls), "wall_s_max": max(walls),
               "elapsed_s": round(time.monotonic() - t0, 1),
               "fit_return_s_median": statistics.median(returns) if returns else None,
               "fit_return_s_max": returns[-1] if returns else None,
+              "beside_training_s_median": statistics.median(beside) if beside else None,
+              "beside_training_s_max": beside[-1] if beside else None,
               "failed": [r for r in rows if r["code"] != 0]}
     print(f"{len(rows)} trainer runs, {args.parallel} at a time beside {args.burners} CPU burner(s): "
           f"exit codes {result['exit_codes']}; {crashes} crashed (a fatal signal); "
@@ -168,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     if returns:
         print(f"fit's return after the last callback (the #42 stall): median {result['fit_return_s_median']:.3f} s, "
               f"max {result['fit_return_s_max']:.3f} s")
+    if beside:
+        print(f"an epoch's time beside its training steps (validation and its iterator's end, callbacks): median "
+              f"{result['beside_training_s_median']:.3f} s, max {result['beside_training_s_max']:.3f} s")
     for r in result["failed"]:
         print(f"--- run {r['run']} exited {describe(r['code'])}; the end of its stderr:\n{r['stderr_tail']}")
     if args.json:

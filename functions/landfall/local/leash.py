@@ -15,6 +15,7 @@ child's: a child ended by a signal ends the watcher by the same signal.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 GRACE_S = 5.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child only calls it
 _writers: list[int] = []  # the write ends: held for this process's whole life, never inherited
 
 
@@ -44,17 +47,18 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     return proc
 
 
-def _die_with_parent() -> None:  # in the child, before exec
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def die_with_parent() -> None:
+    """A ``preexec_fn``: the child gets SIGKILL when the thread that started it ends (Linux's
+    ``PR_SET_PDEATHSIG``). For a starter that signals its child itself (``popen``'s watcher would stand between):
+    only from a thread that lives as long as the child should, such as a test's main thread."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _watch(fd: int, argv: list[str]) -> int:  # runs in the watcher
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)  # the group's signal reaches the child too; wait for it to end
     try:  # and the child dies with the watcher (one thread here, so the thread rule of PDEATHSIG is no trap)
-        child = subprocess.Popen(argv, preexec_fn=_die_with_parent)
+        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
     except OSError as exc:
         print(f"leash: cannot start {argv[0]}: {exc}", file=sys.stderr, flush=True)
         return 127

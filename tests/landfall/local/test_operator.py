@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from landfall.local import leash
 from landfall.local.operator import Operator
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
@@ -137,7 +138,7 @@ def test_a_follow_up_waits_as_pending_requests_and_is_released_when_its_predeces
 def operator_process(state: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "landfall.cli", "operator", "--state", str(state), "--poll-s",
                              "0.2"], cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, **(env or {})}, preexec_fn=leash.die_with_parent)
 
 
 def test_sigterm_stops_the_replicas_and_exits_cleanly(tmp_path):
@@ -338,3 +339,31 @@ def _diagnose(state: Path, name: str, tmp_path: Path) -> str:
     for log in sorted((state / "logs" / name).glob("*.log")) if (state / "logs" / name).exists() else []:
         out.append(f"--- {log.name}\n" + log.read_text()[-3000:])
     return "\n".join(out)
+
+
+@pytest.mark.parametrize("engine_name", ["tfjob", "jobset"])
+def test_a_worker_that_dies_of_sigsegv_after_its_results_is_restarted_and_the_job_succeeds(tmp_path, engine_name):
+    """A native crash after the results are complete (#46): the replica ends by SIGSEGV (the trainer's own crash
+    point, ``trainer.faults``), which both engines' ExitCode policies retry (a signal: 128 + 11); the restart finds
+    the work done (tests/trainer/test_crash_after_fit.py: it exits 0 without training) and the job succeeds."""
+    from landfall.local.operator import make_operator
+    from trainer import faults
+
+    marker = tmp_path / "crashed"
+    code = f"""
+import os
+os.environ[{faults.ENV!r}] = {f"{faults.FINISHED}:{marker}"!r}
+from trainer import faults
+faults.at(faults.FINISHED)
+print("RESTARTED, NOTHING LEFT TO DO", flush=True)
+"""
+    op = make_operator(tmp_path / "state", poll_s=0.1, engine_name=engine_name)
+    try:
+        op.backend.create(script_job("segv", code, workers=1, engine=engine_name))
+        job = run_until(op, "segv", ("Succeeded", "Failed"), timeout_s=60)
+    finally:
+        op.stop_all()
+    assert engine.state(job) == "Succeeded", job["status"]
+    assert job["status"]["local"]["restarts"] == 1 and marker.exists()
+    log = op.backend.log_path("segv", 0).read_text()
+    assert log.count("RESTARTED, NOTHING LEFT TO DO") == 1
