@@ -32,7 +32,7 @@ from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
-from landfall.core.messages import JobInputs, loads_object, peeked
+from landfall.core.messages import MISSHAPEN, JobInputs, loads_object, misshapen, peeked
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, engine, tfjob
@@ -78,6 +78,13 @@ def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any]
         return None
     except LandfallError as exc:  # Invalid: any body at all (#46)
         return {"invalid": str(exc)}
+    try:
+        return _metrics_of(raw)
+    except MISSHAPEN as exc:  # fields of the wrong types: named, not shown
+        return {"invalid": misshapen(uri, exc)}
+
+
+def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
     epochs = raw.get("epochs") if isinstance(raw.get("epochs"), list) else []
     last = epochs[-1] if epochs and isinstance(epochs[-1], dict) else {}
     return {"status": raw.get("status"), "epochs": len(epochs), "restarts": raw.get("restarts"),
@@ -338,7 +345,10 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
             "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
         })
-        out["jobs"][-1]["time"] = job_times(out["jobs"][-1], clock)
+        try:
+            out["jobs"][-1]["time"] = job_times(out["jobs"][-1], clock)
+        except MISSHAPEN:  # times of the wrong type in its metrics: none shown
+            out["jobs"][-1]["time"] = {}
     if pubsub is not None:
         out["dead_letter"] = _peek_dead_letter(pubsub, cfg.dead_letter_subscription)
         if scorer_dead_letter:
@@ -449,27 +459,39 @@ def status(args: argparse.Namespace) -> int:
                       f"range(s), champion {d['champion']}, scored at {d['scored_at']}")
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
-        m = j["metrics"] or {}
-        metrics = (f"unreadable: {m['invalid']}" if "invalid" in m else
-                   f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
-                   + _verdict_text(m) if m else "-")
-        manifests = "-" if j["manifests"] is None else j["manifests"]
-        print(f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  "
-              f"{metrics}")
-        t = j.get("time") or {}
-        if t.get("queued_s") is not None:
-            print(f"  queued {t['queued_s']:.0f} s" + (" so far, waiting for capacity (no worker started)"
-                                                       if t["waiting"] else f", then training {t['training_s']:.0f} s"))
-        if m.get("champion_view"):
-            print(f"  {results.champion_view_line(m['champion_view'])}")
-        if m.get("timeline"):
-            print(f"  {core_timeline.compact_line(m['timeline'])}")
+        try:
+            lines = _job_lines(j)
+        except MISSHAPEN as exc:  # a field of the wrong type met while printing it
+            lines = _job_lines({**j, "metrics": {"invalid": misshapen(f"the metrics of {j['name']}", exc)},
+                                "time": {}})
+        for line in lines:
+            print(line)
     _print_dead_letter("dead-letter", report["dead_letter"], "")
     sdl = report.get("scorer_dead_letter")
     _print_dead_letter("scorer dead-letter", sdl, f" not scored ({sdl['subscription']})" if sdl else "")
     if "released" in report:
         print(f"released: {', '.join(report['released']) or 'nothing'}")
     return code
+
+
+def _job_lines(j: dict[str, Any]) -> list[str]:
+    """One job's lines in the text view: its row, its queueing, the champion's view and its timeline."""
+    m = j["metrics"] or {}
+    metrics = (f"unreadable: {m['invalid']}" if "invalid" in m else
+               f"{m.get('status')} epochs={m.get('epochs')} loss={m.get('loss')} val_loss={m.get('val_loss')}"
+               + _verdict_text(m) if m else "-")
+    manifests = "-" if j["manifests"] is None else j["manifests"]
+    lines = [f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  {metrics}"]
+    t = j.get("time") or {}
+    if t.get("queued_s") is not None:
+        then = " so far, waiting for capacity (no worker started)" if t["waiting"] else \
+            f", then training {t['training_s']:.0f} s"
+        lines.append(f"  queued {t['queued_s']:.0f} s{then}")
+    if m.get("champion_view"):
+        lines.append(f"  {results.champion_view_line(m['champion_view'])}")
+    if m.get("timeline"):
+        lines.append(f"  {core_timeline.compact_line(m['timeline'])}")
+    return lines
 
 
 def _print_dead_letter(label: str, dl: dict[str, Any] | None, after_count: str) -> None:

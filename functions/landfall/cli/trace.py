@@ -39,7 +39,7 @@ from landfall.core import champion, detections, layout, logs, quarantine, result
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
-from landfall.core.messages import JobInputs
+from landfall.core.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.storage import Storage
 from landfall.local.records import Reader
 from landfall.submit import tfjob
@@ -74,9 +74,12 @@ class Trace:
 
 def _gen_time(generation: int | None) -> str | None:
     """A Cloud Storage generation is its write time in microseconds since the epoch."""
-    if not generation or generation < 10**15:
+    if not isinstance(generation, int) or generation < 10**15:
         return None
-    return datetime.fromtimestamp(generation / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    try:
+        return datetime.fromtimestamp(generation / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):  # not a time this writer could have meant: shown as a number only
+        return None
 
 
 # -- an arrival ---------------------------------------------------------------------------------------------
@@ -345,7 +348,18 @@ def _job_steps(r: Reader, job: str, inputs: JobInputs) -> list[Step]:
 
 
 def metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
-    """A job's ``metrics.json`` as steps: its metrics, baselines, the champion's view and its timeline."""
+    """A job's ``metrics.json`` as steps: its metrics, baselines, the champion's view and its timeline; one step
+    saying why when it is unreadable."""
+    if "invalid" in m:
+        return [Step("metrics", f"metrics unreadable: {m['invalid']}", None, metrics_uri, {"invalid": m["invalid"]})]
+    try:
+        return _metrics_steps(m, metrics_uri)
+    except MISSHAPEN as exc:
+        why = misshapen(metrics_uri, exc)
+        return [Step("metrics", f"metrics {why}", None, metrics_uri, {"invalid": why})]
+
+
+def _metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
     steps: list[Step] = []
     epochs = m.get("epochs") or []
     last = epochs[-1] if epochs else {}
@@ -375,8 +389,15 @@ def metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
 
 
 def _job_stop(r: Reader, job: str, inputs: JobInputs, covered: bool) -> str:
+    uri = r.job_dir(job) + "/metrics.json"
+    try:
+        return _job_stop_of(r, job, inputs, covered, r.json(uri) or {})
+    except MISSHAPEN as exc:
+        return f"{'trained by job' if covered else 'job'} {job}: metrics {misshapen(uri, exc)}"
+
+
+def _job_stop_of(r: Reader, job: str, inputs: JobInputs, covered: bool, m: dict[str, Any]) -> str:
     state, _ = r.job_state(job)
-    m = r.json(r.job_dir(job) + "/metrics.json") or {}
     lead = f"trained by job {job}" if covered else f"job {job}"
     if state in ("Succeeded", "Failed", "Ended") or m.get("status") in ("succeeded", "failed"):
         if state == "Failed" or m.get("status") == "failed":

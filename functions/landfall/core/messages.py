@@ -84,6 +84,16 @@ def loads_object(text: str | bytes, where: str) -> dict[str, Any]:
     return raw
 
 
+# What a record that breaks its contract raises when a view reads a field of the wrong type (a list for a number, a
+# number for an object ...): the views (status, trace, report) name the record as unreadable in one line instead.
+MISSHAPEN = (TypeError, AttributeError, ValueError, KeyError, IndexError)
+
+
+def misshapen(uri: str, exc: Exception) -> str:
+    """The one line a view shows for a record whose fields do not have their contract's types."""
+    return f"unreadable: {uri} is not shaped as its contract says ({type(exc).__name__}: {clip(str(exc), 200)})"
+
+
 def text_of(value: Any, limit: int = CLIP) -> str | None:
     """A field to show: a string, number or boolean as text (cut to ``limit``), anything else ``None``."""
     if isinstance(value, bool | int | float | str) and value != "":

@@ -41,7 +41,7 @@ from landfall.core import champion, checks, cost, detections, layout, quarantine
 from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import peeked, utc_now
+from landfall.core.messages import MISSHAPEN, misshapen, peeked, utc_now
 from landfall.core.profile import Profile
 from landfall.local.records import Reader
 
@@ -210,7 +210,17 @@ def _by_reason(rejections: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _job(r: Reader, inputs: Any) -> dict[str, Any]:
     state, source = r.job_state(inputs.job)
-    m = r.json(r.job_dir(inputs.job) + "/metrics.json") or {}
+    uri = r.job_dir(inputs.job) + "/metrics.json"
+    m = r.json(uri) or {}
+    try:
+        if "invalid" in m:
+            raise ValueError(m["invalid"])
+        return _job_of(inputs, state, source, m)
+    except MISSHAPEN as exc:  # the job is shown, its metrics named as unreadable (#46)
+        return {**_job_of(inputs, state, source, {}), "unreadable": misshapen(uri, exc)}
+
+
+def _job_of(inputs: Any, state: str, source: str, m: dict[str, Any]) -> dict[str, Any]:
     epochs = [e for e in (m.get("epochs") or []) if isinstance(e, dict)]
     return {"job": inputs.job, "seq": inputs.seq, "after": inputs.after, "released_at": inputs.released_at,
             "state": state, "state_from": source, "requests": len(inputs.requests), "manifests": len(inputs.manifests),
@@ -696,15 +706,12 @@ def _dataset_html(d: dict[str, Any]) -> str:
         out.append('<p class="muted">no job released yet</p>')
     out.append('<div class="jobs">')
     for j in d["jobs"]:
-        verdict = (f"verdict {_e(j['verdict'])} (loss {_num(j['challenger_loss'])} vs champion "
-                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict") + _skill_html(j)
-        out.append(f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
-                   f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
-                   f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
-                   + times_html(j.get("time") or {})
-                   + (f", after {_e(j['after'])}" if j["after"] else "") + f"<br>{verdict}"
-                   + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"])
-                   + _timeline_html(j) + "</div>")
+        try:
+            out.append(_job_html(j))
+        except MISSHAPEN as exc:  # a field of the wrong type met while drawing it: the job, and why not more
+            out.append(_job_html({**j, **{k: None for k in j if k not in ("job", "seq", "state")},
+                                  "curve": [], "manifests": j.get("manifests"), "requests": j.get("requests"),
+                                  "unreadable": misshapen(f"the metrics of {j['job']}", exc)}))
     out.append("</div>")
     if d["pending"]:
         out.append(f"<h3>Pending requests</h3><p>{_e(d.get('pending_reason'))}</p><table><tr><th>request</th>"
@@ -713,6 +720,21 @@ def _dataset_html(d: dict[str, Any]) -> str:
                              f"</td><td>{_e(p['manifest'])}</td></tr>" for p in d["pending"]) + "</table>")
     out.append("</section>")
     return "".join(out)
+
+
+def _job_html(j: dict[str, Any]) -> str:
+    if j.get("unreadable"):
+        verdict = f"metrics {_e(j['unreadable'])}"
+    else:
+        verdict = (f"verdict {_e(j['verdict'])} (loss {_num(j['challenger_loss'])} vs champion "
+                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict") + _skill_html(j)
+    return (f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
+            f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
+            f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
+            + times_html(j.get("time") or {})
+            + (f", after {_e(j['after'])}" if j["after"] else "") + f"<br>{verdict}"
+            + (f"<br>error: {_e(j['error'])}" if j["error"] else "") + loss_svg(j["curve"])
+            + _timeline_html(j) + "</div>")
 
 
 def times_html(t: dict[str, Any]) -> str:

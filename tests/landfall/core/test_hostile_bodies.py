@@ -69,7 +69,7 @@ READERS = {
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(body=BODIES)
 def test_every_reader_answers_any_body_with_its_value_or_one_line(reader, body):
     try:
@@ -78,7 +78,7 @@ def test_every_reader_answers_any_body_with_its_value_or_one_line(reader, body):
         _one_line(exc)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(body=BODIES, attributes=st.dictionaries(st.sampled_from(["dataset", "objectId", "x"]), st.text(max_size=30),
                                                max_size=3))
 def test_a_peeked_dead_letter_is_shown_whatever_its_body(body, attributes):
