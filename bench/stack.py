@@ -15,8 +15,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from landfall.local import leash
-
 _STACK_ENV = ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST", "GOOGLE_CLOUD_PROJECT", "LANDFALL_BUCKET")
 
 
@@ -47,8 +45,7 @@ def local_stack(state: Path, extra: Sequence[str] = (), env: dict[str, str] | No
     run_env.update({"LANDFALL_STATE_DIR": str(state), "LANDFALL_TRAINER_ARGS": json.dumps(["--verbose", "0"])})
     run_env.update(env or {})
     up = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state), *extra],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env, start_new_session=True,
-                          preexec_fn=leash.die_with_parent)  # the stack dies with the benchmark
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=run_env, start_new_session=True)
     try:
         def ready() -> Any:
             try:

@@ -23,7 +23,6 @@ from landfall.core.layout import shard_name
 from landfall.core.messages import FeatureStats, Manifest, Shard, Source
 from landfall.core.records import RecordFramer
 from landfall.core.storage import Storage, join
-from landfall.local import leash
 from tests.fakes.http import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,7 +77,7 @@ def trainer_env(**extra: str | None) -> dict[str, str]:
 
 def run_trainer(args: list[str], timeout: float = 300, **env: str | None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainer.task", *args], cwd=REPO, env=trainer_env(**env),
-                          capture_output=True, text=True, timeout=timeout, preexec_fn=leash.die_with_parent)
+                          capture_output=True, text=True, timeout=timeout)
 
 
 # -- a GKE metadata server -------------------------------------------------------------------------

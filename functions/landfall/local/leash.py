@@ -47,10 +47,10 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
     return proc
 
 
-def die_with_parent() -> None:
-    """A ``preexec_fn``: the child gets SIGKILL when the thread that started it ends (Linux's
-    ``PR_SET_PDEATHSIG``). For a starter that signals its child itself (``popen``'s watcher would stand between):
-    only from a thread that lives as long as the child should, such as a test's main thread."""
+def _die_with_parent() -> None:
+    """The watcher's ``preexec_fn``: the child gets SIGKILL when the watcher ends (Linux's ``PR_SET_PDEATHSIG``,
+    which fires when the starting *thread* ends: the watcher has one). Never from a process that runs gRPC: Python
+    code between ``fork`` and ``exec`` there runs gRPC's fork handlers, which abort the child."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
@@ -58,7 +58,7 @@ def _watch(fd: int, argv: list[str]) -> int:  # runs in the watcher
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)  # the group's signal reaches the child too; wait for it to end
     try:  # and the child dies with the watcher (one thread here, so the thread rule of PDEATHSIG is no trap)
-        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        child = subprocess.Popen(argv, preexec_fn=_die_with_parent)
     except OSError as exc:
         print(f"leash: cannot start {argv[0]}: {exc}", file=sys.stderr, flush=True)
         return 127
@@ -80,7 +80,8 @@ def _watch(fd: int, argv: list[str]) -> int:  # runs in the watcher
         os.killpg(0, signal.SIGKILL)  # the child's own children too; this ends the watcher as well
     code = child.wait()
     if code < 0:  # the same end as the child's
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):  # those two have no handler to reset
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
     return code if code >= 0 else 128 - code

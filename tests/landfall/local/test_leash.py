@@ -91,6 +91,8 @@ def test_a_child_started_from_a_thread_that_ends_lives_on_and_its_exit_is_the_ch
     assert leash.popen(["sh", "-c", "exit 3"]).wait(10) == 3
     crash = leash.popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
     assert crash.wait(10) == -signal.SIGSEGV  # a child ended by a signal ends its leash by the same signal
+    killed = leash.popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+    assert killed.wait(10) == -signal.SIGKILL  # SIGKILL too, which has no handler to reset
 
 
 def test_the_child_dies_when_its_watcher_is_killed_and_the_group_answers_killpg(tmp_path):

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.local import leash
 from landfall.local.operator import Operator
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
@@ -138,7 +137,7 @@ def test_a_follow_up_waits_as_pending_requests_and_is_released_when_its_predeces
 def operator_process(state: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "landfall.cli", "operator", "--state", str(state), "--poll-s",
                              "0.2"], cwd=REPO, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, preexec_fn=leash.die_with_parent)
+                            env={**os.environ, **(env or {})})
 
 
 def test_sigterm_stops_the_replicas_and_exits_cleanly(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from landfall.core import champion, layout
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.local import detections, leash
+from landfall.local import detections
 from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob
@@ -62,7 +62,7 @@ def stack(memory_dir):
     proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state),
                              "--inline-max-bytes", "100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True, preexec_fn=leash.die_with_parent)
+                            start_new_session=True)
     try:
         yield proc, state, _wait(lambda: _ready(state), 90, "landfall up"), env
     finally:

@@ -20,7 +20,6 @@ import pytest
 
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
-from landfall.local import leash
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
@@ -57,7 +56,7 @@ def stack(memory_dir):
     proc = subprocess.Popen([sys.executable, "-m", "landfall.cli", "up", "--state-dir", str(state),
                              "--inline-max-bytes", "450000"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True, preexec_fn=leash.die_with_parent)
+                            start_new_session=True)
     try:
         yield _wait(lambda: _ready(state), 90, "landfall up"), env
     finally:
