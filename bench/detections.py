@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from landfall.core import logs
 from landfall_bench.stack import landfall, local_stack, wait_for
 
 DATASET = "ecg"
@@ -72,14 +73,7 @@ def covered(message: dict[str, Any], truth: list[tuple[int, int]]) -> int:
 
 def scorer_log(info: dict[str, Any]) -> list[dict[str, Any]]:
     path = Path(info["state_dir"]) / "logs" / "on_score_request.log"
-    out = []
-    for line in path.read_text(errors="replace").splitlines() if path.exists() else []:
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
+    return logs.parse(path.read_text(errors="replace")) if path.exists() else []
 
 
 def peak_rss_mib(pgid: int) -> float | None:

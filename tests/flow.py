@@ -44,7 +44,7 @@ from landfall.reconcile import announce, loop
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
-from tests.support import log_lines, runtime, set_state
+from tests.support import runtime, set_state
 from tests.trainer.helpers import run_trainer
 
 EPOCHS = 2
@@ -190,5 +190,5 @@ def build(emu, tmp: Path) -> Flow:
         root.removeHandler(capture)
         root.setLevel(saved_level)
     return Flow(bucket=bucket, state=state, backend=backend, arrivals=arrivals, jobs=jobs, results_topic=results,
-                dead_letter=dead_letter, lines=log_lines(capture.buffer.getvalue()) + log_lines(proc.stderr),
+                dead_letter=dead_letter, lines=logs.parse(capture.buffer.getvalue()) + logs.parse(proc.stderr),
                 trainer_stderr=proc.stderr)

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -185,15 +183,3 @@ class FakeClock:
             tmp.replace(self.path)
 
 
-
-def log_lines(text: str) -> list[dict[str, Any]]:
-    """The JSON log lines (``landfall.core.logs``) in a process's output; other lines are left out."""
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out

@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
+from landfall.core import logs
 from tests.conftest import pull_all, unique
-from tests.support import log_lines
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer import faults
 
@@ -43,7 +43,7 @@ def test_a_worker_killed_by_sigsegv_after_fit_is_restarted_without_training_agai
     again = run_trainer(args, **env)  # the restart: the marker exists, so it does not crash there again
     assert again.returncode == 0, again.stderr[-3000:]
     after = json.loads(storage.read_bytes(f"{job}/metrics.json"))
-    messages = [m["message"] for m in log_lines(again.stderr)]
+    messages = [m["message"] for m in logs.parse(again.stderr)]
     assert "epoch" not in messages  # not one epoch trained again
     assert [(e["epoch"], e.get("attempt")) for e in after["epochs"]] == [(1, 1), (2, 1)]
     assert after["status"] == "succeeded" and after["model"] == f"{job}/model"

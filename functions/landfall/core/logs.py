@@ -44,3 +44,16 @@ def setup(level: str = "INFO", stream: Any = None) -> None:
 
 def get(name: str) -> logging.Logger:
     return logging.getLogger(name)
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    """The JSON log lines (what ``setup`` writes) in a process's output; other lines are left out."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out

@@ -22,13 +22,13 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 GRACE_S = 5.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _libc = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child only calls it
-_writers: list[int] = []  # the write ends: held for this process's whole life, never inherited
 
 
 def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
@@ -43,7 +43,7 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
         raise
     finally:
         os.close(read)
-    _writers.append(write)
+    weakref.finalize(proc, os.close, write)  # held while the caller holds the Popen: a long-lived operator leaks none
     return proc
 
 

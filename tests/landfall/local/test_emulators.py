@@ -89,7 +89,9 @@ def test_a_start_up_call_answered_late_is_retried_within_its_bound_then_names_th
     with pytest.raises(emulators.EmulatorError, match=r"^Pub/Sub emulator: create subscription s still failing after "
                                                       r"1\.5 s of retries \(the bound\): .*Deadline Exceeded"):
         emulators.ready_call("Pub/Sub emulator", "create subscription s", _late(10**6, calls), bound_s=1.5)
-    assert 1.0 <= time.monotonic() - started < 8 and len(calls) >= 3
+    # google-api-core's Retry never sleeps past its deadline (jittered backoff): it gives up within the bound, after
+    # retrying, but may stop before the bound when the next sleep would overrun it
+    assert time.monotonic() - started < 1.5 + 5 and len(calls) >= 2
 
     def refused() -> None:
         calls.append(0.0)
