@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core import specs
+from landfall.core import duplicates, specs
 from landfall.core.config import DATASET_MODES, Layout, Seed, Settings, default_project
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.storage import Storage
@@ -42,6 +42,8 @@ class ConverterConfig(Settings):
     series_channels: tuple[str, ...] = ()  # default: every column but the time column and the dropped ones
     series_drop_columns: tuple[str, ...] = ()
     series_max_gap: float | None = None  # None: 3 x the arrival's median step (landfall.arrival.series)
+    # Rows of one time (landfall.core.duplicates): reject | first | last | mean (the default: their mean)
+    series_duplicate_times: str = duplicates.DEFAULT
     window_stride: int = 1
     # The arrival's profile and its checks against the dataset's reference (landfall.core.profile, .checks):
     # ``checks`` is the spec's arrival.checks as JSON, set per arrival by the stage ("": none, every check warns).
@@ -83,6 +85,9 @@ class ConverterConfig(Settings):
             raise ValueError("max_npz_ratio, max_gzip_ratio and max_expanded_bytes must be at least 1")
         if self.window_stride < 1 or (self.series_max_gap is not None and not self.series_max_gap > 0):
             raise ValueError("window_stride must be at least 1 and series_max_gap positive")
+        if self.series_duplicate_times not in duplicates.POLICIES:
+            raise ValueError(f"series_duplicate_times must be one of {', '.join(duplicates.POLICIES)}, not "
+                             f"{self.series_duplicate_times!r}")
         if self.task_bytes < 1 or self.max_tasks < 1:
             raise ValueError("task_bytes and max_tasks must be at least 1")
 

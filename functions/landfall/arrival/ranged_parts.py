@@ -85,7 +85,7 @@ def fingerprint(cfg: ConverterConfig) -> dict[str, Any]:
            "drop_nonfinite": cfg.drop_nonfinite, "npz_array": cfg.npz_array}
     if cfg.series:  # a series dataset's windows and reading rules
         out["series"] = [cfg.series_time_column, list(cfg.series_channels), list(cfg.series_drop_columns),
-                         cfg.series_max_gap, cfg.window_stride]
+                         cfg.series_max_gap, cfg.window_stride, cfg.series_duplicate_times]
     return out
 
 

@@ -14,7 +14,10 @@ Decisions:
   attempt is abandoned and the arrival is read again whole, sorted in memory (stable), when its rows fit in 40 % of
   ``LANDFALL_MEMORY_LIMIT_MIB`` (else ``unsorted_too_large``: sort the export, or cut it into files). A sorted file of
   any size streams with the converter's bounded memory. The manifest records ``sorted: false`` when it sorted.
-- **Duplicate timestamps** are refused (``duplicate_timestamps``): two readings of one moment have no order.
+- **Duplicate timestamps** follow the spec's ``arrival.series.duplicate_times`` (``landfall.core.duplicates``): by
+  default the rows of one time become one row, their mean, counted in the manifest's ``series.merged_rows``;
+  ``reject`` refuses the arrival (``duplicate_timestamps``), naming the time as the file wrote it. A time repeated
+  exactly where two ranged tasks' shares meet splits the series there, as a gap does (no window holds both rows).
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
   step of the arrival's first chunk (recorded in the manifest). A segment shorter than one window is dropped (its
   rows counted in ``dropped_rows``); an arrival whose every segment is, while it has enough rows, is ``all_gaps``;
@@ -32,6 +35,7 @@ import contextlib
 import csv
 import dataclasses
 import io
+import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, BinaryIO
@@ -46,13 +50,14 @@ from landfall import __version__
 from landfall.arrival import commit, formats, ranges, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
-from landfall.core import records
+from landfall.core import duplicates, records
 from landfall.core import series as windows
 from landfall.core.errors import BadInput
 from landfall.core.messages import Manifest, Source
 from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
 
+log = logging.getLogger("landfall.arrival")
 SORT_SHARE = 0.4  # of memory_limit_mib: an unsorted arrival is sorted in memory up to this
 CSV_BLOCK = 4 << 20
 Chunk = tuple[np.ndarray, np.ndarray]  # (times float64 [n], values float32 [n, C])
@@ -286,8 +291,8 @@ class SeriesWriter:
             raise _Unsorted()
         dup = np.flatnonzero(steps == 0)
         dup = dup[dup > 0] if self.last is None else dup  # the first row of the arrival has no step
-        if len(dup):
-            raise BadInput("duplicate_timestamps", f"time {times[dup[0]]!r} appears twice (row "
+        if len(dup):  # never, behind a duplicates.Merger: a writer fed by anything else still refuses them
+            raise BadInput("duplicate_timestamps", f"time {duplicates.number(times[dup[0]])} appears twice (row "
                            f"{self.rows - len(times) + int(dup[0]) + 1} of the sorted series)")
         if self.sketch is not None:  # every step, the first row's (none) left out
             self.sketch.update_steps(steps if self.last is not None else steps[1:])
@@ -519,11 +524,14 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
             max_gap = head_max_gap(fmt, fh, size, cfg)
     writer = SeriesWriter(storage, tmp_prefix, cfg, max_gap)
     first: float | None = None
+    with storage.open_read(source, generation) as fh:
+        stamped = header(fmt, fh, cfg)[1]
+    merger = duplicates.Merger(cfg.series_duplicate_times, stamped)
     try:
         try:
             with storage.open_read(source, generation) as fh:
                 part = share(fmt, fh, size, cfg, index, count)
-                for t, v in part.chunks:
+                for t, v in merger.chunks(part.chunks):
                     first = float(t[0]) if first is None and len(t) else first
                     done = len(writer.done)
                     writer.feed(t, v)
@@ -541,7 +549,8 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
                                "upload it in smaller files") from None
             writer.abort()  # one task: sorted in memory, as in-process
             writer = SeriesWriter(storage, tmp_prefix, cfg, max_gap)
-            for t, v in sorted_whole(fmt, storage, source, generation, size, cfg):
+            merger = duplicates.Merger(cfg.series_duplicate_times, stamped)
+            for t, v in merger.chunks(sorted_whole(fmt, storage, source, generation, size, cfg)):
                 first = float(t[0]) if first is None and len(t) else first
                 writer.feed(t, v)
             last = writer.last
@@ -549,9 +558,9 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
     except BaseException:
         writer.abort()
         raise
-    return writer, {"rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
+    return writer, {"rows": writer.rows + merger.merged, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
                     "segments": [s.to_list() for s in segments], "first": first, "last": last,
-                    "max_gap": writer.max_gap, "sorted": True}
+                    "max_gap": writer.max_gap, "sorted": True, "merged_rows": merger.merged, "stamped": stamped}
 
 
 def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, Any]:
@@ -566,12 +575,15 @@ def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, 
         if sec["first"] is None:
             continue
         if last is not None and sec["first"] <= last:
-            if sec["first"] == last:
-                raise BadInput("duplicate_timestamps", f"time {last:.17g} appears twice (where task {part['task']}'s "
-                               "share of the file begins)")
-            raise BadInput("unsorted_too_large", f"the series is not sorted by time: task {part['task']}'s share "
-                           f"begins at {sec['first']:.17g}, before the previous share's last time {last:.17g}; a "
-                           "series converted in ranged tasks must be sorted")
+            stamped = bool(sec.get("stamped"))
+            if sec["first"] == last and cfg.series_duplicate_times == duplicates.REJECT:
+                raise BadInput("duplicate_timestamps", f"time {duplicates.shown_time(last, stamped)} appears twice "
+                               f"(where task {part['task']}'s share of the file begins)")
+            if sec["first"] < last:
+                raise BadInput("unsorted_too_large", f"the series is not sorted by time: task {part['task']}'s share "
+                               f"begins at {duplicates.shown_time(sec['first'], stamped)}, before the previous "
+                               f"share's last time {duplicates.shown_time(last, stamped)}; a series converted in "
+                               "ranged tasks must be sorted")
         segments += [[r + base, n, w, a, b] for r, n, w, a, b in sec["segments"]]
         base += sec["stored_rows"]
         last = sec["last"]
@@ -583,7 +595,8 @@ def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, 
     return {"time_column": cfg.series_time_column, "stride": cfg.window_stride,
             "max_gap": parts[0]["series"]["max_gap"], "rows": rows, "stored_rows": base,
             "dropped_rows": sum(p["series"]["dropped_rows"] for p in parts), "sorted": True, "segments": segments,
-            "tasks": len(parts)}
+            "tasks": len(parts), "duplicate_times": cfg.series_duplicate_times,
+            "merged_rows": sum(int(p["series"].get("merged_rows", 0)) for p in parts)}
 
 
 # -- the conversion -------------------------------------------------------------------------------------------
@@ -619,16 +632,20 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
     tmp = tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}")
     in_order = True
     writer = SeriesWriter(storage, tmp, cfg, cfg.series_max_gap)
+    with storage.open_read(source_uri, generation) as fh:
+        stamped = header(fmt, fh, cfg)[1] if info.size else False
+    merger = duplicates.Merger(cfg.series_duplicate_times, stamped)
     try:
         try:
             with storage.open_read(source_uri, generation) as fh:
-                for t, v in chunks(fmt, fh, info.size, cfg):
+                for t, v in merger.chunks(chunks(fmt, fh, info.size, cfg)):
                     writer.feed(t, v)
         except _Unsorted:
             writer.abort()
             in_order = False
             writer = SeriesWriter(storage, tmp, cfg, cfg.series_max_gap)
-            for t, v in sorted_whole(fmt, storage, source_uri, generation, info.size, cfg):
+            merger = duplicates.Merger(cfg.series_duplicate_times, stamped)
+            for t, v in merger.chunks(sorted_whole(fmt, storage, source_uri, generation, info.size, cfg)):
                 writer.feed(t, v)
         segments = writer.finish()
         if not segments:
@@ -651,6 +668,11 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
         dropped_nonfinite=writer.dropped_nonfinite, converter_version=__version__,
         spec_generation=cfg.spec_generation,
         series={"time_column": cfg.series_time_column, "stride": cfg.window_stride, "max_gap": writer.max_gap,
-                "rows": writer.rows, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
-                "sorted": in_order, "segments": [s.to_list() for s in segments]}, checks=checks)
+                "rows": writer.rows + merger.merged, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
+                "sorted": in_order, "segments": [s.to_list() for s in segments],
+                "duplicate_times": cfg.series_duplicate_times, "merged_rows": merger.merged}, checks=checks)
+    if merger.merged:
+        log.warning(f"merged {merger.merged:,} rows of repeated times into the rows they repeat "
+                    f"(arrival.series.duplicate_times: {cfg.series_duplicate_times})",
+                    extra={"fields": {"source": source_uri, "merged_rows": merger.merged}})
     return commit.commit_manifest(storage, join(out_prefix, "manifest.json"), manifest)

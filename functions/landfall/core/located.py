@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import vus
+from landfall.core import duplicates, vus
 from landfall.core.errors import BadInput
 from landfall.core.series import default_max_gap
 
@@ -176,7 +176,7 @@ class Locator:
         dup = np.flatnonzero(steps == 0)
         dup = dup[dup > 0] if self._last is None else dup
         if len(dup):
-            raise BadInput("duplicate_timestamps", f"time {times[dup[0]]:.17g} appears twice (row "
+            raise BadInput("duplicate_timestamps", f"time {duplicates.number(times[dup[0]])} appears twice (row "
                            f"{self.rows + int(dup[0]) + 1} of the sorted series)")
         if self.max_gap is None:
             self.max_gap = default_max_gap(times)

@@ -57,6 +57,7 @@ CONVERTER_FIELDS = {
     ("shape", "window.length"): "timesteps", ("shape", "window.stride"): "window_stride",
     ("arrival", "series.time_column"): "series_time_column", ("arrival", "series.channels"): "series_channels",
     ("arrival", "series.drop_columns"): "series_drop_columns", ("arrival", "series.max_gap"): "series_max_gap",
+    ("arrival", "series.duplicate_times"): "series_duplicate_times",
 }
 # The submit stage's (landfall.submit.config.JobConfig): the job's resources and the flags it renders itself.
 JOB_FIELDS = {

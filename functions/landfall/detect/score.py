@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from landfall.core import duplicates
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.located import Block, Locator, Unsorted
 from landfall.core.specs import DatasetSpec
@@ -56,17 +57,26 @@ def iso(t: float) -> str:
 
 
 def _label_column(opts: SeriesOptions, spec: DatasetSpec, names: list[str], cfg: Any) -> str | None:
-    channels = set(cfg.series_channels) if cfg.series_channels else {
-        n for n in names if n != cfg.series_time_column and n not in cfg.series_drop_columns}
+    """The file's label column: ``--label``, else the spec's labelled set's label or one of ``LABELS`` when present.
+    A spec that names its channels decides what a channel is: naming one of them (or the time) as the label is an
+    error. A spec that names none takes its channels as "every other column", so the label is taken out of them
+    (``--label`` always; a looked-for one when what is left is the spec's channel count)."""
+    named = set(cfg.series_channels)
+    others = [n for n in names if n != cfg.series_time_column and n not in cfg.series_drop_columns]
     if opts.label:
         if opts.label not in names:
             raise BadInput("missing_column", f"no label column {opts.label!r} among the columns {names[:12]}")
-        if opts.label in channels or opts.label == cfg.series_time_column:
+        if opts.label in named or opts.label == cfg.series_time_column:
             raise Invalid(f"--label {opts.label}: that column is a channel (or the time) of dataset {spec.name}'s "
                           "series, not a label")
         return opts.label
     wanted = [(spec.verdict.get("labelled") or {}).get("label"), *LABELS]
-    return next((c for c in wanted if c and c in names and c not in channels and c != cfg.series_time_column), None)
+    for c in wanted:
+        if not c or c not in names or c in named or c == cfg.series_time_column:
+            continue
+        if named or c not in others or len(others) - 1 == cfg.features:
+            return c
+    return None
 
 
 def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scorer: Any, threshold: float,
@@ -93,6 +103,8 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
     with storage.open_read(src, generation) as fh:
         names, stamped = series.header(fmt, fh, cfg)
     label = _label_column(opts, spec, names, cfg)
+    if label and not cfg.series_channels and label not in cfg.series_drop_columns:
+        cfg = dataclasses.replace(cfg, series_drop_columns=(*cfg.series_drop_columns, label))
     extra = (label,) if label else ()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +112,11 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
     schema = pa.schema(fields + ([("label", pa.uint8())] if label else []))
     features = cfg.features
 
+    merged = [0]
+
     def once(chunks: Any) -> tuple[Locator, scoring.Histogram]:
+        merger = duplicates.Merger(cfg.series_duplicate_times, stamped, labels_from=features if label else None)
+        chunks = merger.chunks(chunks)
         hist = scoring.Histogram()
         loc = Locator(cfg.timesteps, stride, threshold, scorer.errors, cfg.series_max_gap, opts.combine,
                       cfg.drop_nonfinite)
@@ -135,6 +151,7 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
+        merged[0] = merger.merged
         return loc, hist
 
     sorted_in_file = True
@@ -159,7 +176,8 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
 
     return {"schema": SCHEMA, "src": src, "model": model, "dataset": spec.name, "threshold": float(threshold),
             "combine": opts.combine, "length": cfg.timesteps, "stride": stride, "max_gap": loc.max_gap,
-            "time": "timestamp" if stamped else "number", "sorted": sorted_in_file, "rows": loc.rows,
+            "time": "timestamp" if stamped else "number", "sorted": sorted_in_file, "rows": loc.rows + merged[0],
+            "duplicate_times": cfg.series_duplicate_times, "merged_rows": merged[0],
             "dropped_nonfinite": loc.dropped_nonfinite, "windows": loc.windows, "anomalies": loc.flagged,
             "quantiles": hist.quantiles(), "min": hist.min, "max": hist.max, "label": label,
             "labelled": loc.metrics(), "ranges": [located(r) for r in loc.ranges], "out": str(out)}

@@ -139,9 +139,43 @@ def test_bad_series_are_refused_with_their_reason(tmp_path):
         path = tmp_path / f"{reason}.csv"
         frame.to_csv(path, index=False)
         cfg = dataclasses.replace(CFG, series_max_gap=1.5) if reason == "all_gaps" else CFG
+        if reason == "duplicate_timestamps":
+            cfg = dataclasses.replace(CFG, series_duplicate_times="reject")
         err = _rejected(path, tmp_path / reason, cfg)
         assert err.reason == reason, (reason, err)
         assert str(err) and "\n" not in str(err)
+
+
+def test_a_refused_repeated_time_is_named_as_the_file_wrote_it(tmp_path):
+    """A CloudWatch export written in local time repeats 03:00 at a daylight-saving change (NAB's
+    ec2_cpu_utilization files); under ``reject`` the message names it as the file does, not as a NumPy repr."""
+    df = _frame(60, start="2014-03-09 02:00:00", step="5min")
+    df.loc[13:, "time"] = df.time[13:] - pd.Timedelta("5min")  # row 13 repeats row 12's time
+    df["time"] = df.time.dt.strftime("%Y-%m-%d %H:%M:%S")
+    df.to_csv(tmp_path / "s.csv", index=False)
+    err = _rejected(tmp_path / "s.csv", tmp_path / "r", dataclasses.replace(CFG, series_duplicate_times="reject"))
+    assert err.detail == ("time 2014-03-09 03:00:00 appears twice (row 14 of the sorted series); set the spec's "
+                        "arrival.series.duplicate_times to mean, first or last to merge such rows"), str(err)
+    numbers = _frame(40).assign(time=[1394334000 + 300 * min(i, 38) for i in range(40)])
+    numbers.to_csv(tmp_path / "n.csv", index=False)
+    err = _rejected(tmp_path / "n.csv", tmp_path / "n", dataclasses.replace(CFG, series_duplicate_times="reject"))
+    assert err.detail.startswith(f"time {1394334000 + 300 * 38} appears twice (row 40 ")
+
+
+@pytest.mark.parametrize("policy", ["mean", "first", "last"])
+def test_repeated_times_are_merged_by_the_spec_policy_and_counted(tmp_path, policy):
+    """The default (mean) and the other policies give what pandas gives for the same rows, whatever the chunking
+    (a run of one time across the reader's chunks of 64 rows), and the manifest counts the merged rows."""
+    df = _frame(300)
+    df["time"] = df.time.where(~df.index.isin(range(60, 70)), df.time[60])  # 10 rows of one time, over a chunk edge
+    df.loc[200, "time"] = df.time[199]
+    df.to_csv(tmp_path / "s.csv", index=False)
+    cfg = dataclasses.replace(CFG, series_duplicate_times=policy, window_stride=1, series_max_gap=1e9)
+    manifest = _convert(tmp_path / "s.csv", tmp_path / policy, cfg)
+    expected = getattr(df.groupby("time", sort=True)[["a", "b", "c"]], policy)().to_numpy(np.float32)
+    assert manifest.series["merged_rows"] == 300 - len(expected) == 10
+    assert manifest.series["duplicate_times"] == policy and manifest.series["rows"] == 300
+    np.testing.assert_allclose(_windows(manifest), _expected(expected, 8, 1), rtol=1e-6)
 
 
 def test_the_instance_converter_is_unchanged_for_instance_datasets(tmp_path):

@@ -156,8 +156,9 @@ def test_bad_series_and_labels_get_one_clear_line(zero_model, tmp_path, capsys):
     assert cli.main([*args, "--label", "nope"]) == 2
     assert "missing_column: no label column 'nope'" in capsys.readouterr().err
     pd.DataFrame({"t": [0, 1, 1, 3, 4, 5], "v": [0.0] * 6}).to_csv(src, index=False)
-    assert cli.main(args) == 2
-    assert "duplicate_timestamps: time 1 appears twice" in capsys.readouterr().err
+    assert cli.main(args) == 0  # the default policy (mean) merges the repeated time's rows
+    capsys.readouterr()
+    assert json.loads((tmp_path / "bad.json").read_text())["merged_rows"] == 1
     pd.DataFrame({"t": [0, 1, 2], "v": [0.0] * 3}).to_csv(src, index=False)
     assert cli.main(args) == 2
     assert "too_short: 3 rows, fewer than one window of 4" in capsys.readouterr().err
@@ -264,3 +265,22 @@ def test_daphnet_ranges_name_the_episode_written_into_it(daphnet_model, tmp_path
     assert 'id="scored"' in page and r["start_at"] in page
     assert (tmp_path / "episode.png").stat().st_size > 10_000
     assert plots.series_scores(s, tmp_path / "again.png").exists()
+
+
+def test_a_label_column_comes_out_of_a_spec_that_names_no_channels(zero_model, tmp_path):
+    """A user's ``timestamp,value,is_anomaly`` export and a spec that names neither channels nor dropped columns: the
+    label (named or looked for) is taken out of the channels, so the file scores without editing the spec."""
+    spec = tmp_path / "plain.yaml"
+    spec.write_text(HAND_SPEC.replace("name: hand", "name: plain").replace(", drop_columns: [label]", ""))
+    src = tmp_path / "plain.csv"
+    _hand_series(src)
+    frame = pd.read_csv(src).rename(columns={"label": "is_anomaly"})
+    frame.to_csv(src, index=False)
+    for extra in ((), ("--label", "is_anomaly")):
+        doc = _score(src, zero_model["model"], str(spec), tmp_path / "plain.scores.parquet", *extra)
+        assert doc["label"] == "is_anomaly" and doc["labelled"]["positives"] == 6, doc
+    # A spec that names its channels still decides: naming one of them as the label is refused in one line.
+    named = tmp_path / "named.yaml"
+    named.write_text(HAND_SPEC.replace("name: hand", "name: named").replace("drop_columns: [label]", "channels: [v]"))
+    assert cli.main(["score", str(src), "--dataset", "named", "--model", zero_model["model"], "--spec", str(named),
+                     "--out", str(tmp_path / "n.parquet"), "--label", "v"]) == 2
