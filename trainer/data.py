@@ -96,7 +96,7 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
     # With no hold-out every record is a training record: training needs no mask then.
     filtered = split == VALIDATION or (split == TRAIN and threshold > 0) or (split != ALL and excluding)
     length = rule.block if rule is not None else 1
-    gap = rule.timesteps if rule is not None else 0
+    gap = rule.gap if rule is not None else 0
 
     def held_block(blocks: tf.Tensor, base: tf.Tensor) -> tf.Tensor:
         hashed = tf.math.floormod(blocks * HASH_MULTIPLIER + base, HASH_MODULUS)

@@ -394,8 +394,11 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
         # Windows of a series overlap: only a gap of a window keeps the sides apart (trainer.windows).
         log.warning("series inputs: the hold-out is %s, not %s", holdout.SEGMENT, holdout_mode)
         holdout_mode = holdout.SEGMENT
-    split = holdout.Split(seed, validation_fraction, holdout_mode, max(1, int(inputs.shape[0])))
+    layouts = [s.series for s in shards if s.series is not None]
+    gap = max(holdout.series_gap(lay.length, lay.stride) for lay in layouts) if layouts else None
+    split = holdout.Split(seed, validation_fraction, holdout_mode, max(1, int(inputs.shape[0])), gap)
     totals = arrival_totals(shards)
+    split = split.rescued({arrival_key(s): t for s, t in zip(shards, totals, strict=True)}.items())
     salts = [shard_salt(seed, s) for s in shards]
     threshold = split.threshold
     offsets = np.concatenate([[0], np.cumsum([s.count for s in shards], dtype=np.int64)])[:-1].tolist()
@@ -403,13 +406,16 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     sides = [shard_sides(split, s, excluded, t) for s, t in zip(shards, totals, strict=True)]
     train_ranges, train_counts = _balanced_ranges([t for t, _ in sides], offsets, num_workers)
     val_ranges, val_counts = _balanced_ranges([v for _, v in sides], offsets, num_workers)
-    steps = min(train_counts) // batch_size
-    if steps < 1:
+    if min(train_counts) < 1:
         raise Invalid(
             f"too little data: {inputs.count} instances give {sum(train_counts)} training instances, "
-            f"{min(train_counts)} per worker, less than one batch of {batch_size} per worker "
-            f"({num_workers} workers); lower --batch-size-per-worker or add data"
+            f"{min(train_counts)} per worker ({num_workers} workers): every worker needs one; add data"
         )
+    if min(train_counts) < batch_size:  # a dataset smaller than one batch trains on all of it, one step an epoch
+        log.warning(f"{min(train_counts)} training instances per worker, fewer than one batch of {batch_size}: "
+                    f"the batch is {min(train_counts)}")
+        batch_size = min(train_counts)
+    steps = min(train_counts) // batch_size
     min_val = min(val_counts)
     val_batch = min(batch_size, min_val) if min_val > 0 else 0
     val_steps = min_val // val_batch if val_batch else 0

@@ -412,9 +412,12 @@ def batch_sizes(cfg: TrainerConfig, cluster: Cluster, strategy: tf.distribute.St
     if cfg.batch_size_per_worker % per_worker:
         raise Invalid(f"--batch-size-per-worker {cfg.batch_size_per_worker} does not split over "
                       f"{per_worker} local replicas")
+    if plan.batch_size < per_worker:  # a dataset smaller than one batch (plan_inputs): a record per replica at least
+        raise Invalid(f"too little data: {min(plan.train_counts)} training instances per worker, fewer than its "
+                      f"{per_worker} local replicas; add data")
     val_batch = plan.val_batch_size // per_worker
     val_steps = min(plan.val_counts) // (val_batch * per_worker) if val_batch else 0
-    return BatchSizes(per_worker, cfg.batch_size_per_worker // per_worker, val_batch, val_steps)
+    return BatchSizes(per_worker, plan.batch_size // per_worker, val_batch, val_steps)
 
 
 def _start_attempt(cluster: Cluster, job: JobDir, metrics, strategy: tf.distribute.Strategy, plan: Plan,

@@ -132,8 +132,12 @@ def test_uneven_arrivals_no_longer_starve_a_worker():
 def test_too_little_data_counts_every_worker_share():
     inputs = make_inputs([100, 50], split_large=False)
     plan_inputs(inputs, 2, 0, batch_size=64, validation_fraction=0.1, seed=0)  # 135 training: 67 and 68
-    with pytest.raises(Invalid, match="less than one batch of 70 per worker"):
-        plan_inputs(inputs, 2, 0, batch_size=70, validation_fraction=0.1, seed=0)
+    # The smallest share decides: under a batch of 70, so both workers train on batches of it, one step an epoch.
+    small = plan_inputs(inputs, 2, 0, batch_size=70, validation_fraction=0.1, seed=0)
+    assert small.batch_size == min(small.train_counts) < 70 and small.steps_per_epoch == 1
+    workers = sum(small.train_counts) + 1  # one worker more than training records: one of them gets none
+    with pytest.raises(Invalid, match=rf"0 per worker \({workers} workers\): every worker needs one"):
+        plan_inputs(inputs, workers, 0, batch_size=1, validation_fraction=0.1, seed=0)
 
 
 def test_no_hold_out_and_more_workers_than_shards():

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from landfall.core import holdout
+from landfall.core import series as series_windows
+from landfall.core.errors import Invalid
 from landfall.core.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
 from trainer.config import TrainerConfig
@@ -135,3 +137,40 @@ def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mod
                 for index, k in zip(got[:, 0, 0].astype(int), got[:, 0, 1].astype(int), strict=True):
                     seen[which, k].add(int(index))
         assert seen == expected
+
+
+@pytest.mark.parametrize("length", [8, 16, 32, 64, 125, 256])
+def test_no_single_arrival_is_held_when_the_trainer_could_both_train_and_hold_out(length):
+    """Issue #47's table: window lengths 8 to 256, strides from 1 to the window, one arrival of 2 to 100 windows.
+    Whenever a leak-free split exists at all (a held-out window and a training window sharing no row: ``n >= gap +
+    2`` windows, ``gap = ceil(length / stride) - 1``), the default gate (a record per replica) releases the job and
+    the trainer's plan has both sides; when none exists, the gate says so and the trainer agrees."""
+    from trainer.inputs import Inputs, ShardRef, plan_inputs
+
+    for stride in sorted({1, max(1, length // 4), max(1, length // 2), length, length + 3}):
+        gap = holdout.series_gap(length, stride)
+        assert all((j - i) * stride >= length for i in [0] for j in [gap + 1])  # gap + 1 apart: no shared row
+        assert (gap * stride < length) or gap == 0  # and no smaller gap would do
+        for n in range(2, 101):
+            arrival = f"a-{length}-{stride}-{n}"
+            split = holdout.Split(42, 0.1, holdout.SEGMENT, length, gap)
+            could = n >= gap + 2
+            released, found, held = split.enough([(arrival, n)], 1, 1)
+            assert released == could, (length, stride, n, found, held)
+            layout = series_windows.Layout(length, stride, (series_windows.Segment(0, (n - 1) * stride + length, n,
+                                                                                    0.0, 1.0),))
+            shard = ShardRef(f"gs://b/{arrival}/0", n, 0, "", arrival, 0, arrival, 0, series=layout)
+            try:
+                plan = plan_inputs(Inputs((), (), (shard,), (length, 1)), 1, 0, 64, 0.1, 42, holdout.SEGMENT)
+            except Invalid:  # held out whole: nothing to train on
+                assert not could
+                continue
+            assert plan.split.gap == gap
+            train, val = plan.split.sides(arrival, np.arange(n), n)
+            assert (sum(plan.train_counts), sum(plan.val_counts)) == (train.sum(), val.sum())
+            if could:
+                assert train.any() and val.any()
+                trained, kept = np.flatnonzero(train), np.flatnonzero(val)
+                assert np.abs(trained[:, None] - kept[None, :]).min() * stride >= length  # no row in common
+            else:
+                assert not (train.any() and val.any())

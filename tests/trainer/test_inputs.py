@@ -202,8 +202,10 @@ def test_manifest_checks(tmp_path):
     with pytest.raises(NotFound, match="does not exist"):
         load_manifests(storage, [str(tmp_path / "missing" / "manifest.json")], SHAPE)
     inputs = load_manifests(storage, [good], SHAPE)
-    with pytest.raises(Invalid, match="less than one batch of 1024"):
-        plan_inputs(inputs, 1, 0, batch_size=1024, validation_fraction=0.1, seed=0)
+    small = plan_inputs(inputs, 1, 0, batch_size=1024, validation_fraction=0.1, seed=0)  # less than one batch
+    assert small.batch_size == small.train_counts[0] < 1024 and small.steps_per_epoch == 1
+    with pytest.raises(Invalid, match="every worker needs one"):
+        plan_inputs(inputs, 200, 0, batch_size=8, validation_fraction=0.1, seed=0)  # 90 training records, 200 workers
     Path(inputs.shards[0].uri).unlink()
     plan = plan_inputs(inputs, 1, 0, batch_size=8, validation_fraction=0.1, seed=0)
     with pytest.raises(NotFound, match=r"shard .*part-00000-of-00002.tfrecord listed in manifest .* does not exist"):

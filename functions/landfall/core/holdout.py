@@ -30,6 +30,18 @@ and the golden-ratio hash ``h(k) = (k * HASH_MULTIPLIER + base) mod 2**32`` (a W
     overlapping windows; the proof that no training window shares a row with a held-out one is in
     docs/trainer.md#the-hold-out.
 
+    *The rescue* (issue #47): when the per-arrival rule leaves a job's arrivals without a single held-out record, or
+    without a single training record (a dataset of one or a few short arrivals, each on one side whole), every
+    arrival that can be split at all (``count - 1 - gap >= 1``: a held-out record, its gap and a training record) is
+    split (``Split.rescued``), its run shortened if it must be. The submit stage and the trainer see the same
+    arrivals and apply the same rule, so a dataset is never held for want of a hold-out while its data allows one.
+    The rescue ends as soon as the arrivals give both sides without it.
+
+*The gap* (``Split.gap``) is in records. A series dataset's records are windows of ``length`` rows every ``stride``
+rows: windows ``i < j`` share a row only when ``(j - i) x stride < length``, so ``ceil(length / stride) - 1`` windows
+between the sides are enough (``series_gap``; 0 for windows that do not overlap, ``length - 1`` at stride 1). An
+instance dataset's gap is its ``timesteps`` (instances cut at stride 1 by the exporter, the cautious reading).
+
 Decisions:
 - In ``random`` and ``blocks`` a record's side depends only on (seed, arrival, its index, fraction, mode, timesteps);
   ``segment`` also reads the arrival's record count, which never changes (an overwrite is a new arrival, and
@@ -84,6 +96,11 @@ def threshold(fraction: float) -> int:
     return round(fraction * HASH_MODULUS)
 
 
+def series_gap(length: int, stride: int) -> int:
+    """The records (windows) between the two sides that keep every training window apart from every held-out one."""
+    return max(0, -(-int(length) // max(1, int(stride))) - 1)
+
+
 def block_length(timesteps: int) -> int:
     return BLOCK_WINDOWS * max(1, int(timesteps))
 
@@ -98,7 +115,8 @@ def _held_blocks(blocks: np.ndarray, base: int, threshold: int) -> np.ndarray:
     return (blocks >= 0) & ((blocks * HASH_MULTIPLIER + base) % HASH_MODULUS < threshold)
 
 
-def segment_ranges(base: int, count: int, fraction: float, gap: int) -> tuple[int, int, int, int]:
+def segment_ranges(base: int, count: int, fraction: float, gap: int, rescue: bool = False
+                   ) -> tuple[int, int, int, int]:
     """``segment``: ``(held_lo, held_hi, out_lo, out_hi)``, indices in the arrival: its records ``[held_lo, held_hi)``
     are held out, ``[out_lo, out_hi)`` (which contains them) are not trained on; the rest trains.
 
@@ -106,11 +124,15 @@ def segment_ranges(base: int, count: int, fraction: float, gap: int) -> tuple[in
     - with room (``count - v >= SEGMENT_ROOM x gap``): its first ``v`` records or its last ``v`` (bit 0 of ``base``
       says which) are held out, and the ``gap`` records beside them are in neither split: one window lost;
     - else (a short arrival) the whole arrival is on one side, held out when ``base < threshold(fraction)``: nothing
-      lost, and over many short arrivals the held-out share is ``fraction``."""
+      lost, and over many short arrivals the held-out share is ``fraction``;
+    - ``rescue`` (``Split.rescued``): split whenever a training record can be left beside the run and its gap (the
+      run shortened to ``count - gap - 1`` records if it must be)."""
     if count <= 0 or fraction <= 0.0:
         return 0, 0, 0, 0
     held = max(1, round(fraction * count))
-    if count - held >= SEGMENT_ROOM * gap:
+    if rescue and count - held < SEGMENT_ROOM * gap:  # as much as leaves one training record beside the gap
+        held = max(1, min(held, count - gap - 1))
+    if count - held >= SEGMENT_ROOM * gap or (rescue and count - held - gap >= 1):
         if base & 1:  # the tail
             return count - held, count, max(0, count - held - gap), count
         return 0, held, 0, min(count, held + gap)
@@ -126,6 +148,8 @@ class Split:
     fraction: float = VALIDATION_FRACTION
     mode: str = MODE
     timesteps: int = 1
+    window_gap: int | None = None  # records between the sides; None: ``timesteps`` (a series: ``series_gap``)
+    rescue: frozenset[str] = frozenset()  # segment: arrivals split by the rescue (``rescued``)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -134,6 +158,12 @@ class Split:
             raise ValueError(f"validation fraction must be in [0, 1), got {self.fraction}")
         if self.timesteps < 1:
             raise ValueError(f"timesteps must be >= 1, got {self.timesteps}")
+        if self.window_gap is not None and self.window_gap < 0:
+            raise ValueError(f"the gap must be >= 0 records, got {self.window_gap}")
+
+    @property
+    def gap(self) -> int:
+        return self.timesteps if self.window_gap is None else int(self.window_gap)
 
     @property
     def threshold(self) -> int:
@@ -145,9 +175,9 @@ class Split:
 
     def describe(self) -> str:
         if self.mode == BLOCKS:
-            return f"validation {self.fraction:g}, holdout blocks of {self.block} records with gaps of {self.timesteps}"
+            return f"validation {self.fraction:g}, holdout blocks of {self.block} records with gaps of {self.gap}"
         if self.mode == SEGMENT:
-            return f"validation {self.fraction:g}, holdout one segment per arrival with a gap of {self.timesteps}"
+            return f"validation {self.fraction:g}, holdout one segment per arrival with a gap of {self.gap}"
         return f"validation {self.fraction:g}"
 
     def ranges(self, arrival: str, count: int) -> tuple[int, int, int, int]:
@@ -155,7 +185,21 @@ class Split:
         other modes (they decide record by record)."""
         if self.mode != SEGMENT:
             return 0, 0, 0, 0
-        return segment_ranges(arrival_base(self.seed, arrival), int(count), self.fraction, self.timesteps)
+        return segment_ranges(arrival_base(self.seed, arrival), int(count), self.fraction, self.gap,
+                              arrival in self.rescue)
+
+    def rescued(self, arrivals: Iterable[tuple[str, int]]) -> Split:
+        """This split, with the rescue (module doc) when ``segment`` holds out none of ``arrivals``' records, or trains
+        on none (one short arrival held out whole): every arrival that can be split at all is; else this split
+        unchanged."""
+        if self.mode != SEGMENT or self.fraction <= 0.0:
+            return self
+        listed = [(a, int(n)) for a, n in arrivals]
+        counted = [self.counts(a, n) for a, n in listed]
+        if any(held for _, held in counted) and any(trained for trained, _ in counted):
+            return self
+        can = frozenset(a for a, n in listed if n - 1 - self.gap >= 1)
+        return dataclasses.replace(self, rescue=can) if can else self
 
     def sides(self, arrival: str, index: np.ndarray, count: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(training, validation) masks of ``arrival``'s records ``index`` (indices in the arrival). With
@@ -192,12 +236,16 @@ class Split:
 
     def training_records(self, arrivals: Iterable[tuple[str, int]]) -> int:
         """The training records of these (arrival id, count): what ``trainer.inputs.plan_inputs`` splits among the
-        workers (each gets ``training_records // workers`` or one more)."""
-        return sum(self.training_count(a, n) for a, n in arrivals)
+        workers (each gets ``training_records // workers`` or one more), with the rescue when it applies."""
+        listed = list(arrivals)
+        split = self.rescued(listed)
+        return sum(split.training_count(a, n) for a, n in listed)
 
     def held_out_records(self, arrivals: Iterable[tuple[str, int]]) -> int:
-        """The held-out records of these (arrival id, count), as the plan counts them."""
-        return sum(self.counts(a, n)[1] for a, n in arrivals)
+        """The held-out records of these (arrival id, count), as the plan counts them (with the rescue)."""
+        listed = list(arrivals)
+        split = self.rescued(listed)
+        return sum(split.counts(a, n)[1] for a, n in listed)
 
     def training_at_least(self, arrivals: Iterable[tuple[str, int]], need: int) -> tuple[bool, int]:
         """Whether these arrivals give at least ``need`` training records, and how many were counted (see
@@ -209,11 +257,14 @@ class Split:
         """Whether these arrivals give at least ``need`` training records and ``need_held`` held-out ones, and how
         many of each were counted: stops once both are reached, counting an arrival only as far as it must (in
         ``random`` and ``blocks`` a record's side does not depend on the records after it; ``segment`` counts an
-        arrival in constant time), so the cost is bounded by ``need`` however large the dataset."""
+        arrival in constant time), so the cost is bounded by ``need`` however large the dataset. ``segment`` counts
+        with the rescue (``rescued``) when the arrivals hold nothing out, as the trainer will."""
         found = held = 0
+        seen: list[tuple[str, int]] = []
         for arrival, count in arrivals:
             if found >= need and held >= need_held:
                 break
+            seen.append((arrival, count))
             if self.mode == SEGMENT or held < need_held:  # exact and O(1) / or the hold-out still short: all of it
                 got, val = self.counts(arrival, count)
             else:
@@ -227,6 +278,10 @@ class Split:
                     limit *= 2
             found += got
             held += val
+        if self.mode == SEGMENT and not (held and found) and not self.rescue:
+            rescued = self.rescued(seen)
+            if rescued.rescue:
+                return rescued.enough(seen, need, need_held)
         return found >= need and held >= need_held, found, held
 
 
@@ -239,7 +294,7 @@ def sides(split: Split, base: int, index: np.ndarray) -> tuple[np.ndarray, np.nd
         return ~held, held
     if split.mode == SEGMENT:
         raise ValueError("the segment hold-out needs the arrival's record count: use Split.sides")
-    length, gap = split.block, split.timesteps
+    length, gap = split.block, split.gap
     held = _held_blocks(index // length, base, thr)
     near = _held_blocks((index - gap) // length, base, thr) | _held_blocks((index + gap) // length, base, thr)
     return ~held & ~near, held

@@ -273,16 +273,18 @@ def _shortfall(dataset: str, cfg: JobConfig, spec: specs.DatasetSpec, manifests:
                ledger: Ledger) -> sufficient.Shortfall | None:
     """Too little data in ``manifests`` for the job ``spec`` renders (``landfall.submit.sufficient``), or None."""
     try:
-        if not sufficient.enabled():
+        mode = sufficient.mode_of()
+        if mode == sufficient.OFF:
             return None
     except ValueError as exc:  # a misconfigured deployment: every request waits and retries until it is fixed
         raise TemporaryError(str(exc)) from None
     job = with_spec(cfg, dataset, spec)
-    window = None
-    if ((spec.series or sufficient.split_of(job).mode in holdout.OVERLAPPING)
-            and sufficient.flag_value(job.trainer_args, "--timesteps") is None):
-        window = sufficient.window_of(manifests, ledger.storage)
-    return sufficient.shortfall(manifests, job, ledger.storage, window, series=spec.series)
+    window = gap = None
+    if spec.series or sufficient.split_of(job).mode in holdout.OVERLAPPING:
+        window, gap = sufficient.window_of(manifests, ledger.storage)
+        if sufficient.flag_value(job.trainer_args, "--timesteps") is not None:
+            window = None
+    return sufficient.shortfall(manifests, job, ledger.storage, window, series=spec.series, gap=gap, mode=mode)
 
 
 def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None

@@ -1,13 +1,16 @@
 """No job that cannot train: a release is held while its dataset holds too little data for the job it would render.
 
-The trainer (``trainer.inputs.plan_inputs``) fails a job whose smallest worker gets less than one batch of training
-records (exit 3: a Failed job, a red row, an alert). ``shortfall`` computes, before a release, exactly what it will
-compute: the training records of the dataset's live arrivals under the job's hold-out (``landfall.core.holdout``:
-a record's side depends only on the seed, its arrival, its index, the fraction, the mode and the window), split over
-the job's workers; the job is held (``landfall.submit.coalesce.advance``: state ``held``, the requests stay pending)
-while ``training // workers < batch_size_per_worker``, with a reason like ``held: 127 of 1,138 instances needed
-(1 worker x batch 1024, validation 0.1)``, shown by ``landfall status`` and ``landfall report``. The next arrival,
-or the reconciler, releases it once there is enough.
+The trainer (``trainer.inputs.plan_inputs``) fails a job whose smallest worker gets no training record, or fewer
+than its local replicas (exit 3: a Failed job, a red row, an alert); a worker with fewer records than one batch
+trains on all of them, one step an epoch (issue #47: a dataset smaller than one batch gets a model, and the verdict
+says whether a baseline beats it). ``shortfall`` computes, before a release, exactly what it will compute: the
+training records of the dataset's live arrivals under the job's hold-out (``landfall.core.holdout``: a record's side
+depends only on the seed, its arrival, its index, the fraction, the mode and the gap, with the rescue when no arrival
+holds anything out), split over the job's workers; the job is held (``landfall.submit.coalesce.advance``: state
+``held``, the requests stay pending) while ``training // workers`` is below one record per replica, or while the
+hold-out has no record per replica, with a reason like ``held: 1 of 2 instances needed (2 workers, one instance per
+replica, validation 0.1)``, shown by ``landfall status`` and ``landfall report``. The next arrival, or the
+reconciler, releases it once there is enough.
 
 What the job will use (``split_of``): the trainer flags the release renders (``LANDFALL_TRAINER_ARGS``, then the
 spec's), else ``landfall.core.holdout``'s defaults, which are the trainer's. ``pin`` renders ``--seed``,
@@ -28,8 +31,10 @@ Decisions:
   first job that can train trains on everything.
 - *The trainer keeps its own check* (``plan_inputs``' ``Invalid``) as the last line of defence: a manual
   ``landfall train``, a retraction between release and start, or a hand-edited ``LANDFALL_TRAINER_ARGS``.
-- ``LANDFALL_MIN_DATA=off`` (read from the process environment, like the retrain policy's defaults) releases
-  regardless, as before this rule; the default, ``batch``, holds.
+- ``LANDFALL_MIN_DATA`` (read from the process environment, like the retrain policy's defaults): ``record`` (the
+  default since issue #47) holds a job until every replica gets a training record and a held-out one; ``batch``
+  until every worker gets one batch of training records (the rule before #47: a deployment that would rather wait
+  for data than train a dataset smaller than a batch); ``off`` releases regardless.
 """
 
 from __future__ import annotations
@@ -50,14 +55,19 @@ from landfall.submit.config import JobConfig
 HOLD_BOUND_S = 7 * 86400.0  # the longest a request waits for its dataset to hold one batch
 SHAPE_READS = 64  # held requests whose manifests are checked against the spec's shape, per release attempt
 READ_WORKERS = 16
-MODES = ("batch", "off")
+RECORD, BATCH, OFF = "record", "batch", "off"
+MODES = (RECORD, BATCH, OFF)
+
+
+def mode_of(env: Mapping[str, str] | None = None) -> str:
+    mode = (os.environ if env is None else env).get("LANDFALL_MIN_DATA", RECORD).strip().lower() or RECORD
+    if mode not in MODES:
+        raise ValueError(f"LANDFALL_MIN_DATA must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
-    mode = (os.environ if env is None else env).get("LANDFALL_MIN_DATA", "batch").strip().lower() or "batch"
-    if mode not in MODES:
-        raise ValueError(f"LANDFALL_MIN_DATA must be one of {', '.join(MODES)}, not {mode!r}")
-    return mode == "batch"
+    return mode_of(env) != OFF
 
 
 def flag_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
@@ -71,15 +81,17 @@ def flag_value(args: tuple[str, ...] | list[str], name: str) -> str | None:
     return found
 
 
-def split_of(cfg: JobConfig, timesteps: int | None = None) -> holdout.Split:
-    """The hold-out the job rendered from ``cfg`` will use (its trainer flags, else the trainer's defaults)."""
+def split_of(cfg: JobConfig, timesteps: int | None = None, gap: int | None = None) -> holdout.Split:
+    """The hold-out the job rendered from ``cfg`` will use (its trainer flags, else the trainer's defaults); ``gap``:
+    a series dataset's (``holdout.series_gap`` of its window and stride)."""
     args = cfg.trainer_args
     seed, fraction = flag_value(args, "--seed"), flag_value(args, "--validation-fraction")
     mode, steps = flag_value(args, "--holdout"), flag_value(args, "--timesteps")
     try:
         return holdout.Split(int(seed) if seed is not None else holdout.SEED,
                              float(fraction) if fraction is not None else holdout.VALIDATION_FRACTION,
-                             mode or holdout.MODE, int(steps) if steps is not None else (timesteps or Seed.TIMESTEPS))
+                             mode or holdout.MODE, int(steps) if steps is not None else (timesteps or Seed.TIMESTEPS),
+                             gap)
     except ValueError as exc:
         raise Invalid(f"trainer flags {' '.join(args)}: {exc}") from None
 
@@ -95,7 +107,7 @@ def pin(cfg: JobConfig) -> JobConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Shortfall:
-    """Too little data for the job: ``training`` training records of the ``need`` (workers x batch) it needs."""
+    """Too little data for the job: ``training`` training records of the ``need`` (one per replica) it needs."""
 
     instances: int
     training: int
@@ -105,9 +117,11 @@ class Shortfall:
     held_out: int = 0  # the held-out records counted
     need_held: int = 0  # the held-out records the job needs (one per replica: each evaluates its share)
 
+    per_worker: int = 1  # training records each worker needs: one per replica (record), or a batch (batch)
+
     @property
     def need(self) -> int:
-        return self.workers * self.batch
+        return self.workers * self.per_worker
 
     @property
     def short_of_training(self) -> bool:
@@ -117,7 +131,7 @@ class Shortfall:
     def needed(self) -> int:
         """About how many instances the dataset needs (the hold-out's expected share taken out), always more than
         it holds."""
-        kept = 1.0 - self.split.fraction * (1.0 + (2.0 * self.split.timesteps / self.split.block
+        kept = 1.0 - self.split.fraction * (1.0 + (2.0 * self.split.gap / self.split.block
                                                    if self.split.mode == holdout.BLOCKS else 0.0))
         if not self.short_of_training:
             return self.instances
@@ -128,7 +142,9 @@ class Shortfall:
     def reason(self) -> str:
         workers = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
         if self.short_of_training:
-            return (f"held: {self.instances:,} of {self.needed:,} instances needed ({workers} x batch {self.batch}, "
+            what = (f"x batch {self.batch}" if self.per_worker == self.batch
+                    else f"x {self.per_worker} training instance{'s' if self.per_worker != 1 else ''}")
+            return (f"held: {self.instances:,} of {self.needed:,} instances needed ({workers} {what}, "
                     f"{self.split.describe()})")
         return (f"held: no hold-out yet: {self.held_out:,} of {self.need_held:,} held-out instances needed (one per "
                 f"replica) among {self.instances:,} instances ({self.split.describe()}); a job now could only end "
@@ -175,16 +191,18 @@ def held_out_needed(cfg: JobConfig, split: holdout.Split) -> int:
 
 
 def shortfall(manifests: list[InputManifest], cfg: JobConfig, storage: Storage,
-              timesteps: int | None = None, series: bool = False) -> Shortfall | None:
+              timesteps: int | None = None, series: bool = False, gap: int | None = None,
+              mode: str = RECORD) -> Shortfall | None:
     """None when the job rendered from ``cfg`` over ``manifests`` gives every worker at least one batch of training
     records and every replica a held-out record (exactly as ``plan_inputs`` will count), else what is missing.
     ``timesteps``: the instances' window, when no ``--timesteps`` flag says it (the ``segment`` and ``blocks``
     hold-outs use it). ``series``: a series dataset, whose hold-out the trainer keeps apart by a window whatever the
     flags say (``random`` becomes ``segment``)."""
-    split = split_of(cfg, timesteps)
+    split = split_of(cfg, timesteps, gap if series else None)
     if series and split.mode not in holdout.OVERLAPPING:
         split = dataclasses.replace(split, mode=holdout.SEGMENT)
-    need = cfg.workers * cfg.batch_size_per_worker
+    per_worker = cfg.batch_size_per_worker if mode == BATCH else max(1, cfg.gpus_per_worker)
+    need = cfg.workers * per_worker
     need_held = held_out_needed(cfg, split)
     counted: list[tuple[str, int]] = []
 
@@ -197,17 +215,19 @@ def shortfall(manifests: list[InputManifest], cfg: JobConfig, storage: Storage,
     if enough:
         return None
     return Shortfall(sum(n for _, n in counted), found, cfg.workers, cfg.batch_size_per_worker, split, held,
-                     need_held)
+                     need_held, per_worker)
 
 
-def window_of(manifests: list[InputManifest], storage: Storage) -> int | None:
-    """The instances' timesteps, from the newest manifest (one read), for a ``segment`` or ``blocks`` hold-out without a
-    ``--timesteps`` flag."""
+def window_of(manifests: list[InputManifest], storage: Storage) -> tuple[int | None, int | None]:
+    """The instances' timesteps and, for a series, the gap its window and stride need (``holdout.series_gap``), from
+    the newest manifest (one read), for a ``segment`` or ``blocks`` hold-out."""
     for m in sorted(manifests, key=lambda m: (-m.generation, m.uri)):
         read = _read(storage, m.uri)
         if read is not None:
-            return int(read.shape[0])
-    return None
+            stride = (read.series or {}).get("stride")
+            gap = holdout.series_gap(int(read.shape[0]), int(stride)) if stride else None
+            return int(read.shape[0]), gap
+    return None, None
 
 
 def never(requests: list[TrainingRequest], shape: tuple[int | None, int | None] | None, dataset: str,
