@@ -46,7 +46,12 @@ class TrainerConfig(Settings):
     health_check_interval_s: float = 30.0  # how often MultiWorkerMirroredStrategy pings its peers
     verbose: int = 2  # Keras fit verbosity on stderr: 0 silent, 2 one line per epoch
     # The verdict (trainer.verdict): evaluation against the champion, promotion, the result message.
-    promote_tolerance: float = 0.0  # promoted when loss <= champion's x (1 + tolerance)
+    promote_tolerance: float = 0.0  # select loss: promoted when loss <= champion's x (1 + tolerance)
+    # What the verdict promotes (trainer.selection): detection (the candidate, the model or a baseline, that detects
+    # best: labelled average precision when the dataset has a labelled set, else on synthetic anomalies injected
+    # into held-out windows, trainer.surrogate) | loss (the model, by held-out reconstruction loss: before #47).
+    select: str = "detection"
+    promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     # The labelled check (trainer.labelled): the set `landfall datasets apply` stored (landfall.core.labelled), scored
     # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
@@ -112,6 +117,10 @@ class TrainerConfig(Settings):
         if self.promote_tolerance < 0 or not 0.0 < self.threshold_quantile < 1.0:
             problems.append(f"promote tolerance must be >= 0 and threshold quantile in (0, 1), got "
                             f"{self.promote_tolerance}, {self.threshold_quantile}")
+        if self.select not in ("detection", "loss"):
+            problems.append(f"select must be detection or loss, got {self.select!r}")
+        if not 0.0 <= self.promote_margin < 1.0:
+            problems.append(f"promote margin must be in [0, 1), got {self.promote_margin}")
         if self.min_skill > 1.0:
             problems.append(f"min skill must be <= 1 (1 is a perfect reconstruction), got {self.min_skill}")
         try:

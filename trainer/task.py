@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="ignored: the coordination service detects a dead peer by its missed heartbeats")
     a("--verbose", type=int, choices=[0, 1, 2])
     a("--promote-tolerance", type=float)
+    a("--select", choices=["detection", "loss"],
+      help="detection (default): promote the candidate, model or baseline, that detects best (trainer.selection); "
+           "loss: the model, by held-out reconstruction loss")
+    a("--promote-margin", type=float, help="select detection: promoted at the champion's score + this (default 0.01)")
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "

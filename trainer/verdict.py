@@ -47,6 +47,7 @@ workers, already gone, never join.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -55,16 +56,17 @@ from typing import Any
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
+import numpy as np
 
 from landfall.core import champion as champion_mod
 from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import baseline, baselines, iterators, scoring, timeline
+from trainer import baseline, baselines, detectors, iterators, scoring, selection, surrogate, timeline
 from trainer import labelled as labelled_check
 from trainer.config import TrainerConfig
-from trainer.inputs import Inputs, Plan, inputs_uri
+from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
 from trainer.jobdir import MODEL, JobDir
 
 log = logs.get("trainer.verdict")
@@ -80,6 +82,8 @@ THRESHOLD = "the threshold"
 LABELLED = "the labelled check"
 CHAMPION = "scoring the champion"
 PROMOTE = "the verdict"
+SURROGATE = "the surrogate set"
+EXPORT = "saving the chosen baseline"
 
 
 def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
@@ -211,6 +215,11 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
 
     refusal = (_refusal(cfg, skill) or _baseline_refusal(cfg, compared) or _labelled_refusal(cfg, labelled)
                or _baseline_ap_refusal(cfg, labelled))
+    if cfg.select == "detection":  # the candidate that detects best (trainer.selection), the model or a baseline
+        return _by_detection(cfg, job, storage, run, dataset, plan, challenger, panel, tally, held_out, held,
+                             labelled, refusal, started, cache_dir, {
+                                 "challenger_loss": loss, **gates, "threshold": threshold,
+                                 "evaluation": {**evaluation, "tolerance": cfg.promote_tolerance}})
     if refusal is not None:  # below the floor: nothing is promoted; the champion is still scored, for the record
         verdict, why = refusal
         current, _ = champion_mod.read(storage, models_root(cfg), dataset)
@@ -383,6 +392,138 @@ def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[st
             "min_average_precision": labelled["min_average_precision"],
             "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None,
             "baselines": labelled.get("baselines"), "beaten_by": labelled.get("beaten_by")}
+
+
+def _surrogate_blocks(held: list | None, held_out) -> list:
+    """The held-out windows the surrogate set is built from: the cached blocks, else a bounded read of them."""
+    if held is not None:
+        return held
+    out, n = [], 0
+    for block in held_out():
+        out.append(block)
+        n += len(block)
+        if n >= 4 * surrogate.MAX_WINDOWS:
+            break
+    return out
+
+
+def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, dataset: str, plan: Plan,
+                  challenger: scoring.Scorer, panel: baselines.Panel, tally: baselines.Tally, held_out, held,
+                  labelled: dict[str, Any] | None, model_refusal: tuple[str, str] | None, started: float,
+                  cache_dir: str, recorded: dict[str, Any]) -> dict[str, Any]:
+    """``--select detection`` (``trainer.selection``): the candidates scored on the surrogate set (and the labelled
+    set, when there is one), the best that may be promoted compared with the champion on the same sets."""
+    model_uri = job.path(MODEL)
+    with timeline.span(SURROGATE):
+        sset = surrogate.build(_surrogate_blocks(held, held_out), panel.std,
+                               surrogate.seed_of(cfg.seed, (arrival_key(s) for s in plan.shards)))
+        assert sset is not None  # the verdict has held-out windows here
+        errs = {selection.MODEL: challenger.errors(sset.instances), **panel.errors(sset.instances)}
+        figures = {name: sset.figures(e) for name, e in errs.items()}
+    use_labels = labelled is not None and labelled.get("set") is not None
+    for name, found in figures.items():
+        lab = ((labelled or {}).get("challenger") if name == selection.MODEL
+               else ((labelled or {}).get("baselines") or {}).get(name)) if use_labels else None
+        found["labelled_average_precision"] = (lab or {}).get("average_precision")
+    basis = selection.LABELLED if use_labels else selection.SURROGATE
+    key = "labelled_average_precision" if use_labels else "average_precision"
+
+    def refusal(name: str) -> str | None:
+        if name == selection.MODEL:
+            return model_refusal[1] if model_refusal is not None else None
+        found = figures[name].get("labelled_average_precision")
+        if cfg.min_average_precision is not None and (found is None or found < cfg.min_average_precision):
+            return f"average precision {found} on the labelled set is below {cfg.min_average_precision:g}"
+        return None
+
+    choice = selection.choose({n: f.get(key) for n, f in figures.items()}, basis, refusal)
+    detection = selection.summary(choice, figures, sset.describe(), cfg.promote_margin)
+    current, _ = champion_mod.read(storage, models_root(cfg), dataset)
+    scores: dict[str, float | None] = {}  # champion model -> its score on the same set (basis)
+    champion_figures: dict[str, dict[str, Any] | None] = {}
+    losses: dict[str, float | None] = {}
+
+    def score_champion(champion: champion_mod.Champion) -> float | None:
+        """1 - the champion's score (a loss for the promotion rule); None: it cannot score, so it is replaced."""
+        if champion.model not in scores:
+            try:
+                with timeline.span(CHAMPION):
+                    scorer = scoring.Scorer.load(storage, champion.model, cache_dir)
+                    found = sset.figures(scorer.errors(sset.instances))
+                    losses[champion.model] = float(scorer.errors_of(held_out()).mean())  # type: ignore[arg-type]
+                    if use_labels:
+                        champion_figures[champion.model] = _figures(
+                            scorer, labelled["set"], (scorer.threshold or {}).get("value"), run,  # type: ignore[index]
+                            f"champion {champion.run}")
+                        found["labelled_average_precision"] = (champion_figures[champion.model] or {}).get(
+                            "average_precision")
+                    scores[champion.model] = found.get(key)
+                    detection["champion"] = {"run": champion.run, "model": champion.model, **found}
+            except TemporaryError:
+                raise
+            except Exception as exc:  # gone or unloadable: a champion that cannot score is replaced
+                log.warning(f"champion {champion.run} cannot be evaluated ({exc}); the challenger replaces it",
+                            extra={"job": run, "dataset": dataset, "fields": {"champion_model": champion.model}})
+                scores[champion.model] = None
+                losses[champion.model] = None
+        value = scores[champion.model]
+        return None if value is None else 1.0 - float(value)
+
+    def fields(verdict: str, champion: champion_mod.Champion | None, why: str | None = None) -> dict[str, Any]:
+        compared = champion.model if champion is not None else None
+        evaluation = {**recorded["evaluation"], "wall_s": round(time.monotonic() - started, 3)}
+        if why:
+            evaluation["reason"] = why
+        return {"verdict": verdict, **recorded, "champion_loss": losses.get(compared) if compared else None,
+                "champion": compared, "champion_run": champion.run if champion else None,
+                "labelled": _labelled_fields(labelled, champion_figures, losses), "evaluation": evaluation,
+                "detection": detection}
+
+    try:
+        if choice.chosen is None:  # every candidate failed a gate: the model's verdict says why
+            verdict, why = model_refusal or ("no_skill", choice.why())
+            if current is not None:
+                score_champion(current)
+            log.warning(f"verdict: {verdict}: {why}", extra={"job": run, "dataset": dataset})
+            return fields(verdict, current, why)
+        uri, threshold = model_uri, recorded["threshold"]
+        if choice.chosen != selection.MODEL:  # a baseline detects best: saved as a servable detector
+            with timeline.span(EXPORT):
+                uri, threshold = _export(cfg, job, panel, tally, choice.chosen)
+        detection.update(detector=choice.chosen, model=uri, threshold=threshold["value"])
+        margin = cfg.promote_margin
+        with timeline.span(PROMOTE):
+            outcome, _ = champion_mod.promote_evaluated(
+                storage, models_root(cfg), dataset, run=run, model=uri, loss=1.0 - float(choice.score or 0.0),
+                evaluate=score_champion, metric="detection_loss",
+                better=lambda mine, theirs: theirs is None or mine <= theirs - margin,
+                evaluation={"instances": recorded["evaluation"]["instances"], "metric": basis,
+                            "detector": choice.chosen, "score": choice.score, "threshold": threshold["value"],
+                            "quantiles": threshold["quantiles"], "why": choice.why()})
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    verdict = "promoted" if outcome.promoted else "kept_champion"
+    out = fields(verdict, outcome.champion)
+    log.info(f"verdict: {verdict}: {choice.why()}", extra={"job": run, "dataset": dataset, "fields": {
+        "verdict": verdict, "detector": choice.chosen, "score": choice.score, "basis": basis,
+        "champion_run": out["champion_run"]}})
+    return out
+
+
+def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: baselines.Tally,
+            name: str) -> tuple[str, dict[str, Any]]:
+    """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
+    its errors on the held-out windows; returns its URI and threshold."""
+    errors = np.concatenate(tally.parts[name])
+    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
+    local = tempfile.mkdtemp(prefix=f"landfall-{name}-")
+    try:
+        folder = detectors.save(panel, name, os.path.join(local, name))
+        (folder / champion_mod.THRESHOLD).write_text(json.dumps(threshold, indent=2))
+        job.mirror_up(folder, detectors.folder(name), last=("saved_model.pb",))
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+    return job.path(detectors.folder(name)), threshold
 
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,

@@ -53,7 +53,7 @@ def setting(tmp_path_factory):
     manifest = write_dataset(storage, str(root / "tfrecords" / "demo" / "a1"), x, shards=2)
     cfg = TrainerConfig(manifests=(manifest,), job_dir=str(root / "runs" / "job-x"), timesteps=SHAPE[0],
                         features=SHAPE[1], units=UNITS, batch_size_per_worker=32, validation_fraction=0.25,
-                        dropout=0.0, results_topic="")
+                        dropout=0.0, results_topic="", select="loss")  # the loss rule; detection: its own tests
     inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
     plan = inputs_mod.plan_inputs(inputs, 1, 0, 32, cfg.validation_fraction, cfg.seed)
     paths = [str(p) for p in inputs_mod.stage(storage, plan, root / "shards")]
@@ -153,6 +153,49 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
         champion.rollback(s["storage"], root, "demo", by="tester")
     assert [champion.read_history(s["storage"], root, "demo", n).run for n in range(1, 6)] == [
         "job-a", "job-d", "job-b", "job-d", "job-a"]
+
+
+def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_would_be(setting):
+    """``--select detection`` (the default): the untrained model detects the surrogate's anomalies worse than a
+    baseline, so the baseline is saved as a servable detector and becomes the first champion; ``Scorer.load`` (what
+    the scorer service, ``landfall score`` and rescore use) serves it with its own threshold. A rerun on the same data
+    detects no better than the champion plus the margin, so the champion is kept; the trained model competes on the
+    same surrogate set, whose figures are recorded for every candidate."""
+    from trainer import baselines, selection
+    from trainer.scoring import Scorer
+
+    s = setting
+    root = str(s["root"] / "models-d")
+    _, job_u, u = _conclude(s, "d-u", s["untrained"], select="detection", models=root)
+    det = u["detection"]
+    assert det["basis"] == selection.SURROGATE and set(det["candidates"]) == {"model", *baselines.NAMES}
+    assert det["surrogate"]["windows"] == sum(s["plan"].val_counts) and det["surrogate"]["anomalous"] == det[
+        "surrogate"]["windows"]
+    scores = {n: f["average_precision"] for n, f in det["candidates"].items()}
+    assert det["order"][0] == det["chosen"] == max(scores, key=lambda n: (scores[n], n != "model"))
+    assert det["chosen"] != "model" and scores["model"] < scores[det["chosen"]]  # an untrained model loses
+    assert u["verdict"] == "promoted" and u["champion"] == job_u.path("detectors", det["chosen"]) == det["model"]
+    current, _ = champion.read(s["storage"], root, "demo")
+    assert current.model == u["champion"] and current.evaluation["detector"] == det["chosen"]
+    assert det["chosen"] in det["why"] and f"{scores[det['chosen']]:.3f}" in det["why"]
+    served = Scorer.load(s["storage"], current.model)
+    _, x_val = _split(s)
+    mu, sd = np.asarray(s["mean"]), np.asarray(s["std"])
+    flat = x_val.reshape(-1, SHAPE[1])
+    assert served.threshold["value"] == det["threshold"] and served.shape == SHAPE
+    assert np.isfinite(served.errors(x_val)).all() and mu.shape == sd.shape == flat.shape[1:]
+    # The same surrogate set (a function of the seed and the arrivals) gives the rerun the same scores: kept.
+    _, _, again = _conclude(s, "d-again", s["untrained"], select="detection", models=root)
+    assert again["detection"]["surrogate"]["seed"] == det["surrogate"]["seed"]
+    assert again["verdict"] == "kept_champion" and again["champion_run"] == "d-u"
+    assert again["detection"]["champion"]["average_precision"] == pytest.approx(scores[det["chosen"]], abs=1e-6)
+    # The trained model is scored on the same set; whoever wins, the verdict names it and the champion is its folder.
+    _, job_t, t = _conclude(s, "d-t", s["trained"], select="detection", models=root)
+    best = t["detection"]["chosen"]
+    if t["verdict"] == "promoted":
+        assert t["champion"] == (job_t.path(MODEL) if best == "model" else job_t.path("detectors", best))
+    else:
+        assert t["detection"]["score"] < t["detection"]["champion"]["average_precision"] + 0.01
 
 
 def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, monkeypatch):

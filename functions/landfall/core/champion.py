@@ -179,10 +179,13 @@ def beats(challenger_loss: float, champion_loss: float | None, tolerance: float)
 
 def promote_evaluated(storage: Storage, root: str, dataset: str, *, run: str, model: str, loss: float,
                       evaluate: Callable[[Champion], float | None], tolerance: float = 0.0,
-                      evaluation: dict[str, Any] | None = None) -> tuple[Outcome, float | None]:
+                      evaluation: dict[str, Any] | None = None, metric: str = "loss",
+                      better: Callable[[float, float | None], bool] | None = None) -> tuple[Outcome, float | None]:
     """Promotes the challenger ``run`` if it beats the champion, which ``evaluate`` scores on the same
     instances (``None``: the champion cannot be evaluated, so the challenger replaces it). Returns the
-    outcome and the champion's loss it was compared with (of the last champion looked at)."""
+    outcome and the champion's loss it was compared with (of the last champion looked at). ``metric`` names the
+    loss in the champion's ``evaluation`` (``loss``, or ``detection_loss``: 1 - the detection score, issue #47);
+    ``better(loss, champion_loss)`` replaces the rule ``beats`` (a margin instead of a tolerance)."""
     seen: dict[str, Any] = {"loss": None}
 
     def decide(current: Champion | None) -> Champion | None:
@@ -191,11 +194,11 @@ def promote_evaluated(storage: Storage, root: str, dataset: str, *, run: str, mo
             return None
         champion_loss = evaluate(current) if current is not None else None
         seen["loss"] = champion_loss
-        if not beats(loss, champion_loss, tolerance):
+        if not (better(loss, champion_loss) if better is not None else beats(loss, champion_loss, tolerance)):
             return None
         return Champion(dataset=dataset, run=run, model=model, seq=0, reason="evaluated" if current else "first",
                         promoted_by="trainer",
-                        evaluation={**(evaluation or {}), "loss": loss, "champion_loss": champion_loss,
+                        evaluation={**(evaluation or {}), metric: loss, f"champion_{metric}": champion_loss,
                                     "champion_run": current.run if current else None, "tolerance": tolerance})
 
     outcome = update(storage, root, dataset, decide)

@@ -55,7 +55,7 @@ REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whateve
 # What metrics.json records of the skill (trainer.baseline) and of how the epochs ended (trainer.stopping): carried by
 # the result message, and shown by `landfall status` and the report.
 TRAINING_FIELDS = ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling", "stopped_early", "best_epoch",
-                   "ceiling_gpu_seconds", "baselines", "min_skill_over", "beaten_by")
+                   "ceiling_gpu_seconds", "baselines", "min_skill_over", "beaten_by", "detection")
 ATTEMPTS = 8
 
 
@@ -103,6 +103,10 @@ class Result:
     # {champion_run, threshold, instances, flagged, fraction, arrival_count, arrivals (the first MAX_IDS), reason};
     # flagged null (with the reason) when the dataset had no champion that could score; null in older messages.
     champion_view: dict[str, Any] | None = None
+    # How the champion was chosen (trainer.selection, issue #47): {select, basis, chosen, detector, score, why,
+    # candidates: {model|mean_window|pca|nearest_neighbour: {average_precision, vus_pr, labelled_average_precision}},
+    # champion: the champion's score, surrogate: the set's description}; null in older messages and under select loss.
+    detection: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

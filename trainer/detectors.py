@@ -1,0 +1,92 @@
+"""The baselines as detectors that can be served: the model's serving contract, so any of them can be champion.
+
+A champion is a folder that ``trainer.scoring.Scorer.load`` reads: a SavedModel whose ``serving_default`` signature
+takes ``x`` (float32 ``[n, T, F]``, normalised with ``normalization.json``'s per-feature ``mean`` and ``std``) and
+returns ``reconstruction`` (the same shape, normalised), with ``normalization.json`` and ``threshold.json`` beside it.
+The model's folder is ``runs/<job>/model``; a baseline the verdict picks (``trainer.verdict``) is saved the same way
+in ``runs/<job>/detectors/<name>``, so the scorer service, ``landfall score``, the champion view and ``landfall
+rescore`` serve it unchanged: nothing downstream knows or asks which kind of detector it is (``normalization.json``'s
+``kind`` says it, for people).
+
+What each computes, in the standardised space ``trainer.baselines.Panel`` fitted it in (the job's statistics, the
+flattened ``D = T x F`` window ``z``), in float32:
+- ``mean_window``: the training set's mean window, whatever the input;
+- ``pca``: ``(z - centre) C^T C + centre``, ``C`` the ``k`` leading components;
+- ``nearest_neighbour``: the nearest of the fitted sample's windows (squared Euclidean distance, the first on ties).
+The constants are variables of the SavedModel (``variables/``), not graph constants. Reconstruction errors match the
+panel's float64 ones to float32 rounding (``tests/trainer/test_detectors.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np
+
+from landfall.core.champion import NORMALIZATION
+from trainer import baselines
+
+FOLDER = "detectors"  # runs/<job>/detectors/<name>
+
+
+def folder(name: str) -> str:
+    """The detector's folder in the job dir."""
+    return f"{FOLDER}/{name}"
+
+
+def save(panel: baselines.Panel, name: str, local: str | Path) -> Path:
+    """Saves baseline ``name`` of ``panel`` as a servable folder at ``local`` (SavedModel and ``normalization.json``;
+    the verdict writes ``threshold.json``). ``ValueError`` for a baseline the panel could not fit."""
+    import tensorflow as tf
+
+    t, f = panel.shape
+    d = t * f
+    local = Path(local)
+    module = tf.Module()
+    if name == baselines.MEAN_WINDOW:
+        window = ((panel.mean_window.window - panel.mean) / panel.std).reshape(1, d)
+        module.window = tf.Variable(window.astype(np.float32), trainable=False, name="window")
+
+        def reconstruct(z):
+            return tf.tile(module.window, [tf.shape(z)[0], 1])
+    elif name == baselines.PCA:
+        if panel.components is None or panel.centre is None:
+            raise ValueError("pca was not fitted (no training window)")
+        module.components = tf.Variable(panel.components.astype(np.float32), trainable=False, name="components")
+        module.centre = tf.Variable(panel.centre.astype(np.float32)[None], trainable=False, name="centre")
+
+        def reconstruct(z):
+            code = tf.matmul(z - module.centre, module.components, transpose_b=True)
+            return tf.matmul(code, module.components) + module.centre
+    elif name == baselines.NEAREST:
+        if panel.neighbours is None:
+            raise ValueError("nearest_neighbour was not fitted (no training window)")
+        sample = panel.neighbours.astype(np.float32)
+        module.sample = tf.Variable(sample, trainable=False, name="sample")
+        module.norms = tf.Variable((sample.astype(np.float64) ** 2).sum(axis=1).astype(np.float32)[None],
+                                   trainable=False, name="norms")
+
+        def reconstruct(z):
+            distance = module.norms - 2.0 * tf.matmul(z, module.sample, transpose_b=True)
+            return tf.gather(module.sample, tf.argmin(distance, axis=1))
+    else:
+        raise ValueError(f"no detector {name!r} (one of {', '.join(baselines.NAMES)})")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, t, f], tf.float32, name="x")])
+    def serve(x):
+        z = tf.reshape(x, [-1, d])
+        return {"reconstruction": tf.reshape(reconstruct(z), [-1, t, f])}
+
+    module.serve = serve
+    tf.saved_model.save(module, str(local), signatures={"serving_default": serve})
+    (local / NORMALIZATION).write_text(json.dumps({
+        "shape": [t, f], "dtype": "float32", "normalized": True, "mean": panel.mean.tolist(),
+        "std": panel.std.tolist(), "kind": name, "description": baselines.DESCRIPTIONS[name],
+        "statistics": "this job's inputs (count-weighted over its manifests)", "training_instances": (
+            panel.describe()[name].get("training_instances")),
+    }, indent=2))
+    return local

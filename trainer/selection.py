@@ -1,0 +1,84 @@
+"""Which candidate becomes champion: the one that detects best (``--select detection``, the default since #47).
+
+The candidates of every job that can be judged are the model the job trained and the baselines the verdict fits in
+its existing pass (``trainer.baselines``: the mean window, PCA, the nearest neighbour), each a detector served the
+same way (``trainer.detectors``). Each is scored on the same windows:
+
+- **basis**: with a labelled set (spec ``verdict.labelled``) that the candidates could score, its **labelled average
+  precision** (``trainer.labelled``); else its **surrogate average precision**, on synthetic anomalies injected into
+  held-out windows (``trainer.surrogate``). Reconstruction loss is recorded, never the basis: a detector that
+  reconstructs normal windows well may reconstruct anomalies as well (issues #38, #47).
+- **order**: by the basis, highest first; a tie goes to the simpler candidate (the mean window, PCA, the nearest
+  neighbour, then the model), since it costs nothing to serve and no GPU to refit.
+- **gates**: a candidate that fails one of its gates (the model's ``min_skill``, ``min_skill_over``,
+  ``min_average_precision*``; a baseline's ``min_average_precision``) is passed over for the next: the champion is
+  the best candidate that may be promoted. ``chosen`` None when none may.
+- **against the champion**: promoted when its basis score reaches the champion's (scored on the same set) plus
+  ``--promote-margin`` (default 0.01: a rerun on the same data that detects as well keeps the champion); the write
+  is conditional on ``champion.json``'s generation (``landfall.core.champion.promote_evaluated``).
+
+Everything it decides is in ``metrics.json``'s ``detection`` (and the result message's): ``basis``, each candidate's
+figures, the order, ``chosen`` and ``why``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trainer import baselines
+
+MODEL = "model"
+CANDIDATES = (baselines.MEAN_WINDOW, baselines.PCA, baselines.NEAREST, MODEL)  # also the tie order: simplest first
+LABELLED, SURROGATE = "labelled average precision", "surrogate average precision"
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    basis: str
+    order: tuple[str, ...]  # candidates with a score, best first
+    scores: dict[str, float]
+    chosen: str | None
+    passed_over: dict[str, str]  # candidate -> the gate it failed
+
+    @property
+    def score(self) -> float | None:
+        return self.scores.get(self.chosen) if self.chosen else None
+
+    def why(self) -> str:
+        if self.chosen is None:
+            return f"no candidate may be promoted ({'; '.join(f'{n}: {w}' for n, w in self.passed_over.items())})"
+        ahead = [n for n in self.order[:self.order.index(self.chosen)]]
+        parts = [f"{self.chosen} detects best among the candidates that may be promoted ({self.basis} "
+                 f"{self.scores[self.chosen]:.3f}"]
+        others = [f"{n} {self.scores[n]:.3f}" for n in self.order if n != self.chosen]
+        if others:
+            parts.append(f"; {', '.join(others)}")
+        parts.append(")")
+        if ahead:
+            parts.append("; passed over: " + "; ".join(f"{n} ({self.passed_over.get(n, '?')})" for n in ahead))
+        return "".join(parts)
+
+
+def choose(scores: Mapping[str, float | None], basis: str,
+           refusal: Callable[[str], str | None]) -> Choice:
+    """The order of the candidates with a score and the first one ``refusal`` lets through (its reason, else None)."""
+    known = {n: float(v) for n, v in scores.items() if v is not None}
+    order = tuple(sorted(known, key=lambda n: (-known[n], CANDIDATES.index(n) if n in CANDIDATES else 99)))
+    passed: dict[str, str] = {}
+    for name in order:
+        why = refusal(name)
+        if why is None:
+            return Choice(basis, order, known, name, passed)
+        passed[name] = why
+    return Choice(basis, order, known, None, passed)
+
+
+def summary(choice: Choice, figures: Mapping[str, Mapping[str, Any]], surrogate: Mapping[str, Any] | None,
+            margin: float) -> dict[str, Any]:
+    """``metrics.json``'s ``detection`` (the champion's part is added by the verdict once it is known)."""
+    return {"select": "detection", "basis": choice.basis, "order": list(choice.order), "chosen": choice.chosen,
+            "score": choice.score, "why": choice.why(), "passed_over": dict(choice.passed_over),
+            "candidates": {n: dict(f) for n, f in figures.items()}, "surrogate": dict(surrogate or {}),
+            "promote_margin": margin}
