@@ -1,6 +1,6 @@
 """Detection quality on public labelled series: the model against the detectors a data scientist tries first.
 
-``landfall bench detect [--series kdd135,ecg3,basic_motions] [--seeds 3] [--epochs 30] [--window 64]
+``landfall bench detect-options [--series kdd135,ecg3,basic_motions] [--seeds 3] [--epochs 30] [--window 64]
 [--options default,small] [--out DIR]``
 
 For each labelled series (``landfall_bench.realdata.labelled_series``: UCR InternalBleeding16 (KDD-TSAD 135),
@@ -138,7 +138,7 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="landfall bench detect", description=__doc__.split("\n", 1)[0])
+    p = argparse.ArgumentParser(prog="landfall bench detect-options", description=__doc__.split("\n", 1)[0])
     p.add_argument("--series", default=",".join(LABELLED))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=30)

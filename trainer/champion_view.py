@@ -441,7 +441,8 @@ def exclude(cfg: TrainerConfig, storage: Storage, inputs: inputs_mod.Inputs, pla
     flagged = {k: v for k, v in flagged.items() if v}
     if flagged:
         plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
-                                      cfg.validation_fraction, cfg.seed, plan.split.mode, excluded=flagged)
+                                      cfg.validation_fraction, cfg.seed, plan.split.mode, excluded=flagged,
+                                      min_steps=cfg.min_steps_per_epoch)
         paths = inputs_mod.stage(storage, plan, work / "shards", cfg.download_workers, cfg.verify_crc32c)
     if cluster.is_chief:
         record = metrics.doc.get(FIELD)

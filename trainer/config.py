@@ -19,6 +19,9 @@ class TrainerConfig(Settings):
     job_name: str = ""  # default: the last path segment of job_dir
     epochs: int = Seed.EPOCHS
     batch_size_per_worker: int = Seed.BATCH_SIZE_PER_WORKER  # as in the seed
+    # A small dataset's batch is lowered (not below trainer.inputs.MIN_BATCH) until an epoch has this many steps: at
+    # the seed's 1024, 900 windows made one optimizer step an epoch (issue #47). 0: the batch as given.
+    min_steps_per_epoch: int = 16
     learning_rate: float = 1e-3
     validation_fraction: float = 0.1
     seed: int = 42
@@ -94,6 +97,8 @@ class TrainerConfig(Settings):
         problems = []
         if self.epochs < 1:
             problems.append(f"epochs must be >= 1, got {self.epochs}")
+        if self.min_steps_per_epoch < 0:
+            problems.append(f"min steps per epoch must be >= 0, got {self.min_steps_per_epoch}")
         if self.batch_size_per_worker < 1:
             problems.append(f"batch size per worker must be >= 1, got {self.batch_size_per_worker}")
         if not 0.0 <= self.validation_fraction < 1.0:

@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "
            "(default none: reported, not gated)")
+    a("--min-steps-per-epoch", type=int,
+      help="a small dataset's batch is lowered (not below 32) until an epoch has this many steps (default 16; 0: off)")
     a("--early-stopping-patience", type=int, help="epochs without improvement before stopping; 0: train to --epochs")
     a("--early-stopping-min-delta", type=float, help="an improvement: val_loss lower by this fraction")
     a("--early-stopping-start-from-epoch", type=int, help="epochs before the held-out loss is monitored")
@@ -323,7 +325,8 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
         metrics.doc.update(dataset=",".join(inputs.datasets), manifests=list(inputs.manifest_uris))
         plan = inputs_mod.plan_inputs(inputs, cluster.num_workers, cluster.worker_index, cfg.batch_size_per_worker,
-                                      cfg.validation_fraction, cfg.seed, cfg.holdout)
+                                      cfg.validation_fraction, cfg.seed, cfg.holdout,
+                                      min_steps=cfg.min_steps_per_epoch)
         log.info("input plan", extra={"fields": {**fields, **inputs_mod.steps_summary(plan)}})
     with phase("reading the job dir"):
         if cluster.is_chief and job.read_json(METRICS) is None:  # this job's first start

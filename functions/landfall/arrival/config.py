@@ -45,6 +45,8 @@ class ConverterConfig(Settings):
     # Rows of one time (landfall.core.duplicates): reject | first | last | mean (the default: their mean)
     series_duplicate_times: str = duplicates.DEFAULT
     window_stride: int = 1
+    # The spec's shape.window.length is auto and not estimated yet (landfall.arrival.autowindow): set by the spec.
+    window_auto: bool = False
     # The arrival's profile and its checks against the dataset's reference (landfall.core.profile, .checks):
     # ``checks`` is the spec's arrival.checks as JSON, set per arrival by the stage ("": none, every check warns).
     profile: bool = True

@@ -23,7 +23,7 @@ import logging
 import uuid
 from typing import Literal
 
-from landfall.arrival import converter, formats, route, screen
+from landfall.arrival import autowindow, converter, formats, route, screen
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, rejections, retractions
 from landfall.core.cloudrun import CloudRunJobs, LocalJobs
@@ -82,6 +82,9 @@ def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
             fmt = formats.format_of(obj.name)
             size = obj.size if obj.size is not None else rt.storage.stat(layout.gs(obj.bucket, obj.name),
                                                                          obj.generation).size
+            if rt.config.window_auto:  # shape.window.length: auto, first arrival: estimate it, write it in the spec
+                rt = dataclasses.replace(rt, config=autowindow.resolve(rt.config, rt.storage, arrival, size,
+                                                                       rt.layout))
             if not route.converts_inline(fmt, size, rt.config):
                 return route.dispatch(arrival, fmt, size, rt)  # the Cloud Run job converts it
             manifest = _convert(arrival, rt)

@@ -19,9 +19,10 @@ Decisions:
   ``reject`` refuses the arrival (``duplicate_timestamps``), naming the time as the file wrote it. A time repeated
   exactly where two ranged tasks' shares meet splits the series there, as a gap does (no window holds both rows).
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
-  step of the arrival's first chunk (recorded in the manifest). A segment shorter than one window is dropped (its
-  rows counted in ``dropped_rows``); an arrival whose every segment is, while it has enough rows, is ``all_gaps``;
-  an arrival with fewer rows than one window is ``too_short``.
+  step of the arrival's first chunk, raised for an irregularly sampled series until the cuts drop at most 5 % of
+  those rows (``landfall.core.series.default_max_gap``; recorded in the manifest). A segment shorter than one window
+  is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is, while it has enough rows, is
+  ``all_gaps``; an arrival with fewer rows than one window is ``too_short``.
 - **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
   retracted), so a file boundary costs at most ``length - 1`` rows' windows.
 - **Non-finite values** are ``non_finite``, or with ``LANDFALL_DROP_NONFINITE=true`` the row is dropped, which makes
@@ -52,7 +53,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
 from landfall.core import duplicates, records
 from landfall.core import series as windows
-from landfall.core.errors import BadInput
+from landfall.core.errors import BadInput, TemporaryError
 from landfall.core.messages import Manifest, Source
 from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join
@@ -297,7 +298,7 @@ class SeriesWriter:
         if self.sketch is not None:  # every step, the first row's (none) left out
             self.sketch.update_steps(steps if self.last is not None else steps[1:])
         if self.max_gap is None:
-            self.max_gap = windows.default_max_gap(times)
+            self.max_gap = windows.default_max_gap(times, self.length)
         cuts = np.flatnonzero(steps > self.max_gap)
         lo = 0
         for cut in [*cuts.tolist(), len(times)]:
@@ -508,7 +509,7 @@ def head_max_gap(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> flo
     times, values = first
     if cfg.drop_nonfinite:
         times = times[np.isfinite(values).all(axis=1)]
-    return windows.default_max_gap(times)
+    return windows.default_max_gap(times, cfg.timesteps)
 
 
 def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generation: int | None, size: int,
@@ -517,6 +518,7 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
     """Task ``index`` of ``count``: its share of a series file into shards under ``tmp_prefix`` (``SeriesWriter``,
     the task's rows numbered from 0) and what its part record says about it (``landfall.arrival.ranged_parts``
     merges the parts' segments). ``stop()`` is asked at each shard (another task rejected the arrival): None."""
+    _estimated(cfg)
     fmt = formats.format_of(source)
     max_gap = cfg.series_max_gap
     if max_gap is None:
@@ -600,6 +602,13 @@ def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, 
 
 
 # -- the conversion -------------------------------------------------------------------------------------------
+def _estimated(cfg: ConverterConfig) -> None:
+    """A window still ``auto`` (``landfall.arrival.autowindow`` has not written it yet) cuts nothing: retried."""
+    if cfg.window_auto:
+        raise TemporaryError("the dataset's shape.window.length is auto and not estimated yet (its first arrival "
+                             "writes it into the spec); retried")
+
+
 def sorted_whole(fmt: str, storage: Storage, source_uri: str, generation: int | None, size: int,
                  cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     """The arrival read whole and sorted by time (stable), in chunks: for an arrival that is not sorted."""
@@ -627,6 +636,7 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
             arrival_id: str | None = None, generation: int | None = None, tmp_prefix: str | None = None,
             progress: Any = None) -> Manifest:
     """A series arrival into shards of whole windows and a manifest (written last, create-only)."""
+    _estimated(cfg)
     fmt = formats.format_of(source_uri)
     info = storage.stat(source_uri, generation)
     tmp = tmp_prefix or join(out_prefix, f"_tmp-{uuid.uuid4().hex[:12]}")

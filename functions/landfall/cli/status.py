@@ -132,6 +132,9 @@ def _verdict_text(m: dict[str, Any]) -> str:
     line = results.baselines_line(m)
     if line:
         out += f" [{line}]"
+    line = results.detection_line(m)
+    if line:  # the candidate that detects best (trainer.selection): the model or a baseline
+        out += f" [{line}]"
     counts = m.get("instances") if isinstance(m.get("instances"), dict) else None
     if counts and counts.get("train") is not None:
         out += f" instances={counts.get('train')} train/{counts.get('validation')} held out"

@@ -379,6 +379,10 @@ def _metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
                                          for n, v in m["baselines"].items() if isinstance(v, dict)},
                            "beaten_by": m.get("beaten_by"), "min_skill_over": m.get("min_skill_over"),
                            "instances": m.get("instances")}))
+    if results.detection_line(m):  # which candidate detects best, and by what (trainer.selection)
+        found = m["detection"]
+        steps.append(Step("detection", results.detection_line(m), m.get("ended_at"), metrics_uri,
+                          {k: found.get(k) for k in ("basis", "chosen", "score", "order", "why", "model")}))
     if isinstance(m.get("champion_view"), dict):  # what the champion flagged in the job's new arrivals
         steps.append(Step("champion_view", results.champion_view_line(m["champion_view"]), m.get("started_at"),
                           metrics_uri, results.champion_view_summary(m["champion_view"]) or {}))

@@ -179,7 +179,7 @@ class Locator:
             raise BadInput("duplicate_timestamps", f"time {duplicates.number(times[dup[0]])} appears twice (row "
                            f"{self.rows + int(dup[0]) + 1} of the sorted series)")
         if self.max_gap is None:
-            self.max_gap = default_max_gap(times)
+            self.max_gap = default_max_gap(times, self.length)
         cuts = np.flatnonzero(steps > self.max_gap).tolist()
         lo = 0
         for cut in [*cuts, len(times)]:

@@ -193,6 +193,26 @@ def baselines_line(doc: Any) -> str:
     return line
 
 
+def detection_line(doc: Any) -> str:
+    """One line for ``landfall status``, ``trace`` and the report: which candidate detects best and by what
+    (``trainer.selection``), each candidate's score and the champion's; "" without them (older jobs, select loss)."""
+    found = doc.get("detection") if isinstance(doc, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("candidates"), dict):
+        return ""
+    basis = str(found.get("basis") or "score")
+    key = "labelled_average_precision" if basis.startswith("labelled") else "average_precision"
+    scores = {str(n): f.get(key) for n, f in found["candidates"].items() if isinstance(f, dict)}
+    parts = [f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -(kv[1] or 0.0))
+             if isinstance(v, int | float)]
+    chosen = found.get("chosen")
+    line = f"detects best: {chosen if isinstance(chosen, str) else 'none that may be promoted'} ({basis}: "
+    line += (", ".join(parts) or "none computed") + ")"
+    champion = found.get("champion") if isinstance(found.get("champion"), dict) else None
+    if champion and isinstance(champion.get(key), int | float):
+        line += f"; champion {champion.get('run')} {champion[key]:.3f}"
+    return line
+
+
 def champion_view_line(view: Any) -> str:
     """One line for ``landfall status``, ``trace`` and the report: what the champion flagged in the new arrivals."""
     if not isinstance(view, dict):

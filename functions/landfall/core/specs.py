@@ -43,6 +43,7 @@ from landfall.core.layout import gs, valid_dataset
 from landfall.core.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"
+AUTO = "auto"  # shape.window.length: one period of the first arrival (landfall.arrival.autowindow)
 SECTIONS = ("shape", "model", "training", "resources", "arrival", "verdict", "retrain")
 MAX_BYTES = 64 * 1024  # a spec is a page of settings; anything larger is refused before it is parsed
 READ_ATTEMPTS = 4  # a spec replaced between its metadata read and its body read is read again, this often
@@ -71,7 +72,8 @@ JOB_FIELDS = {
 TRAINER_FLAGS = {
     ("shape", "timesteps"): "--timesteps", ("shape", "features"): "--features",
     ("model", "units"): "--units", ("model", "dropout"): "--dropout", ("model", "kind"): "--model-kind",
-    ("training", "learning_rate"): "--learning-rate", ("training", "validation_fraction"): "--validation-fraction",
+    ("training", "learning_rate"): "--learning-rate", ("training", "min_steps_per_epoch"): "--min-steps-per-epoch",
+    ("training", "validation_fraction"): "--validation-fraction",
     ("training", "holdout"): "--holdout",
     ("training", "warm_start"): "--warm-start",
     ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "select"): "--select",
@@ -133,6 +135,9 @@ class DatasetSpec:
     def converter_fields(self) -> dict[str, Any]:
         """``dataclasses.replace(ConverterConfig, **this)``: the spec's shape and arrival rules, and its generation."""
         fields = dict(self._set(CONVERTER_FIELDS))
+        if fields.get("timesteps") == AUTO:  # estimated from the first arrival (landfall.arrival.autowindow)
+            del fields["timesteps"]
+            fields["window_auto"] = True
         for key in ("series_channels", "series_drop_columns"):
             if key in fields:
                 fields[key] = tuple(fields[key])
@@ -155,6 +160,8 @@ class DatasetSpec:
     def trainer_args(self) -> tuple[str, ...]:
         args: list[str] = []
         for flag, value in self._set(TRAINER_FLAGS):
+            if value == AUTO:  # a window not estimated yet: the job's --timesteps come from its manifests
+                continue
             if isinstance(value, bool):  # a BooleanOptionalAction flag: --x or --no-x
                 args.append(flag if value else "--no-" + flag[2:])
                 continue

@@ -758,6 +758,9 @@ def _skill_html(j: dict[str, Any]) -> str:
     if line:  # the detectors to beat (trainer.baselines); a model a baseline beats is named so
         cls = "no-skill" if j.get("beaten_by") else "skill"
         out += f'<br><span class="{cls}">{_e(line)}</span>'
+    line = results.detection_line(j)
+    if line:  # the candidate that detects best (trainer.selection): the champion may be a baseline
+        out += f'<br><span class="skill">{_e(line)}</span>'
     labelled = j.get("labelled") if isinstance(j.get("labelled"), dict) else {}
     mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
     if mine:

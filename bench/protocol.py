@@ -1,0 +1,246 @@
+"""Detection on TSB-AD's protocol: the champion Landfall picks, beside the simple detectors and TSB-AD's figures.
+
+``landfall bench detect [--set dev,aeon] [--series NAMES] [--seeds 3] [--epochs 60] [--options default,dense]
+[--out DIR]``
+
+The series:
+- ``dev``: the six NAB recordings of ``../shared/benchmarks/nab-dev/`` (TSB-AD-U series 008, 009, 014, 017, 018, 025;
+  its README says how TSB-AD cuts them: the NAB file's values from its second data row, a row labelled when it lies in
+  one of NAB's windows, start included, end excluded), with TSB-AD's published per-series VUS-PR;
+- ``aeon``: the labelled series of ``landfall_bench.realdata`` (UCR InternalBleeding16, GutenTAG ecg-diff-count-3,
+  BasicMotions with Running put in, from the aeon 1.6.0 wheel): their training part then their test part, one series.
+
+The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervised detectors):
+1. the window is one period, ``landfall.core.period.length`` of the whole series (TSB-AD's ``find_length_rank``,
+   rank 1); VUS-PR's sliding window is the same;
+2. the first ``train_rows`` rows (TSB-AD's ``tr_N``) are cut into stride-1 windows and trained on by the real trainer
+   (``python -m trainer.task``: the ``segment`` hold-out, early stopping under the ``--epochs`` ceiling, the verdict
+   with ``--select detection``: the champion is whichever candidate the surrogate picks), once per seed and option:
+   ``default`` is the trainer's defaults (no model flag at all), ``dense`` the recommended spec (``model.kind:
+   dense``, units 128,32, dropout 0);
+3. the whole series is scored: every detector's stride-1 window errors located per row (``landfall score``'s
+   ``mean``: the mean error of the windows covering a row), VUS-PR (``landfall.core.vus``, buffers 0 to the window)
+   and AP against the row labels. The detectors: **the champion** (the folder ``champion.json`` names: the model or a
+   baseline, served by ``trainer.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict
+   fitted them (mean window, PCA at the model's code size, nearest neighbour, on the seed's training windows: the
+   same ``segment`` hold-out; medians over the seeds in the table).
+
+Printed per series: the champion's VUS-PR (median over the seeds, with its range), the detector it was, the
+baselines', and TSB-AD's published best, Sub-PCA, AutoEncoder and median; then the goal (the champion >= the better
+of PCA and the nearest neighbour, and >= TSB-AD's AutoEncoder) met or not, and the surrogate's agreement with the
+labels (Kendall's tau between the candidates' surrogate AP and their labelled VUS-PR). ``protocol.json`` holds all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from landfall.arrival.config import ConverterConfig
+from landfall.arrival.converter import convert
+from landfall.core import period
+from landfall.core.storage import Storage
+from landfall_bench.detect import located
+from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
+
+DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "nab-dev"
+OPTIONS = {"default": [], "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"]}
+PUBLISHED = ("Sub-PCA", "AutoEncoder")
+FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")
+
+
+def dev_root() -> Path:
+    return Path(os.environ.get("LANDFALL_NAB_DEV", DEV))
+
+
+def dev_series(name: str) -> dict:
+    """One TSB-AD NAB series of the dev set: values ``[n, 1]``, row labels, ``train_rows`` and the published row."""
+    import pandas as pd
+
+    doc = json.loads((dev_root() / "series.json").read_text())[name]
+    frame = pd.read_csv(dev_root() / doc["file"])
+    n = int(doc["tsb_ad_vus_pr"]["ts_len"])
+    times = pd.to_datetime(frame["timestamp"]).to_numpy()[1:n + 1]
+    labels = np.zeros(n, np.uint8)
+    for start, end in doc["windows"]:
+        labels[(times >= np.datetime64(pd.Timestamp(start))) & (times < np.datetime64(pd.Timestamp(end)))] = 1
+    values = frame["value"].to_numpy(np.float32)[1:n + 1, None]
+    return {"values": values, "labels": labels, "train_rows": int(doc["train_rows"]),
+            "published": doc["tsb_ad_vus_pr"], "source": f"NAB {doc['nab_path']}, TSB-AD-U {name}"}
+
+
+def aeon_series(name: str) -> dict:
+    train, test, labels = labelled_series(name)
+    return {"values": np.concatenate([train, test]).astype(np.float32),
+            "labels": np.concatenate([np.zeros(len(train), np.uint8), labels]), "train_rows": len(train),
+            "published": None, "source": f"aeon 1.6.0 ({name})"}
+
+
+def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, epochs: int) -> Path:
+    """The real trainer on the windows (one arrival, converted by the real converter), its defaults but ``option``."""
+    storage = Storage()
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / "train.npy"
+    if not src.exists():
+        np.save(src, windows)
+        cfg = ConverterConfig.load({}, timesteps=window, features=windows.shape[2])
+        convert(str(src), str(work / "tfrecords" / "train"), "bench", cfg, storage, arrival_id="train")
+    job = work / "runs" / f"{option}-s{seed}"
+    cmd = [sys.executable, "-m", "trainer.task", "--manifest", str(work / "tfrecords" / "train" / "manifest.json"),
+           "--job-dir", str(job), "--epochs", str(epochs), *OPTIONS[option], "--timesteps", str(window),
+           "--features", str(windows.shape[2]), "--seed", str(seed), "--holdout", "segment", "--warm-start", "none",
+           "--verbose", "0"]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "LANDFALL_RESULTS_TOPIC": "", "PYTHONHASHSEED": str(seed),
+           "LANDFALL_MODELS": str(job / "models")}  # every run its own dataset's first champion
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return job
+
+
+def _trained(seed: int, count: int, window: int) -> np.ndarray:
+    """Which of the arrival's windows the run trained on: the trainer's ``segment`` hold-out (with its rescue)."""
+    from landfall.core import holdout
+
+    split = holdout.Split(seed, holdout.VALIDATION_FRACTION, holdout.SEGMENT, window).rescued([("train", count)])
+    return split.sides("train", np.arange(count), count)[0]
+
+
+def kendall(a: list[float], b: list[float]) -> float | None:
+    """Kendall's tau-b of two rankings (None with fewer than two items)."""
+    from scipy.stats import kendalltau
+
+    if len(a) < 2:
+        return None
+    tau = kendalltau(a, b).statistic
+    return None if not np.isfinite(tau) else float(tau)
+
+
+def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> dict:
+    from trainer import baselines
+    from trainer.labelled import ranking
+    from trainer.scoring import Scorer
+
+    values, labels, n_train = data["values"], data["labels"], data["train_rows"]
+    w = period.length(values[:, 0])
+    x_train = sliding_windows(values[:n_train], w, 1).astype("<f4")
+    stats = x_train.reshape(-1, x_train.shape[2]).astype(np.float64)  # the manifest's: over the windows' values
+    out: dict = {"series": name, "source": data["source"], "rows": len(values), "train_rows": n_train,
+                 "anomalous_rows": int(labels.sum()), "window": w, "published": data["published"], "runs": {},
+                 "baselines": {}}
+    if not labels.sum():
+        raise SystemExit(f"{name}: no labelled row")
+    for seed in range(args.seeds):  # the baselines as the run's verdict fits them: on that seed's training windows
+        train_mask = _trained(seed, len(x_train), w)
+        panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
+                                    (w, values.shape[1]), 32)
+        for base in baselines.NAMES:
+            scores = located(lambda x, b=base, p=panel: p.errors(x)[b], values, w)
+            out["baselines"].setdefault(base, []).append(ranking(labels, scores, w))
+    for option in args.options:
+        runs = []
+        for seed in range(args.seeds):
+            t0 = time.monotonic()
+            job = train(root / name, x_train, w, option, seed, args.epochs)
+            metrics = json.loads((job / "metrics.json").read_text())
+            detection = metrics.get("detection") or {}
+            champion = metrics.get("champion")
+            scored = {}
+            for who, uri in (("champion", champion), ("model", str(job / "model"))):
+                if uri:
+                    scorer = Scorer.load(Storage(), uri)
+                    scored[who] = ranking(labels, located(scorer.errors, values, w), w)
+            labelled_vus = {"model": scored.get("model", {}).get("vus_pr"),
+                            **{b: f[seed]["vus_pr"] for b, f in out["baselines"].items()}}
+            surrogate_ap = {c: f.get("average_precision") for c, f in (detection.get("candidates") or {}).items()}
+            both = [c for c in labelled_vus if surrogate_ap.get(c) is not None and labelled_vus[c] is not None]
+            runs.append({"seed": seed, "verdict": metrics.get("verdict"), "detector": detection.get("detector"),
+                         "why": detection.get("why"), "champion": scored.get("champion"), "model": scored.get("model"),
+                         "surrogate_ap": surrogate_ap, "labelled_vus_pr": labelled_vus,
+                         "kendall_tau": kendall([surrogate_ap[c] for c in both], [labelled_vus[c] for c in both]),
+                         "epochs_run": metrics.get("epochs_run"), "stopped_early": metrics.get("stopped_early"),
+                         "seconds": round(time.monotonic() - t0, 1)})
+            r = runs[-1]
+            print(f"  {name} {option} seed {seed}: champion {r['detector']} VUS-PR "
+                  f"{(r['champion'] or {}).get('vus_pr', float('nan')):.3f}, model "
+                  f"{(r['model'] or {}).get('vus_pr', float('nan')):.3f}, tau {r['kendall_tau']} "
+                  f"({r['epochs_run']} epochs, {r['seconds']} s)", flush=True)
+        out["runs"][option] = runs
+    return out
+
+
+def _median(values: list) -> float | None:
+    got = [v for v in values if v is not None]
+    return float(np.median(got)) if got else None
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| series | window | option | champion VUS-PR, median [min-max] | picked | model | mean window | PCA | "
+             "nearest | TSB-AD best | Sub-PCA | AutoEncoder | median of 32 | goal | tau |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        pub = r["published"] or {}
+        detectors = {k: v for k, v in pub.items() if k not in FIGURES}
+        best = max(detectors.items(), key=lambda kv: kv[1]) if detectors else None
+        base = {b: float(np.median([x["vus_pr"] for x in f])) for b, f in r["baselines"].items()}
+        for option, runs in r["runs"].items():
+            champ = [(x["champion"] or {}).get("vus_pr") for x in runs]
+            model = _median([(x["model"] or {}).get("vus_pr") for x in runs])
+            med = _median(champ)
+            picked = ",".join(sorted({str(x["detector"]) for x in runs}))
+            need = max(base["pca"], base["nearest_neighbour"], pub.get("AutoEncoder", 0.0))
+            goal = "met" if med is not None and med >= need - 1e-9 else "NOT met"
+            got = [c for c in champ if c is not None]
+            lines.append(
+                f"| {r['series']} | {r['window']} | {option} | "
+                + (f"{med:.3f} [{min(got):.3f}-{max(got):.3f}]" if got else "-")
+                + f" | {picked} | {model:.3f} | {base['mean_window']:.3f} | {base['pca']:.3f} | "
+                f"{base['nearest_neighbour']:.3f} | "
+                + (f"{best[1]:.3f} ({best[0]}) | {pub['Sub-PCA']:.3f} | {pub['AutoEncoder']:.3f} | "
+                   f"{float(np.median(list(detectors.values()))):.3f}" if best else "- | - | - | -")
+                + f" | {goal} | {_median([x['kendall_tau'] for x in runs])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="landfall bench detect", description=__doc__.split("\n", 1)[0])
+    p.add_argument("--set", default="dev,aeon", help="dev (the NAB series of nab-dev), aeon, or both")
+    p.add_argument("--series", default="", help="names to run (default: every series of the sets)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=60, help="the ceiling (early stopping decides)")
+    p.add_argument("--options", default="default,dense")
+    p.add_argument("--out", default="")
+    args = p.parse_args(argv)
+    args.options = [o for o in args.options.split(",") if o]
+    bad = [o for o in args.options if o not in OPTIONS]
+    if bad:
+        p.error(f"unknown options {bad}; known: {', '.join(OPTIONS)}")
+    sets = args.set.split(",")
+    names: list[tuple[str, str]] = []
+    if "dev" in sets:
+        names += [("dev", n) for n in json.loads((dev_root() / "series.json").read_text())]
+    if "aeon" in sets:
+        names += [("aeon", n) for n in LABELLED]
+    if args.series:
+        wanted = set(args.series.split(","))
+        names = [(s, n) for s, n in names if n in wanted or n.split("_")[0] in wanted]
+    root = Path(args.out or tempfile.mkdtemp(prefix="landfall-protocol-"))
+    root.mkdir(parents=True, exist_ok=True)
+    results = []
+    for which, name in names:
+        data = dev_series(name) if which == "dev" else aeon_series(name)
+        results.append(run_series(name, data, args, root))
+        (root / "protocol.json").write_text(json.dumps(results, indent=2, default=float))
+    print(table(results))
+    print(f"\n(written to {root / 'protocol.json'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""``shape.window.length: auto`` (landfall.arrival.autowindow): the first arrival's period becomes the dataset's window,
+written into the spec's next generation, and every arrival after it is cut with it; two first arrivals racing agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from landfall.arrival import autowindow
+from landfall.arrival.config import ConverterConfig, with_spec
+from landfall.core import layout, period, specs
+from landfall.core.config import Layout
+from landfall.core.messages import Manifest
+from tests.landfall.detect.helpers import commit
+
+SPEC = {"apiVersion": "landfall.dataset/v1", "name": "hum",
+        "shape": {"window": {"length": "auto"}, "features": 1},
+        "arrival": {"series": {"time_column": "t", "channels": ["v"]}}}
+
+
+SIZE = 40_000  # bytes: both files padded to it with empty lines (which the CSV reader skips)
+
+
+def _series(rows: int, cycle: int, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows, dtype=float)
+    v = np.sin(2 * np.pi * t / cycle) + rng.normal(0, 0.05, rows)
+    return pd.DataFrame({"t": t, "v": v}).to_csv(index=False).encode()
+
+
+def test_the_first_arrival_sets_the_window_and_every_later_one_uses_it(emulator_stack, bucket, topic,
+                                                                       arrival_runtime):
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    first_generation, _ = specs.apply(storage, bucket, SPEC)
+    assert specs.for_dataset(storage, bucket, "hum").trainer_args().count("--timesteps") == 0  # not known yet
+    request = commit(storage, arrival_runtime, bucket, "incoming/hum/a.csv", _series(900, 50), pubsub, topic)
+    spec = specs.for_dataset(storage, bucket, "hum")
+    window = spec.shape["window"]
+    assert window["length"] == 50 == period.length(np.sin(2 * np.pi * np.arange(900) / 50))
+    assert window["estimated_from"].startswith(f"gs://{bucket}/incoming/hum/a.csv#")
+    assert spec.generation != first_generation and "--timesteps" in spec.trainer_args()
+    manifest = Manifest.from_json(storage.read_bytes(request.manifest), request.manifest)
+    assert manifest.shape == [50, 1] and manifest.spec_generation == spec.generation
+    # A later arrival of another period is cut with the dataset's window, not re-estimated.
+    later = commit(storage, arrival_runtime, bucket, "incoming/hum/b.csv", _series(900, 80, 1), pubsub, topic)
+    assert Manifest.from_json(storage.read_bytes(later.manifest), later.manifest).shape == [50, 1]
+    assert specs.for_dataset(storage, bucket, "hum").generation == spec.generation
+
+
+def test_two_first_arrivals_racing_agree_on_one_window(emulator_stack, bucket, monkeypatch):
+    storage = emulator_stack.storage
+    specs.apply(storage, bucket, SPEC)
+    base = with_spec(ConverterConfig(), storage, bucket, "hum")
+    assert base.window_auto
+    arrivals = []
+    for name, cycle in (("incoming/hum/x.csv", 40), ("incoming/hum/y.csv", 64)):
+        storage.write_bytes(f"gs://{bucket}/{name}", _series(800, cycle).ljust(SIZE, b"\n"))
+        arrivals.append(layout.parse_arrival(bucket, name, storage.stat(f"gs://{bucket}/{name}").generation,
+                                             Layout()))
+    estimate = autowindow.estimate
+    # y's estimate runs while x's lands: y read generation 1 (auto), x writes generation 2, y's write then loses.
+    def racing(cfg, storage_, source, generation, size):
+        if source.endswith("y.csv"):
+            autowindow.resolve(base, storage, arrivals[0], SIZE, Layout())
+        return estimate(cfg, storage_, source, generation, size)
+
+    monkeypatch.setattr(autowindow, "estimate", racing)
+    two = autowindow.resolve(base, storage, arrivals[1], SIZE, Layout())
+    one = autowindow.resolve(base, storage, arrivals[0], SIZE, Layout())  # later: reads the number, estimates nothing
+    assert one.timesteps == two.timesteps == 40 and not one.window_auto and not two.window_auto
+    assert specs.for_dataset(storage, bucket, "hum").shape["window"]["estimated_from"].endswith(
+        "x.csv#" + str(arrivals[0].generation))
