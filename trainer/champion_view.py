@@ -75,9 +75,10 @@ from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound, TemporaryError
 from landfall.core.messages import utc_now
 from landfall.core.storage import Storage, join
+from trainer import detectors
 from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
-from trainer.jobdir import METRICS, MODEL, JobDir
+from trainer.jobdir import METRICS, JobDir
 
 log = logs.get("trainer.champion_view")
 
@@ -176,8 +177,7 @@ def safely(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod
 
 def champion_arrivals(storage: Storage, current: champion_mod.Champion, shape: tuple[int, int]) -> set[str] | None:
     """The manifests the champion's job trained on; None when they cannot be known."""
-    model = current.model.rstrip("/")
-    job_dir = model[: -len("/" + MODEL)] if model.endswith("/" + MODEL) else model.rsplit("/", 1)[0]
+    job_dir = detectors.job_dir_of(current.model)
     uri = join(job_dir, inputs_mod.INPUTS_NAME)
     try:
         if storage.exists(uri):

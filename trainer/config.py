@@ -55,6 +55,7 @@ class TrainerConfig(Settings):
     # into held-out windows, trainer.surrogate) | loss (the model, by held-out reconstruction loss: before #47).
     select: str = "detection"
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
+    model_margin: float = 0.05  # select detection: the model ranks above a baseline when it scores this much more
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     # The labelled check (trainer.labelled): the set `landfall datasets apply` stored (landfall.core.labelled), scored
     # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
@@ -124,6 +125,8 @@ class TrainerConfig(Settings):
                             f"{self.promote_tolerance}, {self.threshold_quantile}")
         if self.select not in ("detection", "loss"):
             problems.append(f"select must be detection or loss, got {self.select!r}")
+        if not -1.0 < self.model_margin < 1.0:
+            problems.append(f"model margin must be in (-1, 1), got {self.model_margin}")
         if not 0.0 <= self.promote_margin < 1.0:
             problems.append(f"promote margin must be in [0, 1), got {self.promote_margin}")
         if self.min_skill > 1.0:

@@ -38,6 +38,15 @@ def folder(name: str) -> str:
     return f"{FOLDER}/{name}"
 
 
+def job_dir_of(model: str) -> str:
+    """The job dir a champion's folder is in: ``<job dir>/model`` (the model) or ``<job dir>/detectors/<name>``."""
+    model = model.rstrip("/")
+    head, _, last = model.rpartition("/")
+    if head.endswith("/" + FOLDER):
+        return head[: -len("/" + FOLDER)]
+    return head if last else model
+
+
 def save(panel: baselines.Panel, name: str, local: str | Path) -> Path:
     """Saves baseline ``name`` of ``panel`` as a servable folder at ``local`` (SavedModel and ``normalization.json``;
     the verdict writes ``threshold.json``). ``ValueError`` for a baseline the panel could not fit."""

@@ -436,8 +436,8 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
             return f"average precision {found} on the labelled set is below {cfg.min_average_precision:g}"
         return None
 
-    choice = selection.choose({n: f.get(key) for n, f in figures.items()}, basis, refusal)
-    detection = selection.summary(choice, figures, sset.describe(), cfg.promote_margin)
+    choice = selection.choose({n: f.get(key) for n, f in figures.items()}, basis, refusal, cfg.model_margin)
+    detection = selection.summary(choice, figures, sset.describe(), cfg.promote_margin, cfg.model_margin)
     current, _ = champion_mod.read(storage, models_root(cfg), dataset)
     scores: dict[str, float | None] = {}  # champion model -> its score on the same set (basis)
     champion_figures: dict[str, dict[str, Any] | None] = {}

@@ -83,7 +83,7 @@ def daphnet_job(tmp_path_factory):
     manifest = write_dataset(storage, str(root / "tfrecords" / "gait" / "a1"), x, shards=2, arrival_id="a1")
     cfg = TrainerConfig(manifests=(manifest,), job_dir=str(root / "runs" / "job-x"), timesteps=LENGTH, features=9,
                         units=UNITS, batch_size_per_worker=64, validation_fraction=0.1, holdout=holdout.SEGMENT,
-                        dropout=0.0, results_topic="", min_skill=-10.0)
+                        dropout=0.0, results_topic="", min_skill=-10.0, select="loss")  # the loss gates
     inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
     plan = inputs_mod.plan_inputs(inputs, 1, 0, 64, cfg.validation_fraction, cfg.seed, cfg.holdout)
     paths = [str(p) for p in inputs_mod.stage(storage, plan, root / "shards")]

@@ -68,7 +68,8 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     assert two.returncode == 0, two.stderr[-3000:]
     view = json.loads((runs / "demo-2" / "metrics.json").read_text())["champion_view"]
     assert view["champion_run"] == "demo-1" and view["reason"] is None
-    assert view["threshold"] == first["threshold"]["value"]
+    assert view["threshold"] == first["detection"]["threshold"]  # the champion's (the candidate demo-1 promoted)
+    assert view["champion_model"] == first["champion"]
     by = {a["arrival"]: a for a in view["arrivals"]}
     assert set(by) == {"a2", "a3"}  # a1 was the champion's: not new
     dirty, clean = by["a2"], by["a3"]

@@ -60,3 +60,24 @@ def test_the_surrogate_set_is_deterministic_balanced_and_separates_what_it_shoul
     assert near["average_precision"] > 0.8 and set(near["by_kind"]) == set(surrogate.KINDS)
     assert one.figures(np.ones(280))["average_precision"] == pytest.approx(0.5)
     assert surrogate.build([], panel.std, seed) is None
+
+
+def test_the_choice_is_the_best_candidate_that_may_be_promoted_the_model_by_a_margin():
+    from trainer import selection
+
+    scores = {"model": 0.90, "nearest_neighbour": 0.87, "pca": 0.70, "mean_window": 0.50}
+    # Without the margin the model leads; by 0.05 it must lead the nearest neighbour by more than 0.03.
+    assert selection.choose(scores, selection.SURROGATE, lambda n: None).chosen == "model"
+    margined = selection.choose(scores, selection.SURROGATE, lambda n: None, model_margin=0.05)
+    assert margined.chosen == "nearest_neighbour" and margined.order == ("nearest_neighbour", "model", "pca",
+                                                                          "mean_window")
+    clear = selection.choose({**scores, "model": 0.95}, selection.SURROGATE, lambda n: None, model_margin=0.05)
+    assert clear.chosen == "model"
+    # A refused candidate is passed over, with its reason in the verdict's why; none may: None.
+    refused = selection.choose({**scores, "model": 0.99}, selection.SURROGATE,
+                               lambda n: "skill 0.02 is below min_skill 0.1" if n == "model" else None, 0.05)
+    assert refused.chosen == "nearest_neighbour" and "model (skill 0.02" in refused.why()
+    assert selection.choose(scores, selection.SURROGATE, lambda n: "refused").chosen is None
+    # Ties go to the simpler candidate.
+    assert selection.choose({"model": 0.8, "pca": 0.8, "nearest_neighbour": 0.8}, selection.SURROGATE,
+                            lambda n: None).chosen == "pca"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -97,5 +98,9 @@ def test_basic_motions_standing_is_normal_the_other_activities_are_found(emulato
     assert m2["verdict"] == "low_average_precision" and m2["champion_run"] == "job-1"
     assert m2["labelled"]["challenger"]["average_precision"] < 0.9
     champion = m2["labelled"]["champion"]
-    assert champion["threshold"] == m1["threshold"]["value"]  # the champion's own threshold
+    # The champion's own threshold: job-1's champion is the candidate that detected the labelled anomalies best
+    # (the labelled average precision is the basis when the dataset has a labelled set: trainer.selection).
+    assert m1["detection"]["basis"] == "labelled average precision"
+    assert champion["threshold"] == m1["detection"]["threshold"] == json.loads(
+        Path(m1["champion"], "threshold.json").read_text())["value"]
     assert champion["average_precision"] < 0.5  # job-1 ranks the inverted anomalies last

@@ -77,7 +77,8 @@ TRAINER_FLAGS = {
     ("training", "holdout"): "--holdout",
     ("training", "warm_start"): "--warm-start",
     ("verdict", "promote_tolerance"): "--promote-tolerance", ("verdict", "select"): "--select",
-    ("verdict", "promote_margin"): "--promote-margin", ("verdict", "threshold_quantile"): "--threshold-quantile",
+    ("verdict", "promote_margin"): "--promote-margin", ("verdict", "model_margin"): "--model-margin",
+    ("verdict", "threshold_quantile"): "--threshold-quantile",
     ("verdict", "min_average_precision"): "--min-average-precision",
     ("verdict", "min_skill"): "--min-skill",
     ("verdict", "min_skill_over"): "--min-skill-over",  # trainer.baselines: {"pca": 0, "nearest_neighbour": null}

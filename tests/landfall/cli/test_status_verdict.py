@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from landfall import cli
-from landfall.core import champion
+from landfall.core import champion, results
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -77,7 +77,7 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     job_dir = f"gs://{bucket}/runs/{job}"
     proc = run_trainer(["--inputs", f"{job_dir}/inputs.json", "--job-dir", job_dir, "--epochs", "6",
                         "--batch-size-per-worker", "128", "--units", "32,8", "--learning-rate", "0.01",
-                        "--verbose", "0"], LANDFALL_RESULTS_TOPIC="")
+                        "--verbose", "0", "--select", "loss"], LANDFALL_RESULTS_TOPIC="")  # the model's own gate
     assert proc.returncode == 0, proc.stderr[-3000:]
     set_state(rt.backend, job, "Succeeded")
     metrics = json.loads(storage.read_bytes(f"{job_dir}/metrics.json"))
@@ -101,6 +101,18 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
                               "unused": counts["total"] - counts["train"] - counts["validation"]}
     assert m["instances"]["train"] > 0 and m["instances"]["validation"] > 0
     assert set(m["baselines"]) == {"mean_window", "pca", "nearest_neighbour"} and "beaten_by" in m
+    # By detection (the default) the model is passed over and a baseline detects the surrogate's anomalies (spikes,
+    # shifts... in noise: what a detector of noise data is for): it is the champion, and status says which and why.
+    again = run_trainer(["--inputs", f"{job_dir}/inputs.json", "--job-dir", f"{job_dir}-d", "--epochs", "2",
+                         "--batch-size-per-worker", "128", "--units", "32,8", "--verbose", "0"],
+                        LANDFALL_RESULTS_TOPIC="")
+    assert again.returncode == 0, again.stderr[-3000:]
+    second = json.loads(storage.read_bytes(f"{job_dir}-d/metrics.json"))
+    found = second["detection"]
+    assert second["verdict"] == "promoted" and found["chosen"] != "model"
+    assert "below min_skill 0.1" in found["passed_over"].get("model", "below min_skill 0.1")  # if it ranked first
+    line = results.detection_line(second)
+    assert line.startswith(f"detects best: {found['chosen']} (surrogate average precision: ")
 
 
 def _jobs(doc):
