@@ -30,7 +30,8 @@ BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
 MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
 
 
-GAP_LOSS = 0.05  # the default max_gap drops at most this share of the rows it sees in segments shorter than a window
+GAP_TRIGGER = 0.25  # the default max_gap is raised only when 3 x the median step would drop more than this share ...
+GAP_LOSS = 0.05  # ... and then until it drops at most this share of the rows in segments shorter than a window
 
 
 def _lost(steps: np.ndarray, gap: float, length: int) -> int:
@@ -42,9 +43,10 @@ def _lost(steps: np.ndarray, gap: float, length: int) -> int:
 
 
 def default_max_gap(times: np.ndarray, length: int | None = None) -> float:
-    """``max_gap`` when a spec sets none, from ``times`` (an arrival's first chunk): 3 x the median step, raised to
-    the smallest longer step at which the cuts drop at most ``GAP_LOSS`` of these rows in segments shorter than a
-    window of ``length`` rows (the longest step when none does: then nothing in these rows is cut). A regularly
+    """``max_gap`` when a spec sets none, from ``times`` (an arrival's first chunk): 3 x the median step; when its cuts
+    would drop more than ``GAP_TRIGGER`` of these rows in segments shorter than a window of ``length`` rows, raised to
+    the smallest longer step at which they drop at most ``GAP_LOSS`` (the longest step when none does: then nothing
+    in these rows is cut). A regularly
     sampled series gets 3 x its step, as before issue #47; an irregularly sampled one (a road sensor reporting when
     traffic passes, a facility meter with outages: NAB's TravelTime_451 has 95 steps over 3 x its median in its first
     500 rows) is split only at its rare long gaps, instead of into pieces no window fits."""
@@ -52,9 +54,11 @@ def default_max_gap(times: np.ndarray, length: int | None = None) -> float:
     if not len(steps):
         return float("inf")
     base = 3.0 * float(np.median(steps))
-    if length is None or length <= 1 or _lost(steps, base, length) <= GAP_LOSS * (len(steps) + 1):
+    if length is None or length <= 1 or _lost(steps, base, length) <= GAP_TRIGGER * (len(steps) + 1):
         return base
     longer = np.unique(steps[steps > base])  # ascending; the rows lost only fall as the gap grows
+    if not len(longer):  # nothing to raise it to: the rows are too few for a window whatever the gap
+        return base
     lo, hi = 0, len(longer)  # the first candidate that loses little enough, by bisection (hi: none)
     while lo < hi:
         mid = (lo + hi) // 2
