@@ -137,6 +137,15 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def option_list(p: argparse.ArgumentParser, text: str, known: dict) -> list[str]:
+    """``--options A,B``: the names, each one of ``known`` (else argparse's error, exit 2)."""
+    options = [o for o in text.split(",") if o]
+    unknown = [o for o in options if o not in known]
+    if unknown:
+        p.error(f"--options: {', '.join(unknown)} not among {', '.join(known)}")
+    return options
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="landfall bench detect-options", description=__doc__.split("\n", 1)[0])
     p.add_argument("--series", default=",".join(LABELLED))
@@ -147,10 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-stride", type=int, default=1, help="rows between training windows (scoring: always 1)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
-    args.options = [o for o in args.options.split(",") if o]
-    unknown = [o for o in args.options if o not in OPTIONS]
-    if unknown:
-        p.error(f"--options: {', '.join(unknown)} not among {', '.join(OPTIONS)}")
+    args.options = option_list(p, args.options, OPTIONS)
     root = Path(args.out or tempfile.mkdtemp(prefix="landfall-detect-"))
     root.mkdir(parents=True, exist_ok=True)
     results = []

@@ -48,7 +48,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core import period
 from landfall.core.storage import Storage
-from landfall_bench.detect import located
+from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "nab-dev"
@@ -217,10 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--options", default="default,dense")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
-    args.options = [o for o in args.options.split(",") if o]
-    bad = [o for o in args.options if o not in OPTIONS]
-    if bad:
-        p.error(f"unknown options {bad}; known: {', '.join(OPTIONS)}")
+    args.options = option_list(p, args.options, OPTIONS)
     sets = args.set.split(",")
     names: list[tuple[str, str]] = []
     if "dev" in sets:

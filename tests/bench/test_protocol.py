@@ -1,0 +1,29 @@
+"""``landfall bench detect`` (landfall_bench.protocol): the dev series cut as TSB-AD cuts them, checked against
+TSB-AD's own published figures for each (its length, labelled rows and anomaly count)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from landfall_bench import protocol
+
+
+@pytest.mark.parametrize("name", sorted(json.loads((protocol.dev_root() / "series.json").read_text())))
+def test_a_dev_series_is_tsb_ads(name):
+    data = protocol.dev_series(name)
+    published = data["published"]
+    labels = data["labels"]
+    assert len(data["values"]) == len(labels) == int(published["ts_len"])
+    assert int(labels.sum()) == int(published["anomaly_len"])  # NAB's windows, start included, end excluded
+    runs = np.flatnonzero(np.diff(np.r_[0, labels, 0]) == 1)
+    assert len(runs) == int(published["num_anomaly"])
+    assert data["train_rows"] == int(name.split("_tr_")[1].split("_")[0])
+
+
+def test_kendall_agreement():
+    assert protocol.kendall([0.9, 0.8, 0.7], [0.5, 0.4, 0.3]) == pytest.approx(1.0)
+    assert protocol.kendall([0.9, 0.8, 0.7], [0.3, 0.4, 0.5]) == pytest.approx(-1.0)
+    assert protocol.kendall([0.9], [0.1]) is None
