@@ -31,11 +31,14 @@ $(TOOLS_STAMP): Makefile
 	$(TOOLS)/bin/pip install -q --disable-pip-version-check 'checkov>=3.2,<4'
 	touch $(TOOLS_STAMP)
 
-# The reference implementations our metrics are checked against (tests/landfall/core/test_vus.py): aeon's VUS-PR.
-# A venv of its own: aeon 1.6 needs numba, which pins numpy below the version TensorFlow runs on here.
+# The reference implementations our metrics are checked against (tests/landfall/core/test_vus.py): aeon's VUS-PR,
+# and TSB-AD's (its get_metrics and find_length_rank; the wheel without its deep-learning dependencies, as its
+# README says its evaluation code needs none of them). A venv of its own: aeon 1.6 needs numba, which pins numpy
+# below the version TensorFlow runs on here.
 $(REF_STAMP): Makefile
 	test -x $(REF)/bin/python || $(PYTHON) -m venv $(REF)
-	$(REF)/bin/pip install -q --disable-pip-version-check 'aeon==1.6.0'
+	$(REF)/bin/pip install -q --disable-pip-version-check 'aeon==1.6.0' 'statsmodels==0.15.0'
+	$(REF)/bin/pip install -q --disable-pip-version-check --no-deps 'TSB_AD==1.5'
 	touch $(REF_STAMP)
 
 # System tools the suite needs that pip cannot bring, checked first so a missing one stops `make test` within

@@ -18,12 +18,13 @@ The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervis
    with ``--select detection``: the champion is whichever candidate the surrogate picks), once per seed and option:
    ``default`` is the trainer's defaults (no model flag at all), ``dense`` the recommended spec (``model.kind:
    dense``, units 128,32, dropout 0);
-3. the whole series is scored: every detector's stride-1 window errors located per row (``landfall score``'s
-   ``mean``: the mean error of the windows covering a row), VUS-PR (``landfall.core.vus``, buffers 0 to the window)
-   and AP against the row labels. The detectors: **the champion** (the folder ``champion.json`` names: the model or a
-   baseline, served by ``trainer.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict
-   fitted them (mean window, PCA at the model's code size, nearest neighbour, on the seed's training windows: the
-   same ``segment`` hold-out; medians over the seeds in the table).
+3. the whole series is scored: every detector's stride-1 window errors located per row (``landfall score``'s ``mean``:
+   the mean error of the windows covering a row), VUS-PR as TSB-AD's ``get_metrics`` computes it
+   (``landfall.core.vus.tsb_ad_vus_pr``, checked against the TSB_AD 1.5 wheel) and AP against the row labels. The
+   detectors: **the champion** (the folder ``champion.json`` names: the model or a baseline, served by
+   ``trainer.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict fitted them (mean
+   window, PCA at the model's code size, nearest neighbour, on the seed's training windows: the same ``segment``
+   hold-out; medians over the seeds in the table).
 
 Printed per series: the champion's VUS-PR (median over the seeds, with its range), the detector it was, the
 baselines', and TSB-AD's published best, Sub-PCA, AutoEncoder and median; then the goal (the champion >= the better
@@ -112,6 +113,15 @@ def _trained(seed: int, count: int, window: int) -> np.ndarray:
     return split.sides("train", np.arange(count), count)[0]
 
 
+def ranking(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
+    """AP and VUS-PR as TSB-AD's ``get_metrics`` computes it (``landfall.core.vus.tsb_ad_vus_pr``, its sliding window
+    the series' period), so the figures sit beside TSB-AD's published ones in one metric."""
+    from landfall.core import vus
+
+    return {"average_precision": vus.average_precision(labels, scores),
+            "vus_pr": vus.tsb_ad_vus_pr(labels, scores, window)}
+
+
 def kendall(a: list[float], b: list[float]) -> float | None:
     """Kendall's tau-b of two rankings (None with fewer than two items)."""
     from scipy.stats import kendalltau
@@ -124,7 +134,6 @@ def kendall(a: list[float], b: list[float]) -> float | None:
 
 def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> dict:
     from trainer import baselines
-    from trainer.labelled import ranking
     from trainer.scoring import Scorer
 
     values, labels, n_train = data["values"], data["labels"], data["train_rows"]

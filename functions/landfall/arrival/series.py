@@ -20,9 +20,9 @@ Decisions:
   exactly where two ranged tasks' shares meet splits the series there, as a gap does (no window holds both rows).
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
   step of the arrival's first chunk; for an irregularly sampled series whose cuts would drop more than a quarter of
-  those rows, raised until they drop at most 5 % (``landfall.core.series.default_max_gap``; recorded in the manifest). A segment shorter than one window
-  is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is, while it has enough rows, is
-  ``all_gaps``; an arrival with fewer rows than one window is ``too_short``.
+  those rows, raised until they drop at most 5 % (``landfall.core.series.default_max_gap``; recorded in the manifest). A
+  segment shorter than one window is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is,
+  while it has enough rows, is ``all_gaps``; an arrival with fewer rows than one window is ``too_short``.
 - **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
   retracted), so a file boundary costs at most ``length - 1`` rows' windows.
 - **Non-finite values** are ``non_finite``, or with ``LANDFALL_DROP_NONFINITE=true`` the row is dropped, which makes

@@ -106,3 +106,66 @@ def vus_pr(labels: np.ndarray, scores: np.ndarray, max_buffer: int) -> float:
     if np.unique(s).shape[0] == 1:
         return 0.0
     return float(np.mean([range_pr_auc(y, s, b) for b in range(int(max_buffer) + 1)]))
+
+
+def tsb_ad_vus_pr(labels: np.ndarray, scores: np.ndarray, window: int, thresholds: int = THRESHOLDS) -> float:
+    """VUS-PR as TSB-AD's ``get_metrics`` reports it (``TSB_AD.evaluation``, version ``opt``, ``thre`` 250, its
+    ``slidingWindow`` the series' period): the benchmark's published tables are in this metric, so a figure compared
+    with them must be too. It differs from ``vus_pr`` (aeon's, the reference implementation's) in three places, as
+    TSB-AD 1.5 computes it (written here from that rule, numpy only; ``tests/landfall/core/test_vus.py`` checks it
+    against the wheel in ``.venv-ref``):
+
+    - at a threshold, only the *flagged* buffer points count as labelled: ``TP = flagged labelled points + the ramp
+      weights of flagged buffer points`` and ``P = labelled points + half those weights``;
+    - the existence reward counts the ranges extended by half the buffer (merged where they meet) holding a flagged
+      point;
+    - the area is the step-wise AP, ``sum_j (R_j - R_{j-1}) P_j`` from recall 0, with no point added at recall 1.
+
+    The thresholds are ``thresholds`` of the scores, from the highest down at evenly spaced positions; the buffers
+    ``0 .. window``; the result is the mean of the per-buffer areas."""
+    y = np.asarray(labels, np.float64) > 0
+    s = np.asarray(scores, np.float64)
+    if len(y) != len(s):
+        raise ValueError(f"{len(y)} labels for {len(s)} scores")
+    if not y.any():
+        raise ValueError("VUS-PR needs at least one positive label")
+    s = np.where(np.isfinite(s), s, np.nanmin(s[np.isfinite(s)]) if np.isfinite(s).any() else 0.0)
+    n = len(s)
+    order = np.argsort(-s, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    ranked = s[order]
+    cut = ranked[np.linspace(0, n - 1, thresholds).astype(np.int64)]
+    flagged = np.searchsorted(-ranked, -cut, side="right")  # points with s >= each threshold: a prefix of ``order``
+    positives = float(y.sum())
+    hits = np.r_[0.0, np.cumsum(y[order])][flagged]
+    starts, ends = _bounds(y.astype(np.float64))
+    areas = []
+    for b in range(int(window) + 1):
+        half = b // 2
+        weights = y.astype(np.float64)
+        for st, en in zip(starts, ends, strict=True):
+            after = np.arange(en + 1, min(en + half + 1, n))
+            weights[after] += np.sqrt(1 - (after - en) / b)
+            before = np.arange(max(st - half, 0), st)
+            weights[before] += np.sqrt(1 - (st - before) / b)
+        weights = np.minimum(weights, 1.0)
+        weights[y] = 0.0  # the buffer's points only
+        extra = np.r_[0.0, np.cumsum(weights[order])][flagged]
+        tp = hits + extra
+        recall = np.minimum(tp / (positives + extra / 2.0), 1.0)
+        # The ranges extended by ``half`` on each side, merged where they meet (the first clipped at 0, the last at n).
+        ext: list[list[int]] = []
+        for k, (st, en) in enumerate(zip(starts, ends, strict=True)):
+            lo, hi = (max(st - half, 0) if k == 0 else st - half), en + half
+            if ext and ext[-1][1] >= lo:
+                ext[-1][1] = hi
+            else:
+                ext.append([lo, hi])
+        ext[-1][1] = min(ext[-1][1], n - 1)
+        first = np.array([rank[lo:hi + 1].min() for lo, hi in ext])
+        found = (first[None, :] < flagged[:, None]).sum(axis=1) / len(ext)
+        tpr = recall * found
+        precision = tp / flagged
+        areas.append(float(np.sum(np.diff(np.r_[0.0, tpr]) * precision)))
+    return float(np.mean(areas))

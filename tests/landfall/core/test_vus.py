@@ -62,6 +62,57 @@ def test_vus_pr_is_aeons_on_random_and_real_label_layouts(tmp_path):
     np.testing.assert_allclose(got, _reference(cases, tmp_path), rtol=1e-12, atol=1e-12)
 
 
+TSB_AD_SCRIPT = """
+import json, sys, warnings
+import numpy as np
+warnings.filterwarnings("ignore")
+from TSB_AD.evaluation.metrics import get_metrics
+from TSB_AD.utils.slidingWindows import find_length_rank
+d = np.load(sys.argv[1])
+print(json.dumps([[float(get_metrics(d[f"s{k}"], d[f"y{k}"], slidingWindow=int(d[f"b{k}"]))["VUS-PR"]),
+                   int(find_length_rank(d[f"x{k}"], rank=1))] for k in range(int(d["n"]))]))
+"""
+
+
+def test_tsb_ad_vus_pr_and_the_period_are_tsb_ads_own(tmp_path):
+    """``vus.tsb_ad_vus_pr`` and ``period.length`` against the TSB_AD 1.5 wheel itself (``get_metrics``' VUS-PR,
+    ``find_length_rank``): random layouts with ties, ranges at both ends and close enough to merge, and the six NAB
+    series of the dev set with their real labels, each scored by a noisy detector and at its own period."""
+    from landfall.core import period
+    from landfall_bench import protocol
+
+    rng = np.random.default_rng(11)
+    cases = []
+    for k in range(8):
+        n = int(rng.integers(60, 3000))
+        y = np.zeros(n, np.int64)
+        for _ in range(int(rng.integers(1, 5))):
+            at = int(rng.integers(0, n - 1)) if k % 4 else (0 if k == 0 else n - 20)
+            y[at:at + int(rng.integers(1, 90))] = 1
+        s = rng.normal(size=n) + y * rng.uniform(0, 3)
+        x = np.sin(2 * np.pi * np.arange(n) / rng.integers(5, 200)) + rng.normal(0, 0.3, n)
+        cases.append((y, np.round(s, 1) if k % 3 == 0 else s, int(rng.integers(0, 60)), x))
+    for name in sorted(json.loads((protocol.dev_root() / "series.json").read_text())):
+        data = protocol.dev_series(name)
+        y = data["labels"].astype(np.int64)
+        x = data["values"][:, 0].astype(np.float64)
+        s = np.convolve(y, np.ones(9) / 9, mode="same") + rng.normal(scale=0.3, size=len(y))
+        cases.append((y, s, period.length(x), x))
+    arrays: dict = {"n": len(cases)}
+    for k, (y, s, b, x) in enumerate(cases):
+        arrays.update({f"y{k}": y, f"s{k}": s, f"b{k}": b, f"x{k}": x})
+    np.savez(tmp_path / "tsb.npz", **arrays)
+    if not REF.exists():
+        pytest.fail(f"{REF} is missing: run `make ref` (TSB_AD 1.5, the benchmark's metric)")
+    out = subprocess.run([str(REF), "-c", TSB_AD_SCRIPT, str(tmp_path / "tsb.npz")], capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    theirs = json.loads(out.stdout)
+    np.testing.assert_allclose([vus.tsb_ad_vus_pr(y, s, b) for y, s, b, _ in cases], [t[0] for t in theirs],
+                               rtol=1e-9, atol=1e-12)
+    assert [period.length(x) for *_, x in cases] == [t[1] for t in theirs]
+
+
 def test_a_perfect_ranking_beats_a_random_one_and_bad_input_is_named():
     y = np.zeros(500, np.int64)
     y[200:230] = 1
