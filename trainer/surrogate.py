@@ -6,10 +6,11 @@ Time-series Anomaly Detection" (ICLR 2023), rank candidate detectors without lab
 anomalies injected into the data. Here:
 
 - **The set.** The verdict's held-out windows (in original units, the chief's share, never trained on) are taken in
-  their order, at most ``MAX_WINDOWS`` of them (a systematic sample). The set is those windows as they are (label 0)
-  followed by a copy of each with one anomaly injected (label 1): every anomalous window has its own clean twin, so a
-  detector is judged only on what the anomaly changes. The injected copies are never seen by training: the hold-out
-  is apart from training by its gap (``landfall.core.holdout``), and the set is built after ``fit``.
+  their order, at most ``MAX_WINDOWS`` of them and at most ``MAX_BYTES`` in all (a systematic sample). The set is those
+  windows as they are (label 0) followed by a copy of each with one anomaly injected (label 1): every anomalous window
+  has its own clean twin, so a detector is judged only on what the anomaly changes. The injected copies are never seen
+  by training: the hold-out is apart from training by its gap (``landfall.core.holdout``), and the set is built after
+  ``fit``.
 - **The anomalies**, the kinds TimeEval's GutenTAG and Goswami et al. inject, in one channel, over a run of
   ``T/8``..``T/2`` steps at a random place in the window, their size in units of that channel's standard deviation
   (the job's statistics): ``spike`` (one step, 3-6 sd), ``level_shift`` (+-1.5-3 sd to the window's end),
@@ -41,7 +42,8 @@ import numpy as np
 from landfall.core import vus
 
 KINDS = ("spike", "level_shift", "variance", "trend", "frequency", "flat", "pattern")
-MAX_WINDOWS = 2048  # held-out windows the set is built from, at most (the set holds twice as many)
+MAX_WINDOWS = 2048  # held-out windows the set is built from, at most (the set holds twice as many) ...
+MAX_BYTES = 64 << 20  # ... and at most this much float32 in the set, so a wide window (256 x 100) takes fewer
 VUS_BUFFER = 4  # windows: VUS-PR's largest buffer over the set's order
 
 
@@ -126,8 +128,9 @@ def build(blocks: Sequence[np.ndarray], scale: Sequence[float] | np.ndarray, see
     if not parts:
         return None
     clean = np.concatenate(parts)
-    if len(clean) > MAX_WINDOWS:
-        clean = clean[np.linspace(0, len(clean) - 1, MAX_WINDOWS).astype(np.int64)]
+    most = max(64, min(MAX_WINDOWS, MAX_BYTES // (8 * int(np.prod(clean.shape[1:])))))
+    if len(clean) > most:
+        clean = clean[np.linspace(0, len(clean) - 1, most).astype(np.int64)]
     rng = np.random.default_rng(seed)
     scale = np.asarray(scale, np.float64).reshape(-1)
     if scale.size != clean.shape[2]:
