@@ -4,7 +4,7 @@
 [--out DIR]``
 
 The series:
-- ``dev``: the six NAB recordings of ``../shared/benchmarks/nab-dev/`` (TSB-AD-U series 008, 009, 014, 017, 018, 025;
+- ``dev``: the six NAB recordings of ``bench/data/nab-dev/`` (TSB-AD-U series 008, 009, 014, 017, 018, 025;
   its README says how TSB-AD cuts them: the NAB file's values from its second data row, a row labelled when it lies in
   one of NAB's windows, start included, end excluded), with TSB-AD's published per-series VUS-PR;
 - ``aeon``: the labelled series of ``landfall_bench.realdata`` (UCR InternalBleeding16, GutenTAG ecg-diff-count-3,
@@ -52,7 +52,7 @@ from landfall.core.storage import Storage
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "nab-dev"
+DEV = Path(__file__).resolve().parent / "data" / "nab-dev"  # bench/data/README.md: copied unchanged
 OPTIONS = {"default": [], "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"]}
 PUBLISHED = ("Sub-PCA", "AutoEncoder")
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")

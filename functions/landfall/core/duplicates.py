@@ -13,7 +13,7 @@ of one moment have no order between them, so a window cannot hold both. The poli
   "first" | "last")`` keeps it.
 - ``reject``: the arrival is refused (``duplicate_timestamps``), naming the time as the file wrote it and its row.
 
-Why ``mean`` is the default: of the recordings in TSB-AD's NAB series and ``../shared/benchmarks/nab-dev/``, every
+Why ``mean`` is the default: of the recordings in TSB-AD's NAB series and ``bench/data/nab-dev/``, every
 repeated time is a clock change or a re-sent row, and refusing the whole export (the rule before issue #47) left the
 dataset without a champion for a reason its user could not act on. The merged count is recorded (the manifest's
 ``series.merged_rows``, the arrival's log line, ``landfall score``'s summary), so nothing is merged silently.

@@ -2,7 +2,7 @@
 arrival exactly as ``landfall score`` does (issue #47).
 
 The data: NAB's ``realKnownCause``-style cloud metric ``exchange-3_cpm_results`` (TSB-AD-U series 014, from
-``../shared/benchmarks/nab-dev/``): its first 500 rows (TSB-AD's training prefix) arrive as the export wrote them,
+``bench/data/nab-dev/``): its first 500 rows (TSB-AD's training prefix) arrive as the export wrote them,
 through the real arrival stage as a series dataset with a 23-row window (one period, ``landfall.core.period``). The
 real trainer (``python -m trainer.task`` on the emulators' bucket) trains a model that cannot learn anything (one
 epoch at a learning rate of 1e-6): every baseline detects the surrogate's anomalies better, so the verdict saves the

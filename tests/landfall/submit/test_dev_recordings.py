@@ -1,4 +1,4 @@
-"""Every NAB recording of the dev set (``../shared/benchmarks/nab-dev/``), uploaded as its export wrote it under the
+"""Every NAB recording of the dev set (``bench/data/nab-dev/``), uploaded as its export wrote it under the
 defaults (``window.length: auto``, the default ``max_gap``, ``duplicate_times`` and hold-out), converts and gets a
 released job: none is held or rejected (issue #47). One of them also arrives with a repeated timestamp, as a
 CloudWatch export in local time has at a daylight-saving change: merged, counted, released."""
