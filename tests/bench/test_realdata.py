@@ -83,9 +83,16 @@ def test_the_readme_records_each_file_and_its_digest():
     readme = (realdata.DATA / "README.md").read_text()
     digests = dict(re.findall(r"\| `([^`]+)` \| `([0-9a-f]{64})` \|", readme))
     files = {p.name for p in realdata.DATA.iterdir() if p.suffix in (".ts", ".csv")}
+    files |= {f"nab-dev/{p.name}" for p in (realdata.DATA / "nab-dev").iterdir()}  # the NAB dev set, every file
     assert set(digests) == files == {"BasicMotions_TRAIN.ts", "BasicMotions_TEST.ts", "S06R02E0.csv",
                                      "135_UCR_Anomaly_InternalBleeding16_TRAIN.csv",
                                      "135_UCR_Anomaly_InternalBleeding16_TEST.csv",
-                                     "ecg-diff-count-3_TRAIN_NA.csv", "ecg-diff-count-3_TEST.csv"}
+                                     "ecg-diff-count-3_TRAIN_NA.csv", "ecg-diff-count-3_TEST.csv",
+                                     *(f"nab-dev/{n}" for n in ("README.md", "series.json", "TravelTime_451.csv",
+                                                                "Twitter_volume_FB.csv",
+                                                                "art_increase_spike_density.csv",
+                                                                "art_load_balancer_spikes.csv",
+                                                                "exchange-3_cpm_results.csv",
+                                                                "rogue_agent_key_hold.csv"))}
     for name, digest in digests.items():
         assert hashlib.sha256((realdata.DATA / name).read_bytes()).hexdigest() == digest

@@ -31,8 +31,10 @@ def test_the_wheel_holds_every_module_of_every_package(tmp_path: Path):
                  for p in (REPO / "functions" / "landfall").rglob("*.schema.json")}
     assert "landfall/core/dataset-v1.schema.json" in expected
     # The real public series landfall_bench.realdata reads (bench/data/README.md).
-    expected |= {f"landfall_bench/data/{p.name}" for p in (REPO / "bench" / "data").iterdir()}
+    expected |= {f"landfall_bench/data/{p.relative_to(REPO / 'bench' / 'data').as_posix()}"
+                 for p in (REPO / "bench" / "data").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     assert "landfall_bench/data/BasicMotions_TRAIN.ts" in expected
+    assert "landfall_bench/data/nab-dev/series.json" in expected  # the NAB dev set (landfall bench detect)
     assert len(expected) > 40
     assert not expected - shipped, sorted(expected - shipped)
     assert not any(name.startswith(("tests/", "functions/")) for name in shipped)
