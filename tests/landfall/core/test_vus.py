@@ -42,17 +42,23 @@ def _reference(cases: list[tuple[np.ndarray, np.ndarray, int]], tmp_path: Path) 
     return json.loads(out.stdout)
 
 
+def _layout(rng: np.random.Generator, n: int, k: int, at_edges: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One to four labelled ranges in ``n`` points (at the series' ends too when ``at_edges``, for every 4th ``k``),
+    and a noisy score that rises on them, rounded (so with ties) for every 3rd ``k``."""
+    y = np.zeros(n, np.int64)
+    for _ in range(int(rng.integers(1, 5))):
+        at = (0 if k == 0 else n - 20) if at_edges and not k % 4 else int(rng.integers(0, n - 1))
+        y[at:at + int(rng.integers(1, 90))] = 1
+    s = rng.normal(size=n) + y * rng.uniform(0, 3)
+    return y, (np.round(s, 1) if k % 3 == 0 else s)
+
+
 def test_vus_pr_is_aeons_on_random_and_real_label_layouts(tmp_path):
     rng = np.random.default_rng(7)
     cases = []
     for k in range(10):
-        n = int(rng.integers(40, 2500))
-        y = np.zeros(n, np.int64)
-        for _ in range(int(rng.integers(1, 5))):
-            at = int(rng.integers(0, n - 1))
-            y[at:at + int(rng.integers(1, 90))] = 1
-        s = rng.normal(size=n) + y * rng.uniform(0, 3)
-        cases.append((y, np.round(s, 1) if k % 3 == 0 else s, int(rng.integers(0, 80))))
+        y, s = _layout(rng, int(rng.integers(40, 2500)), k)
+        cases.append((y, s, int(rng.integers(0, 80))))
     for name in LABELLED:  # the real label layouts, scored by a noisy detector that peaks on the anomalies
         _, _, labels = labelled_series(name)
         y = labels.astype(np.int64)
@@ -85,13 +91,9 @@ def test_tsb_ad_vus_pr_and_the_period_are_tsb_ads_own(tmp_path):
     cases = []
     for k in range(8):
         n = int(rng.integers(60, 3000))
-        y = np.zeros(n, np.int64)
-        for _ in range(int(rng.integers(1, 5))):
-            at = int(rng.integers(0, n - 1)) if k % 4 else (0 if k == 0 else n - 20)
-            y[at:at + int(rng.integers(1, 90))] = 1
-        s = rng.normal(size=n) + y * rng.uniform(0, 3)
+        y, s = _layout(rng, n, k, at_edges=True)
         x = np.sin(2 * np.pi * np.arange(n) / rng.integers(5, 200)) + rng.normal(0, 0.3, n)
-        cases.append((y, np.round(s, 1) if k % 3 == 0 else s, int(rng.integers(0, 60)), x))
+        cases.append((y, s, int(rng.integers(0, 60)), x))
     for name in sorted(json.loads((protocol.dev_root() / "series.json").read_text())):
         data = protocol.dev_series(name)
         y = data["labels"].astype(np.int64)
