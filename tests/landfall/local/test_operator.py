@@ -300,7 +300,11 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     assert (notice["attempt"], notice["worker"], notice["workers"], notice["steps_lost"]) == (2, 1, [1], 0)
     assert 2 <= saved < run and gone_s is not None and gone_s < NODE_GRACE_S, (notice, gone_s)
     assert notice["seconds_after_notice"] < NODE_GRACE_S
-    assert [e["attempt"] for e in metrics["epochs"]] == [1] + [2] * (saved - 1) + [3] * (run - saved)
+    # Attempt 1 ran until the kill: epoch 1, or epoch 2 too when the kill, timed from the metrics the chief had
+    # already mirrored, landed after epoch 2 ended (seen under load). Each epoch is still trained by one attempt.
+    first = [e["attempt"] for e in metrics["epochs"]].count(1)
+    assert 1 <= first < saved, metrics["epochs"]
+    assert [e["attempt"] for e in metrics["epochs"]] == [1] * first + [2] * (saved - first) + [3] * (run - saved)
     for i in range(2):  # every replica of each restart resumed from the backup, none from scratch
         log = rt.backend.log_path(name, i).read_text()
         assert "resuming at epoch 2 from the backup checkpoint" in log
