@@ -250,7 +250,7 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     JobSet labels and JOB_COMPLETION_INDEX, and the JobSet controller restarts the whole group.
 
     Worker 1 is killed after epoch 1 (exit 137, retryable): the operator or controller restarts every replica,
-    and they resume at epoch 2 from the backup checkpoint. Then worker 1's node disappears as a preempted Spot
+    and they resume at the next epoch from the backup checkpoint. Then worker 1's node disappears as a preempted Spot
     node does (issue #41): SIGTERM to its processes mid-epoch, SIGKILL after GKE's 15 s; the trainer finishes the
     epoch in progress, every worker exits 143 after it is saved, and the third attempt resumes at the next epoch,
     repeating nothing. Early stopping is on (epochs a ceiling of 12): the twice restarted job stops at the same
@@ -322,21 +322,21 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     assert [e["attempt"] for e in metrics["epochs"]] == [1] * first + [2] * (saved - first) + [3] * (run - saved)
     for i in range(2):  # every replica of each restart resumed from the backup, none from scratch
         log = rt.backend.log_path(name, i).read_text()
-        assert "resuming at epoch 2 from the backup checkpoint" in log
+        assert f"resuming at epoch {first + 1} from the backup checkpoint" in log  # after the kill
         assert f"resuming at epoch {saved + 1} from the backup checkpoint" in log  # after the notice: nothing redone
         assert "early-stopping state restored" in log  # the rule's state came back with the checkpoint
     # Work lost per preemption. With notice: none (0 steps: the epoch in progress was finished and saved). Without
-    # (the SIGKILL after epoch 1): epoch 2's steps run before the kill, redone by the restart.
-    epoch1 = metrics["epochs"][0]
+    # (the SIGKILL after attempt 1's last epoch): the next epoch's steps run before the kill, redone by the restart.
+    before_kill = metrics["epochs"][first - 1]
     from datetime import datetime
-    lost_s = killed_at - datetime.fromisoformat(epoch1["finished_at"].replace("Z", "+00:00")).timestamp()
+    lost_s = killed_at - datetime.fromisoformat(before_kill["finished_at"].replace("Z", "+00:00")).timestamp()
     steps = metrics["steps_per_epoch"]
     step_s = float(np.median([e["train_s"] for e in metrics["epochs"]])) / steps
     lost_steps = min(steps, round(max(0.0, lost_s) / step_s))
     print(f"\n[{engine_name}] work lost per preemption: with notice 0 steps (worker gone {gone_s:.1f} s after "
           f"SIGTERM, notice at step {notice['notice_step']}/{notice['steps_per_epoch']} of epoch {saved}, epoch "
           f"saved {notice['seconds_after_notice']:.1f} s after it); without notice (SIGKILL) ~{lost_steps}/{steps} "
-          f"steps of epoch 2 ({lost_s:.1f} s) redone")
+          f"steps of epoch {first + 1} ({lost_s:.1f} s) redone")
     # The same job, nobody killed: the same stopping epoch, best epoch and held-out losses, the same weights.
     reference = f"gs://{bucket}/runs/{name}-uninterrupted"
     uninterrupted(job, reference, tmp_path)
