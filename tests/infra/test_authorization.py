@@ -166,6 +166,10 @@ SCORES_ARRIVAL: list[Op] = [
 
 OPERATIONS: dict[str, list[Op]] = {
     "converter": [*READS_SPEC, *READS_ARRIVAL,
+                  # shape.window.length auto: the first arrival's estimate, over the generation read (an overwrite
+                  # also needs delete: https://cloud.google.com/storage/docs/access-control/iam-permissions).
+                  *[(p, SPEC, "arrival.autowindow.resolve: core.specs.apply, conditional on the generation read")
+                    for p in ("storage.objects.create", "storage.objects.delete")],
                   ("storage.objects.create", data("tfrecords/pump-7/a1/dispatch.json"), "arrival.route: marker"),
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
@@ -257,7 +261,8 @@ OPERATIONS: dict[str, list[Op]] = {
 
 OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
 FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
-    "converter": [("storage.objects.create", SPEC), ("storage.objects.get", LABELLED_SET),
+    "converter": [("storage.objects.create", data("config/labelled/pump-7/x.npz")),
+                  ("storage.objects.get", LABELLED_SET),
                   ("storage.objects.create", data("incoming/pump-7/x.csv")),
                   ("storage.objects.get",
                   data("runs/pump-7-3/inputs.json")), ("pubsub.topics.publish", RESULTS),
@@ -265,6 +270,7 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
                   *WRITES_SNAPSHOTS, ("storage.objects.get", SNAPSHOT)],
     # A snapshot is create-only even for its writer: it may neither replace nor delete one.
     "convert-job": [("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB)),
+                    ("storage.objects.create", SPEC), ("storage.objects.delete", SPEC),  # the function estimates
                     ("storage.objects.delete", data("incoming/pump-7/x.csv")),
                     ("storage.objects.delete", SNAPSHOT), ("storage.objects.update", SNAPSHOT)],
     "submitter": [("storage.objects.create", data("runs/pump-7-3/metrics.json")),  # read only (the GPU budget)

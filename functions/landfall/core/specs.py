@@ -368,10 +368,13 @@ def apply(storage: Storage, bucket: str, doc: Mapping[str, Any], layout: Layout 
 
     Conditional on the generation read here (or ``if_generation``, what the caller showed its user): a
     concurrent apply in between is ``AlreadyExists`` (look again), never silently overwritten. The same
-    content again is no new generation (``changed`` False)."""
+    content again is no new generation (``changed`` False).
+
+    A ``window.length: auto`` over a stored spec whose window was estimated (``estimated_from``) keeps the estimate:
+    the deploy build applies the reviewed ``auto`` again at every deploy, and the dataset's windows, jobs and
+    champion stay cut at the length its first arrival gave. A number applied replaces it."""
     doc = validate(doc, f"spec {doc.get('name')!r}" if isinstance(doc, Mapping) else "spec")
     uri = spec_uri(bucket, doc["name"], layout or Layout())
-    body = canonical(doc)
     try:
         current, generation = storage.read_generation(uri)
     except NotFound:
@@ -379,9 +382,28 @@ def apply(storage: Storage, bucket: str, doc: Mapping[str, Any], layout: Layout 
     if if_generation is not None and if_generation != generation:
         raise AlreadyExists(f"{uri} is at generation {generation}, not {if_generation}: it changed since it was "
                             "read (look again: `landfall datasets show`)")
+    doc = keep_estimate(doc, current)
+    body = canonical(doc)
     if current == body:
         return generation, False
     return storage.write_if_generation(uri, body, generation), True
+
+
+def keep_estimate(doc: dict[str, Any], current: bytes | None) -> dict[str, Any]:
+    """``doc`` with the stored spec's estimated window (``length`` and ``estimated_from``) where ``doc`` says
+    ``auto`` (``apply``); ``doc`` itself otherwise."""
+    window = (doc.get("shape") or {}).get("window") or {}
+    if window.get("length") != AUTO or current is None:
+        return doc
+    try:
+        stored_window = (json.loads(current).get("shape") or {}).get("window") or {}
+    except (ValueError, AttributeError):
+        return doc
+    if not isinstance(stored_window.get("length"), int) or "estimated_from" not in stored_window:
+        return doc
+    out = copy.deepcopy(doc)
+    out["shape"]["window"].update(length=stored_window["length"], estimated_from=stored_window["estimated_from"])
+    return out
 
 
 def stored(storage: Storage, bucket: str, layout: Layout | None = None) -> list[tuple[str, int]]:

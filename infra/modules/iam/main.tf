@@ -715,7 +715,7 @@ resource "google_project_iam_member" "build_cluster_access" {
 # --- dataset specs (config/datasets/<dataset>.json, landfall.core.specs) --------------------
 # The deploy build applies the reviewed datasets/ folder (`landfall datasets apply`: a read of the
 # current generation, then a write conditional on it, which overwrites: objectUser, as the
-# converter's rewritten records); only there. Every stage reads a dataset's spec by name (get,
+# converter's rewritten records); only there, and the arrival function's window estimate (below). Every stage reads a dataset's spec by name (get,
 # no list): objectViewer on that prefix alone.
 resource "google_storage_bucket_iam_member" "build_apply_specs" {
   bucket = var.bucket_name
@@ -723,6 +723,20 @@ resource "google_storage_bucket_iam_member" "build_apply_specs" {
   member = google_service_account.sa["build"].member
   condition {
     title      = "dataset-specs-only"
+    expression = local.prefix_condition["config/datasets"]
+  }
+}
+
+# `shape.window.length: auto` (landfall.arrival.autowindow): a dataset's first arrival, in the arrival function,
+# writes the period it estimated into the spec's next generation, conditional on the generation it read (an
+# overwrite: create and delete, objectUser, as the build). Only the function: it estimates before it converts or
+# dispatches, so the convert job reads a number. Only that prefix.
+resource "google_storage_bucket_iam_member" "converter_estimates_windows" {
+  bucket = var.bucket_name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.sa["converter"].member
+  condition {
+    title      = "dataset-specs-window-estimate"
     expression = local.prefix_condition["config/datasets"]
   }
 }

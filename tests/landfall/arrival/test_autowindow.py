@@ -45,6 +45,17 @@ def test_the_first_arrival_sets_the_window_and_every_later_one_uses_it(emulator_
     later = commit(storage, arrival_runtime, bucket, "incoming/hum/b.csv", _series(900, 80, 1), pubsub, topic)
     assert Manifest.from_json(storage.read_bytes(later.manifest), later.manifest).shape == [50, 1]
     assert specs.for_dataset(storage, bucket, "hum").generation == spec.generation
+    # The deploy build applies the reviewed spec (still auto) at every deploy: the estimate stays, no new generation.
+    assert specs.apply(storage, bucket, SPEC) == (spec.generation, False)
+    assert specs.for_dataset(storage, bucket, "hum").shape["window"] == window
+    redeployed = {**SPEC, "training": {"epochs": 3}}  # another change reviewed: applied, the window kept
+    generation, changed = specs.apply(storage, bucket, redeployed)
+    kept = specs.for_dataset(storage, bucket, "hum")
+    assert changed and kept.generation == generation and kept.shape["window"] == window
+    # A number applied is the user's choice: it replaces the estimate.
+    chosen = {**SPEC, "shape": {"window": {"length": 64}, "features": 1}}
+    specs.apply(storage, bucket, chosen)
+    assert specs.for_dataset(storage, bucket, "hum").shape["window"] == {"length": 64}
 
 
 def test_two_first_arrivals_racing_agree_on_one_window(emulator_stack, bucket, monkeypatch):
