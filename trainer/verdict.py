@@ -65,6 +65,7 @@ from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
 from trainer import baseline, baselines, detectors, iterators, scoring, selection, surrogate, timeline
 from trainer import labelled as labelled_check
+from trainer.champion_scores import ChampionScores, labelled_figures
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
 from trainer.jobdir import MODEL, JobDir
@@ -80,7 +81,6 @@ READ_HELD_OUT = "reading the held-out windows"
 BASELINES_HELD_OUT = "the baselines on the held-out windows"
 THRESHOLD = "the threshold"
 LABELLED = "the labelled check"
-CHAMPION = "scoring the champion"
 PROMOTE = "the verdict"
 SURROGATE = "the surrogate set"
 EXPORT = "saving the chosen baseline"
@@ -187,32 +187,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     # The labelled check (trainer.labelled): the spec's labelled set, scored by the challenger and each champion.
     with timeline.span(LABELLED):
         labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
-    figures: dict[str, dict[str, Any] | None] = {}  # champion model -> its figures on the labelled set
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
-    losses: dict[str, float | None] = {}
-
-    def evaluate(current: champion_mod.Champion) -> float | None:
-        if current.model not in losses:
-            t0 = time.monotonic()
-            try:
-                with timeline.span(CHAMPION):
-                    scorer = scoring.Scorer.load(storage, current.model, cache_dir)
-                    value: float | None = float(scorer.errors_of(held_out()).mean())  # type: ignore[arg-type]
-                    if labelled is not None and labelled["set"] is not None:  # at the champion's own threshold
-                        figures[current.model] = _figures(scorer, labelled["set"],
-                                                          (scorer.threshold or {}).get("value"), run,
-                                                          f"champion {current.run}")
-            except TemporaryError:
-                raise
-            except Exception as exc:  # gone or unloadable: a champion that cannot score is replaced
-                log.warning(f"champion {current.run} cannot be evaluated ({exc}); the challenger replaces it",
-                            extra={"job": run, "dataset": dataset, "fields": {"champion_model": current.model}})
-                value = None
-            losses[current.model] = value
-            log.info("champion evaluated", extra={"job": run, "dataset": dataset, "fields": {
-                "champion_run": current.run, "champion_loss": value, "wall_s": round(time.monotonic() - t0, 3)}})
-        return losses[current.model]
-
     refusal = (_refusal(cfg, skill) or _baseline_refusal(cfg, compared) or _labelled_refusal(cfg, labelled)
                or _baseline_ap_refusal(cfg, labelled))
     if cfg.select == "detection":  # the candidate that detects best (trainer.selection), the model or a baseline
@@ -220,16 +195,18 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                              labelled, refusal, started, cache_dir, {
                                  "challenger_loss": loss, **gates, "threshold": threshold,
                                  "evaluation": {**evaluation, "tolerance": cfg.promote_tolerance}})
+    champions = ChampionScores(storage, cache_dir, held_out, run, dataset,
+                               labelled_set=labelled["set"] if labelled is not None else None)
     if refusal is not None:  # below the floor: nothing is promoted; the champion is still scored, for the record
         verdict, why = refusal
         current, _ = champion_mod.read(storage, models_root(cfg), dataset)
         try:
-            champion_loss = evaluate(current) if current is not None else None
+            champion_loss = champions.score(current) if current is not None else None
         finally:
             shutil.rmtree(cache_dir, ignore_errors=True)
         fields = {"verdict": verdict, "challenger_loss": loss, "champion_loss": champion_loss, **gates,
                   "champion": current.model if current else None, "champion_run": current.run if current else None,
-                  "threshold": threshold, "labelled": _labelled_fields(labelled, figures, losses),
+                  "threshold": threshold, "labelled": _labelled_fields(labelled, champions),
                   "evaluation": {**evaluation, "reason": why, "tolerance": cfg.promote_tolerance,
                                  "wall_s": round(time.monotonic() - started, 3)}}
         log.warning(f"verdict: {verdict}: {why}", extra={"job": run, "dataset": dataset, "fields": {
@@ -238,7 +215,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     try:
         with timeline.span(PROMOTE):
             outcome, champion_loss = champion_mod.promote_evaluated(
-                storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=evaluate,
+                storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=champions.score,
                 tolerance=cfg.promote_tolerance,
                 evaluation={"instances": len(errors), "metric": METRIC, "threshold": threshold["value"],
                             "quantiles": threshold["quantiles"], **gates})
@@ -254,7 +231,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         "champion": current.model if current else None,
         "champion_run": current.run if current else None,
         "threshold": threshold,
-        "labelled": _labelled_fields(labelled, figures, losses),
+        "labelled": _labelled_fields(labelled, champions),
         "evaluation": {**evaluation, "tolerance": cfg.promote_tolerance,
                        "wall_s": round(time.monotonic() - started, 3)},
     }
@@ -315,7 +292,7 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
         log.warning(f"labelled set unreadable: {exc}", extra={"job": run, "dataset": dataset,
                                                                "fields": {"labelled": cfg.labelled}})
         return out
-    out["challenger"] = _figures(challenger, out["set"], threshold, run, "challenger")
+    out["challenger"] = labelled_figures(challenger, out["set"], threshold, run, "challenger")
     if panel is not None:  # the detectors to beat, on the same set (trainer.baselines): AP and VUS-PR
         errs = panel.errors(out["set"].instances)
         buffer = int(out["set"].instances.shape[1])
@@ -324,24 +301,6 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
         out["beaten_by"] = sorted(n for n, f in out["baselines"].items()
                                   if mine is None or f["average_precision"] > mine)  # detects better on the labels
     return out
-
-
-def _figures(scorer: scoring.Scorer, labelled_set: Any, threshold: float | None, run: str,
-             who: str) -> dict[str, Any] | None:
-    """``scorer``'s precision and recall at ``threshold`` (None without one: unknown) and average precision on the
-    set; None (unknown, never zero) when it cannot score it (another shape, a broken model)."""
-    try:
-        errors = scorer.errors_of([labelled_set.instances])
-        buffer = int(labelled_set.instances.shape[1])  # the window: VUS-PR's largest buffer
-        if threshold is None:
-            return {"precision": None, "recall": None, "flagged": None, "threshold": None,
-                    **labelled_check.ranking(labelled_set.labels, errors, buffer)}
-        return labelled_check.at_threshold(labelled_set.labels, errors, threshold, buffer).as_dict()
-    except TemporaryError:
-        raise
-    except Exception as exc:
-        log.warning(f"{who} cannot score the labelled set ({exc}): unknown", extra={"job": run})
-        return None
 
 
 def _labelled_refusal(cfg: TrainerConfig, labelled: dict[str, Any] | None) -> tuple[str, str] | None:
@@ -379,18 +338,18 @@ def _baseline_ap_refusal(cfg: TrainerConfig, labelled: dict[str, Any] | None) ->
     return None
 
 
-def _labelled_fields(labelled: dict[str, Any] | None, figures: dict[str, dict[str, Any] | None],
-                     losses: dict[str, float | None]) -> dict[str, Any] | None:
+def _labelled_fields(labelled: dict[str, Any] | None, champions: ChampionScores) -> dict[str, Any] | None:
     """``metrics.json``'s ``labelled``: the challenger's figures and those of the champion it was compared with (the
     last one evaluated), null when unknown (no champion, or one that could not score the set)."""
     if labelled is None:
         return None
-    compared = next(reversed(losses), None)
+    compared = champions.last()
     found = labelled["set"]
     return {"uri": labelled["uri"], "instances": found.count if found else None,
             "positives": found.positives if found else None, "error": labelled["error"],
             "min_average_precision": labelled["min_average_precision"],
-            "challenger": labelled["challenger"], "champion": figures.get(compared) if compared else None,
+            "challenger": labelled["challenger"],
+            "champion": champions.labelled.get(compared) if compared else None,
             "baselines": labelled.get("baselines"), "beaten_by": labelled.get("beaten_by")}
 
 
@@ -439,34 +398,20 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
     choice = selection.choose({n: f.get(key) for n, f in figures.items()}, basis, refusal, cfg.model_margin)
     detection = selection.summary(choice, figures, sset.describe(), cfg.promote_margin, cfg.model_margin)
     current, _ = champion_mod.read(storage, models_root(cfg), dataset)
-    scores: dict[str, float | None] = {}  # champion model -> its score on the same set (basis)
-    champion_figures: dict[str, dict[str, Any] | None] = {}
-    losses: dict[str, float | None] = {}
+    champions = ChampionScores(storage, cache_dir, held_out, run, dataset,
+                               labelled_set=labelled["set"] if use_labels else None,  # type: ignore[index]
+                               surrogate_set=sset)
 
     def score_champion(champion: champion_mod.Champion) -> float | None:
         """1 - the champion's score (a loss for the promotion rule); None: it cannot score, so it is replaced."""
-        if champion.model not in scores:
-            try:
-                with timeline.span(CHAMPION):
-                    scorer = scoring.Scorer.load(storage, champion.model, cache_dir)
-                    found = sset.figures(scorer.errors(sset.instances))
-                    losses[champion.model] = float(scorer.errors_of(held_out()).mean())  # type: ignore[arg-type]
-                    if use_labels:
-                        champion_figures[champion.model] = _figures(
-                            scorer, labelled["set"], (scorer.threshold or {}).get("value"), run,  # type: ignore[index]
-                            f"champion {champion.run}")
-                        found["labelled_average_precision"] = (champion_figures[champion.model] or {}).get(
-                            "average_precision")
-                    scores[champion.model] = found.get(key)
-                    detection["champion"] = {"run": champion.run, "model": champion.model, **found}
-            except TemporaryError:
-                raise
-            except Exception as exc:  # gone or unloadable: a champion that cannot score is replaced
-                log.warning(f"champion {champion.run} cannot be evaluated ({exc}); the challenger replaces it",
-                            extra={"job": run, "dataset": dataset, "fields": {"champion_model": champion.model}})
-                scores[champion.model] = None
-                losses[champion.model] = None
-        value = scores[champion.model]
+        champions.score(champion)
+        found = champions.surrogate.get(champion.model)
+        if found is None:
+            return None
+        found = {**found, "labelled_average_precision": (champions.labelled.get(champion.model) or {}).get(
+            "average_precision") if use_labels else None}
+        detection["champion"] = {"run": champion.run, "model": champion.model, **found}
+        value = found.get(key)
         return None if value is None else 1.0 - float(value)
 
     def fields(verdict: str, champion: champion_mod.Champion | None, why: str | None = None) -> dict[str, Any]:
@@ -474,9 +419,10 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         evaluation = {**recorded["evaluation"], "wall_s": round(time.monotonic() - started, 3)}
         if why:
             evaluation["reason"] = why
-        return {"verdict": verdict, **recorded, "champion_loss": losses.get(compared) if compared else None,
+        return {"verdict": verdict, **recorded,
+                "champion_loss": champions.losses.get(compared) if compared else None,
                 "champion": compared, "champion_run": champion.run if champion else None,
-                "labelled": _labelled_fields(labelled, champion_figures, losses), "evaluation": evaluation,
+                "labelled": _labelled_fields(labelled, champions), "evaluation": evaluation,
                 "detection": detection}
 
     try:
