@@ -73,6 +73,7 @@ class TrainerConfig(Settings):
     # smoothing left unset (None) scale with the ceiling: trainer.stopping.Rule.auto.
     early_stopping_patience: int | None = None
     early_stopping_min_delta: float = 0.005  # a fraction of the last improvement's monitored value
+    early_stopping_min_gain: float | None = None  # a fraction of the run's gain so far (None: trainer.stopping's)
     early_stopping_start_from_epoch: int = 0
     early_stopping_reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     early_stopping_factor: float = 0.3
@@ -148,6 +149,7 @@ class TrainerConfig(Settings):
         from trainer.stopping import Rule
 
         return Rule.auto(self.epochs, patience=self.early_stopping_patience, min_delta=self.early_stopping_min_delta,
+                         min_gain=self.early_stopping_min_gain,
                          start_from_epoch=self.early_stopping_start_from_epoch,
                          reductions=self.early_stopping_reductions, factor=self.early_stopping_factor,
                          smoothing=self.early_stopping_smoothing)

@@ -15,6 +15,11 @@ they leave unset ``Rule.auto`` fills for the run's ceiling: patience 10 % and sm
 - an epoch *improves* when the monitored value is below the last improvement's by more than ``min_delta`` of
   it: ``min_delta`` is a *fraction* (Keras's ``EarlyStopping`` takes an absolute one; a fraction fits every
   dataset whatever its units and scale): 0.005 asks for 0.5 % less than the last improvement;
+- and by more than ``min_gain`` of what the run has gained so far (the first monitored value minus the last
+  improvement's): a loss that falls geometrically improves by its 0.5 % every epoch for ever, long after the
+  detector has stopped changing; measured on NAB's recordings (docs/benchmarks.md, issue #47), the dense model's
+  held-out loss was still falling by 1-3 % an epoch at epoch 60 after it had gained 97-99 % of its first value,
+  and its detection was the same at the epoch this rule stops. 0 judges by ``min_delta`` alone;
 - epochs before ``start_from_epoch`` are not monitored (as Keras's ``start_from_epoch``): a warm start's or a
   fresh model's first epochs may be noisy;
 - after ``patience`` epochs in a row without improvement the run is on a plateau: while it has learning-rate
@@ -75,6 +80,7 @@ def auto_smoothing(ceiling: int) -> int:
     return max(1, math.ceil(ceiling / 20))
 
 
+MIN_GAIN = 0.02  # Rule.min_gain's default (module doc)
 AUTO_CEILING = 200  # a Rule() given no patience or smoothing is Rule.auto(AUTO_CEILING)'s
 
 
@@ -87,6 +93,7 @@ class Rule:
     patience: int = auto_patience(AUTO_CEILING)  # epochs in a row without improvement before a reduction or the
     # stop; 0: off
     min_delta: float = 0.005  # an improvement: the monitored value < the last improvement's x (1 - min_delta)
+    min_gain: float = MIN_GAIN  # ... and lower by more than this fraction of the run's gain so far
     start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
     reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     factor: float = 0.3  # the learning rate is multiplied by this at each reduction
@@ -94,11 +101,11 @@ class Rule:
 
     def __post_init__(self) -> None:
         if (self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0 or self.reductions < 0
-                or not 0.0 < self.factor < 1.0 or self.smoothing < 1):
+                or not 0.0 < self.factor < 1.0 or self.smoothing < 1 or not 0.0 <= self.min_gain < 1.0):
             raise ValueError(f"early stopping: patience must be >= 0, min_delta in [0, 1), start_from_epoch >= 0, "
-                             f"reductions >= 0, factor in (0, 1) and smoothing >= 1, got {self.patience}, "
-                             f"{self.min_delta}, {self.start_from_epoch}, {self.reductions}, {self.factor}, "
-                             f"{self.smoothing}")
+                             f"reductions >= 0, factor in (0, 1), smoothing >= 1 and min_gain in [0, 1), got "
+                             f"{self.patience}, {self.min_delta}, {self.start_from_epoch}, {self.reductions}, "
+                             f"{self.factor}, {self.smoothing}, {self.min_gain}")
 
     @classmethod
     def auto(cls, ceiling: int, **given: Any) -> Rule:
@@ -116,10 +123,12 @@ class Rule:
         return self.patience > 0
 
     def describe(self) -> dict[str, Any]:
-        return {"patience": self.patience, "min_delta": self.min_delta, "start_from_epoch": self.start_from_epoch,
+        return {"patience": self.patience, "min_delta": self.min_delta, "min_gain": self.min_gain,
+                "start_from_epoch": self.start_from_epoch,
                 "reductions": self.reductions, "factor": self.factor, "smoothing": self.smoothing,
                 "monitor": "val_loss" if self.smoothing == 1 else f"mean val_loss of the last {self.smoothing} epochs",
-                "min_delta_is": "a fraction of the last improvement's val_loss"}
+                "min_delta_is": "a fraction of the last improvement's val_loss",
+                "min_gain_is": "a fraction of the run's gain so far (first monitored value - last improvement's)"}
 
 
 @dataclasses.dataclass
@@ -131,6 +140,7 @@ class State:
     best: float | None = None  # the lowest val_loss: its epoch's weights are the ones kept
     best_epoch: int | None = None  # 1-based
     reference: float | None = None  # the monitored value at the last improvement by min_delta: patience counts from it
+    first: float | None = None  # the first monitored value: the run's gain is first - reference
     wait: int = 0
     reduced: int = 0  # learning-rate reductions made: the rate in force is the initial one x factor ** reduced
     reduced_at: list[int] = dataclasses.field(default_factory=list)  # after which epochs
@@ -147,7 +157,11 @@ class State:
         if self.best is None or value < self.best:  # the lowest so far: its weights are kept, improved or not
             self.best, self.best_epoch = float(value), self.epochs
         monitored = self.monitored(rule)
-        if self.reference is None or monitored < self.reference - abs(self.reference) * rule.min_delta:
+        if self.first is None:
+            self.first = monitored
+        gain = max(0.0, self.first - self.reference) if self.reference is not None else 0.0
+        if self.reference is None or monitored < self.reference - max(abs(self.reference) * rule.min_delta,
+                                                                      gain * rule.min_gain):
             self.reference, self.wait = monitored, 0
         else:
             self.wait += 1

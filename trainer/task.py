@@ -12,7 +12,8 @@ Flags
     --job-name NAME           default: LANDFALL_JOB_NAME, else the last path segment of --job-dir
     --epochs N                the ceiling: at most this many epochs (a restarted job continues to the same
                               total); the run stops earlier once the held-out loss stops improving
-    --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-start-from-epoch S,
+    --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-min-gain G,
+    --early-stopping-start-from-epoch S,
     --early-stopping-reductions R, --early-stopping-factor F, --early-stopping-smoothing K
                               the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
     --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.baseline``)
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
       help="a small dataset's batch is lowered (not below 32) until an epoch has this many steps (default 16; 0: off)")
     a("--early-stopping-patience", type=int, help="epochs without improvement before stopping; 0: train to --epochs")
     a("--early-stopping-min-delta", type=float, help="an improvement: val_loss lower by this fraction")
+    a("--early-stopping-min-gain", type=float, help="... and by this fraction of the run's gain so far")
     a("--early-stopping-start-from-epoch", type=int, help="epochs before the held-out loss is monitored")
     a("--early-stopping-reductions", type=int, help="plateaus met by lowering the learning rate before stopping")
     a("--early-stopping-factor", type=float, help="the learning rate is multiplied by this at each reduction")

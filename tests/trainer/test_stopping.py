@@ -42,6 +42,27 @@ def test_patience_counts_epochs_without_a_relative_improvement():
     assert (state.epochs, state.best_epoch) == (5, 3)
 
 
+def test_a_geometric_decay_stops_once_its_steps_are_small_against_what_it_has_gained():
+    """The dense model's held-out loss on NAB's recordings falls by a few per cent an epoch for ever (issue #47):
+    judged by ``min_delta`` alone (0.5 % of itself) it never stops; ``min_gain`` asks each improvement for 2 % of
+    what the run has gained since its first epoch, and the run stops once it is on the flat of its curve."""
+    decay = [0.01 + 0.99 * 0.9 ** k for k in range(60)]  # 1.0 down toward its floor of 0.01
+    alone = replay(Rule(patience=6, min_delta=0.005, min_gain=0.0, smoothing=3), decay)
+    assert alone.epochs == 60 and not alone.stopped
+    gained = replay(Rule(patience=6, min_delta=0.005, smoothing=3), decay)  # min_gain: the default, 0.02
+    assert Rule().min_gain == 0.02 and gained.stopped and 30 < gained.epochs < 60, gained.epochs
+    first = gained.values[0]
+    assert first - gained.best > 0.97 * (first - 0.01)  # stopped with more than 97 % of what it could gain
+    # Still learning fast: every epoch improves by far more than 2 % of the gain, the rule never fires.
+    steep = [1.0 - 0.015 * k for k in range(60)]
+    assert replay(Rule(patience=6, smoothing=3), steep).epochs == 60
+    # A run whose loss rises from its first epoch has gained nothing: min_delta alone judges it.
+    rising = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7]
+    assert replay(Rule(patience=3, smoothing=1), rising).epochs == 4
+    with pytest.raises(ValueError):
+        Rule(min_gain=1.0)
+
+
 def test_smoothing_judges_the_trend_not_one_lucky_epoch():
     """A held-out loss falling 1 % an epoch under +-4 % of alternating noise, then flat: judged epoch by epoch,
     the first lucky epoch sets a mark the next ones do not beat and the run stops while it is still learning;
@@ -102,12 +123,14 @@ def test_start_from_epoch_and_patience_zero_and_no_held_out_loss():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(st.none(), st.floats(0.0, 10.0)), min_size=1, max_size=30),
-       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5), st.integers(0, 3), st.integers(1, 6))
+       st.integers(0, 30), st.integers(1, 5), st.floats(0.0, 0.5), st.integers(0, 3), st.integers(1, 6),
+       st.floats(0.0, 0.5))
 def test_the_state_resumed_from_any_epoch_decides_as_the_uninterrupted_one(values, cut, patience, min_delta,
-                                                                           reductions, smoothing):
+                                                                           reductions, smoothing, min_gain):
     """A restart hands the rule its state after ``cut`` epochs through JSON: it must end exactly where the
     uninterrupted replay does."""
-    rule = Rule(patience=patience, min_delta=min_delta, reductions=reductions, smoothing=smoothing)
+    rule = Rule(patience=patience, min_delta=min_delta, reductions=reductions, smoothing=smoothing,
+                min_gain=min_gain)
     whole = replay(rule, values)
     state = State()
     for i, v in enumerate(values):

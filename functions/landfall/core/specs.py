@@ -86,6 +86,7 @@ TRAINER_FLAGS = {
     # A dotted key is a field of a nested object: training.early_stopping.patience (trainer.stopping).
     ("training", "early_stopping.patience"): "--early-stopping-patience",
     ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
+    ("training", "early_stopping.min_gain"): "--early-stopping-min-gain",
     ("training", "early_stopping.start_from_epoch"): "--early-stopping-start-from-epoch",
     ("training", "early_stopping.reductions"): "--early-stopping-reductions",
     ("training", "early_stopping.factor"): "--early-stopping-factor",

@@ -101,7 +101,7 @@ FLEET = doc("fleet", shape={"timesteps": 12, "features": 4}, model={"units": [8,
             training={"epochs": 3, "batch_size_per_worker": 32, "learning_rate": 0.002, "validation_fraction": 0.2,
                       "warm_start": "none", "exclude_flagged": True,
                       "early_stopping": {"patience": 7, "min_delta": 0.01, "start_from_epoch": 2, "reductions": 1,
-                                         "factor": 0.5, "smoothing": 3}},
+                                         "factor": 0.5, "smoothing": 3, "min_gain": 0.05}},
             resources={"engine": "jobset", "workers": 3, "gpus_per_worker": 2, "accelerator": "nvidia-tesla-t4",
                        "queue_name": "fleet-q", "cpu": "2", "memory": "8Gi"},
             arrival={"csv_header": "present", "drop_nonfinite": True, "on_delete": "keep"},
@@ -127,8 +127,8 @@ def test_a_spec_sets_each_stage_and_what_it_leaves_unset_is_the_environment():
             trainer.spec_generation) == ((12, 4), (8, 4), 0.1, 0.002, 0.2, "none", 0.05, 0.95, 3, 7)
     assert trainer.exclude_flagged and not TrainerConfig().exclude_flagged  # training.exclude_flagged: off by default
     rule = trainer.stopping_rule()  # training.early_stopping, every field, as the trainer's rule
-    assert (rule.patience, rule.min_delta, rule.start_from_epoch, rule.reductions, rule.factor, rule.smoothing) == (
-        7, 0.01, 2, 1, 0.5, 3)
+    assert (rule.patience, rule.min_delta, rule.start_from_epoch, rule.reductions, rule.factor, rule.smoothing,
+            rule.min_gain) == (7, 0.01, 2, 1, 0.5, 3, 0.05)
     assert dict(spec.retrain) == {"quiet_s": 10}
 
 
