@@ -43,6 +43,12 @@ from landfall.core.layout import gs, valid_dataset
 from landfall.core.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"
+# A series dataset's model when its spec names no model.kind: the dense autoencoder without dropout. Decided on the
+# NAB and aeon recordings of `landfall bench detect` (docs/benchmarks.md, issue #47): the seed's GRU at its shape
+# learned nothing there (its VUS-PR 0.02 and 0.14 on kdd135 and ecg3 against the dense model's 0.90 and 0.81, the
+# dense model as good or better on the other seven, within 0.01), with or without dropout, at 1e-3 or 3e-3, and
+# trained 4-7x slower. Instance datasets (the seed's shape) keep the seed's GRU.
+SERIES_MODEL = {"kind": "dense", "dropout": 0}
 AUTO = "auto"  # shape.window.length: one period of the first arrival (landfall.arrival.autowindow)
 SECTIONS = ("shape", "model", "training", "resources", "arrival", "verdict", "retrain")
 MAX_BYTES = 64 * 1024  # a spec is a page of settings; anything larger is refused before it is parsed
@@ -172,12 +178,16 @@ class DatasetSpec:
                 args += [flag, ",".join(pairs) or "none"]
                 continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
-        if self.series:  # the channel count and the honest hold-out (landfall.core.series), unless set
+        if self.series:  # the channel count, the honest hold-out (landfall.core.series) and the model, unless set
             channels = (self.arrival.get("series") or {}).get("channels")
             if channels and "features" not in self.shape:
                 args += ["--features", str(len(channels))]
             if "holdout" not in self.training:
                 args += ["--holdout", "segment"]
+            if "kind" not in self.model:  # SERIES_MODEL: the model that detects on real recordings (issue #47)
+                args += ["--model-kind", SERIES_MODEL["kind"]]
+                if "dropout" not in self.model:
+                    args += ["--dropout", str(SERIES_MODEL["dropout"])]
         labelled = self.verdict.get("labelled") or {}
         if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)
             args += ["--labelled", str(labelled["uri"])]

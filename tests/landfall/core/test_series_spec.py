@@ -7,6 +7,8 @@ import pytest
 
 from landfall.core import series, specs
 from landfall.core.errors import Invalid
+from trainer.config import TrainerConfig
+from trainer.task import parse_config
 
 
 def _doc(**over):
@@ -27,6 +29,16 @@ def test_a_series_spec_sets_the_converter_and_the_trainer():
     args = spec.trainer_args()
     assert args[args.index("--timesteps") + 1] == "64" and args[args.index("--features") + 1] == "3"
     assert args[args.index("--holdout") + 1] == "segment"
+    # No model block: the series model (specs.SERIES_MODEL), parsed by the trainer as the dense autoencoder, no dropout.
+    cfg = parse_config(["--inputs", "gs://b/runs/j/inputs.json", "--job-dir", "gs://b/runs/j", *args], env={})
+    assert (cfg.model_kind, cfg.dropout, cfg.units) == ("dense", 0.0, (128, 32))
+    # A spec that names the model keeps it; a GRU named without dropout keeps the GRU's own default.
+    gru = specs.DatasetSpec.from_document(specs.validate(_doc(model={"kind": "gru"}), "pump.yaml"), 3)
+    cfg = parse_config(["--inputs", "i.json", "--job-dir", "j", *gru.trainer_args()], env={})
+    assert (cfg.model_kind, cfg.dropout) == ("gru", TrainerConfig().dropout)
+    dropped = specs.DatasetSpec.from_document(specs.validate(_doc(model={"dropout": 0.3}), "pump.yaml"), 3)
+    cfg = parse_config(["--inputs", "i.json", "--job-dir", "j", *dropped.trainer_args()], env={})
+    assert (cfg.model_kind, cfg.dropout) == ("dense", 0.3)
 
 
 def test_drop_columns_need_the_channel_count():
@@ -55,7 +67,7 @@ def test_inconsistent_series_specs_are_refused(change, message):
 def test_instance_specs_are_unchanged():
     doc = {"apiVersion": specs.API_VERSION, "name": "fleet", "shape": {"timesteps": 12, "features": 4}}
     spec = specs.DatasetSpec.from_document(specs.validate(doc, "fleet.yaml"), 1)
-    assert not spec.series and "--holdout" not in spec.trainer_args()
+    assert not spec.series and "--holdout" not in spec.trainer_args() and "--model-kind" not in spec.trainer_args()
     assert spec.converter_fields() == {"timesteps": 12, "features": 4, "spec_generation": 1}
 
 
