@@ -1,6 +1,6 @@
 """Detection on TSB-AD's protocol: the champion Landfall picks, beside the simple detectors and TSB-AD's figures.
 
-``landfall bench detect [--set dev,aeon] [--series NAMES] [--seeds 3] [--epochs 60] [--options default,dense]
+``landfall bench detect [--set dev,aeon] [--series NAMES] [--seeds 3] [--epochs 60] [--options default,gru]
 [--out DIR]``
 
 The series:
@@ -16,8 +16,9 @@ The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervis
 2. the first ``train_rows`` rows (TSB-AD's ``tr_N``) are cut into stride-1 windows and trained on by the real trainer
    (``python -m trainer.task``: the ``segment`` hold-out, early stopping under the ``--epochs`` ceiling, the verdict
    with ``--select detection``: the champion is whichever candidate the surrogate picks), once per seed and option:
-   ``default`` is the trainer's defaults (no model flag at all), ``dense`` the recommended spec (``model.kind:
-   dense``, units 128,32, dropout 0);
+   ``default`` is what a series dataset's spec without a ``model`` block trains (``landfall.core.specs.SERIES_MODEL``:
+   the dense autoencoder, units 128,32, no dropout; the spec issue #47 recommends, now the default), ``gru`` the
+   seed's recurrent autoencoder at its defaults (no model flag at all: what the defaults were before);
 3. the whole series is scored: every detector's stride-1 window errors located per row (``landfall score``'s ``mean``:
    the mean error of the windows covering a row), VUS-PR as TSB-AD's ``get_metrics`` computes it
    (``landfall.core.vus.tsb_ad_vus_pr``, checked against the TSB_AD 1.5 wheel) and AP against the row labels. The
@@ -49,13 +50,15 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core import period
+from landfall.core import period, specs
 from landfall.core.storage import Storage
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
 DEV = Path(__file__).resolve().parent / "data" / "nab-dev"  # bench/data/README.md: copied unchanged
-OPTIONS = {"default": [], "dense": ["--model-kind", "dense", "--units", "128,32", "--dropout", "0"]}
+OPTIONS = {"default": ["--model-kind", str(specs.SERIES_MODEL["kind"]),
+                       "--dropout", str(specs.SERIES_MODEL["dropout"])],
+           "gru": []}
 PUBLISHED = ("Sub-PCA", "AutoEncoder")
 ENSEMBLE = "pca+nearest_neighbour"  # the mean of the two, each error scaled by its held-out median
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")
@@ -235,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--series", default="", help="names to run (default: every series of the sets)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=60, help="the ceiling (early stopping decides)")
-    p.add_argument("--options", default="default,dense")
+    p.add_argument("--options", default="default,gru")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     args.options = option_list(p, args.options, OPTIONS)

@@ -17,9 +17,9 @@ they leave unset ``Rule.auto`` fills for the run's ceiling: patience 10 % and sm
   dataset whatever its units and scale): 0.005 asks for 0.5 % less than the last improvement;
 - and by more than ``min_gain`` of what the run has gained so far (the first monitored value minus the last
   improvement's): a loss that falls geometrically improves by its 0.5 % every epoch for ever, long after the
-  detector has stopped changing; measured on NAB's recordings (docs/benchmarks.md, issue #47), the dense model's
-  held-out loss was still falling by 1-3 % an epoch at epoch 60 after it had gained 97-99 % of its first value,
-  and its detection was the same at the epoch this rule stops. 0 judges by ``min_delta`` alone;
+  detector has stopped changing: on NAB's recordings (docs/trainer.md, issue #47) the dense model's held-out loss
+  was still falling by 1-3 % an epoch at epoch 60, 97-99 % of the way down, its detection the same at the epoch
+  this rule stops. 0 judges by ``min_delta`` alone;
 - epochs before ``start_from_epoch`` are not monitored (as Keras's ``start_from_epoch``): a warm start's or a
   fresh model's first epochs may be noisy;
 - after ``patience`` epochs in a row without improvement the run is on a plateau: while it has learning-rate
@@ -80,7 +80,7 @@ def auto_smoothing(ceiling: int) -> int:
     return max(1, math.ceil(ceiling / 20))
 
 
-MIN_GAIN = 0.02  # Rule.min_gain's default (module doc)
+MIN_GAIN = 0.01  # Rule.min_gain's default (module doc)
 AUTO_CEILING = 200  # a Rule() given no patience or smoothing is Rule.auto(AUTO_CEILING)'s
 
 

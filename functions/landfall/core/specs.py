@@ -46,8 +46,9 @@ API_VERSION = "landfall.dataset/v1"
 # A series dataset's model when its spec names no model.kind: the dense autoencoder without dropout. Decided on the
 # NAB and aeon recordings of `landfall bench detect` (docs/benchmarks.md, issue #47): the seed's GRU at its shape
 # learned nothing there (its VUS-PR 0.02 and 0.14 on kdd135 and ecg3 against the dense model's 0.90 and 0.81, the
-# dense model as good or better on the other seven, within 0.01), with or without dropout, at 1e-3 or 3e-3, and
-# trained 4-7x slower. Instance datasets (the seed's shape) keep the seed's GRU.
+# dense model as good or within 0.01 on the other seven); without dropout it did no better (0.02, 0.12), nor at a
+# learning rate of 3e-3 (ecg3: 0.12), and it trained 4-10x slower. Instance datasets (the seed's shape) keep the
+# seed's GRU.
 SERIES_MODEL = {"kind": "dense", "dropout": 0}
 AUTO = "auto"  # shape.window.length: one period of the first arrival (landfall.arrival.autowindow)
 SECTIONS = ("shape", "model", "training", "resources", "arrival", "verdict", "retrain")
