@@ -3,6 +3,8 @@ written into the spec's next generation, and every arrival after it is cut with 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -81,3 +83,34 @@ def test_two_first_arrivals_racing_agree_on_one_window(emulator_stack, bucket, m
     assert one.timesteps == two.timesteps == 40 and not one.window_auto and not two.window_auto
     assert specs.for_dataset(storage, bucket, "hum").shape["window"]["estimated_from"].endswith(
         "x.csv#" + str(arrivals[0].generation))
+
+
+def test_a_first_arrival_delivered_twice_at_once_is_estimated_and_converted_once(emulator_stack, bucket, topic,
+                                                                                  arrival_runtime):
+    """Pub/Sub delivers at least once: the first arrival's two deliveries race through the estimate and the
+    conversion. One spec generation is written (the other delivery's conditional write loses, or it reads the
+    number), one manifest, cut with that window, and both deliveries end well."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from landfall.arrival import handler
+    from landfall.core.events import ObjectEvent
+    from tests.conftest import pull_all
+
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    applied, _ = specs.apply(storage, bucket, SPEC)
+    uri = f"gs://{bucket}/incoming/hum/first.csv"
+    storage.write_bytes(uri, _series(900, 50))
+    info = storage.stat(uri)
+    event = ObjectEvent(bucket, "incoming/hum/first.csv", info.generation, info.size, info.crc32c)
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = sorted(pool.map(lambda _: handler.handle(event, arrival_runtime()), range(2)))
+    assert set(outcomes) <= {"converted", "duplicate"} and "converted" in outcomes, outcomes
+    spec = specs.for_dataset(storage, bucket, "hum")
+    assert spec.shape["window"]["length"] == 50 and spec.generation != applied
+    manifests = [i.uri for i in storage.list_objects(f"gs://{bucket}/tfrecords/hum/") if i.uri.endswith(
+        "/manifest.json")]
+    assert len(manifests) == 1
+    manifest = Manifest.from_json(storage.read_bytes(manifests[0]), manifests[0])
+    assert manifest.shape == [50, 1] and manifest.spec_generation == spec.generation
+    requests = pull_all(pubsub, topic, expect=1)
+    assert {json.loads(m.data)["manifest"] for m in requests} == {manifests[0]}  # a duplicate may publish again
