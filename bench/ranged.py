@@ -30,7 +30,7 @@ import pyarrow.csv as pacsv
 from landfall.arrival import ranged_local
 from landfall.core.storage import Storage
 from landfall.local.synthetic import time_series
-from landfall_bench.convert import interleaved
+from landfall_bench.timing import interleaved
 
 GIB = 2**30
 INSTANCE_BYTES = 36 * 10 * 4

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from landfall.arrival import ranged_local, route
 from landfall.core.storage import Storage
 from landfall.local.synthetic import time_series
-from landfall_bench.convert import interleaved
+from landfall_bench.timing import interleaved
 
 FORMATS = ("npy", "csv", "parquet", "csv.gz", "npz")
 

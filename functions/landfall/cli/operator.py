@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         from landfall.cli import reconcile
 
         return reconcile.run(args)
-    from landfall.local.operator import make_operator
+    from landfall.local.operators import make_operator
 
     op = make_operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
     op.install_signal_handlers()

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.local import leash
-from landfall.local.operator import stop_group
 
 log = logging.getLogger("landfall.local.cloudrun")
 
@@ -158,7 +157,7 @@ class LocalCloudRun:
 
     def _stop(self, run: Running) -> None:
         for task in run.tasks.values():
-            stop_group(task.proc)
+            leash.stop_group(task.proc)
             with contextlib.suppress(OSError):
                 task.log.close()
         run.tasks.clear()

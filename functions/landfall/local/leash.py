@@ -15,6 +15,7 @@ child's: a child ended by a signal ends the watcher by the same signal.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -45,6 +46,22 @@ def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen:
         os.close(read)
     weakref.finalize(proc, os.close, write)  # held while the caller holds the Popen: a long-lived operator leaks none
     return proc
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
+    """SIGTERM the group ``proc`` leads (a leashed child: ``popen``), SIGKILL what is left after ``grace_s``."""
+    if proc.poll() is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stragglers of an exited leader
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
 
 
 def _die_with_parent() -> None:

@@ -57,7 +57,6 @@ from landfall.submit.config import JobConfig
 log = logging.getLogger("landfall.local.operator")
 
 SUCCESS_GRACE_S = 15.0
-STOP_GRACE_S = 5.0
 
 
 def command_of(container: dict[str, Any]) -> list[str]:
@@ -71,22 +70,6 @@ def command_of(container: dict[str, Any]) -> list[str]:
 def tf_config(ports: list[int], index: int) -> str:
     return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                        "task": {"type": "worker", "index": index}, "environment": "cloud"})
-
-
-def stop_group(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the replica's process group, SIGKILL what is left after ``grace_s``."""
-    if proc.poll() is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # stragglers of an exited leader
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
 
 
 @dataclasses.dataclass
@@ -122,7 +105,7 @@ class Operator:
         self.env = dict(os.environ if env is None else env)
         self.running: dict[str, RunningJob] = {}
         self.stopping = threading.Event()
-        from landfall.local.cloudrun import LocalCloudRun  # it imports stop_group from here
+        from landfall.local.cloudrun import LocalCloudRun
 
         self.cloud_run = LocalCloudRun(state_dir, self.env)
 
@@ -201,7 +184,7 @@ class Operator:
         return Replica(index, port, proc, fh, path)
 
     def _stop(self, rj: RunningJob) -> None:
-        threads = [threading.Thread(target=stop_group, args=(r.proc,)) for r in rj.replicas]
+        threads = [threading.Thread(target=leash.stop_group, args=(r.proc,)) for r in rj.replicas]
         for t in threads:
             t.start()
         for t in threads:
@@ -382,20 +365,6 @@ class Operator:
     def install_signal_handlers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.stopping.set())
-
-
-def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
-                  config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
-                  env: dict[str, str] | None = None, engine_name: str | None = None) -> Operator:
-    """The controller of ``engine_name`` (default: the config's, else ``tfjob``): this ``Operator`` for TFJobs,
-    ``landfall.local.jobsets.JobSetOperator`` for JobSets."""
-    name = engine_name or (config.engine if config is not None else "tfjob")
-    if name == "jobset":
-        from landfall.local.jobsets import JobSetOperator
-
-        return JobSetOperator(state_dir, namespace, config, storage, poll_s, env)
-    engine.module(name)
-    return Operator(state_dir, namespace, config, storage, poll_s, env)
 
 
 def _epoch(ts: str) -> float:

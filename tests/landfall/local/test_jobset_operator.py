@@ -14,7 +14,7 @@ import pytest
 
 from landfall.core.errors import NotFound
 from landfall.local.jobsets import JobSetOperator, jobset_action, pod_failure_action
-from landfall.local.operator import make_operator
+from landfall.local.operators import make_operator
 from landfall.submit import jobset
 from tests.landfall.local.test_operator import run_until, script_job
 

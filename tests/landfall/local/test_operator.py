@@ -364,7 +364,7 @@ def test_a_worker_that_dies_of_sigsegv_after_its_results_is_restarted_and_the_jo
     """A native crash after the results are complete (#46): the replica ends by SIGSEGV (the trainer's own crash
     point, ``trainer.faults``), which both engines' ExitCode policies retry (a signal: 128 + 11); the restart finds
     the work done (tests/trainer/test_crash_after_fit.py: it exits 0 without training) and the job succeeds."""
-    from landfall.local.operator import make_operator
+    from landfall.local.operators import make_operator
     from trainer import faults
 
     marker = tmp_path / "crashed"
