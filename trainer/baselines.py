@@ -1,7 +1,7 @@
 """The detectors a data scientist tries first, on the verdict's held-out windows and with its metric.
 
 A recurrent autoencoder is worth its GPU-seconds only if it reconstructs held-out windows better than what costs
-nothing to fit. Beside the training set's mean window (``trainer.baseline``), every job that can be judged fits:
+nothing to fit. Beside the training set's mean window (``trainer.floor``), every job that can be judged fits:
 
 - ``pca``: principal components of the flattened ``T x F`` windows (each feature standardised with the job's
   statistics, as the model sees them), keeping ``k`` = the model's code size (``--units``' last entry): a linear
@@ -35,12 +35,12 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from trainer import baseline
+from trainer import floor
 
-MEAN_WINDOW, PCA, NEAREST = baseline.NAME, "pca", "nearest_neighbour"
+MEAN_WINDOW, PCA, NEAREST = floor.NAME, "pca", "nearest_neighbour"
 NAMES = (MEAN_WINDOW, PCA, NEAREST)
 DESCRIPTIONS = {
-    MEAN_WINDOW: baseline.DESCRIPTION,
+    MEAN_WINDOW: floor.DESCRIPTION,
     PCA: "principal components of the standardised windows, as many as the model's code size (a linear autoencoder)",
     NEAREST: "each window reconstructed as its nearest training window (Euclidean, standardised), from a sample",
 }
@@ -61,7 +61,7 @@ class Panel:
     std: np.ndarray
     shape: tuple[int, int]
     code_size: int
-    mean_window: baseline.MeanWindow
+    mean_window: floor.MeanWindow
     components: np.ndarray | None = None  # [k, D] orthonormal rows, standardised space
     centre: np.ndarray | None = None  # [D] the sample's mean, standardised
     neighbours: np.ndarray | None = None  # [m, D] standardised
@@ -76,7 +76,7 @@ class Panel:
         mu = np.asarray(mean if mean is not None else np.zeros(f), np.float64)
         sd = np.asarray(std if std is not None else np.ones(f), np.float64)
         sd = np.where(sd > 1e-12, sd, 1.0)
-        panel = cls(mu, sd, (t, f), max(1, int(code_size)), baseline.MeanWindow())
+        panel = cls(mu, sd, (t, f), max(1, int(code_size)), floor.MeanWindow())
         every = max(1, -(-int(total) // FIT_SAMPLE))
         kept: list[np.ndarray] = []
         seen = 0
@@ -164,7 +164,7 @@ def report(panel: Panel, losses: dict[str, float | None], loss: float) -> dict[s
     out = panel.describe()
     for name in NAMES:
         value = losses.get(name)
-        out[name].update(loss=value, skill=baseline.skill(loss, value) if value is not None else None)
+        out[name].update(loss=value, skill=floor.skill(loss, value) if value is not None else None)
     return out
 
 

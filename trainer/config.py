@@ -61,7 +61,7 @@ class TrainerConfig(Settings):
     # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
     labelled: str = ""
     min_average_precision: float | None = None
-    # The floor (trainer.baseline): promoted only when 1 - loss / baseline loss >= min_skill (else no_skill).
+    # The floor (trainer.floor): promoted only when 1 - loss / baseline loss >= min_skill (else no_skill).
     min_skill: float = 0.1
     # The detectors to beat (trainer.baselines): NAME=MARGIN[,...] over pca and nearest_neighbour, promoted only when
     # 1 - loss / that baseline's loss >= MARGIN for each (else no_skill); "none": report them, gate on none.

@@ -16,7 +16,7 @@ Flags
     --early-stopping-start-from-epoch S,
     --early-stopping-reductions R, --early-stopping-factor F, --early-stopping-smoothing K
                               the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
-    --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.baseline``)
+    --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.floor``)
     --labelled URI            a labelled set (``landfall.core.labelled``) the verdict scores: precision, recall,
                               average precision of challenger and champion (``trainer.labelled``)
     --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)

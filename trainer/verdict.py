@@ -17,7 +17,7 @@
    (1 + ``promote_tolerance``), or when the dataset has no champion (or one whose model cannot be loaded any
    more); the write is conditional on ``champion.json``'s generation, and a job that loses the race
    evaluates the new champion and compares again.
-4. An absolute floor before any comparison (``trainer.baseline``): a naive baseline, the training set's mean
+4. An absolute floor before any comparison (``trainer.floor``): a naive baseline, the training set's mean
    window in original units, is scored on the same held-out instances; the challenger's ``skill`` is
    ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default 0.1:
    ``TrainerConfig.min_skill``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
@@ -63,7 +63,7 @@ from landfall.core import logs, results
 from landfall.core.errors import TemporaryError
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage, is_gs
-from trainer import baseline, baselines, detectors, iterators, scoring, selection, surrogate, timeline
+from trainer import baselines, detectors, floor, iterators, scoring, selection, surrogate, timeline
 from trainer import labelled as labelled_check
 from trainer.champion_scores import ChampionScores, labelled_figures
 from trainer.config import TrainerConfig
@@ -178,8 +178,8 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     held_losses = tally.losses()
     baseline_loss = held_losses[baselines.MEAN_WINDOW]
     assert baseline_loss is not None
-    skill = baseline.skill(loss, baseline_loss)
-    evaluation["baseline"] = {"name": baseline.NAME, "description": baseline.DESCRIPTION,
+    skill = floor.skill(loss, baseline_loss)
+    evaluation["baseline"] = {"name": floor.NAME, "description": floor.DESCRIPTION,
                               "training_instances": panel.mean_window.count}
     compared = baselines.report(panel, held_losses, loss)
     gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,

@@ -49,10 +49,10 @@ RESULT = "result.json"
 RESULTS_TOPIC = "landfall-training-results"
 MAX_IDS = 20  # arrivals listed by id in a message; the rest are counted, and listed in inputs.json
 STATUSES = ("succeeded", "failed")
-# no_skill: below the naive baseline's floor (trainer.baseline); low_average_precision: below the labelled check's.
+# no_skill: below the naive baseline's floor (trainer.floor); low_average_precision: below the labelled check's.
 VERDICTS = ("promoted", "kept_champion", "no_skill", "low_average_precision", "not_evaluated")
 REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whatever the champion: worth an alert
-# What metrics.json records of the skill (trainer.baseline) and of how the epochs ended (trainer.stopping): carried by
+# What metrics.json records of the skill (trainer.floor) and of how the epochs ended (trainer.stopping): carried by
 # the result message, and shown by `landfall status` and the report.
 TRAINING_FIELDS = ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling", "stopped_early", "best_epoch",
                    "ceiling_gpu_seconds", "baselines", "min_skill_over", "beaten_by", "detection")
@@ -80,7 +80,7 @@ class Result:
     estimated_cost: float | None = None  # USD (landfall.core.accelerators.prices()); None: unknown
     cost_basis: str | None = None  # chief | job_object (landfall.core.cost)
     spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
-    # The naive baseline and the skill over it (trainer.baseline); how the epochs ended (trainer.stopping).
+    # The naive baseline and the skill over it (trainer.floor); how the epochs ended (trainer.stopping).
     baseline_loss: float | None = None
     skill: float | None = None
     min_skill: float | None = None

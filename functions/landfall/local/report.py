@@ -747,7 +747,7 @@ def times_html(t: dict[str, Any]) -> str:
 
 
 def _skill_html(j: dict[str, Any]) -> str:
-    """The job's skill over the naive baseline and how its epochs ended (trainer.baseline, trainer.stopping)."""
+    """The job's skill over the naive baseline and how its epochs ended (trainer.floor, trainer.stopping)."""
     out = ""
     if j.get("skill") is not None:
         cls = "no-skill" if j.get("verdict") == "no_skill" else "skill"

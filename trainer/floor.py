@@ -1,4 +1,4 @@
-"""The naive baseline every challenger must beat, and the challenger's skill over it.
+"""The floor: the naive baseline (the mean window) every challenger must beat, and the challenger's skill over it.
 
 A reconstruction model is only worth promoting if it reconstructs held-out instances better than a model that
 learned nothing about them. The baseline here is the simplest such model: it "reconstructs" every instance as
