@@ -1,5 +1,5 @@
-"""What the submit-side commands (``render-tfjob``, ``republish``, ``status``) share: their ``JobConfig``
-from the environment and flags, and one line on stderr (exit 1) for an error Landfall raised on purpose."""
+"""What the commands share: their ``JobConfig`` from the environment and flags, one line on stderr (exit 1) for an
+error Landfall raised on purpose, and the running ``landfall up`` stack as their default target."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from landfall.core import logs
 from landfall.core.errors import LandfallError
 from landfall.submit.config import JobConfig
 
@@ -31,3 +32,13 @@ def reporting_errors(args: argparse.Namespace, command: Callable[[argparse.Names
     except LandfallError as exc:
         print(f"landfall {args.command}: {exc}", file=sys.stderr)
         return 1
+
+
+def on_the_stack(args: argparse.Namespace, command: Callable[[argparse.Namespace], int]) -> int:
+    """``command`` with logs set up and, unless a flag or variable names another target, pointed at the stack that
+    ``landfall up`` runs (``landfall.local.stack.use_running_stack``); its errors as ``reporting_errors`` says."""
+    from landfall.local.stack import use_running_stack
+
+    logs.setup()
+    use_running_stack(args=args)
+    return reporting_errors(args, command)

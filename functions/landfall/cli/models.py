@@ -14,8 +14,8 @@ import argparse
 import json
 import sys
 
-from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, logs
+from landfall.cli.common import job_config, on_the_stack
+from landfall.core import champion
 from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.storage import Storage, join
@@ -35,11 +35,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.local.stack import use_running_stack
-
-    logs.setup()
-    use_running_stack(args=args)
-    return reporting_errors(args, promote if args.command == "promote" else rollback)
+    return on_the_stack(args, promote if args.command == "promote" else rollback)
 
 
 def roots(args: argparse.Namespace) -> tuple[Storage, str, str]:

@@ -13,8 +13,8 @@ import argparse
 import json
 import sys
 
-from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, layout, logs, quarantine
+from landfall.cli.common import job_config, on_the_stack
+from landfall.core import champion, layout, quarantine
 from landfall.core.config import Layout
 from landfall.core.errors import Invalid
 from landfall.core.storage import Storage
@@ -29,11 +29,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.local.stack import use_running_stack
-
-    logs.setup()
-    use_running_stack(args=args)
-    return reporting_errors(args, decide)
+    return on_the_stack(args, decide)
 
 
 def manifest_uri(args: argparse.Namespace) -> tuple[Storage, str]:

@@ -9,8 +9,8 @@ import argparse
 import os
 from pathlib import Path
 
-from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import detections, logs
+from landfall.cli.common import add_target_arguments, job_config, on_the_stack
+from landfall.core import detections
 from landfall.core.errors import NotFound
 
 
@@ -26,11 +26,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.local.stack import use_running_stack
-
-    logs.setup()
-    use_running_stack(args=args)
-    return reporting_errors(args, _run)
+    return on_the_stack(args, _run)
 
 
 def _run(args: argparse.Namespace) -> int:

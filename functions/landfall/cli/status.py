@@ -26,8 +26,8 @@ import time
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.cli.common import job_config, reporting_errors
-from landfall.core import champion, cost, detections, layout, logs, quarantine, results, specs
+from landfall.cli.common import job_config, on_the_stack
+from landfall.core import champion, cost, detections, layout, quarantine, results, specs
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
@@ -61,11 +61,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.local.stack import use_running_stack
-
-    logs.setup()
-    use_running_stack(args=args)  # next to `landfall up`, unless a flag or variable names a target
-    return reporting_errors(args, status)
+    return on_the_stack(args, status)
 
 
 # -- status ---------------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.cli.common import add_target_arguments, job_config, reporting_errors
-from landfall.core import champion, detections, layout, logs, quarantine, results
+from landfall.cli.common import add_target_arguments, job_config, on_the_stack
+from landfall.core import champion, detections, layout, quarantine, results
 from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
@@ -556,11 +556,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.local.stack import use_running_stack
-
-    logs.setup()
-    use_running_stack(args=args)
-    return reporting_errors(args, _run)
+    return on_the_stack(args, _run)
 
 
 def open_reader(cfg: Any, bucket: str) -> Reader:
