@@ -32,7 +32,7 @@ from landfall.core import timeline as core_timeline
 from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
-from landfall.core.messages import MISSHAPEN, JobInputs, loads_object, misshapen, peeked
+from landfall.core.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, engine, tfjob
@@ -359,14 +359,12 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
 def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
     """Requests in the dead-letter subscription, left there (their ack deadline is reset to 0)."""
     try:
-        got = pubsub.peek(subscription, max_messages=100, timeout_s=3.0)
+        found = dead_letters(pubsub, subscription)
     except LandfallError as exc:
         return {"error": str(exc)}
-    items = []
-    for m in got:  # a poison message is what dead-letters: any body at all (messages.peeked)
-        seen = peeked(m.data, m.attributes, f"dead letter {m.message_id}")
-        items.append({"request_id": seen["request_id"], "dataset": seen["dataset"], "manifest": seen["manifest"],
-                      "message_id": m.message_id, **({"unreadable": seen["unreadable"]} if seen["unreadable"] else {})})
+    items = [{"request_id": d["request_id"], "dataset": d["dataset"], "manifest": d["manifest"],
+              "message_id": d["message_id"], **({"unreadable": d["unreadable"]} if d["unreadable"] else {})}
+             for d in found]
     return {"count": len(items), "requests": items}
 
 

@@ -118,6 +118,16 @@ def peeked(data: bytes | str | None, attributes: dict[str, str] | None, where: s
             "unreadable": why}
 
 
+def dead_letters(pubsub: Any, subscription: str, max_messages: int = 100,
+                 timeout_s: float = 3.0) -> list[dict[str, Any]]:
+    """The messages waiting in a dead-letter ``subscription``, peeked (``PubSub.peek``: left there), each as the views
+    show one (``landfall status``, ``landfall report``): ``message_id``, ``attempts`` and what ``peeked`` reads of its
+    body, whatever the body is (a poison message is what dead-letters). The peek's ``LandfallError`` is raised."""
+    return [{"message_id": m.message_id, "attempts": m.delivery_attempt,
+             **peeked(m.data, m.attributes, f"dead letter {m.message_id}")}
+            for m in pubsub.peek(subscription, max_messages=max_messages, timeout_s=timeout_s)]
+
+
 def decode(cls: Any, text: str | bytes, schema: str | tuple[str, ...], where: str, build: Any = None) -> Any:
     """Every contract's reader: JSON, the expected ``schema``, then ``build(raw)`` (default: the dataclass
     from the fields it knows, so a newer writer's extra fields are ignored); anything malformed is one

@@ -41,7 +41,7 @@ from landfall.core import champion, checks, cost, detections, layout, quarantine
 from landfall.core import timeline as core_timeline
 from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import MISSHAPEN, misshapen, peeked, utc_now
+from landfall.core.messages import MISSHAPEN, dead_letters, misshapen, utc_now
 from landfall.core.profile import Profile
 from landfall.local.records import Reader
 
@@ -256,16 +256,13 @@ def _champion(r: Reader, name: str, entry: dict[str, Any]) -> None:
 
 def _peek(pubsub: Any, subscription: str) -> dict[str, Any]:
     try:
-        got = pubsub.peek(subscription, max_messages=100, timeout_s=3.0)
+        found = dead_letters(pubsub, subscription)
     except LandfallError as exc:
         return {"subscription": subscription, "error": str(exc), "messages": []}
-    messages = []
-    for m in got:  # a poison message is what dead-letters: any body at all (messages.peeked)
-        seen = peeked(m.data, m.attributes, f"dead letter {m.message_id}")
-        messages.append({"message_id": m.message_id, "dataset": seen["dataset"],
-                         "what": seen["request_id"] or seen["arrival"] or seen["unreadable"] or "(unreadable)",
-                         "attempts": m.delivery_attempt})
-    return {"subscription": subscription, "messages": messages}
+    return {"subscription": subscription, "messages": [
+        {"message_id": d["message_id"], "dataset": d["dataset"],
+         "what": d["request_id"] or d["arrival"] or d["unreadable"] or "(unreadable)", "attempts": d["attempts"]}
+        for d in found]}
 
 
 def read_scored(path: Any, points: int = 1200) -> dict[str, Any]:
