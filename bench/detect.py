@@ -39,8 +39,8 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core.located import Locator
 from landfall.core.storage import Storage
+from landfall.detect.located import Locator
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
 OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
@@ -51,7 +51,7 @@ OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
 
 
 def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window: int) -> np.ndarray:
-    """Each row's score as ``landfall score`` gives it (``landfall.core.located.Locator``, ``mean``: the mean error of
+    """Each row's score as ``landfall score`` gives it (``landfall.detect.located.Locator``, ``mean``: the mean error of
     the stride-1 windows covering the row), ``errors`` turning a block of windows into one error each."""
     locator = Locator(window, 1, float("inf"), errors)
     times = np.arange(len(rows), dtype=np.float64)

@@ -4,7 +4,7 @@ The file (CSV, CSV.gz or Parquet; local or gs://) is read as the converter reads
 (``landfall.arrival.series``: the spec's time column and channels, ISO-8601 or numeric times, sorted in memory when
 it is not), windowed with the spec's window (at ``--stride``, default the spec's stride) without crossing a gap longer
 than ``max_gap``, every window scored with the model (``trainer.scoring.Scorer``: its reconstruction MSE in original
-units), and the windows' errors combined into a score per row (``landfall.core.located``: the mean of the windows
+units), and the windows' errors combined into a score per row (``landfall.detect.located``: the mean of the windows
 covering it, or ``--combine max``). Writes:
 
 - ``--out`` (default ``<src name>.scores.parquet``): one row per row of the time-sorted series: ``row``, ``time`` (the

@@ -7,7 +7,7 @@ Two kinds, by the dataset's spec:
   channels, ISO-8601 or numeric times, sorted in memory when it is not), windowed with the spec's window (at
   ``stride``, default the spec's stride) without crossing a gap longer than ``max_gap``, every window scored with the
   model (``trainer.scoring.Scorer``: its reconstruction MSE in original units), and the windows' errors combined into
-  a score per row (``landfall.core.located``: the mean of the windows covering it, or ``combine="max"``). Writes
+  a score per row (``landfall.detect.located``: the mean of the windows covering it, or ``combine="max"``). Writes
   ``out``, one row per row of the time-sorted series: ``row``, ``time`` (the time column's value; seconds since the
   epoch for ISO-8601 times), ``score`` (NaN where no window covers the row), ``anomaly`` (score above the threshold)
   and, when the file has a label column, ``label``; returns the summary (``landfall.series_scores/v1``): every
@@ -32,9 +32,10 @@ import numpy as np
 
 from landfall.core import duplicates
 from landfall.core.errors import BadInput, Invalid
-from landfall.core.located import Block, Locator, Unsorted
 from landfall.core.specs import DatasetSpec
 from landfall.core.storage import Storage
+from landfall.detect import located
+from landfall.detect.located import Block, Locator, Unsorted
 
 SCHEMA = "landfall.series_scores/v1"
 LABELS = ("label", "is_anomaly")  # label columns looked for when none is named
@@ -235,34 +236,17 @@ def score_instances(storage: Storage, src: str, model: str, scorer: Any, thresho
 
 
 class InstanceRuns:
-    """Maximal runs of consecutive anomalous instances (by index), with each run's peak."""
+    """Maximal runs of consecutive anomalous instances (by index), with each run's peak: ``located.Runs`` over the
+    instances' indices, which stand for their times (``start``, ``end`` and ``peak`` are instance indices)."""
 
     def __init__(self) -> None:
-        self.done: list[dict[str, Any]] = []
-        self.open: dict[str, Any] | None = None
+        self.runs = located.Runs()
 
     def add(self, index: np.ndarray, errors: np.ndarray, threshold: float) -> None:
-        flags = errors > threshold
-        for i, e in zip(index[flags].tolist(), errors[flags].tolist(), strict=True):
-            run = self.open
-            if run is not None and run["last_row"] == i - 1:
-                run["last_row"] = run["end"] = i
-                run["rows"] += 1
-                if e > run["peak_score"]:
-                    run["peak_row"] = run["peak"] = i
-                    run["peak_score"] = e
-                continue
-            self._close()
-            self.open = {"start": i, "end": i, "peak": i, "peak_score": e, "first_row": i, "last_row": i,
-                         "peak_row": i, "rows": 1}
-        if len(flags) and not flags[-1]:
-            self._close()
-
-    def _close(self) -> None:
-        if self.open is not None:
-            self.done.append(self.open)
-            self.open = None
+        if len(index):  # the chunks come in order, their indices contiguous
+            flags = errors > threshold
+            self.runs.add(located.Block(int(index[0]), index, errors, flags, None), flags, errors)
 
     def finish(self) -> list[dict[str, Any]]:
-        self._close()
-        return self.done
+        self.runs.end()
+        return [{**r.as_dict(), "start": int(r.start), "end": int(r.end), "peak": int(r.peak)} for r in self.runs.done]

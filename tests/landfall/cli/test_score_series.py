@@ -1,4 +1,4 @@
-"""``landfall score`` on a series file (landfall.cli.score_series, landfall.core.located): a score per moment from
+"""``landfall score`` on a series file (landfall.cli.score_series, landfall.detect.located): a score per moment from
 the windows covering it, the anomalous ranges, precision and recall against a label column, and the report's plot.
 
 Two models. A hand-checkable one reconstructs every window as zeros, so a window's error is the mean of its squared
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from landfall import cli
-from landfall.core.located import Locator
+from landfall.detect.located import Locator
 from landfall.local import plots, report
 from landfall_bench import realdata
 

@@ -84,7 +84,7 @@ class Block:
     labels: np.ndarray | None
 
 
-class _Runs:
+class Runs:
     """Maximal runs of True across blocks; ``end()`` closes the open one (a segment boundary)."""
 
     def __init__(self) -> None:
@@ -131,7 +131,7 @@ class Locator:
         self.rows = self.windows = self.flagged = self.dropped_nonfinite = 0
         self.labelled = False
         self.tp = self.fp = self.fn = 0
-        self.found, self.truth = _Runs(), _Runs()
+        self.found, self.truth = Runs(), Runs()
         self._ranked: list[tuple[np.ndarray, np.ndarray]] = []  # (scores, labels) of labelled rows, for AP and VUS-PR
         self._ranked_rows = 0
         self._t = np.zeros(0, np.float64)
