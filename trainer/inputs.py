@@ -30,7 +30,7 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from landfall.core import holdout, logs, snapshots
+from landfall.core import holdout, logs, moments, snapshots
 from landfall.core import series as series_windows
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.layout import RETRACTION
@@ -88,16 +88,10 @@ class Inputs:
         return sorted({m.dataset for m in self.manifests} | set(self.snapshot_datasets))
 
     def feature_stats(self) -> tuple[list[float], list[float]]:
-        """Count-weighted mean and standard deviation per feature (the Chan merge of the arrivals' statistics)
-        over all manifests and the snapshot's shards."""
+        """Count-weighted mean and standard deviation per feature over all manifests and the snapshot's shards
+        (``landfall.core.moments``: the Chan merge of the arrivals' statistics)."""
         parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
-        counts = np.array([p[0] for p in parts], dtype=np.float64)
-        means = np.array([p[1] for p in parts], dtype=np.float64)
-        stds = np.array([p[2] for p in parts], dtype=np.float64)
-        total = counts.sum()
-        mean = (counts[:, None] * means).sum(0) / total
-        second = (counts[:, None] * (stds**2 + means**2)).sum(0) / total
-        std = np.sqrt(np.maximum(second - mean**2, 0.0))
+        mean, std = moments.pooled(parts)
         std = np.where(std > 1e-12, std, 1.0)  # a constant feature is left unscaled
         return mean.tolist(), std.tolist()
 

@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from landfall.core import moments
 from landfall.core.messages import FeatureStats
 
 # A batch's M2 = sum(x²) - sum(x)·mean cancels when a feature's offset dwarfs its spread (timestamps ~1e9
@@ -57,11 +58,7 @@ class RunningStats:
             m2b[lost] = np.einsum("ij,ij->j", centered, centered) - c1 * (c1 / nb)
             mb[lost] += c1 / nb
         m2b = np.maximum(m2b, 0.0)
-        delta = mb - self.mean
-        total = self.n + nb
-        self.mean = self.mean + delta * nb / total
-        self.m2 = self.m2 + m2b + delta**2 * self.n * nb / total
-        self.n = total
+        self.n, self.mean, self.m2 = moments.merge(self.n, self.mean, self.m2, nb, mb, m2b)
         self.min = np.minimum(self.min, rows.min(axis=0).reshape(-1, self.features).min(axis=0))
         self.max = np.maximum(self.max, rows.max(axis=0).reshape(-1, self.features).max(axis=0))
         return True
@@ -70,11 +67,7 @@ class RunningStats:
         """Adds another part's statistics (Chan et al.): as if its batches had been added here."""
         if not other.n:
             return
-        delta = other.mean - self.mean
-        total = self.n + other.n
-        self.mean = self.mean + delta * other.n / total
-        self.m2 = self.m2 + other.m2 + delta**2 * self.n * other.n / total
-        self.n = total
+        self.n, self.mean, self.m2 = moments.merge(self.n, self.mean, self.m2, other.n, other.mean, other.m2)
         self.min = np.minimum(self.min, other.min)
         self.max = np.maximum(self.max, other.max)
 
