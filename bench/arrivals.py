@@ -33,8 +33,7 @@ import numpy as np
 from landfall.arrival import compact
 from landfall.arrival.converter import RunningStats
 from landfall.core import records, snapshots, timeline
-from landfall.core.config import Layout
-from landfall.core.layout import arrival_id, dataset_prefix, gs, manifest_name, shard_name
+from landfall.core.layout import Layout, arrival_id, dataset_prefix, gs, manifest_name, shard_name
 from landfall.core.messages import Manifest, Shard, Source
 from landfall.core.snapshots import CompactedShard, Snapshot
 from landfall.core.storage import Storage, crc32c_b64

@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 def burst(args: argparse.Namespace, info: dict[str, Any], storage: Any, pubsub: Any, test: np.ndarray,
           upload: Any) -> dict[str, Any]:
     from landfall.core import detections
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
 
     bucket, n, rows = info["bucket"], args.burst, args.burst_rows
     bodies = [csv_of(test[(i * rows) % (len(test) - rows):][:rows], np.zeros(rows), start=i * rows)

@@ -41,7 +41,7 @@ from typing import Any
 from unittest import mock
 
 from landfall.core import layout, specs
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.messages import FeatureStats, Manifest, Shard, Source, TrainingRequest
 from landfall.core.storage import Storage
 from landfall.local import emulators

@@ -156,7 +156,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def arrival_runtime(emulator_stack: Emulators, topic: str):
     """Builds the data-arrival runtime against the emulators, publishing to this test's topic."""
     from landfall.arrival.config import ConverterConfig
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
     from landfall.core.runtime import Runtime
 
     def make(**overrides) -> Runtime:

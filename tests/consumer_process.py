@@ -16,8 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import TrainingRequest
 from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime

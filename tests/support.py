@@ -15,8 +15,8 @@ import numpy as np
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
 from landfall.core import layout, records
-from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import JobInputs, Manifest, TrainingRequest
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series

@@ -71,8 +71,8 @@ import numpy as np
 
 from landfall.core import champion as champion_mod
 from landfall.core import detections, layout, logs
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import utc_now
 from landfall.core.storage import Storage, join
 from trainer import detectors

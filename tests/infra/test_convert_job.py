@@ -139,7 +139,7 @@ def test_the_deploy_build_builds_and_passes_the_converter_image() -> None:
 def test_job_and_function_environments_are_config_fields_and_agree() -> None:
     from landfall.arrival import route
     from landfall.arrival.config import ConverterConfig
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
 
     fields = {"LANDFALL_" + f.name.upper() for cls in (ConverterConfig, Layout) for f in dataclasses.fields(cls)}
     env_locals = {k: v for b in blocks(load_hcl(FUNCTIONS / "main.tf"), "locals") for k, v in b.items()}

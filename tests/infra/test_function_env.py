@@ -36,7 +36,7 @@ def _config_classes() -> dict[str, tuple[type, ...]]:
     """Function resource -> the Settings classes its runtime loads from the environment."""
     from landfall.arrival import handler as arrival
     from landfall.arrival.config import ConverterConfig
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
     from landfall.submit import handler as submitter
     from landfall.submit.config import JobConfig
 

@@ -63,7 +63,7 @@ def deletes_live(rule: dict[str, Any], name: str) -> bool:
 def named_by_snapshots() -> dict[str, str]:
     """What a live snapshot or a live job's inputs name, as the code names it: object name -> what it is."""
     from landfall.core import layout, snapshots
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
     from landfall.submit.ledger import Ledger
 
     lay, bucket, ds = Layout(), "b", "pump-7"
@@ -91,7 +91,7 @@ def test_no_lifecycle_rule_deletes_what_a_live_snapshot_names() -> None:
 
 
 def test_the_names_are_the_layouts_prefixes() -> None:
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
 
     lay = Layout()
     names = named_by_snapshots()

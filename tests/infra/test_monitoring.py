@@ -337,8 +337,8 @@ def _detection_lines(tmp_path, anomalies: int) -> list[dict[str, Any]]:
     """The LogEntries ``landfall.detect.handler`` logs when it publishes a detection with this many anomalies (the
     real call that sends a summary's message, on a local folder and a recording publisher, its JSON lines captured
     with the project's own formatter)."""
-    from landfall.core.config import Layout
     from landfall.core.detections import MESSAGE_SCHEMA, Summary
+    from landfall.core.layout import Layout
     from landfall.core.runtime import Runtime
     from landfall.core.storage import Storage
     from landfall.detect import handler

@@ -62,7 +62,8 @@ def test_the_service_environment_is_what_the_scorer_reads() -> None:
     # The platform's topic has that name, and the roots pass the platform's output.
     assert _default(PUBSUB, "detections_topic_name") == "landfall-detections"
     # Every LANDFALL_* variable is a field of what the scorer's runtime loads (Settings.load reads LANDFALL_<FIELD>).
-    from landfall.core.config import ENV_PREFIX, Layout
+    from landfall.core.config import ENV_PREFIX
+    from landfall.core.layout import Layout
     from landfall.detect import handler
     from landfall.detect.config import DetectConfig
 

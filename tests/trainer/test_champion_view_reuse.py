@@ -19,7 +19,7 @@ import pytest
 
 from landfall.core import champion as champion_mod
 from landfall.core import detections
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 from landfall.detect import handler
 from tests.landfall.detect.helpers import commit, crown, scorer_runtime, zero_model

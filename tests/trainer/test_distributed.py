@@ -176,7 +176,7 @@ def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
     """The job's timeline in metrics.json, on both workers, and as status --json, trace and the report show it."""
     from landfall.cli import status, trace
     from landfall.core import timeline as core_timeline
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
     from landfall.local import report
 
     t = metrics["timeline"]

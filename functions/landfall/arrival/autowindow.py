@@ -29,8 +29,8 @@ import numpy as np
 from landfall.arrival import formats, series
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, period, specs
-from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 
 log = logging.getLogger("landfall.arrival")

@@ -42,9 +42,8 @@ import numpy as np
 
 from landfall.arrival.stats import RunningStats
 from landfall.core import records, retractions, series, snapshots
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid
-from landfall.core.layout import dataset_prefix, gs, shard_name
+from landfall.core.layout import Layout, dataset_prefix, gs, shard_name
 from landfall.core.messages import Manifest
 from landfall.core.snapshots import CompactedShard, Snapshot
 from landfall.core.storage import Storage, crc32c_b64, join

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 from landfall.core import duplicates, specs
-from landfall.core.config import DATASET_MODES, Layout, Seed, Settings, default_project
+from landfall.core.config import DATASET_MODES, Seed, Settings, default_project
 from landfall.core.errors import BadInput, Invalid
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 
 CSV_HEADER_MODES = ("auto", "present", "absent")

@@ -27,9 +27,9 @@ from landfall.arrival import autowindow, converter, formats, route, screen
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, rejections, retractions
 from landfall.core.cloudrun import CloudRunJobs, LocalJobs
-from landfall.core.config import Layout
 from landfall.core.errors import BadInput, Invalid, NotFound
 from landfall.core.events import ObjectEvent
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, Rejection, TrainingRequest, utc_now
 from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime

@@ -54,8 +54,8 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import Decoder, ShardWriter, prefetched
 from landfall.arrival.ranged_parts import Job
 from landfall.core import layout, rejections
-from landfall.core.config import Layout
 from landfall.core.errors import BadInput, Invalid, NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, Rejection
 from landfall.core.storage import Storage, is_gs, join
 

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from landfall.arrival import ranged_parts
-from landfall.core.config import Layout
 from landfall.core.errors import NotFound
-from landfall.core.layout import split_gs
+from landfall.core.layout import Layout, split_gs
 from landfall.core.messages import Manifest
 from landfall.core.storage import Storage, is_gs
 

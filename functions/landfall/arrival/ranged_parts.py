@@ -25,8 +25,8 @@ from landfall.arrival.commit import manifest_metadata
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import BadInput, NotFound, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, Shard, Source
 from landfall.core.profile import Profile
 from landfall.core.storage import Storage, join

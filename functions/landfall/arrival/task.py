@@ -25,8 +25,8 @@ from typing import Any
 from landfall.arrival import ranged
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, logs
-from landfall.core.config import Layout
 from landfall.core.errors import BadInput, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest
 from landfall.core.storage import Storage
 

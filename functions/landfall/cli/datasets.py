@@ -31,8 +31,8 @@ from landfall.arrival.config import ConverterConfig
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import labelled as labelled_store
 from landfall.core import logs, specs
-from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, BadInput, Invalid, NotFound
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage, is_gs
 
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -25,8 +25,8 @@ from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import layout, retractions, specs
-from landfall.core.config import Layout
 from landfall.core.errors import NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, TrainingRequest, utc_now
 from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.config import JobConfig

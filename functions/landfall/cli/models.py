@@ -16,8 +16,8 @@ import sys
 
 from landfall.cli.common import job_config, on_the_stack
 from landfall.core import champion
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage, join
 
 

@@ -15,8 +15,8 @@ import sys
 
 from landfall.cli.common import job_config, on_the_stack
 from landfall.core import champion, layout, quarantine
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 
 

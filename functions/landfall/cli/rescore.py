@@ -18,8 +18,8 @@ import os
 from datetime import UTC, datetime
 
 from landfall.core import champion, detections, retractions
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest
 
 

@@ -29,9 +29,8 @@ from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, on_the_stack
 from landfall.core import champion, cost, detections, layout, quarantine, results, specs
 from landfall.core import timeline as core_timeline
-from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
-from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION
+from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Layout
 from landfall.core.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage

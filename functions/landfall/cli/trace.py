@@ -37,8 +37,8 @@ from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
 from landfall.core import champion, detections, layout, quarantine, results
 from landfall.core import timeline as core_timeline
-from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.storage import Storage
 from landfall.local.records import Reader

@@ -83,25 +83,3 @@ class Settings:
                     raise ValueError(f"{key}: {exc}") from None
         values.update({k: v for k, v in flags.items() if v is not None})
         return cls(**values)  # type: ignore[call-arg]
-
-
-@dataclasses.dataclass(frozen=True)
-class Layout(Settings):
-    """Where things live in the bucket. Defaults are documented in docs/contracts.md."""
-
-    incoming_prefix: str = "incoming/"
-    tfrecords_prefix: str = "tfrecords/"
-    rejected_prefix: str = "rejected/"
-    runs_prefix: str = "runs/"
-    requests_prefix: str = "requests/"  # the submit stage's bookkeeping: pending requests, each dataset's head
-    # One create-only record per training request ever received (landfall.submit.ledger); kept apart from
-    # requests/ because that is listed and these are only ever read by name.
-    received_prefix: str = "received/"
-    # Compaction (landfall.arrival.compact): compacted shards, and the snapshots that name them.
-    compacted_prefix: str = "compacted/"
-    snapshots_prefix: str = "snapshots/"
-    # Dataset specs (landfall.core.specs): config/datasets/<dataset>.json, one generation per `landfall datasets
-    # apply`; written by the deploy build, read by every stage.
-    specs_prefix: str = "config/datasets/"
-    # Detections on arrival (landfall.core.detections): scores/<dataset>/<arrival>/<champion job>/, create-only.
-    scores_prefix: str = "scores/"

@@ -42,8 +42,8 @@ import json
 from typing import Any
 
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import REQUEST_SCHEMA, TrainingRequest, clip, decode, loads, utc_now
 from landfall.core.storage import Storage, join
 

@@ -18,8 +18,8 @@ import logging
 from typing import Any
 
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, PermanentError
+from landfall.core.layout import Layout
 from landfall.core.messages import Rejection
 from landfall.core.storage import Storage
 

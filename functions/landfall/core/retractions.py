@@ -13,9 +13,8 @@ import dataclasses
 import logging
 
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Arrival
+from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Arrival, Layout
 from landfall.core.messages import Manifest, Retraction
 from landfall.core.storage import ObjectInfo, Storage
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 

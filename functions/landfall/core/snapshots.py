@@ -53,9 +53,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import gs
+from landfall.core.layout import Layout, gs
 from landfall.core.messages import INPUTS_SNAPSHOT_SCHEMA, JobInputs, decode, utc_now
 from landfall.core.retractions import Listing
 from landfall.core.storage import Storage

@@ -37,9 +37,9 @@ from typing import Any
 import yaml
 
 from landfall.core import accelerators
-from landfall.core.config import ENGINES, Layout
+from landfall.core.config import ENGINES
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.layout import gs, valid_dataset
+from landfall.core.layout import Layout, gs, valid_dataset
 from landfall.core.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"

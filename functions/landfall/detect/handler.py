@@ -46,9 +46,9 @@ from typing import Any, Literal
 
 from landfall.core import champion as champion_mod
 from landfall.core import detections, layout, logs, retractions, specs
-from landfall.core.config import Layout
 from landfall.core.detections import ScoreRequest, Summary
 from landfall.core.errors import BadInput, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, utc_now
 from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime

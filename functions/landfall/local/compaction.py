@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from landfall.arrival import compact
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 from landfall.reconcile.collect import named_by_live_jobs
 

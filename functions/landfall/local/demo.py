@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from landfall.core import champion, layout
-from landfall.core.config import Layout
 from landfall.core.errors import LandfallError
+from landfall.core.layout import Layout
 from landfall.core.messages import JobInputs
 from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage

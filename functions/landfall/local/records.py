@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from landfall.core import champion, layout
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, LandfallError, NotFound
+from landfall.core.layout import Layout
 from landfall.core.messages import JobInputs
 from landfall.submit import engine, tfjob
 from landfall.submit.ledger import Ledger

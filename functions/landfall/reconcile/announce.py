@@ -18,8 +18,8 @@ import logging
 from typing import Any
 
 from landfall.core import results
-from landfall.core.config import Layout
 from landfall.core.errors import LandfallError, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 from landfall.submit import engine, spend, tfjob
 from landfall.submit.config import JobConfig

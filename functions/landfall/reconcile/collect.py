@@ -35,9 +35,8 @@ from typing import TYPE_CHECKING
 
 from landfall.arrival import compact
 from landfall.core import snapshots
-from landfall.core.config import Layout
 from landfall.core.errors import NotFound
-from landfall.core.layout import gs
+from landfall.core.layout import Layout, gs
 from landfall.core.storage import Storage
 from landfall.submit.ledger import Ledger
 

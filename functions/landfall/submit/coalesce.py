@@ -78,10 +78,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from landfall.core import holdout, rejections, retractions, snapshots, specs
-from landfall.core.config import Layout
 from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
-from landfall.core.layout import dataset_prefix, gs
+from landfall.core.layout import Layout, dataset_prefix, gs
 from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
 from landfall.core.policy import Decision as PolicyDecision
 from landfall.core.policy import RetrainPolicy, Waiting, decide

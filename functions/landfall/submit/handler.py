@@ -37,8 +37,8 @@ import logging
 from typing import Any
 
 from landfall.core import layout, rejections
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, Rejection, TrainingRequest, clip, loads
 from landfall.core.runtime import Runtime
 from landfall.core.storage import Storage

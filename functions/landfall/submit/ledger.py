@@ -31,9 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from landfall.core.config import Layout
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import gs
+from landfall.core.layout import Layout, gs
 from landfall.core.messages import JobInputs, TrainingRequest
 from landfall.core.storage import ObjectInfo, Storage
 from landfall.submit import tfjob

@@ -31,9 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.core import cost, logs
-from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.layout import gs
+from landfall.core.layout import Layout, gs
 from landfall.core.messages import JobInputs
 from landfall.core.policy import DAY_S, PastJob, RetrainPolicy
 from landfall.core.storage import Storage

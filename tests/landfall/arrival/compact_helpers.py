@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from landfall.core.config import Layout
-from landfall.core.layout import Arrival, arrival_id
+from landfall.core.layout import Arrival, Layout, arrival_id
 from landfall.core.storage import Storage
 from landfall_bench.arrivals import release, write_arrival
 

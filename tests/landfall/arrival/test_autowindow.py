@@ -11,7 +11,7 @@ import pandas as pd
 from landfall.arrival import autowindow
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core import layout, period, specs
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest
 from tests.landfall.detect.helpers import commit
 

@@ -16,8 +16,8 @@ import numpy as np
 from landfall.arrival import converter, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.core import layout, quarantine
-from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import TrainingRequest
 from landfall.core.profile import Profile
 from landfall.core.storage import Storage

@@ -18,7 +18,7 @@ import pytest
 from landfall import cli
 from landfall.cli import trace as trace_mod
 from landfall.core import detections
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.detect import handler
 from landfall.local import report
 from landfall.local.records import Reader

@@ -10,8 +10,7 @@ import yaml
 from landfall import cli
 from landfall.arrival import route
 from landfall.core import rejections, retractions
-from landfall.core.config import Layout
-from landfall.core.layout import Arrival
+from landfall.core.layout import Arrival, Layout
 from landfall.core.messages import Rejection
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend

@@ -95,8 +95,8 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     others train; ``landfall admit`` puts it back, recording who."""
     from landfall.arrival import handler
     from landfall.core import layout
-    from landfall.core.config import Layout
     from landfall.core.events import ObjectEvent
+    from landfall.core.layout import Layout
     from landfall.submit import coalesce
 
     for key, value in {**emulator_stack.env(), "LANDFALL_STATE_DIR": str(tmp_path / "no-stack")}.items():

@@ -57,7 +57,7 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     from landfall.arrival import converter
     from landfall.arrival.config import ConverterConfig
     from landfall.core import layout
-    from landfall.core.config import Layout
+    from landfall.core.layout import Layout
     from landfall.core.messages import TrainingRequest
     from tests.trainer.helpers import run_trainer
 

@@ -13,8 +13,8 @@ import pytest
 from google.api_core import exceptions as gexc
 
 from landfall.core import google_api, layout, rejections
-from landfall.core.config import Layout
 from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import MAX_DEPTH, Manifest, Rejection, TrainingRequest, decode, loads
 from landfall.core.storage import Storage
 

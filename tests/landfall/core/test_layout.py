@@ -4,8 +4,8 @@ import pytest
 
 from landfall.arrival.config import ConverterConfig
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import BadInput
+from landfall.core.layout import Layout
 
 L = Layout()
 

@@ -13,8 +13,8 @@ import pytest
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.cli import main as cli
 from landfall.core import specs
-from landfall.core.config import Layout
 from landfall.core.errors import AlreadyExists, BadInput, Invalid
+from landfall.core.layout import Layout
 from landfall.core.storage import Storage
 from landfall.submit.config import JobConfig
 from trainer.config import TrainerConfig

@@ -15,8 +15,8 @@ import pandas as pd
 
 from landfall.arrival import handler as arrival
 from landfall.core import champion, specs
-from landfall.core.config import Layout
 from landfall.core.events import ObjectEvent
+from landfall.core.layout import Layout
 from landfall.core.messages import TrainingRequest
 from landfall.core.runtime import Runtime
 from landfall.detect.config import DetectConfig

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from landfall import cli
 from landfall.core import champion, detections, period
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.detect import handler
 from landfall_bench import protocol
 from tests.conftest import pull_all

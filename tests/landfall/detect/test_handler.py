@@ -18,8 +18,8 @@ import pytest
 
 from landfall import cli
 from landfall.core import detections, layout
-from landfall.core.config import Layout
 from landfall.core.errors import TemporaryError
+from landfall.core.layout import Layout
 from landfall.detect import handler
 from tests.conftest import pull_all
 

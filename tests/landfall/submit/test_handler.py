@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from landfall.core import layout
-from landfall.core.config import Layout
 from landfall.core.errors import NotFound, TemporaryError
+from landfall.core.layout import Layout
 from landfall.core.messages import TrainingRequest
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.messages import utc_now
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.local import LocalBackend

@@ -12,7 +12,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 from landfall.core import layout
-from landfall.core.config import Layout
+from landfall.core.layout import Layout
 from landfall.core.messages import Manifest, TrainingRequest
 from landfall.core.storage import Storage
 from landfall.submit import coalesce, tfjob
