@@ -41,7 +41,7 @@ from landfall.core.errors import LandfallError, NotFound
 from landfall.core.layout import Layout
 from landfall.core.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.storage import Storage
-from landfall.local.records import Reader
+from landfall.local.reader import Reader
 from landfall.submit import tfjob
 
 MAX_JOBS = 20  # jobs looked at, newest first, for the one that covered an arrival

@@ -41,7 +41,7 @@ from landfall.core.pubsub import PubSub
 from landfall.core.storage import Storage
 from landfall.local import detections, emulators, plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
-from landfall.local.records import Reader
+from landfall.local.reader import Reader
 from landfall.local.stack import Stack, StackConfig, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob

@@ -43,7 +43,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
 from landfall.core.messages import MISSHAPEN, dead_letters, misshapen, utc_now
 from landfall.core.profile import Profile
-from landfall.local.records import Reader
+from landfall.local.reader import Reader
 
 RECENT_JOBS = 8
 MAX_REJECTIONS = 200

@@ -21,7 +21,7 @@ from landfall.core import detections
 from landfall.core.layout import Layout
 from landfall.detect import handler
 from landfall.local import report
-from landfall.local.records import Reader
+from landfall.local.reader import Reader
 from tests.conftest import pull_all, unique
 from tests.landfall.detect.helpers import (
     SERIES_SPEC,

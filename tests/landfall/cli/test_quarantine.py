@@ -142,7 +142,7 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     trace = json.loads(capsys.readouterr().out)
     assert trace["stop"].startswith("quarantined (scale_change on 1: ") and "landfall admit" in trace["stop"]
     from landfall.local import compaction, report
-    from landfall.local.records import Reader
+    from landfall.local.reader import Reader
 
     reference_uri = f"gs://{bucket}/tfrecords/watch/_reference.json"
     before = rt.storage.stat(reference_uri).generation
