@@ -11,7 +11,7 @@ The series:
   BasicMotions with Running put in, from the aeon 1.6.0 wheel): their training part then their test part, one series.
 
 The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervised detectors):
-1. the window is one period, ``landfall.core.period.length`` of the whole series (TSB-AD's ``find_length_rank``,
+1. the window is one period, ``landfall.arrival.period.length`` of the whole series (TSB-AD's ``find_length_rank``,
    rank 1); VUS-PR's sliding window is the same;
 2. the first ``train_rows`` rows (TSB-AD's ``tr_N``) are cut into stride-1 windows and trained on by the real trainer
    (``python -m trainer.task``: the ``segment`` hold-out, early stopping under the ``--epochs`` ceiling, the verdict
@@ -48,9 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
+from landfall.arrival import period
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core import period, specs
+from landfall.core import specs
 from landfall.core.storage import Storage
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows

@@ -1,7 +1,7 @@
 """``shape.window.length: auto``: a series dataset's window, one period of its first arrival, written into its spec.
 
 A user rarely knows the period of a sensor's series; TSB-AD sets every detector's window to one period, estimated from
-the autocorrelation (``landfall.core.period``: its ``find_length_rank``, rank 1). With ``length: auto``:
+the autocorrelation (``landfall.arrival.period``: its ``find_length_rank``, rank 1). With ``length: auto``:
 
 1. The first arrival (the arrival stage, before it converts or routes the file) reads the first
    ``period.MAX_ROWS`` rows of the file's first channel with the series readers and estimates the period.
@@ -26,9 +26,9 @@ import logging
 
 import numpy as np
 
-from landfall.arrival import formats, series
+from landfall.arrival import formats, period, series
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, period, specs
+from landfall.core import layout, specs
 from landfall.core.errors import AlreadyExists, TemporaryError
 from landfall.core.layout import Layout
 from landfall.core.storage import Storage

@@ -119,7 +119,7 @@ class DatasetSpec:
     resources: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
     arrival: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
     verdict: Mapping[str, Any] = dataclasses.field(default_factory=_empty)
-    # Only the keys the document set (landfall.core.policy puts them over the deployment's defaults).
+    # Only the keys the document set (landfall.submit.policy puts them over the deployment's defaults).
     retrain: Mapping[str, float | int] = dataclasses.field(default_factory=_empty)
 
     @classmethod

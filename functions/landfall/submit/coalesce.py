@@ -32,7 +32,7 @@ Policies ``coalesce`` (default) and ``forbid``
     releases the next job of every dataset with pending requests once its head ended, so a follow-up
     starts within seconds even without new requests.
 
-The retrain policy (``landfall.core.policy``, from ``_policy_for``; all rules off by default)
+The retrain policy (``landfall.submit.policy``, from ``_policy_for``; all rules off by default)
     A release is also held while the dataset's policy says so: ``quiet_s`` (no request for that long, or
     ``max_wait_s`` since the oldest), ``min_new_instances``, ``max_jobs_per_day``, ``gpu_hours_per_day``. Held,
     nothing changes: the requests stay pending and no job is created; ``reconcile()`` releases the job once
@@ -82,13 +82,13 @@ from landfall.core.cost import epoch as cost_epoch
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.layout import Layout, dataset_prefix, gs
 from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
-from landfall.core.policy import Decision as PolicyDecision
-from landfall.core.policy import RetrainPolicy, Waiting, decide
 from landfall.core.storage import Storage
 from landfall.submit import engine, spend, sufficient, tfjob
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
+from landfall.submit.policy import Decision as PolicyDecision
+from landfall.submit.policy import RetrainPolicy, Waiting, decide
 
 log = logging.getLogger("landfall.submit.coalesce")
 

@@ -9,7 +9,7 @@ the TFJob (``landfall.submit.tfjob``) and create it through the configured backe
 Outcomes, as Pub/Sub users expect them:
 
 - ``submitted`` / ``coalesced`` / ``held`` (recorded; the dataset's retrain policy holds its release:
-  ``landfall.core.policy``) / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING): returns
+  ``landfall.submit.policy``) / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING): returns
   normally, the message is acknowledged.
 - ``rejected``: a permanent error (malformed request, a manifest that is missing, unreadable as JSON
   or invalid, a manifest of another dataset, a TFJob the API server refuses with 422). Acknowledged,

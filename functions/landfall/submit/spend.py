@@ -1,6 +1,6 @@
 """Each dataset's recent jobs and their GPU spend: ``gs://B/requests/<D>/spend.json`` (``landfall.spend/v1``).
 
-What the retrain policy's ``max_jobs_per_day`` and ``gpu_hours_per_day`` (``landfall.core.policy``) and
+What the retrain policy's ``max_jobs_per_day`` and ``gpu_hours_per_day`` (``landfall.submit.policy``) and
 ``landfall status``'s spend over 24 h and 30 days are computed from, in one small object per dataset:
 
 - ``jobs``: one entry per job released in the last 24 h (or not yet ended, or ended within the last 24 h):
@@ -34,10 +34,10 @@ from landfall.core import cost, logs
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.layout import Layout, gs
 from landfall.core.messages import JobInputs
-from landfall.core.policy import DAY_S, PastJob, RetrainPolicy
 from landfall.core.storage import Storage
 from landfall.submit import engine, tfjob
 from landfall.submit.config import JobConfig
+from landfall.submit.policy import DAY_S, PastJob, RetrainPolicy
 
 log = logs.get("landfall.submit.spend")
 

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from landfall.arrival import autowindow
+from landfall.arrival import autowindow, period
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, period, specs
+from landfall.core import layout, specs
 from landfall.core.layout import Layout
 from landfall.core.messages import Manifest
 from tests.landfall.detect.helpers import commit

@@ -84,7 +84,7 @@ def test_tsb_ad_vus_pr_and_the_period_are_tsb_ads_own(tmp_path):
     """``vus.tsb_ad_vus_pr`` and ``period.length`` against the TSB_AD 1.5 wheel itself (``get_metrics``' VUS-PR,
     ``find_length_rank``): random layouts with ties, ranges at both ends and close enough to merge, and the six NAB
     series of the dev set with their real labels, each scored by a noisy detector and at its own period."""
-    from landfall.core import period
+    from landfall.arrival import period
     from landfall_bench import protocol
 
     rng = np.random.default_rng(11)

@@ -3,7 +3,7 @@ arrival exactly as ``landfall score`` does (issue #47).
 
 The data: NAB's ``realKnownCause``-style cloud metric ``exchange-3_cpm_results`` (TSB-AD-U series 014, from
 ``bench/data/nab-dev/``): its first 500 rows (TSB-AD's training prefix) arrive as the export wrote them,
-through the real arrival stage as a series dataset with a 23-row window (one period, ``landfall.core.period``). The
+through the real arrival stage as a series dataset with a 23-row window (one period, ``landfall.arrival.period``). The
 real trainer (``python -m trainer.task`` on the emulators' bucket) trains a model that cannot learn anything (one
 epoch at a learning rate of 1e-6): every baseline detects the surrogate's anomalies better, so the verdict saves the
 best baseline as ``runs/<job>/detectors/<name>`` and makes it champion. The rest of the recording (with NAB's
@@ -18,7 +18,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from landfall import cli
-from landfall.core import champion, detections, period
+from landfall.arrival import period
+from landfall.core import champion, detections
 from landfall.core.layout import Layout
 from landfall.detect import handler
 from landfall_bench import protocol

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from landfall.core.policy import DAY_S, RetrainPolicy
 from landfall.submit import spend
+from landfall.submit.policy import DAY_S, RetrainPolicy
 
 T = 1_800_000_000.0
 

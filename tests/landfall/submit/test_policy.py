@@ -1,11 +1,11 @@
-"""The retrain policy's one decision (``landfall.core.policy.decide``) and its configuration, on made-up times."""
+"""The retrain policy's one decision (``landfall.submit.policy.decide``) and its configuration, on made-up times."""
 
 from __future__ import annotations
 
 import pytest
 
 from landfall.core import cost
-from landfall.core.policy import DAY_S, DEFAULT_MAX_WAIT_S, PastJob, RetrainPolicy, Waiting, decide
+from landfall.submit.policy import DAY_S, DEFAULT_MAX_WAIT_S, PastJob, RetrainPolicy, Waiting, decide
 
 T = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""A series' period (landfall.core.period: TSB-AD's find_length_rank rule) and the default max_gap of an irregularly
+"""A series' period (landfall.arrival.period: TSB-AD's find_length_rank rule) and the default max_gap of an irregularly
 sampled series (landfall.core.series.default_max_gap), on generated and on NAB's recorded series."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from landfall.core import period, series
+from landfall.arrival import period
+from landfall.core import series
 from landfall_bench import protocol
 
 
