@@ -32,11 +32,12 @@ import numpy as np
 
 from landfall.arrival import compact
 from landfall.arrival.converter import RunningStats
-from landfall.core import records, snapshots, timeline
-from landfall.core.layout import Layout, arrival_id, dataset_prefix, gs, manifest_name, shard_name
-from landfall.core.messages import Manifest, Shard, Source
-from landfall.core.snapshots import CompactedShard, Snapshot
-from landfall.core.storage import Storage, crc32c_b64
+from landfall.core.artifacts import snapshots
+from landfall.core.artifacts.snapshots import CompactedShard, Snapshot
+from landfall.core.contracts import records, timeline
+from landfall.core.contracts.layout import Layout, arrival_id, dataset_prefix, gs, manifest_name, shard_name
+from landfall.core.contracts.messages import Manifest, Shard, Source
+from landfall.core.services.storage import Storage, crc32c_b64
 from landfall.local import emulators
 
 SHAPE = (36, 10)
@@ -150,7 +151,8 @@ def train_once(inputs_uri: str, work: Path, batch: int) -> dict:
 
 
 def phases(metrics: dict) -> dict[str, float]:
-    """The job's timeline (``landfall.core.timeline``) as {phase: seconds}: the slowest worker's, the verdict's
+    """The job's timeline (``landfall.core.contracts.timeline``) as {phase: seconds}: the slowest worker's, the
+    verdict's
     passes as ``verdict/<pass>``, the epochs as one row."""
     out: dict[str, float] = {}
     for r in (metrics.get("timeline") or {}).get("summary") or []:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.core.messages import FeatureStats, InputManifest, JobInputs, Manifest, Shard, Source
-from landfall.core.records import RecordFramer
-from landfall.core.storage import Storage, join
+from landfall.core.contracts.messages import FeatureStats, InputManifest, JobInputs, Manifest, Shard, Source
+from landfall.core.contracts.records import RecordFramer
+from landfall.core.services.storage import Storage, join
 from landfall_bench import realdata
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 
 

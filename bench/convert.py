@@ -10,7 +10,7 @@ so they share the machine's noise):
 - ``.npy`` conversion vs a plain copy of the file, streamed through the same storage layer (read and
   write in 8 MiB blocks, as any stream converter must), and vs the kernel's in-cache file copy;
 - peak RSS of a conversion (own process) at 1x and ``--scale``x the input: it must stay flat;
-- ours with the arrival's profile (``landfall.core.profile``, the default) vs ours without it
+- ours with the arrival's profile (``landfall.core.quality.profile``, the default) vs ours without it
   (``LANDFALL_PROFILE=false``), CSV and ``.npy``: the profile's cost (goal: >= 0.95x the throughput).
 
 ``--wide 300`` measures only the profile's cost on wide data instead (#39): instances of ``--wide-timesteps`` x 300
@@ -39,7 +39,7 @@ import pyarrow.csv as pacsv
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall_bench.timing import alternating, interleaved, median_time
 

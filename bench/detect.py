@@ -17,7 +17,7 @@ GutenTAG ecg-diff-count-3 and BasicMotions' Walking with Running put in, all fro
    the mean of the errors of the windows covering it (``landfall score``'s ``mean`` location, TimeEval's reverse
    windowing);
 4. against the test part's labels per row: **AP** (average precision, ``trainer.labelled.average_precision``, as
-   scikit-learn defines it) and **VUS-PR** (``landfall.core.vus``, buffers 0 to the window length).
+   scikit-learn defines it) and **VUS-PR** (``landfall.core.rules.vus``, buffers 0 to the window length).
 
 It prints one table per series (the model's figures as medians over the seeds, with their range) and writes
 ``detect.json``. A run takes minutes per series and option on a laptop's CPU.
@@ -39,7 +39,7 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.detect.located import Locator
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 

@@ -94,9 +94,10 @@ def peak_rss_mib(pgid: int) -> float | None:
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from landfall.core import champion, detections, layout
-    from landfall.core.pubsub import PubSub
-    from landfall.core.storage import Storage
+    from landfall.core.artifacts import champion, detections
+    from landfall.core.contracts import layout
+    from landfall.core.services.pubsub import PubSub
+    from landfall.core.services.storage import Storage
     from landfall.local.detections import wait_for as wait_detection
     from landfall_bench import realdata
 
@@ -154,8 +155,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 def burst(args: argparse.Namespace, info: dict[str, Any], storage: Any, pubsub: Any, test: np.ndarray,
           upload: Any) -> dict[str, Any]:
-    from landfall.core import detections
-    from landfall.core.layout import Layout
+    from landfall.core.artifacts import detections
+    from landfall.core.contracts.layout import Layout
 
     bucket, n, rows = info["bucket"], args.burst, args.burst_rows
     bodies = [csv_of(test[(i * rows) % (len(test) - rows):][:rows], np.zeros(rows), start=i * rows)

@@ -1,4 +1,4 @@
-"""Hold-out on overlapping windows: ``random`` against ``blocks`` (``landfall.core.holdout``), on a real series.
+"""Hold-out on overlapping windows: ``random`` against ``blocks`` (``landfall.core.rules.holdout``), on a real series.
 
 ``python -m landfall_bench.holdout [--epochs 12] [--timesteps 32] [--out DIR]``: Daphnet S06R02E0 (9 channels,
 7,040 rows; ``landfall_bench.realdata``) is cut in time into ``--chunks`` chunks; the even ones are cut into stride-1
@@ -25,8 +25,8 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core import holdout
-from landfall.core.storage import Storage
+from landfall.core.rules import holdout
+from landfall.core.services.storage import Storage
 from landfall_bench.realdata import daphnet, sliding_windows
 
 

@@ -1,4 +1,4 @@
-"""The hold-out's cost and coverage on a table of dataset sizes and window lengths (``landfall.core.holdout``).
+"""The hold-out's cost and coverage on a table of dataset sizes and window lengths (``landfall.core.rules.holdout``).
 
 ``python -m landfall_bench.holdout_table [--draws 2000] [--json FILE]``: for each dataset (a number of arrivals of a
 number of windows each) and window length, and for the ``segment`` hold-out (series datasets' default) beside the older
@@ -14,7 +14,7 @@ import json
 
 import numpy as np
 
-from landfall.core import holdout
+from landfall.core.rules import holdout
 
 DATASETS = ((1, 300), (1, 1_137), (1, 10_000), (10, 1_000), (100, 100), (2_000, 50), (10_000, 500))
 WINDOWS = (32, 64, 128)

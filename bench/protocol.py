@@ -16,12 +16,13 @@ The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervis
 2. the first ``train_rows`` rows (TSB-AD's ``tr_N``) are cut into stride-1 windows and trained on by the real trainer
    (``python -m trainer.task``: the ``segment`` hold-out, early stopping under the ``--epochs`` ceiling, the verdict
    with ``--select detection``: the champion is whichever candidate the surrogate picks), once per seed and option:
-   ``default`` is what a series dataset's spec without a ``model`` block trains (``landfall.core.specs.SERIES_MODEL``:
+   ``default`` is what a series dataset's spec without a ``model`` block trains
+   (``landfall.core.artifacts.specs.SERIES_MODEL``:
    the dense autoencoder, units 128,32, no dropout; the spec issue #47 recommends, now the default), ``gru`` the
    seed's recurrent autoencoder at its defaults (no model flag at all: what the defaults were before);
 3. the whole series is scored: every detector's stride-1 window errors located per row (``landfall score``'s ``mean``:
    the mean error of the windows covering a row), VUS-PR as TSB-AD's ``get_metrics`` computes it
-   (``landfall.core.vus.tsb_ad_vus_pr``, checked against the TSB_AD 1.5 wheel) and AP against the row labels. The
+   (``landfall.core.rules.vus.tsb_ad_vus_pr``, checked against the TSB_AD 1.5 wheel) and AP against the row labels. The
    detectors: **the champion** (the folder ``champion.json`` names: the model or a baseline, served by
    ``trainer.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict fitted them (mean
    window, PCA at the model's code size, nearest neighbour, on the seed's training windows: the same ``segment``
@@ -51,8 +52,8 @@ import numpy as np
 from landfall.arrival import period
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core import specs
-from landfall.core.storage import Storage
+from landfall.core.artifacts import specs
+from landfall.core.services.storage import Storage
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
@@ -114,16 +115,17 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
 
 def _trained(seed: int, count: int, window: int) -> np.ndarray:
     """Which of the arrival's windows the run trained on: the trainer's ``segment`` hold-out (with its rescue)."""
-    from landfall.core import holdout
+    from landfall.core.rules import holdout
 
     split = holdout.Split(seed, holdout.VALIDATION_FRACTION, holdout.SEGMENT, window).rescued([("train", count)])
     return split.sides("train", np.arange(count), count)[0]
 
 
 def ranking(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
-    """AP and VUS-PR as TSB-AD's ``get_metrics`` computes it (``landfall.core.vus.tsb_ad_vus_pr``, its sliding window
+    """AP and VUS-PR as TSB-AD's ``get_metrics`` computes it (``landfall.core.rules.vus.tsb_ad_vus_pr``, its sliding
+    window
     the series' period), so the figures sit beside TSB-AD's published ones in one metric."""
-    from landfall.core import vus
+    from landfall.core.rules import vus
 
     return {"average_precision": vus.average_precision(labels, scores),
             "vus_pr": vus.tsb_ad_vus_pr(labels, scores, window)}

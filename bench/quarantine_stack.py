@@ -61,7 +61,7 @@ def _status(env: dict[str, str]) -> dict[str, Any]:
 
 
 def run(work: Path) -> dict[str, Any]:
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall_bench import realdata
 
     out: dict[str, Any] = {"steps": []}

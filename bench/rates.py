@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from landfall.arrival import ranged_local, route
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall_bench.timing import interleaved
 

@@ -38,8 +38,8 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core import holdout
-from landfall.core.storage import Storage
+from landfall.core.rules import holdout
+from landfall.core.services.storage import Storage
 
 
 def synthetic_series(rows: int, channels: int, seed: int = 0) -> np.ndarray:

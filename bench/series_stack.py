@@ -33,8 +33,8 @@ SPEC = {"apiVersion": "landfall.dataset/v1", "name": "gait",
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from landfall.core import champion
-    from landfall.core.storage import Storage
+    from landfall.core.artifacts import champion
+    from landfall.core.services.storage import Storage
     from landfall.submit import tfjob
     from landfall.submit.backends.local import LocalBackend
     from landfall_bench import realdata

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.core import storage as storage_mod
-from landfall.core.storage import Storage
+from landfall.core.services import storage as storage_mod
+from landfall.core.services.storage import Storage
 
 SEED_INSTANCES = 2_235_385  # the seed's dataset (issue #32): 3.0 GiB as .npy
 SHAPE = (36, 10)

@@ -43,7 +43,7 @@ def _burn(stop) -> None:  # pragma: no cover - runs in a child process
 def _prepare(work: Path, instances: int) -> str:
     from landfall.arrival.config import ConverterConfig
     from landfall.arrival.converter import convert
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.local.synthetic import time_series
 
     np.save(work / "arrival.npy", time_series(instances, *SHAPE))

@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from landfall.core import layout, specs
-from landfall.core.layout import Layout
-from landfall.core.messages import FeatureStats, Manifest, Shard, Source, TrainingRequest
-from landfall.core.storage import Storage
+from landfall.core.artifacts import specs
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import FeatureStats, Manifest, Shard, Source, TrainingRequest
+from landfall.core.services.storage import Storage
 from landfall.local import emulators
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend

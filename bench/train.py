@@ -47,8 +47,8 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core.records import FEATURE_KEY
-from landfall.core.storage import Storage
+from landfall.core.contracts.records import FEATURE_KEY
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 
 SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features

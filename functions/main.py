@@ -14,7 +14,8 @@ import logging
 import functions_framework
 
 from landfall.arrival import handler as arrival
-from landfall.core import events, logs
+from landfall.core import logs
+from landfall.core.contracts import events
 from landfall.core.errors import PermanentError
 
 logs.setup()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.local import emulators
 
 # The release's enough-data hold (landfall.submit.sufficient) is off for the suite's coalescing tests, whose
@@ -156,7 +156,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def arrival_runtime(emulator_stack: Emulators, topic: str):
     """Builds the data-arrival runtime against the emulators, publishing to this test's topic."""
     from landfall.arrival.config import ConverterConfig
-    from landfall.core.layout import Layout
+    from landfall.core.contracts.layout import Layout
     from landfall.core.runtime import Runtime
 
     def make(**overrides) -> Runtime:

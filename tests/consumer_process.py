@@ -16,12 +16,12 @@ import os
 import sys
 from pathlib import Path
 
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import TrainingRequest
-from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message

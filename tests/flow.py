@@ -35,9 +35,10 @@ import numpy as np
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.handler import handle
-from landfall.core import layout, logs
-from landfall.core.events import ObjectEvent
-from landfall.core.layout import Layout
+from landfall.core import logs
+from landfall.core.contracts import layout
+from landfall.core.contracts.events import ObjectEvent
+from landfall.core.contracts.layout import Layout
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series
 from landfall.reconcile import announce, loop

@@ -14,10 +14,10 @@ import numpy as np
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout, records
+from landfall.core.contracts import layout, records
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import JobInputs, Manifest, TrainingRequest
 from landfall.core.errors import TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import JobInputs, Manifest, TrainingRequest
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob

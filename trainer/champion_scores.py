@@ -1,7 +1,8 @@
 """The champions a verdict compares its challenger with, each loaded and scored once (``trainer.verdict``).
 
 A verdict may compare with more than one champion: a job that loses the promotion race evaluates the new champion
-and compares again (``landfall.core.champion.promote_evaluated``). Each champion's model is loaded once, from the
+and compares again (``landfall.core.artifacts.champion.promote_evaluated``). Each champion's model is loaded once, from
+the
 job's cache folder, and scored on what the verdict judges by:
 - its reconstruction loss on the held-out windows (the same instances as the challenger's, in original units);
 - its figures on the labelled set at its own threshold, when the job has one (``labelled_figures``);
@@ -18,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import champion as champion_mod
 from landfall.core import logs
+from landfall.core.artifacts import champion as champion_mod
 from landfall.core.errors import TemporaryError
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from trainer import labelled as labelled_check
 from trainer import scoring, timeline
 

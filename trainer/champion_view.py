@@ -14,7 +14,8 @@ anomalies?" for every job, before the data is trained on:
   champion's own normalisation, MSE in original units) exceeds the champion's threshold (its ``threshold.json``
   ``value``, the quantile its verdict chose).
 - **Scores that already exist are reused** (``reuse``): the scorer (``landfall.detect``) scores every committed
-  arrival with the champion of the moment (``landfall.core.detections``: ``scores/<dataset>/<arrival>/<champion
+  arrival with the champion of the moment (``landfall.core.artifacts.detections``:
+  ``scores/<dataset>/<arrival>/<champion
   job>/``). A new arrival whose summary there is by this champion's job, of ``kind`` ``instances``, at the same
   threshold as the champion's ``threshold.json`` ``value`` and of the same ``count`` as the arrival's manifest takes
   its flags from that summary's scores (Parquet: ``index``, ``error``, ``anomaly``; ``index`` is the record's position
@@ -52,7 +53,7 @@ Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model,
 new (the definition above), instances, flagged, fraction, arrival_count, arrivals: [{arrival, manifest, instances,
 flagged, fraction, reused}] (the first ``ARRIVALS_LISTED``), reused_arrivals, reused_instances (of those, taken from
 the scorer's results), wall_s, reason}``. The result message carries a bounded copy
-(``landfall.core.results.champion_view_summary``).
+(``landfall.core.artifacts.results.champion_view_summary``).
 """
 
 from __future__ import annotations
@@ -69,12 +70,14 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import champion as champion_mod
-from landfall.core import detections, layout, logs
+from landfall.core import logs
+from landfall.core.artifacts import champion as champion_mod
+from landfall.core.artifacts import detections
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import utc_now
 from landfall.core.errors import Invalid, NotFound, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import utc_now
-from landfall.core.storage import Storage, join
+from landfall.core.services.storage import Storage, join
 from trainer import detectors
 from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
@@ -296,7 +299,8 @@ def _finish(job: JobDir, current: champion_mod.Champion, plan: inputs_mod.Plan, 
 
 def reuse(storage: Storage, inputs: inputs_mod.Inputs, plan: inputs_mod.Plan, current: champion_mod.Champion,
           new: list[int]) -> Reused:
-    """The new instance arrivals whose scores by this champion already exist (``landfall.core.detections``; module
+    """The new instance arrivals whose scores by this champion already exist (``landfall.core.artifacts.detections``;
+    module
     docstring), read without TensorFlow. Never raises: what cannot be reused is scored."""
     try:
         doc = json.loads(storage.read_bytes(join(current.model, champion_mod.THRESHOLD)))

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core import holdout
 from landfall.core.config import Seed, Settings, default_project
+from landfall.core.rules import holdout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +25,8 @@ class TrainerConfig(Settings):
     learning_rate: float = 1e-3
     validation_fraction: float = 0.1
     seed: int = 42
-    # random | segment | blocks (landfall.core.holdout): segment holds out one run per arrival with a gap of a window.
+    # random | segment | blocks (landfall.core.rules.holdout): segment holds out one run per arrival with a gap of a
+    # window.
     holdout: str = "random"
     # The model (the seed's: encoder GRU 128 -> 32, decoder 32 -> 128, dense back to F features).
     timesteps: int = Seed.TIMESTEPS
@@ -57,7 +58,8 @@ class TrainerConfig(Settings):
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
     model_margin: float = 0.05  # select detection: the model ranks above a baseline when it scores this much more
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
-    # The labelled check (trainer.labelled): the set `landfall datasets apply` stored (landfall.core.labelled), scored
+    # The labelled check (trainer.labelled): the set `landfall datasets apply` stored
+    # (landfall.core.artifacts.labelled), scored
     # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
     labelled: str = ""
     min_average_precision: float | None = None
@@ -85,7 +87,7 @@ class TrainerConfig(Settings):
     # of this job's training and held-out sets.
     exclude_flagged: bool = False
     results_topic: str = "landfall-training-results"  # "" publishes no result message
-    # The dataset spec (landfall.core.specs) the submit stage rendered the job from, recorded in metrics.json
+    # The dataset spec (landfall.core.artifacts.specs) the submit stage rendered the job from, recorded in metrics.json
     # and the result; its settings arrive as the flags above. None: no spec (the deployment's settings).
     spec_generation: int | None = None
     models: str = ""  # where champions live; default: gs://BUCKET/models (local: <job dir>/../../models)

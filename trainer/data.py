@@ -1,9 +1,10 @@
-"""The tf.data input pipeline over staged TFRecord shards (``landfall.core.records`` format).
+"""The tf.data input pipeline over staged TFRecord shards (``landfall.core.contracts.records`` format).
 
 Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of a staged shard
 file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records (consecutive small
 files that hold nothing but their arrival's records, as a dataset of many small arrivals has before compaction, are read
-as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic hold-out (``landfall.core.holdout``'s integer
+as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic hold-out (``landfall.core.rules.holdout``'s
+integer
 arithmetic, the same as the plan's, vectorised: ``random``, a hash of the record's index in its arrival; ``blocks``, a
 hash of its block, and the gap around held-out blocks left out of both splits; ``segment``, its arrival's held-out range
 and gap, passed per segment) is applied to a whole block with one mask, and the block is parsed with one
@@ -24,9 +25,9 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from landfall.core import holdout
-from landfall.core.holdout import HASH_MODULUS, HASH_MULTIPLIER
-from landfall.core.records import FEATURE_KEY
+from landfall.core.contracts.records import FEATURE_KEY
+from landfall.core.rules import holdout
+from landfall.core.rules.holdout import HASH_MODULUS, HASH_MULTIPLIER
 from trainer.inputs import Plan
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
@@ -103,12 +104,12 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
         return tf.logical_and(blocks >= 0, hashed < threshold)
 
     def keep(index: tf.Tensor, salt: tf.Tensor, delta: tf.Tensor, bound: tf.Tensor) -> tf.Tensor:
-        if segment_mode:  # landfall.core.holdout.Split.sides for segment: two ranges of the record's arrival
+        if segment_mode:  # landfall.core.rules.holdout.Split.sides for segment: two ranges of the record's arrival
             at = index + delta
             if split == VALIDATION:
                 return tf.logical_and(at >= bound[:, 0], at < bound[:, 1])
             return tf.logical_not(tf.logical_and(at >= bound[:, 2], at < bound[:, 3]))
-        if blocks_mode:  # landfall.core.holdout.sides, in TensorFlow: by block, the gap in neither split
+        if blocks_mode:  # landfall.core.rules.holdout.sides, in TensorFlow: by block, the gap in neither split
             at = index + delta  # the record's index in its arrival
             base = tf.math.floormod(salt - delta * HASH_MULTIPLIER, HASH_MODULUS)  # the arrival's salt at record 0
             held_out = held_block(tf.math.floordiv(at, length), base)

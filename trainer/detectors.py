@@ -27,7 +27,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from landfall.core.champion import NORMALIZATION
+from landfall.core.artifacts.champion import NORMALIZATION
 from trainer import baselines
 
 FOLDER = "detectors"  # runs/<job>/detectors/<name>

@@ -14,7 +14,7 @@ endpoint unreachable: Workload Identity not ready in a new pod); a
 ``RefreshError`` caused by one; any ``GoogleAuthError`` marked retryable
 ``requests`` ``ConnectionError``/``Timeout``, built-in                  128  temporary: retry
 ``ConnectionError``/``TimeoutError``, google-api-core 429/5xx/deadline/
-``RetryError`` (``landfall.core.google_api.TEMPORARY``)
+``RetryError`` (``landfall.core.services.google_api.TEMPORARY``)
 ``ClusterFailure``                                                      129  cluster: restart all
 ``Preempted`` (SIGTERM during ``fit``: the epoch in progress finished,   143  preempted: restart all
 saved, every worker stops; ``trainer.preemption``)
@@ -47,8 +47,8 @@ import re
 import sys
 from collections.abc import Iterator
 
-from landfall.core import google_api
 from landfall.core.errors import Invalid, LandfallError, NotFound, PermanentError, TemporaryError
+from landfall.core.services import google_api
 from trainer import timeline
 
 EXIT_OK = 0
@@ -61,7 +61,7 @@ EXIT_CLUSTER = 129  # a peer died or a collective failed: restart every worker
 EXIT_PREEMPTED = 143  # 128 + SIGTERM: a worker had notice (a Spot preemption); the epoch is saved: restart all
 
 # Storage and its credentials out of reach (Cloud Storage, the emulator, the GKE metadata server) are
-# recognised by ``landfall.core.google_api.is_transient``: only core's wrappers import Google's SDKs.
+# recognised by ``landfall.core.services.google_api.is_transient``: only core's wrappers import Google's SDKs.
 # TensorFlow's statuses for a lost peer or an aborted or timed-out collective (names in ``tf.errors``).
 CLUSTER_STATUSES = ("UnavailableError", "AbortedError", "DeadlineExceededError", "CancelledError")
 # The payload TensorFlow attaches to every status that comes from its coordination service.

@@ -5,7 +5,7 @@
 - ``plan_inputs`` decides which records each worker trains and validates on, balanced to within one
   record however the instances spread over shards and arrivals. All shards' records are taken in one
   fixed global order (manifest order, then file order); the validation hold-out is a deterministic
-  function of (seed, arrival, record index in the arrival) (``landfall.core.holdout``: ``random``, a golden-ratio
+  function of (seed, arrival, record index in the arrival) (``landfall.core.rules.holdout``: ``random``, a golden-ratio
   hash of the index, spread evenly over the data; or ``blocks``, contiguous runs with a gap of one window), so a
   record stays on the same side when more arrivals are added, and the submit stage counts exactly what a job
   will train on before it releases it. The training records
@@ -15,7 +15,7 @@
   runs ``floor(smallest share / batch)`` steps an epoch (MultiWorkerMirroredStrategy needs the same
   number, or the last collective of an epoch waits forever), so an epoch covers every training
   instance once but less than one global batch.
-- ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.core.storage``
+- ``stage`` downloads this worker's shards to local disk in parallel through ``landfall.core.services.storage``
   (TensorFlow's own gs:// filesystem ignores ``STORAGE_EMULATOR_HOST``), checking size and crc32c.
 """
 
@@ -30,19 +30,21 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from landfall.core import holdout, logs, moments, snapshots
-from landfall.core import series as series_windows
+from landfall.core import logs
+from landfall.core.artifacts import snapshots
+from landfall.core.contracts.layout import RETRACTION
+from landfall.core.contracts.messages import JobInputs, Manifest
+from landfall.core.contracts.records import DTYPE
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import RETRACTION
-from landfall.core.messages import JobInputs, Manifest
-from landfall.core.records import DTYPE
-from landfall.core.storage import Storage, crc32c_b64, is_gs, join
+from landfall.core.rules import holdout, moments
+from landfall.core.rules import series as series_windows
+from landfall.core.services.storage import Storage, crc32c_b64, is_gs, join
 
 log = logs.get("trainer.inputs")
 
 MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
-HASH_MULTIPLIER = holdout.HASH_MULTIPLIER  # the split's arithmetic lives in landfall.core.holdout
+HASH_MULTIPLIER = holdout.HASH_MULTIPLIER  # the split's arithmetic lives in landfall.core.rules.holdout
 HASH_MODULUS = holdout.HASH_MODULUS
 READ_WORKERS = 32  # manifests read at once (latency-bound: one small object each)
 DOWNLOAD_WORKERS = 32  # files staged at once (TrainerConfig.download_workers)
@@ -53,7 +55,8 @@ class ShardRef:
     """Records ``[start, start + count)`` of the file ``uri``, all of one arrival (``arrival``), whose first is
     that arrival's record ``arrival_start``. A converted arrival's shard is one whole file; a compacted
     shard is one ``ShardRef`` per arrival it holds. For a series piece (``series`` set) the records are windows and
-    ``start`` is the row the piece's rows start at in the file (``landfall.core.snapshots.CompactedShard``)."""
+    ``start`` is the row the piece's rows start at in the file
+    (``landfall.core.artifacts.snapshots.CompactedShard``)."""
 
     uri: str
     count: int
@@ -64,7 +67,7 @@ class ShardRef:
     arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
     arrival_start: int = 0
     whole: bool = False  # the file holds exactly these records (a converted arrival's shard): nothing else
-    # A series arrival's shard (landfall.core.series): its records are windows cut from the rows the file holds.
+    # A series arrival's shard (landfall.core.rules.series): its records are windows cut from the rows the file holds.
     series: series_windows.Layout | None = None
 
 
@@ -89,7 +92,7 @@ class Inputs:
 
     def feature_stats(self) -> tuple[list[float], list[float]]:
         """Count-weighted mean and standard deviation per feature over all manifests and the snapshot's shards
-        (``landfall.core.moments``: the Chan merge of the arrivals' statistics)."""
+        (``landfall.core.rules.moments``: the Chan merge of the arrivals' statistics)."""
         parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
         mean, std = moments.pooled(parts)
         std = np.where(std > 1e-12, std, 1.0)  # a constant feature is left unscaled
@@ -245,7 +248,7 @@ def arrival_key(shard: ShardRef) -> str:
 def arrival_totals(shards: tuple[ShardRef, ...] | list[ShardRef]) -> tuple[int, ...]:
     """Per shard, the record count of its arrival: the sum over the pieces of that arrival among ``shards`` (a job
     reads every arrival whole: a manifest's shards, or a snapshot's ranges of it), which the ``segment`` hold-out
-    needs (``landfall.core.holdout``)."""
+    needs (``landfall.core.rules.holdout``)."""
     total: dict[str, int] = {}
     for s in shards:
         total[arrival_key(s)] = total.get(arrival_key(s), 0) + s.count
@@ -254,7 +257,8 @@ def arrival_totals(shards: tuple[ShardRef, ...] | list[ShardRef]) -> tuple[int, 
 
 def shard_sides(split: holdout.Split, shard: ShardRef, excluded: dict[str, np.ndarray] | None = None,
                 total: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(training, validation) masks of ``shard``'s records (``landfall.core.holdout``: by arrival and index in it),
+    """(training, validation) masks of ``shard``'s records (``landfall.core.rules.holdout``: by arrival and index in
+    it),
     less the records ``excluded`` names (by manifest: sorted indices in the arrival), in neither side. ``total``:
     the arrival's record count (``arrival_totals``; the ``segment`` hold-out needs it)."""
     index = shard.arrival_start + np.arange(shard.count, dtype=np.int64)
@@ -392,7 +396,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
 
     ``holdout_mode`` ``segment`` holds out one contiguous run of each arrival (its head or its tail) with a gap of one
     window (the instances' timesteps) beside it, trained on by no one; ``blocks`` contiguous blocks with a gap on
-    each side (``landfall.core.holdout``).
+    each side (``landfall.core.rules.holdout``).
 
     ``excluded`` (by manifest, sorted indices in the arrival) are in neither split: the counts leave them out, so
     every worker's share stays exact and equal to within one record (``training.exclude_flagged``).

@@ -8,7 +8,7 @@
     <job-dir>/timeline/        worker-<i>.json: each worker's but the chief's timeline, written as it exits
                                (trainer.timeline; the chief merges them into metrics.json's ``timeline``)
 
-Everything goes through ``landfall.core.storage.Storage`` (one code path for Cloud Storage, the emulator
+Everything goes through ``landfall.core.services.storage.Storage`` (one code path for Cloud Storage, the emulator
 and local disk); TensorFlow only ever sees local folders that are mirrored to and from the job dir.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall.core.errors import NotFound
-from landfall.core.storage import Storage, is_gs, join
+from landfall.core.services.storage import Storage, is_gs, join
 
 METRICS = "metrics.json"
 ATTEMPTS = "attempts.json"

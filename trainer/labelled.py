@@ -1,7 +1,7 @@
 """The labelled check: a model scored against a dataset's labelled evaluation set (spec ``verdict.labelled``).
 
-The set (``landfall.core.labelled``: instances in original units, labels 1 anomalous / 0 normal) is read once
-per job through ``landfall.core.storage``. A model's score for an instance is its reconstruction error
+The set (``landfall.core.artifacts.labelled``: instances in original units, labels 1 anomalous / 0 normal) is read once
+per job through ``landfall.core.services.storage``. A model's score for an instance is its reconstruction error
 (``trainer.scoring.Scorer.errors_of``, MSE in original units); an instance is flagged when its error is
 **strictly above** the threshold (as ``landfall score`` flags it). With ``y`` the labels and ``s`` the scores:
 
@@ -14,7 +14,8 @@ per job through ``landfall.core.storage``. A model's score for an instance is it
   distinct scores taken as thresholds from the highest down (``score >= s_n`` flagged), ``P_n`` and ``R_n``
   the precision and recall there, ``R_0 = 0``. Tied scores enter together. A random ranking scores about
   the share of positives; a perfect one 1.
-- **VUS-PR** (``landfall.core.vus``, the metric TSB-AD recommends): the volume under the range-based PR surface over
+- **VUS-PR** (``landfall.core.rules.vus``, the metric TSB-AD recommends): the volume under the range-based PR surface
+over
   buffers of 0 to ``timesteps`` instances, taking the set's instances in their order as time (a labelled set cut from
   one series in time order, as ``landfall datasets apply`` converts one, is that series' windows).
 """
@@ -26,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import labelled as labelled_mod
-from landfall.core import vus
-from landfall.core.storage import Storage
+from landfall.core.artifacts import labelled as labelled_mod
+from landfall.core.rules import vus
+from landfall.core.services.storage import Storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +51,7 @@ def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
 
 
 def vus_pr(labels: np.ndarray, scores: np.ndarray, buffer: int) -> float:
-    """VUS-PR (``landfall.core.vus``) with buffers of 0 to ``buffer`` instances."""
+    """VUS-PR (``landfall.core.rules.vus``) with buffers of 0 to ``buffer`` instances."""
     return vus.vus_pr(labels, scores, buffer)
 
 
@@ -70,7 +71,7 @@ def ranking(labels: np.ndarray, scores: np.ndarray, buffer: int) -> dict[str, fl
 
 
 def load(storage: Storage, uri: str) -> labelled_mod.LabelledSet:
-    """The set at ``uri`` (``NotFound``, ``Invalid`` as ``landfall.core.labelled.read``)."""
+    """The set at ``uri`` (``NotFound``, ``Invalid`` as ``landfall.core.artifacts.labelled.read``)."""
     return labelled_mod.read(storage, uri)
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import tf_keras as keras
 
 from landfall.core import logs
-from landfall.core.messages import utc_now
+from landfall.core.contracts.messages import utc_now
 from trainer.errors import EXIT_PREEMPTED, Preempted
 
 log = logs.get("trainer.preemption")

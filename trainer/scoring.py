@@ -26,9 +26,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from landfall.core.champion import NORMALIZATION, THRESHOLD
+from landfall.core.artifacts.champion import NORMALIZATION, THRESHOLD
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.storage import Storage, is_gs
+from landfall.core.services.storage import Storage, is_gs
 
 PREDICT_BATCH = 1024
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
@@ -131,7 +131,7 @@ def quantiles(errors: np.ndarray) -> dict[str, float]:
 
 def threshold_doc(errors: np.ndarray, quantile: float) -> dict[str, Any]:
     """``threshold.json`` (``landfall.threshold/v1``): the anomaly threshold and the error quantiles."""
-    from landfall.core.champion import THRESHOLD_SCHEMA
+    from landfall.core.artifacts.champion import THRESHOLD_SCHEMA
 
     return {"schema": THRESHOLD_SCHEMA, "metric": "mse_original_units", "quantile": quantile,
             "value": float(np.quantile(errors, quantile)), "quantiles": quantiles(errors),

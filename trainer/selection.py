@@ -19,7 +19,7 @@ same way (``trainer.detectors``). Each is scored on the same windows:
   the best candidate that may be promoted. ``chosen`` None when none may.
 - **against the champion**: promoted when its basis score reaches the champion's (scored on the same set) plus
   ``--promote-margin`` (default 0.01: a rerun on the same data that detects as well keeps the champion); the write
-  is conditional on ``champion.json``'s generation (``landfall.core.champion.promote_evaluated``).
+  is conditional on ``champion.json``'s generation (``landfall.core.artifacts.champion.promote_evaluated``).
 
 Everything it decides is in ``metrics.json``'s ``detection`` (and the result message's): ``basis``, each candidate's
 figures, the order, ``chosen`` and ``why``.

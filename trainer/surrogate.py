@@ -9,7 +9,8 @@ anomalies injected into the data. Here:
   their order, at most ``MAX_WINDOWS`` of them and at most ``MAX_BYTES`` in all (a systematic sample). The set is those
   windows as they are (label 0) followed by a copy of each with one anomaly injected (label 1): every anomalous window
   has its own clean twin, so a detector is judged only on what the anomaly changes. The injected copies are never seen
-  by training: the hold-out is apart from training by its gap (``landfall.core.holdout``), and the set is built after
+  by training: the hold-out is apart from training by its gap (``landfall.core.rules.holdout``), and the set is built
+  after
   ``fit``.
 - **The anomalies**, the kinds TimeEval's GutenTAG and Goswami et al. inject, in one channel, over a run of
   ``T/8``..``T/2`` steps at a random place in the window, their size in units of that channel's standard deviation
@@ -20,8 +21,10 @@ anomalies injected into the data. Here:
 - **Deterministic** per (``--seed``, the job's arrivals): the generator is seeded with ``crc32`` of the seed and the
   sorted arrival ids, so a rerun, a restarted chief and the champion's evaluation see the very same set.
 - **Figures.** A detector's score for a window is its reconstruction error (``trainer.scoring``), as on arrival.
-  ``average_precision`` (``landfall.core.vus.average_precision``, scikit-learn's definition) is the selection metric;
-  ``vus_pr`` (``landfall.core.vus``, buffers 0 to ``VUS_BUFFER`` windows over the set's order) is reported beside it.
+  ``average_precision`` (``landfall.core.rules.vus.average_precision``, scikit-learn's definition) is the selection
+  metric;
+  ``vus_pr`` (``landfall.core.rules.vus``, buffers 0 to ``VUS_BUFFER`` windows over the set's order) is reported beside
+  it.
   A detector that cannot tell the twins apart scores 0.5; one that ranks every anomalous copy above every clean
   window scores 1. Per kind, ``by_kind`` gives each kind's AP against all the clean windows: which anomalies a
   detector misses.
@@ -39,7 +42,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from landfall.core import vus
+from landfall.core.rules import vus
 
 KINDS = ("spike", "level_shift", "variance", "trend", "frequency", "flat", "pattern")
 MAX_WINDOWS = 2048  # held-out windows the set is built from, at most (the set holds twice as many) ...

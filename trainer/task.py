@@ -17,12 +17,13 @@ Flags
     --early-stopping-reductions R, --early-stopping-factor F, --early-stopping-smoothing K
                               the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
     --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.floor``)
-    --labelled URI            a labelled set (``landfall.core.labelled``) the verdict scores: precision, recall,
+    --labelled URI            a labelled set (``landfall.core.artifacts.labelled``) the verdict scores: precision,
+    recall,
                               average precision of challenger and champion (``trainer.labelled``)
     --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)
     --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
-    --learning-rate, --validation-fraction, --seed, --holdout random|segment|blocks (landfall.core.holdout)
+    --learning-rate, --validation-fraction, --seed, --holdout random|segment|blocks (landfall.core.rules.holdout)
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
     --[no-]exclude-flagged    the new arrivals' instances the dataset's champion flags are left out of training
@@ -69,7 +70,8 @@ Verdict and result (see ``trainer.verdict``)
 Job dir (see ``trainer.jobdir``)
     metrics.json (landfall.metrics/v1, rewritten atomically after every epoch; once the run ended also
     ``gpu_seconds`` = workers x LANDFALL_GPUS_PER_WORKER x wall time from the first start, ``accelerator``
-    (LANDFALL_ACCELERATOR) and ``estimated_cost`` in USD from ``landfall.core.accelerators.prices()``), attempts.json,
+    (LANDFALL_ACCELERATOR) and ``estimated_cost`` in USD from ``landfall.core.rules.accelerators.prices()``),
+    attempts.json,
     backup/ (BackupAndRestore: a restarted job resumes after its last finished epoch),
     tensorboard/, model/ (SavedModel + normalization.json + weights.npz, which a later job's warm start
     reads). Every epoch entry of metrics.json records the examples and training time of every worker
@@ -79,7 +81,7 @@ Job dir (see ``trainer.jobdir``)
 Why staging goes through the storage wrapper
     TensorFlow's own gs:// filesystem ignores STORAGE_EMULATOR_HOST, so it cannot read the local
     emulator, and it would be a second code path to Cloud Storage. Each worker therefore downloads
-    only its own shards to local disk with parallel downloads through ``landfall.core.storage`` (checking
+    only its own shards to local disk with parallel downloads through ``landfall.core.services.storage`` (checking
     size and crc32c against the manifest), trains from local files, and mirrors its checkpoint,
     TensorBoard events, metrics and model to the job dir with the same wrapper: one code path for
     Cloud Storage, the emulator and local disk.
@@ -98,11 +100,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from landfall.core import cost, holdout, logs
-from landfall.core import timeline as core_timeline
+from landfall.core import logs
+from landfall.core.contracts import timeline as core_timeline
+from landfall.core.contracts.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.messages import METRICS_SCHEMA, JobInputs, utc_now
-from landfall.core.storage import Storage
+from landfall.core.rules import cost, holdout
+from landfall.core.services.storage import Storage
 from trainer import champion_view, faults, timeline, verdict, warmstart
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
@@ -172,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--exclude-flagged", action=argparse.BooleanOptionalAction, default=None,
       help="leave out of training and the held-out set the new instances the champion flags (trainer.champion_view)")
     a("--threshold-quantile", type=float)
-    a("--labelled", metavar="URI", help="a labelled evaluation set (landfall.core.labelled), scored by the verdict")
+    a("--labelled", metavar="URI",
+      help="a labelled evaluation set (landfall.core.artifacts.labelled), scored by the verdict")
     a("--min-average-precision", type=float, help="promote only at this average precision on --labelled, or above")
     a("--min-average-precision-over-baselines", type=float, metavar="M",
       help="promote only at an average precision on --labelled >= the best baseline's + M")
@@ -255,7 +259,7 @@ def base_metrics(cfg: TrainerConfig, cluster: Cluster, manifests: list[str], dat
 
 def record_cost(cfg: TrainerConfig, metrics: Metrics) -> None:
     """The chief's ``gpu_seconds`` (workers x GPUs per worker x the job's wall time, from its first start to its
-    end, restarts included), ``accelerator`` and ``estimated_cost`` (``landfall.core.cost``), once it ended."""
+    end, restarts included), ``accelerator`` and ``estimated_cost`` (``landfall.core.rules.cost``), once it ended."""
     doc = metrics.doc
     wall = cost.wall_s(doc.get("started_at"), doc.get("ended_at"))
     if wall is None:

@@ -1,4 +1,5 @@
-"""This worker's timeline: when each phase started and how long it took (issue #42, ``landfall.core.timeline``).
+"""This worker's timeline: when each phase started and how long it took (issue #42,
+``landfall.core.contracts.timeline``).
 
 ``trainer.errors.phase`` times every phase it runs through ``span``; the epochs (``trainer.train.EpochReporter``)
 and the verdict's passes (``trainer.verdict``) add theirs. One ``Recorder`` per process, reset by ``begin`` at the
@@ -16,8 +17,9 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.core import cost, logs
-from landfall.core import timeline as core_timeline
+from landfall.core import logs
+from landfall.core.contracts import timeline as core_timeline
+from landfall.core.rules import cost
 
 log = logs.get("trainer.timeline")
 

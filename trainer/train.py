@@ -22,10 +22,10 @@ import tensorflow as tf
 import tf_keras as keras
 
 from landfall.core import logs
-from landfall.core.champion import NORMALIZATION
+from landfall.core.artifacts.champion import NORMALIZATION
+from landfall.core.contracts.messages import utc_now
+from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from landfall.core.messages import utc_now
-from landfall.core.timeline import EPOCH
 from trainer import data, faults, iterators, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster

@@ -13,7 +13,7 @@
    (up to ``HELD_OUT_CACHE_BYTES``) for every pass over them: the challenger's, the baselines', each champion's.
 2. The threshold. The challenger's per-instance errors give the quantiles p50, p95, p99, p99.9 and the
    anomaly threshold (the ``threshold_quantile``, default p99), written beside the model as ``threshold.json``.
-3. Promotion with a guard (``landfall.core.champion``): promoted when its loss <= the champion's x
+3. Promotion with a guard (``landfall.core.artifacts.champion``): promoted when its loss <= the champion's x
    (1 + ``promote_tolerance``), or when the dataset has no champion (or one whose model cannot be loaded any
    more); the write is conditional on ``champion.json``'s generation, and a job that loses the race
    evaluates the new champion and compares again.
@@ -42,7 +42,7 @@ variable, and calling the in-memory model on the chief alone would read it with 
 workers, already gone, never join.
 
 ``publish_result`` (the chief, at the very end): the job's one ``landfall.result/v1`` message
-(``landfall.core.results``), guarded by ``runs/<job>/result.json``.
+(``landfall.core.artifacts.results``), guarded by ``runs/<job>/result.json``.
 """
 
 from __future__ import annotations
@@ -58,11 +58,12 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from landfall.core import champion as champion_mod
-from landfall.core import logs, results
+from landfall.core import logs
+from landfall.core.artifacts import champion as champion_mod
+from landfall.core.artifacts import results
 from landfall.core.errors import TemporaryError
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage, is_gs
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage, is_gs
 from trainer import baselines, detectors, floor, iterators, scoring, selection, surrogate, timeline
 from trainer import labelled as labelled_check
 from trainer.champion_scores import ChampionScores, labelled_figures
@@ -474,7 +475,7 @@ def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: base
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,
                    pubsub: PubSub | None = None) -> bool:
-    """Announces the finished run once (``landfall.core.results.announce``); True if this call published.
+    """Announces the finished run once (``landfall.core.artifacts.results.announce``); True if this call published.
 
     ``doc`` is the final ``metrics.json`` (status ``succeeded`` or ``failed``). Only a ``gs://`` job dir is
     announced (a workstation run into a local folder is not a job of the system). A failure the TFJob will

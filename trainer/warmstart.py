@@ -28,10 +28,10 @@ import dataclasses
 from pathlib import Path
 
 from landfall.core import logs
-from landfall.core.champion import NORMALIZATION
+from landfall.core.artifacts.champion import NORMALIZATION
+from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.messages import JobInputs
-from landfall.core.storage import Storage, join
+from landfall.core.services.storage import Storage, join
 from trainer.config import TrainerConfig
 from trainer.inputs import INPUTS_NAME, inputs_uri
 from trainer.jobdir import METRICS, MODEL, JobDir

@@ -1,11 +1,12 @@
-"""Windows cut from stored series (``landfall.core.series``) in the tf.data pipeline.
+"""Windows cut from stored series (``landfall.core.rules.series``) in the tf.data pipeline.
 
 A series arrival's shard holds rows (records of up to ``BLOCK_ROWS`` rows each) and its records, for the plan, are
 the windows that start in it. ``trainer.data.read_instances`` hands a series plan here; everything else (the plan,
 balanced to within one window per worker, the hold-out, the batches, the verdict) is what instances get.
 
 Per worker: for every planned slice (windows ``[start, stop)`` of a shard) the windows of the split are chosen in numpy,
-with ``landfall.core.holdout`` on their index in the arrival (the ``segment`` mode, or the older ``blocks``, with a gap
+with ``landfall.core.rules.holdout`` on their index in the arrival (the ``segment`` mode, or the older ``blocks``, with
+a gap
 of ``length`` windows beside the hold-out, so no training window shares a row with a held-out one), and turned into the
 row each starts at in its file. TensorFlow then reads a file once (its records joined and decoded into a ``[rows,
 channels]`` tensor, normalised once per row) and gathers windows ``rows[start : start + length]`` in blocks of
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from landfall.core.contracts.records import FEATURE_KEY
 from landfall.core.errors import Invalid
-from landfall.core.records import FEATURE_KEY
 from trainer.inputs import Plan, arrival_key, excluded_mask
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"

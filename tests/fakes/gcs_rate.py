@@ -3,7 +3,8 @@
 A ``requests.Session`` for ``google.cloud.storage.Client(_http=...)``: every request goes to the emulator as usual,
 but a write to an object name that was written less than ``RULE["per_seconds"]`` ago is refused as Cloud Storage
 refuses it: HTTP 429 with reason ``rateLimitExceeded``, so the client raises ``TooManyRequests`` and
-``landfall.core.google_api`` maps it (a ``TemporaryError``). Counted writes: uploads (multipart, resumable, media),
+``landfall.core.services.google_api`` maps it (a ``TemporaryError``). Counted writes: uploads (multipart, resumable,
+media),
 the destination of a copy, rewrite or compose, and metadata updates, each counted when it succeeded; refused ones
 are counted in ``refused`` per name.
 """
@@ -114,7 +115,7 @@ def _refusal(url: str) -> requests.Response:
 
 def rate_limited_client(project: str, session: RateLimitedSession | None = None):
     """Google's storage client on the emulator (``STORAGE_EMULATOR_HOST``) through ``session`` (the fake shares no
-    code with what it checks: the test wraps the client in ``landfall.core.storage.Storage`` itself)."""
+    code with what it checks: the test wraps the client in ``landfall.core.services.storage.Storage`` itself)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage as gcs
 

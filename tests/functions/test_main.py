@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from functions_framework import create_app
 
-from landfall.core import layout
-from landfall.core.messages import Manifest
+from landfall.core.contracts import layout
+from landfall.core.contracts.messages import Manifest
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all, unique
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from functions_framework import create_app
 
-from landfall.core.messages import TrainingRequest
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.submit import handler as submit
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend

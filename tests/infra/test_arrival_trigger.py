@@ -158,7 +158,7 @@ def test_no_function_has_a_storage_trigger() -> None:
 
 
 def test_only_incoming_prefix_is_notified() -> None:
-    from landfall.core.layout import Layout
+    from landfall.core.contracts.layout import Layout
 
     prefix = attr(notification(), "object_name_prefix")
     layout = Layout()

@@ -61,7 +61,7 @@ READS_ARRIVAL: list[Op] = [
     ("storage.objects.create", data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord"), "shards: the move"),
     ("storage.objects.create", data("tfrecords/pump-7/a1/manifest.json"), "manifest, create-only, last"),
     ("storage.objects.create", data("tfrecords/pump-7/a0/retracted.json"), "arrival.retract: superseded"),
-    ("storage.objects.create", data("rejected/pump-7/a1.json"), "core.rejections: bad input"),
+    ("storage.objects.create", data("rejected/pump-7/a1.json"), "core.artifacts.rejections: bad input"),
     ("pubsub.topics.publish", REQUESTS, "arrival.handler.after_conversion: the training request"),
 ]
 BOOKKEEPING: list[Op] = [
@@ -82,14 +82,17 @@ BOOKKEEPING: list[Op] = [
     ("storage.objects.update", data("requests/pump-7/spend.json"), "submit.spend: rewritten, generation-guarded"),
     ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "submit.spend: the ended head's gpu_seconds"),
 ]
-# Dataset specs (landfall.core.specs): every stage reads its dataset's by name (a metadata read, then the body).
+# Dataset specs (landfall.core.artifacts.specs): every stage reads its dataset's by name (a metadata read, then the
+# body).
 SPEC = data("config/datasets/pump-7.json")
-READS_SPEC: list[Op] = [("storage.objects.get", SPEC, "core.specs.for_dataset: the spec's generation and body")]
-# Labelled evaluation sets (landfall.core.labelled): `landfall datasets apply` stores them create-only, manifest
+READS_SPEC: list[Op] = [("storage.objects.get", SPEC,
+                         "core.artifacts.specs.for_dataset: the spec's generation and body")]
+# Labelled evaluation sets (landfall.core.artifacts.labelled): `landfall datasets apply` stores them create-only,
+# manifest
 # last; the trainer reads the one its job names (--labelled).
 LABELLED_SET = data(f"config/labelled/pump-7/{'ab' * 32}.npz")
 LABELLED_MANIFEST = data(f"config/labelled/pump-7/{'ab' * 32}.json")
-# Compaction and snapshots (landfall.arrival.compact, landfall.core.snapshots): the names the code writes.
+# Compaction and snapshots (landfall.arrival.compact, landfall.core.artifacts.snapshots): the names the code writes.
 SNAPSHOT = data("snapshots/pump-7/00000003.json")
 NEXT_SNAPSHOT = data("snapshots/pump-7/00000004.json")
 ATTEMPT = "compacted/pump-7/00000004-0a1b2c3d/"
@@ -97,9 +100,10 @@ OLD_PART = data("compacted/pump-7/00000003-9f8e7d6c/part-00000.json")
 OLD_SHARD = data("compacted/pump-7/00000003-9f8e7d6c/part-00000.tfrecord")
 ARRIVAL_SHARD = data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord")
 COMPACTS: list[Op] = [
-    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed / arrival.compact.pending_work: the listings"),
-    ("storage.objects.get", SNAPSHOT, "core.snapshots.latest: the newest snapshot"),
-    ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: its parts"),
+    ("storage.objects.list", DATA_BUCKET,
+     "core.artifacts.snapshots.listed / arrival.compact.pending_work: the listings"),
+    ("storage.objects.get", SNAPSHOT, "core.artifacts.snapshots.latest: the newest snapshot"),
+    ("storage.objects.get", OLD_PART, "core.artifacts.snapshots.read_shards: its parts"),
     ("storage.objects.create", data(ATTEMPT + "fence"), "arrival.compact: the fence, before the listing"),
     ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "arrival.compact: the new arrivals"),
     ("storage.objects.get", ARRIVAL_SHARD, "arrival.compact._checked: an arrival's shard, copied"),
@@ -110,8 +114,8 @@ COMPACTS: list[Op] = [
     ("storage.objects.delete", data(ATTEMPT + "fence"), "arrival.compact: the fence, once the snapshot exists"),
 ]
 RELEASES_ON_SNAPSHOT: list[Op] = [
-    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed: the dataset's snapshots"),
-    ("storage.objects.get", SNAPSHOT, "core.snapshots.with_snapshot: the newest one's fence"),
+    ("storage.objects.list", DATA_BUCKET, "core.artifacts.snapshots.listed: the dataset's snapshots"),
+    ("storage.objects.get", SNAPSHOT, "core.artifacts.snapshots.with_snapshot: the newest one's fence"),
 ]
 # The collection rule in the reconciler (landfall.reconcile.collect, landfall.arrival.compact.collect).
 FENCE = data("compacted/pump-7/00000002-0badf00d/fence")  # what a crashed attempt left
@@ -119,10 +123,10 @@ COLLECTS: list[Op] = [
     ("storage.objects.list", DATA_BUCKET, "reconcile.collect.datasets_with_snapshots: the delimiter listing"),
     ("storage.objects.get", data("requests/pump-7/head.json"), "submit.ledger.head_seq: the head job's hint"),
     ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "reconcile.collect.named_by_live_jobs"),
-    ("storage.objects.list", DATA_BUCKET, "core.snapshots.listed, arrival.compact.collect: snapshots/<D>/, "
+    ("storage.objects.list", DATA_BUCKET, "core.artifacts.snapshots.listed, arrival.compact.collect: snapshots/<D>/, "
      "compacted/<D>/"),
     ("storage.objects.get", SNAPSHOT, "arrival.compact.collect: every snapshot listed"),
-    ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: the kept snapshots' parts"),
+    ("storage.objects.get", OLD_PART, "core.artifacts.snapshots.read_shards: the kept snapshots' parts"),
     ("storage.objects.delete", SNAPSHOT, "arrival.compact.collect: a collectable snapshot"),
     ("storage.objects.delete", OLD_PART, "arrival.compact.collect: a part no kept snapshot names"),
     ("storage.objects.delete", OLD_SHARD, "arrival.compact.collect: a shard no kept snapshot names"),
@@ -147,20 +151,22 @@ SCORE_RESULTS = [data(SCORES + "scores-0a1b2c3d.parquet"), data(SCORES + "flagge
                  data(SCORES + "summary.json"), data(SCORES + "published.json")]
 SCORES_ARRIVAL: list[Op] = [
     ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "detect.handler: the request's manifest"),
-    ("storage.objects.get", data("tfrecords/pump-7/a1/retracted.json"), "core.retractions: is the arrival retracted"),
+    ("storage.objects.get", data("tfrecords/pump-7/a1/retracted.json"),
+     "core.artifacts.retractions: is the arrival retracted"),
     ("storage.objects.get", data("incoming/pump-7/2026-12-01.csv"), "detect.score.score_series: a series dataset's "
      "source, at the manifest's generation (as landfall score reads it)"),
     ("storage.objects.get", ARRIVAL_SHARD, "detect.score.score_instances: an instance dataset's records, the shards "
      "its manifest lists"),
-    ("storage.objects.get", CHAMPION, "core.champion.read: the dataset's champion record"),
+    ("storage.objects.get", CHAMPION, "core.artifacts.champion.read: the dataset's champion record"),
     ("storage.objects.list", DATA_BUCKET, "trainer.scoring.Scorer.load: storage.sync_down lists runs/<job>/model/"),
     *[("storage.objects.get", m, "trainer.scoring.Scorer.load: the champion's SavedModel, threshold, normalization")
       for m in CHAMPION_MODEL],
-    *[("storage.objects.get", r, "core.detections.read/published: is this (arrival, champion) scored, published")
+    *[("storage.objects.get", r,
+       "core.artifacts.detections.read/published: is this (arrival, champion) scored, published")
       for r in SCORE_RESULTS],
-    *[("storage.objects.create", r, "core.detections: scores, flagged, summary last, published marker; "
+    *[("storage.objects.create", r, "core.artifacts.detections: scores, flagged, summary last, published marker; "
        "each ifGenerationMatch=0 (create only)") for r in SCORE_RESULTS],
-    ("pubsub.topics.publish", DETECTIONS, "core.detections: one landfall.detection/v1 per scored arrival"),
+    ("pubsub.topics.publish", DETECTIONS, "core.artifacts.detections: one landfall.detection/v1 per scored arrival"),
     # Its log lines are its container's stderr, which Cloud Run sends to Cloud Logging: no logging grant.
 ]
 
@@ -168,38 +174,44 @@ OPERATIONS: dict[str, list[Op]] = {
     "converter": [*READS_SPEC, *READS_ARRIVAL,
                   # shape.window.length auto: the first arrival's estimate, over the generation read (an overwrite
                   # also needs delete: https://cloud.google.com/storage/docs/access-control/iam-permissions).
-                  *[(p, SPEC, "arrival.autowindow.resolve: core.specs.apply, conditional on the generation read")
+                  *[(p, SPEC,
+                     "arrival.autowindow.resolve: core.artifacts.specs.apply, conditional on the generation read")
                     for p in ("storage.objects.create", "storage.objects.delete")],
                   ("storage.objects.create", data("tfrecords/pump-7/a1/dispatch.json"), "arrival.route: marker"),
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
-                  ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB), "core.cloudrun: one execution")],
+                  ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB),
+                   "core.services.cloudrun: one execution")],
     "convert-job": [*READS_SPEC, *READS_ARRIVAL, *COMPACTS,
                     ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
                     ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],
     "submitter": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
-                  ("storage.objects.create", data("rejected/pump-7/request-r1.json"), "core.rejections: bad request"),
-                  ("container.clusters.get", CLUSTER, "core.kube: GKE endpoint credentials")],
+                  ("storage.objects.create", data("rejected/pump-7/request-r1.json"),
+                   "core.artifacts.rejections: bad request"),
+                  ("container.clusters.get", CLUSTER, "core.services.kube: GKE endpoint credentials")],
     "reconciler": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT, *COLLECTS,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
-                   ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.results: create-only"),
-                   ("storage.objects.update", data("runs/pump-7-3/result.json"), "core.results: published_at"),
-                   ("pubsub.topics.publish", RESULTS, "core.results: the result message")],
+                   ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.artifacts.results: create-only"),
+                   ("storage.objects.update", data("runs/pump-7-3/result.json"),
+                    "core.artifacts.results: published_at"),
+                   ("pubsub.topics.publish", RESULTS, "core.artifacts.results: the result message")],
     "trainer": [*READS_SPEC, ("storage.objects.list", DATA_BUCKET, "trainer.inputs: a dataset prefix's manifests"),
                 ("storage.objects.get", ARRIVAL_SHARD, "staging shards"),
                 ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "trainer.inputs: the job's inputs"),
                 ("storage.objects.get", SNAPSHOT, "trainer.inputs._snapshot_shards: the snapshot inputs.json names"),
-                ("storage.objects.get", OLD_PART, "core.snapshots.read_shards: its parts"),
+                ("storage.objects.get", OLD_PART, "core.artifacts.snapshots.read_shards: its parts"),
                 ("storage.objects.get", OLD_SHARD, "trainer.inputs.stage: a compacted shard"),
                 *[(p, r, "trainer: checkpoints, model, metrics") for r in TRAINER_TOUCHES[:2]
                   for p in ("storage.objects.create", "storage.objects.get", "storage.objects.delete")],
-                ("storage.objects.update", data("models/pump-7/champion.json"), "core.champion: generation-guarded"),
-                ("storage.objects.create", data("models/pump-7/history/4.json"), "core.champion: history"),
-                ("pubsub.topics.publish", RESULTS, "core.results: the chief announces"),
+                ("storage.objects.update", data("models/pump-7/champion.json"),
+                 "core.artifacts.champion: generation-guarded"),
+                ("storage.objects.create", data("models/pump-7/history/4.json"), "core.artifacts.champion: history"),
+                ("pubsub.topics.publish", RESULTS, "core.artifacts.results: the chief announces"),
                 *[("storage.objects.get", r, "champion_view.reuse: the scorer's summary and scores of an arrival")
                   for r in (SCORE_RESULTS[0], SCORE_RESULTS[2])],
-                ("storage.objects.get", LABELLED_MANIFEST, "core.labelled.read: the manifest, the commit point"),
-                ("storage.objects.get", LABELLED_SET, "core.labelled.read: the set (trainer.labelled.load)")],
+                ("storage.objects.get", LABELLED_MANIFEST,
+                 "core.artifacts.labelled.read: the manifest, the commit point"),
+                ("storage.objects.get", LABELLED_SET, "core.artifacts.labelled.read: the set (trainer.labelled.load)")],
     "scorer": [*READS_SPEC, *SCORES_ARRIVAL],
     "invoker": [("run.routes.invoke", s, "Pub/Sub push to the function") for s in services()],
     "scorer-invoker": [("run.routes.invoke", SCORER_SERVICE, "Pub/Sub push to the scorer (both subscriptions)")],
@@ -253,9 +265,9 @@ OPERATIONS: dict[str, list[Op]] = {
         *[(p, SPEC, "landfall datasets apply: conditional on the generation read")
           for p in ("storage.objects.get", "storage.objects.create", "storage.objects.update",
                     "storage.objects.delete")],
-        ("storage.objects.get", LABELLED_MANIFEST, "core.labelled.write: is the set committed already"),
-        ("storage.objects.create", LABELLED_SET, "core.labelled.write: the set, create-only"),
-        ("storage.objects.create", LABELLED_MANIFEST, "core.labelled.write: its manifest, create-only, last"),
+        ("storage.objects.get", LABELLED_MANIFEST, "core.artifacts.labelled.write: is the set committed already"),
+        ("storage.objects.create", LABELLED_SET, "core.artifacts.labelled.write: the set, create-only"),
+        ("storage.objects.create", LABELLED_MANIFEST, "core.artifacts.labelled.write: its manifest, create-only, last"),
     ],
 }
 

@@ -1,11 +1,12 @@
 """No bucket lifecycle rule deletes what a live snapshot, or a live job's inputs, still names.
 
 Old compacted shards and snapshots are removed only by the collection rule (``landfall.arrival.compact.collect``,
-``landfall.core.snapshots.collectable``), which knows which snapshots a live job may read; a lifecycle rule knows
+``landfall.core.artifacts.snapshots.collectable``), which knows which snapshots a live job may read; a lifecycle rule
+knows
 only names and ages. So every Delete rule of the data bucket that can reach a live (current) object must match
 none of the names the code writes for a dataset's data: the arrivals' shards, manifests and retraction records,
 the compacted shards and snapshot parts, the snapshots, and a job's ``inputs.json``. The names are the code's own
-(``Layout``, ``landfall.core.snapshots``, ``landfall.submit.ledger``); the rules are read from infra/ with
+(``Layout``, ``landfall.core.artifacts.snapshots``, ``landfall.submit.ledger``); the rules are read from infra/ with
 python-hcl2, and which objects a rule reaches is Cloud Storage's published lifecycle semantics, below.
 """
 
@@ -62,8 +63,9 @@ def deletes_live(rule: dict[str, Any], name: str) -> bool:
 
 def named_by_snapshots() -> dict[str, str]:
     """What a live snapshot or a live job's inputs name, as the code names it: object name -> what it is."""
-    from landfall.core import layout, snapshots
-    from landfall.core.layout import Layout
+    from landfall.core.artifacts import snapshots
+    from landfall.core.contracts import layout
+    from landfall.core.contracts.layout import Layout
     from landfall.submit.ledger import Ledger
 
     lay, bucket, ds = Layout(), "b", "pump-7"
@@ -91,7 +93,7 @@ def test_no_lifecycle_rule_deletes_what_a_live_snapshot_names() -> None:
 
 
 def test_the_names_are_the_layouts_prefixes() -> None:
-    from landfall.core.layout import Layout
+    from landfall.core.contracts.layout import Layout
 
     lay = Layout()
     names = named_by_snapshots()

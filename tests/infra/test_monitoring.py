@@ -275,9 +275,9 @@ def captured_lines(logger_name: str) -> Iterator[list[dict[str, Any]]]:
 
 
 def _result_line(emulator_stack, bucket: str, verdict: str, status: str = "succeeded") -> dict[str, Any]:
-    """The LogEntry of the line ``landfall.core.results.announce`` logs when it publishes a result (the real
+    """The LogEntry of the line ``landfall.core.artifacts.results.announce`` logs when it publishes a result (the real
     call, against the emulators, its JSON line captured with the project's own formatter)."""
-    from landfall.core import results
+    from landfall.core.artifacts import results
 
     topic = f"results-{bucket}"
     emulator_stack.pubsub.ensure_topic(topic)
@@ -305,8 +305,8 @@ def _settle_lines(tmp_path, status: str) -> list[dict[str, Any]]:
     """The LogEntries ``landfall.arrival.screen.settle`` logs for an arrival with one finding and this status (the
     real call, its JSON lines captured with the project's own formatter)."""
     from landfall.arrival import screen
-    from landfall.core.messages import FeatureStats, Manifest, Source
-    from landfall.core.storage import Storage
+    from landfall.core.contracts.messages import FeatureStats, Manifest, Source
+    from landfall.core.services.storage import Storage
 
     finding = {"check": "scale_change", "feature": "leg_vert", "measured": 687.1, "threshold": 10.0,
                "action": "quarantine" if status == "quarantined" else "warn", "detail": "x687"}
@@ -337,10 +337,10 @@ def _detection_lines(tmp_path, anomalies: int) -> list[dict[str, Any]]:
     """The LogEntries ``landfall.detect.handler`` logs when it publishes a detection with this many anomalies (the
     real call that sends a summary's message, on a local folder and a recording publisher, its JSON lines captured
     with the project's own formatter)."""
-    from landfall.core.detections import MESSAGE_SCHEMA, Summary
-    from landfall.core.layout import Layout
+    from landfall.core.artifacts.detections import MESSAGE_SCHEMA, Summary
+    from landfall.core.contracts.layout import Layout
     from landfall.core.runtime import Runtime
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.detect import handler
     from landfall.detect.config import DetectConfig
 

@@ -63,7 +63,7 @@ def test_the_service_environment_is_what_the_scorer_reads() -> None:
     assert _default(PUBSUB, "detections_topic_name") == "landfall-detections"
     # Every LANDFALL_* variable is a field of what the scorer's runtime loads (Settings.load reads LANDFALL_<FIELD>).
     from landfall.core.config import ENV_PREFIX
-    from landfall.core.layout import Layout
+    from landfall.core.contracts.layout import Layout
     from landfall.detect import handler
     from landfall.detect.config import DetectConfig
 

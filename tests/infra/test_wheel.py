@@ -26,7 +26,7 @@ def test_the_wheel_holds_every_module_of_every_package(tmp_path: Path):
     expected = {f"landfall/{p.relative_to(REPO / 'functions' / 'landfall').as_posix()}"
                 for p in (REPO / "functions" / "landfall").rglob("*.py")}
     expected |= {p.relative_to(REPO).as_posix() for p in (REPO / "trainer").glob("*.py")}
-    # Package data read with importlib.resources: the dataset spec's JSON Schema (landfall.core.specs).
+    # Package data read with importlib.resources: the dataset spec's JSON Schema (landfall.core.artifacts.specs).
     expected |= {f"landfall/{p.relative_to(REPO / 'functions' / 'landfall').as_posix()}"
                  for p in (REPO / "functions" / "landfall").rglob("*.schema.json")}
     assert "landfall/core/dataset-v1.schema.json" in expected

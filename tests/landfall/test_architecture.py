@@ -12,7 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOYED = ("landfall.core", "landfall.arrival", "landfall.submit")
-SUBPACKAGES = ("core", "arrival", "submit", "detect", "reconcile", "local", "cli")
+SUBPACKAGES = ("core", "core.contracts", "core.rules", "core.services", "core.artifacts", "core.quality", "arrival",
+               "submit", "detect", "reconcile", "local", "cli")
 
 
 def imported_modules(path: Path) -> set[str]:

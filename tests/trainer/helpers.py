@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.core.layout import shard_name
-from landfall.core.messages import FeatureStats, Manifest, Shard, Source
-from landfall.core.records import RecordFramer
-from landfall.core.storage import Storage, join
+from landfall.core.contracts.layout import shard_name
+from landfall.core.contracts.messages import FeatureStats, Manifest, Shard, Source
+from landfall.core.contracts.records import RecordFramer
+from landfall.core.services.storage import Storage, join
 from tests.fakes.http import LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import json
 import google_crc32c
 import pytest
 
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.contracts.messages import Manifest
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer.errors import EXIT_INVALID, EXIT_NOT_FOUND, EXIT_USAGE
 

@@ -17,8 +17,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 import pytest
 
-from landfall.core import champion, holdout
-from landfall.core.storage import Storage
+from landfall.core.artifacts import champion
+from landfall.core.rules import holdout
+from landfall.core.services.storage import Storage
 from landfall_bench.realdata import daphnet, sliding_windows
 from tests.trainer.helpers import write_dataset
 from trainer import baselines

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.core import results
-from landfall.core.messages import InputManifest, JobInputs
-from landfall.core.storage import Storage
+from landfall.core.artifacts import results
+from landfall.core.contracts.messages import InputManifest, JobInputs
+from landfall.core.services.storage import Storage
 from landfall.local import report
 from landfall_bench import realdata
 from tests.trainer.helpers import make_array, run_trainer, write_dataset

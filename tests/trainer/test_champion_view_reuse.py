@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.core import champion as champion_mod
-from landfall.core import detections
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.artifacts import champion as champion_mod
+from landfall.core.artifacts import detections
+from landfall.core.contracts.layout import Layout
+from landfall.core.services.storage import Storage
 from landfall.detect import handler
 from tests.landfall.detect.helpers import commit, crown, scorer_runtime, zero_model
 from trainer import champion_view

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from trainer import baselines, detectors, surrogate
 from trainer.scoring import Scorer
 

@@ -20,9 +20,9 @@ import pytest
 
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
-from landfall.core.accelerators import prices
 from landfall.core.errors import NotFound
-from landfall.core.storage import Storage
+from landfall.core.rules.accelerators import prices
+from landfall.core.services.storage import Storage
 from landfall.local.emulators import free_ports
 from tests.conftest import unique
 from tests.trainer.helpers import REPO, make_array, trainer_env
@@ -175,8 +175,8 @@ VERDICT_PASSES = ["loading the challenger", "fitting the baselines", "scoring th
 def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
     """The job's timeline in metrics.json, on both workers, and as status --json, trace and the report show it."""
     from landfall.cli import status, trace
-    from landfall.core import timeline as core_timeline
-    from landfall.core.layout import Layout
+    from landfall.core.contracts import timeline as core_timeline
+    from landfall.core.contracts.layout import Layout
     from landfall.local import report
 
     t = metrics["timeline"]

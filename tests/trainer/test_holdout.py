@@ -1,4 +1,5 @@
-"""The hold-out split (``landfall.core.holdout``): ``segment`` and ``blocks`` leave no training window overlapping a
+"""The hold-out split (``landfall.core.rules.holdout``): ``segment`` and ``blocks`` leave no training window
+overlapping a
 held-out one, ``segment`` gives every arrival long enough a hold-out at the cost of one window, and the numpy plan and
 the TensorFlow pipeline (``trainer.data``) select exactly the same records."""
 
@@ -9,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from landfall.core import holdout
-from landfall.core import series as series_windows
 from landfall.core.errors import Invalid
-from landfall.core.storage import Storage
+from landfall.core.rules import holdout
+from landfall.core.rules import series as series_windows
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
 from trainer.config import TrainerConfig
 from trainer.inputs import load_manifests, plan_inputs, stage

@@ -14,7 +14,7 @@ import pytest
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import SHAPE, make_array, write_dataset
 from trainer.cluster import Cluster
 from trainer.inputs import load_manifests, plan_inputs, stage

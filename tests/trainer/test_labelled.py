@@ -57,7 +57,7 @@ TRAIN_ARGS = ["--timesteps", "100", "--features", "6", "--units", "16,4", "--dro
 
 
 def test_basic_motions_standing_is_normal_the_other_activities_are_found(emulator_stack, bucket, tmp_path):
-    from landfall.core import labelled as store
+    from landfall.core.artifacts import labelled as store
     from landfall_bench import realdata
     from tests.trainer.helpers import run_trainer, write_dataset
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer import stopping
 from trainer.stopping import Rule, State

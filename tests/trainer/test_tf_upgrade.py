@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "champion-tf2.20"

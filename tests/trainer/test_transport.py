@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import REPO, MetadataServer, make_array, run_trainer, trainer_env, write_dataset
 from trainer.errors import EXIT_OK, EXIT_TEMPORARY
 

@@ -16,9 +16,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 import pytest
 
-from landfall.core import champion, results
+from landfall.core.artifacts import champion, results
 from landfall.core.errors import NotFound
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
 from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
@@ -288,7 +288,7 @@ def test_two_jobs_finishing_together_make_one_champion_and_overwrite_nothing(whe
 
 
 def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, setting):
-    from landfall.core.messages import InputManifest, JobInputs
+    from landfall.core.contracts.messages import InputManifest, JobInputs
     from trainer import verdict
 
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub

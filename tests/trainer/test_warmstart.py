@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from landfall.core.contracts.messages import InputManifest, JobInputs
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.messages import InputManifest, JobInputs
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.trainer.helpers import run_trainer, write_dataset
 from trainer import warmstart
 from trainer.config import TrainerConfig

@@ -12,8 +12,9 @@ import pandas as pd
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import holdout, specs
-from landfall.core.storage import Storage
+from landfall.core.artifacts import specs
+from landfall.core.rules import holdout
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 from tests.trainer.helpers import run_trainer
 from trainer import inputs, windows

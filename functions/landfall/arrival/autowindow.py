@@ -7,7 +7,8 @@ the autocorrelation (``landfall.arrival.period``: its ``find_length_rank``, rank
    ``period.MAX_ROWS`` rows of the file's first channel with the series readers and estimates the period.
 2. It applies the spec's next generation with ``window.length`` set to it and ``window.estimated_from`` naming the
    arrival (``gs://bucket/incoming/...#generation``), conditional on the generation it read
-   (``landfall.core.specs.apply``): of two first arrivals racing, one write lands; the other reads the spec again
+   (``landfall.core.artifacts.specs.apply``): of two first arrivals racing, one write lands; the other reads the spec
+   again
    and uses the length it now holds, so every arrival of the dataset is cut with the same window.
 3. The arrival is then converted under that generation (its manifest records it), and every later arrival, job and
    score reads a spec with a number in it: ``landfall datasets show`` shows what was chosen, and a user who wants
@@ -28,10 +29,11 @@ import numpy as np
 
 from landfall.arrival import formats, period, series
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, specs
+from landfall.core.artifacts import specs
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import AlreadyExists, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 log = logging.getLogger("landfall.arrival")
 

@@ -6,9 +6,9 @@ last and create-only, the commit point readers wait for.
 
 from __future__ import annotations
 
-from landfall.core.layout import shard_name
-from landfall.core.messages import Manifest, Shard
-from landfall.core.storage import Storage, join
+from landfall.core.contracts.layout import shard_name
+from landfall.core.contracts.messages import Manifest, Shard
+from landfall.core.services.storage import Storage, join
 
 
 def publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], out_prefix: str,
@@ -26,7 +26,7 @@ def publish_shards(storage: Storage, parts: list[tuple[str, int, int, str]], out
 def commit_manifest(storage: Storage, manifest_uri: str, manifest: Manifest) -> Manifest:
     """Writes the manifest last and create-only: the commit point readers wait for."""
     # The count in the object's metadata lets a release list counts without reading each manifest; so does
-    # ``quarantined`` its hold (landfall.core.quarantine).
+    # ``quarantined`` its hold (landfall.core.quality.quarantine).
     if not storage.create(manifest_uri, manifest.to_json().encode(), content_type="application/json",
                           metadata=manifest_metadata(manifest)):
         # A concurrent delivery finished first; its manifest describes the same bytes.

@@ -1,5 +1,5 @@
 """Compaction: a dataset's small arrivals rewritten into shards of about ``LANDFALL_SHARD_TARGET_BYTES``,
-and the snapshot that names them (``landfall.core.snapshots``), created last.
+and the snapshot that names them (``landfall.core.artifacts.snapshots``), created last.
 
 ``compact(storage, bucket, dataset)``:
 1. Reads the newest snapshot (if any) and its shards; writes this attempt's ``fence`` object under its own
@@ -14,7 +14,8 @@ and the snapshot that names them (``landfall.core.snapshots``), created last.
    crash or a lost race leaves the previous snapshot in force; the loser's folder is never named by any
    snapshot, and ``collect`` removes it once a snapshot of its number or a later one exists.
 
-A series arrival (``landfall.core.series``: rows, windowed when read) is compacted the same way, whole: a large one
+A series arrival (``landfall.core.rules.series``: rows, windowed when read) is compacted the same way, whole: a large
+one
 named in place, small ones' shard files concatenated (a compacted file's rows are theirs one after another, each
 range saying where its rows start), with each arrival's series section in the part so a job reads no manifest. A
 snapshot holds one kind, series or instances; an arrival of the other kind stays in the delta.
@@ -41,12 +42,14 @@ import google_crc32c
 import numpy as np
 
 from landfall.arrival.stats import RunningStats
-from landfall.core import records, retractions, series, snapshots
+from landfall.core.artifacts import retractions, snapshots
+from landfall.core.artifacts.snapshots import CompactedShard, Snapshot
+from landfall.core.contracts import records
+from landfall.core.contracts.layout import Layout, dataset_prefix, gs, shard_name
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import Invalid
-from landfall.core.layout import Layout, dataset_prefix, gs, shard_name
-from landfall.core.messages import Manifest
-from landfall.core.snapshots import CompactedShard, Snapshot
-from landfall.core.storage import Storage, crc32c_b64, join
+from landfall.core.rules import series
+from landfall.core.services.storage import Storage, crc32c_b64, join
 
 COMPACT_ARRIVALS = 256  # uncompacted arrivals that trigger a compaction ...
 COMPACT_BYTES = 256 * 1024 * 1024  # ... or uncompacted bytes
@@ -123,7 +126,7 @@ def _series_section(manifest: Manifest) -> dict[str, Any]:
 
 
 def _series_pieces(manifest: Manifest) -> SeriesPieces:
-    """Each shard file of a series arrival: its windows, its rows (``landfall.core.series``: the rows of its
+    """Each shard file of a series arrival: its windows, its rows (``landfall.core.rules.series``: the rows of its
     windows, ``[start(first), start(last) + length)``) and its first window's index in the arrival."""
     layout = series.Layout.of(manifest.series or {}, manifest.shape[0])
     out, first = [], 0
@@ -286,7 +289,7 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
 
 def collect(storage: Storage, bucket: str, dataset: str, named_by_unfinished: set[int],
             layout: Layout | None = None, now: float | None = None, grace_s: float = snapshots.GRACE_S) -> list[str]:
-    """Applies the collection rule (``landfall.core.snapshots``): deletes the collectable snapshots, then
+    """Applies the collection rule (``landfall.core.artifacts.snapshots``): deletes the collectable snapshots, then
     every object under ``compacted/<D>/`` that no kept snapshot names, in the folders of attempts numbered
     at most the newest snapshot's ``seq`` (the deleted snapshots' own shards and parts, and what lost races
     and crashes left; an attempt numbered past it may still be running). Returns what it deleted."""

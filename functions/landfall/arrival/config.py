@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core import duplicates, specs
+from landfall.core.artifacts import specs
 from landfall.core.config import DATASET_MODES, Seed, Settings, default_project
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import BadInput, Invalid
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.rules import duplicates
+from landfall.core.services.storage import Storage
 
 CSV_HEADER_MODES = ("auto", "present", "absent")
 DELETE_POLICIES = ("retract", "keep")
@@ -43,19 +44,19 @@ class ConverterConfig(Settings):
     series_channels: tuple[str, ...] = ()  # default: every column but the time column and the dropped ones
     series_drop_columns: tuple[str, ...] = ()
     series_max_gap: float | None = None  # None: 3 x the arrival's median step (landfall.arrival.series)
-    # Rows of one time (landfall.core.duplicates): reject | first | last | mean (the default: their mean)
+    # Rows of one time (landfall.core.rules.duplicates): reject | first | last | mean (the default: their mean)
     series_duplicate_times: str = duplicates.DEFAULT
     window_stride: int = 1
     # The spec's shape.window.length is auto and not estimated yet (landfall.arrival.autowindow): set by the spec.
     window_auto: bool = False
-    # The arrival's profile and its checks against the dataset's reference (landfall.core.profile, .checks):
+    # The arrival's profile and its checks against the dataset's reference (landfall.core.quality.profile, .checks):
     # ``checks`` is the spec's arrival.checks as JSON, set per arrival by the stage ("": none, every check warns).
     profile: bool = True
     checks: str = ""
     request_topic: str = "landfall-training-requests"
     # open | registered: registered rejects arrivals of datasets without a spec (unknown_dataset).
     datasets: str = "open"
-    # The generation of the dataset spec this conversion follows (landfall.core.specs; None: no spec, these
+    # The generation of the dataset spec this conversion follows (landfall.core.artifacts.specs; None: no spec, these
     # settings): set per arrival by the stage, never by hand; recorded in the manifest.
     spec_generation: int | None = None
     storage_retry_s: float = 30.0  # then the platform retries the whole event
@@ -106,7 +107,7 @@ class ConverterConfig(Settings):
 
 def with_spec(cfg: ConverterConfig, storage: Storage, bucket: str, dataset: str,
               layout: Layout | None = None) -> ConverterConfig:
-    """``cfg`` with the dataset's spec over it (``landfall.core.specs``: its shape and arrival rules, and its
+    """``cfg`` with the dataset's spec over it (``landfall.core.artifacts.specs``: its shape and arrival rules, and its
     generation, which the manifest records). ``BadInput`` ``unknown_dataset`` under ``LANDFALL_DATASETS=registered``
     for a dataset without a spec, and ``invalid_spec`` for a stored spec that is not valid (written around
     ``landfall datasets apply``): either is recorded like any rejection, and the arrival converts once the spec

@@ -23,11 +23,11 @@ from landfall import __version__
 from landfall.arrival import commit, formats, screen, series
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
-from landfall.core import records
+from landfall.core.contracts import records
+from landfall.core.contracts.messages import Manifest, Source
 from landfall.core.errors import BadInput
-from landfall.core.messages import Manifest, Source
-from landfall.core.profile import Profile
-from landfall.core.storage import Storage, join
+from landfall.core.quality.profile import Profile
+from landfall.core.services.storage import Storage, join
 
 Progress = Callable[[int, int], None]  # (instances so far, shards so far)
 
@@ -164,7 +164,7 @@ class Decoder:
     def __init__(self, cfg: ConverterConfig, first_row: int = 0):
         self.cfg = cfg
         self.stats = RunningStats(cfg.features)
-        self.sketch = Profile(cfg.features) if cfg.profile else None  # landfall.core.profile
+        self.sketch = Profile(cfg.features) if cfg.profile else None  # landfall.core.quality.profile
         self.first_row = first_row  # of the file, for messages: a ranged task starts further in
         self.seen = 0
         self.dropped = 0

@@ -39,7 +39,7 @@ from landfall.arrival import csvfile
 from landfall.arrival.columns import Chunks, columns_to_instances, narrowed
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput, TemporaryError
-from landfall.core.storage import READ_CHUNK, mapped_errors
+from landfall.core.services.storage import READ_CHUNK, mapped_errors
 
 
 @dataclasses.dataclass(frozen=True)

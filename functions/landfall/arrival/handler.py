@@ -5,7 +5,7 @@ is done and only the (deterministic) training request is published again, which 
 crash between the manifest and the publish; consumers drop the duplicate by ``request_id``.
 
 Unordered delivery: only the object's live generation is converted and requested. A newer generation
-retracts the older ones (``landfall.core.retractions``) and a delete retracts the deleted one; the
+retracts the older ones (``landfall.core.artifacts.retractions``) and a delete retracts the deleted one; the
 finalize of an older generation that comes late converts and requests nothing.
 
 Large objects: above ``landfall.arrival.route``'s threshold the object is not converted here; one execution
@@ -25,15 +25,16 @@ from typing import Literal
 
 from landfall.arrival import autowindow, converter, formats, route, screen
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, rejections, retractions
-from landfall.core.cloudrun import CloudRunJobs, LocalJobs
+from landfall.core.artifacts import rejections, retractions
+from landfall.core.contracts import layout
+from landfall.core.contracts.events import ObjectEvent
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, Rejection, TrainingRequest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound
-from landfall.core.events import ObjectEvent
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, Rejection, TrainingRequest, utc_now
-from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime
-from landfall.core.storage import Storage
+from landfall.core.services.cloudrun import CloudRunJobs, LocalJobs
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 
 log = logging.getLogger("landfall.arrival")
 

@@ -13,7 +13,7 @@ labels):
 - ``.parquet``: the label column, and either ``T*F`` float columns or one list column of ``T*F`` floats.
 
 Checks (``BadInput``, one line each, reasons as the converter's plus): ``too_large`` (over
-``landfall.core.labelled.MAX_BYTES``, the file or its decoded instances), ``unsupported_format`` (``.npy``),
+``landfall.core.artifacts.labelled.MAX_BYTES``, the file or its decoded instances), ``unsupported_format`` (``.npy``),
 ``no_label`` (no such column or array), ``label_length`` (not one label per instance), ``non_finite`` (a
 missing, NaN or infinite label or value), ``label_values`` (a label other than 0 or 1), ``no_positives``,
 ``no_negatives`` (precision, recall and average precision need both).
@@ -36,9 +36,9 @@ import pyarrow.parquet as pq
 from landfall.arrival import csvfile, formats
 from landfall.arrival.columns import columns_to_instances, narrowed
 from landfall.arrival.config import ConverterConfig
+from landfall.core.artifacts.labelled import MAX_BYTES
 from landfall.core.errors import BadInput
-from landfall.core.labelled import MAX_BYTES
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 DEFAULT_LABEL = "label"
 

@@ -34,7 +34,7 @@ with the part's size (and CRC32C, on Cloud Storage) counts as moved. So the mani
 timestamps aside, whichever tasks were retried.
 
 **Bad data** found by any task (or by the committer: no instances at all, an index column whose ranges do
-not join up) rejects the whole arrival once: the rejection record (``landfall.core.rejections``,
+not join up) rejects the whole arrival once: the rejection record (``landfall.core.artifacts.rejections``,
 create-only) and ``T/rejected.json``; no manifest, ``on_committed`` is never called. Errors keep their
 classes: ``BadInput`` is recorded and returned (``TaskResult.outcome == "rejected"``), ``TemporaryError``
 raises (Cloud Run retries the task), a generation that is gone is ``superseded``.
@@ -53,11 +53,12 @@ from landfall.arrival import ranged_parts as parts
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import Decoder, ShardWriter, prefetched
 from landfall.arrival.ranged_parts import Job
-from landfall.core import layout, rejections
+from landfall.core.artifacts import rejections
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, Rejection
 from landfall.core.errors import BadInput, Invalid, NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, Rejection
-from landfall.core.storage import Storage, is_gs, join
+from landfall.core.services.storage import Storage, is_gs, join
 
 log = logging.getLogger("landfall.arrival.ranged")
 

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from landfall.arrival import ranged_parts
+from landfall.core.contracts.layout import Layout, split_gs
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import NotFound
-from landfall.core.layout import Layout, split_gs
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage, is_gs
+from landfall.core.services.storage import Storage, is_gs
 
 
 @dataclasses.dataclass

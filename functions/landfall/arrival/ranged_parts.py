@@ -24,12 +24,12 @@ from landfall.arrival import screen, series
 from landfall.arrival.commit import manifest_metadata
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, Shard, Source
 from landfall.core.errors import BadInput, NotFound, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, Shard, Source
-from landfall.core.profile import Profile
-from landfall.core.storage import Storage, join
+from landfall.core.quality.profile import Profile
+from landfall.core.services.storage import Storage, join
 
 PART_SCHEMA = "landfall.ranged-part/v1"
 MOVERS = 8  # shards moved at once by the committer

@@ -23,7 +23,7 @@ runs, object bytes over the wall time less start-up; 100,000 seed-shaped instanc
 small files take the large-file path).
 
 **Above the threshold** the function starts one execution of the Cloud Run job ``LANDFALL_CONVERT_JOB``
-(``landfall.core.cloudrun``) and returns ``dispatched``. The execution gets ``LANDFALL_SOURCE_BUCKET``,
+(``landfall.core.services.cloudrun``) and returns ``dispatched``. The execution gets ``LANDFALL_SOURCE_BUCKET``,
 ``LANDFALL_SOURCE_NAME`` and ``LANDFALL_SOURCE_GENERATION`` as container env overrides and a task count from
 the size: ``ceil(size / LANDFALL_TASK_BYTES)`` capped by ``LANDFALL_MAX_TASKS`` for splittable formats
 (``.npy``, ``.csv``, ``.parquet``); ``.npz`` and ``.csv.gz`` cannot be split (a zip member or a gzip stream
@@ -65,12 +65,12 @@ import time
 from typing import Any, Literal
 
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Arrival
+from landfall.core.contracts.messages import utc_now
 from landfall.core.errors import LandfallError, NotFound, TemporaryError
-from landfall.core.layout import Arrival
-from landfall.core.messages import utc_now
 from landfall.core.runtime import Runtime
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 log = logging.getLogger("landfall.arrival.route")
 

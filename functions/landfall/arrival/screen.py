@@ -1,13 +1,15 @@
-"""The arrival stage's checks of data that is well formed but wrong: an arrival's profile (``landfall.core.profile``,
+"""The arrival stage's checks of data that is well formed but wrong: an arrival's profile
+(``landfall.core.quality.profile``,
 gathered by the converter as it streams) against its dataset's reference, at the commit point.
 
 - ``screen`` (before the manifest, by whoever commits it: the converter, a series conversion, the committer of Cloud
-  Run tasks): reads the reference (one object), runs ``landfall.core.checks.assess`` under the dataset's rules, writes
+  Run tasks): reads the reference (one object), runs ``landfall.core.quality.checks.assess`` under the dataset's rules,
+  writes
   the profile beside the shards and returns the manifest's ``checks`` section. A finding whose action is ``reject``
   raises ``BadInput("failed_check")``: the arrival's rejection record, nothing left visible.
 - ``settle`` (after the manifest, ``handler.after_conversion``): logs what was flagged (WARNING lines, one per
   finding, with the check, the feature, the measured distance and its threshold) and, unless the arrival is
-  quarantined (an operator's ``landfall admit`` merges it then: ``landfall.core.quarantine``), publishes the
+  quarantined (an operator's ``landfall admit`` merges it then: ``landfall.core.quality.quarantine``), publishes the
   reference if it is older than its cadence: no arrival writes the reference itself.
 
 The reference (``tfrecords/<dataset>/_reference.json``, ``landfall.reference/v1``) is the merge of the profiles of
@@ -23,12 +25,12 @@ import logging
 from typing import Any
 
 from landfall.arrival.config import ConverterConfig
-from landfall.core import checks, quarantine
+from landfall.core.contracts.layout import PROFILE
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput, Invalid, TemporaryError
-from landfall.core.layout import PROFILE
-from landfall.core.messages import Manifest
-from landfall.core.profile import Profile
-from landfall.core.storage import Storage, is_gs, join
+from landfall.core.quality import checks, quarantine
+from landfall.core.quality.profile import Profile
+from landfall.core.services.storage import Storage, is_gs, join
 
 log = logging.getLogger("landfall.arrival")
 

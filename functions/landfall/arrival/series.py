@@ -1,5 +1,5 @@
 """Series arrivals (a dataset whose spec sets ``shape.window`` and ``arrival.series``): a time column and one column
-per channel, as a sensor exports it, stored once as the series itself (``landfall.core.series`` says how), never
+per channel, as a sensor exports it, stored once as the series itself (``landfall.core.rules.series`` says how), never
 as windows. ``landfall.arrival.converter.convert`` hands such an arrival here.
 
 Formats: CSV and CSV.gz with a header row naming the columns (read with pyarrow's streaming CSV reader, channels as
@@ -14,13 +14,14 @@ Decisions:
   attempt is abandoned and the arrival is read again whole, sorted in memory (stable), when its rows fit in 40 % of
   ``LANDFALL_MEMORY_LIMIT_MIB`` (else ``unsorted_too_large``: sort the export, or cut it into files). A sorted file of
   any size streams with the converter's bounded memory. The manifest records ``sorted: false`` when it sorted.
-- **Duplicate timestamps** follow the spec's ``arrival.series.duplicate_times`` (``landfall.core.duplicates``): by
+- **Duplicate timestamps** follow the spec's ``arrival.series.duplicate_times`` (``landfall.core.rules.duplicates``): by
   default the rows of one time become one row, their mean, counted in the manifest's ``series.merged_rows``;
   ``reject`` refuses the arrival (``duplicate_timestamps``), naming the time as the file wrote it. A time repeated
   exactly where two ranged tasks' shares meet splits the series there, as a gap does (no window holds both rows).
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
   step of the arrival's first chunk; for an irregularly sampled series whose cuts would drop more than a quarter of
-  those rows, raised until they drop at most 5 % (``landfall.core.series.default_max_gap``; recorded in the manifest). A
+  those rows, raised until they drop at most 5 % (``landfall.core.rules.series.default_max_gap``; recorded in the
+  manifest). A
   segment shorter than one window is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is,
   while it has enough rows, is ``all_gaps``; an arrival with fewer rows than one window is ``too_short``.
 - **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
@@ -51,12 +52,13 @@ from landfall import __version__
 from landfall.arrival import commit, formats, ranges, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
-from landfall.core import duplicates, records
-from landfall.core import series as windows
+from landfall.core.contracts import records
+from landfall.core.contracts.messages import Manifest, Source
 from landfall.core.errors import BadInput, TemporaryError
-from landfall.core.messages import Manifest, Source
-from landfall.core.profile import Profile
-from landfall.core.storage import Storage, join
+from landfall.core.quality.profile import Profile
+from landfall.core.rules import duplicates
+from landfall.core.rules import series as windows
+from landfall.core.services.storage import Storage, join
 
 log = logging.getLogger("landfall.arrival")
 SORT_SHARE = 0.4  # of memory_limit_mib: an unsorted arrival is sorted in memory up to this
@@ -252,7 +254,7 @@ def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], boo
 
 # -- segments and shards ----------------------------------------------------------------------------------------
 class SeriesWriter:
-    """Cuts sorted rows into segments at gaps and writes shards of whole windows (``landfall.core.series``)."""
+    """Cuts sorted rows into segments at gaps and writes shards of whole windows (``landfall.core.rules.series``)."""
 
     def __init__(self, storage: Storage, tmp_prefix: str, cfg: ConverterConfig, max_gap: float | None):
         self.storage, self.tmp_prefix, self.cfg = storage, tmp_prefix, cfg
@@ -260,7 +262,8 @@ class SeriesWriter:
         self.max_gap = max_gap
         self.target = max(cfg.shard_target_bytes // (4 * self.channels), windows.MIN_SHARD_WINDOWS * self.length)
         self.stats = RunningStats(self.channels)
-        self.sketch = Profile(self.channels) if cfg.profile else None  # landfall.core.profile, of the stored rows
+        # landfall.core.quality.profile, of the stored rows
+        self.sketch = Profile(self.channels) if cfg.profile else None
         self.segments: list[windows.Segment] = []  # closed, kept
         self.open: list[Any] | None = None  # [row, rows, start, end] of the segment being read
         self.pending: list[np.ndarray] = []  # its rows while it is shorter than a window

@@ -9,8 +9,8 @@ import dataclasses
 
 import numpy as np
 
-from landfall.core import moments
-from landfall.core.messages import FeatureStats
+from landfall.core.contracts.messages import FeatureStats
+from landfall.core.rules import moments
 
 # A batch's M2 = sum(x²) - sum(x)·mean cancels when a feature's offset dwarfs its spread (timestamps ~1e9
 # of unit variance): below this fraction of the sum of squares, it is summed again around the batch mean.

@@ -24,11 +24,12 @@ from typing import Any
 
 from landfall.arrival import ranged
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, logs
+from landfall.core import logs
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 log = logging.getLogger("landfall.arrival.task")
 EX_TEMPFAIL = 75

@@ -1,6 +1,6 @@
 """``landfall compact --bucket B --dataset D``: compacts a dataset's small arrivals into shards of about
 ``--target-bytes`` and creates the snapshot that names them (``landfall.arrival.compact``), then deletes
-the snapshots and shards the collection rule allows (``landfall.core.snapshots``). Prints one JSON line per
+the snapshots and shards the collection rule allows (``landfall.core.artifacts.snapshots``). Prints one JSON line per
 dataset."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.local import compaction
     from landfall.submit.config import JobConfig
 

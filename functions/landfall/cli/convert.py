@@ -12,9 +12,9 @@ import sys
 
 from landfall.arrival import converter, ranged_local
 from landfall.arrival.config import ConverterConfig
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput, NotFound, TemporaryError
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:

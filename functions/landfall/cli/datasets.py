@@ -1,4 +1,5 @@
-"""``landfall datasets validate|apply|show|list``: the dataset specs (``landfall.core.specs``, docs/datasets.md).
+"""``landfall datasets validate|apply|show|list``: the dataset specs (``landfall.core.artifacts.specs``,
+docs/datasets.md).
 
 - ``validate PATH...``: files (``.yaml``, ``.yml``, ``.json``) or folders of them; no bucket needed. Each file's
   name (less its extension) must be the dataset it names, so a reviewed folder has one file per dataset.
@@ -9,7 +10,8 @@
   folder, or a ``gs://`` URI) is read with the converter's readers and its labels checked
   (``landfall.arrival.labelled``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
   written). ``apply`` stores it create-only as ``gs://BUCKET/config/labelled/<name>/<sha256>.npz`` and its manifest
-  (``landfall.core.labelled``), then records that URI in the stored spec as ``verdict.labelled.uri`` (so the job
+  (``landfall.core.artifacts.labelled``), then records that URI in the stored spec as ``verdict.labelled.uri`` (so the
+  job
   rendered from that generation passes it to the trainer). The same file again is the same object: no new
   generation.
 - ``show NAME``: the stored document and its generation; ``list``: every stored spec and its generation.
@@ -29,11 +31,12 @@ from typing import Any
 from landfall.arrival import labelled as labelled_input
 from landfall.arrival.config import ConverterConfig
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import labelled as labelled_store
-from landfall.core import logs, specs
+from landfall.core import logs
+from landfall.core.artifacts import labelled as labelled_store
+from landfall.core.artifacts import specs
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import AlreadyExists, BadInput, Invalid, NotFound
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage, is_gs
+from landfall.core.services.storage import Storage, is_gs
 
 SUFFIXES = (".yaml", ".yml", ".json")
 

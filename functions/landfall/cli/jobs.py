@@ -24,10 +24,11 @@ import uuid
 from typing import Any
 
 from landfall.cli.common import job_config, reporting_errors
-from landfall.core import layout, retractions, specs
+from landfall.core.artifacts import retractions, specs
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, TrainingRequest, utc_now
 from landfall.core.errors import NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, TrainingRequest, utc_now
 from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.config import JobConfig
 
@@ -84,7 +85,7 @@ def render_tfjob(args: argparse.Namespace) -> int:
     request_id = args.request_id
     seq = 1
     if not args.offline:
-        from landfall.core.storage import Storage
+        from landfall.core.services.storage import Storage
         from landfall.submit.ledger import Ledger
 
         storage = Storage(cfg.project)
@@ -134,8 +135,8 @@ def manual_request(args: argparse.Namespace, cfg: JobConfig, storage: Any, lay: 
 
 
 def republish(args: argparse.Namespace) -> int:
-    from landfall.core.pubsub import PubSub
-    from landfall.core.storage import Storage
+    from landfall.core.services.pubsub import PubSub
+    from landfall.core.services.storage import Storage
 
     cfg = job_config(args, "bucket", "request_topic", "project")
     storage = Storage(cfg.project)

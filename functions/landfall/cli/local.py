@@ -117,7 +117,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def upload(args: argparse.Namespace) -> int:
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.local.stack import named_target, read_running, use_running_stack
 
     use_running_stack(args.state_dir, args)

@@ -3,7 +3,7 @@
 ``promote`` makes the run's model the champion whatever the losses say (``reason: forced``), recording who
 asked (``--by``, else ``LANDFALL_ACTOR``, else the login name) and the run's own evaluation from its
 ``metrics.json``. ``rollback`` restores the champion before the current one (``reason: rollback``); a second
-rollback goes one further back. Both are the guarded update of ``landfall.core.champion``: a training job
+rollback goes one further back. Both are the guarded update of ``landfall.core.artifacts.champion``: a training job
 finishing at the same moment cannot be overwritten unseen. Champions live in ``gs://BUCKET/models/<dataset>/``
 (``--models`` names another root, a local folder for local job dirs).
 """
@@ -15,10 +15,10 @@ import json
 import sys
 
 from landfall.cli.common import job_config, on_the_stack
-from landfall.core import champion
+from landfall.core.artifacts import champion
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage, join
+from landfall.core.services.storage import Storage, join
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:

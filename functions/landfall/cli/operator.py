@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from landfall.core import logs
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.submit.config import JobConfig
 
 

@@ -14,10 +14,12 @@ import json
 import sys
 
 from landfall.cli.common import job_config, on_the_stack
-from landfall.core import champion, layout, quarantine
+from landfall.core.artifacts import champion
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import Invalid
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.quality import quarantine
+from landfall.core.services.storage import Storage
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:

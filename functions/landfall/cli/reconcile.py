@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     heartbeat = getattr(args, "heartbeat", loop.HEARTBEAT)  # `landfall operator --backend kubernetes` has no flag
     if getattr(args, "check_heartbeat", False):
         return check_heartbeat(heartbeat, args.max_age_s)
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.submit.backends import open_backend
     from landfall.submit.config import JobConfig
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    from landfall.core.pubsub import PubSub
+    from landfall.core.services.pubsub import PubSub
 
     return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat, PubSub(cfg.project))
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
-from landfall.core import detections
+from landfall.core.artifacts import detections
 from landfall.core.errors import NotFound
 
 
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from landfall.cli.trace import open_reader
-    from landfall.core.pubsub import PubSub
+    from landfall.core.services.pubsub import PubSub
     from landfall.local import report
 
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")

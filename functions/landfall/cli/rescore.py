@@ -17,10 +17,10 @@ import json
 import os
 from datetime import UTC, datetime
 
-from landfall.core import champion, detections, retractions
+from landfall.core.artifacts import champion, detections, retractions
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def rescore(args: argparse.Namespace) -> int:
-    from landfall.core.pubsub import PubSub
-    from landfall.core.storage import Storage
+    from landfall.core.services.pubsub import PubSub
+    from landfall.core.services.storage import Storage
     from landfall.detect.config import DetectConfig
 
     cfg = DetectConfig.load(bucket=args.bucket, project=args.project)

@@ -23,9 +23,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from landfall.core import champion, logs
+from landfall.core import logs
+from landfall.core.artifacts import champion
 from landfall.core.errors import BadInput, Invalid, NotFound, TemporaryError
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -96,7 +97,7 @@ def model_of(args: argparse.Namespace, storage: Storage) -> str:
 def spec_of(args: argparse.Namespace, storage: Storage) -> Any:
     """The dataset's spec: ``--spec FILE``, else the one stored in the bucket when a bucket is named (None: no
     bucket; a dataset without a stored spec gets an empty one)."""
-    from landfall.core import specs
+    from landfall.core.artifacts import specs
 
     if getattr(args, "spec", None):
         try:

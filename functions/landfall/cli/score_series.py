@@ -26,8 +26,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from landfall.core.specs import DatasetSpec
-from landfall.core.storage import Storage
+from landfall.core.artifacts.specs import DatasetSpec
+from landfall.core.services.storage import Storage
 
 
 def summary_path(out: str | Path) -> Path:

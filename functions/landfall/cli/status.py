@@ -8,7 +8,8 @@ they name is missing: the next release rejects those, ``landfall.submit.coalesce
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), per dataset its retrain policy, why its next release is held
 and until when, and its GPU spend over the last 24 h and 30 days against its budget (``landfall.submit.spend``),
-per dataset the arrivals scored on arrival by its champion and those with anomalies (``landfall.core.detections``),
+per dataset the arrivals scored on arrival by its champion and those with anomalies
+(``landfall.core.artifacts.detections``),
 and the requests waiting in the dead-letter subscriptions of the training requests and of the scorer
 (peeked, not consumed). Read-only: it changes nothing, unless ``--reconcile`` asks it to release the waiting
 follow-ups whose predecessor ended (``landfall.submit.coalesce.reconcile``, what ``landfall reconcile`` does on a
@@ -27,13 +28,16 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, on_the_stack
-from landfall.core import champion, cost, detections, layout, quarantine, results, specs
-from landfall.core import timeline as core_timeline
+from landfall.core.artifacts import champion, detections, results, specs
+from landfall.core.contracts import layout
+from landfall.core.contracts import timeline as core_timeline
+from landfall.core.contracts.layout import ADMISSION, MANIFEST, RETRACTION, Layout
+from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
 from landfall.core.errors import LandfallError, NotFound
-from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Layout
-from landfall.core.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.quality import quarantine
+from landfall.core.rules import cost
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
@@ -95,7 +99,7 @@ def _metrics_of(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_times(entry: dict[str, Any], clock: Any = None) -> dict[str, Any]:
-    """A job's queued and training seconds (``landfall.core.cost.queue_and_training``) from its status entry."""
+    """A job's queued and training seconds (``landfall.core.rules.cost.queue_and_training``) from its status entry."""
     m = entry.get("metrics") or {}
     return cost.queue_and_training(entry.get("created"), m.get("started_at"), m.get("ended_at"),
                                    (clock or time.time)())
@@ -288,7 +292,8 @@ def _spec(storage: Any, bucket: str, ds: str, lay: Layout) -> dict[str, Any]:
 
 
 def _detections(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
-    """Per dataset: the arrivals scored on arrival and those with anomalies (``landfall.core.detections.counts``,
+    """Per dataset: the arrivals scored on arrival and those with anomalies
+    (``landfall.core.artifacts.detections.counts``,
     one listing of ``scores/``), and the newest anomalous ones."""
     by: dict[str, list[detections.Summary]] = {}
     for s in detections.listing(storage, bucket, lay, dataset):  # unreadable summaries are left out

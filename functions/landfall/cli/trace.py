@@ -13,7 +13,8 @@ rejection of it), the job that covered it (the newest-first walk over the datase
 ``inputs.json`` lists the request, or at one released before the manifest existed, at most ``MAX_JOBS``), that job's
 state (the TFJob, or the bucket's records once it is gone), ``metrics.json`` (epochs, losses, verdict, error),
 ``result.json`` (the published result) and the dataset's champion; then, for any converted arrival (quarantined ones
-included), its detections (``scores/<dataset>/<arrival>/``, ``landfall.core.detections``): a step per champion that
+included), its detections (``scores/<dataset>/<arrival>/``, ``landfall.core.artifacts.detections``): a step per
+champion that
 scored it (anomalies of count, the first ranges with their times, the scores and summary, published or not), or why
 it is not scored (no champion when it arrived, or the scorer has not scored it yet). For a job: its inputs, state,
 metrics, verdict, result, champion, and each arrival it covered (at most ``MAX_ARRIVALS`` listed).
@@ -35,12 +36,14 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
-from landfall.core import champion, detections, layout, quarantine, results
-from landfall.core import timeline as core_timeline
+from landfall.core.artifacts import champion, detections, results
+from landfall.core.contracts import layout
+from landfall.core.contracts import timeline as core_timeline
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.errors import LandfallError, NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import MISSHAPEN, JobInputs, misshapen
-from landfall.core.storage import Storage
+from landfall.core.quality import quarantine
+from landfall.core.services.storage import Storage
 from landfall.local.reader import Reader
 from landfall.submit import tfjob
 
@@ -213,7 +216,8 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
 
 
 def _detections(r: Reader, t: Trace, dataset: str, aid: str, converted_at: str | None, retracted: bool) -> None:
-    """The arrival's detections (``landfall.core.detections``: one listing of ``scores/<dataset>/<arrival>/``): a
+    """The arrival's detections (``landfall.core.artifacts.detections``: one listing of
+    ``scores/<dataset>/<arrival>/``): a
     step per champion that scored it, and the end of the chain; or why it is not scored."""
     prefix = r.uri(detections.arrival_prefix(r.lay, dataset, aid))
     found: list[detections.Summary] = []

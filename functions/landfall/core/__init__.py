@@ -1,4 +1,8 @@
-"""Contracts (messages, records, layout, config, errors, events) and one wrapper per service (storage, pubsub, kube).
-May import nothing of Landfall's outside ``core``; only its wrappers import Google's and Kubernetes' clients.
+"""What every part of Landfall shares, in layers (docs/architecture.md): foundations, rules, contracts, services ...
+May import nothing of Landfall's outside ``core``; only ``core.services`` imports Google's and Kubernetes' clients.
 Imported by every other subpackage, the trainer and the benches.
+The foundations, here: ``config`` (the settings loader and the seed's defaults), ``errors`` (the one exception root,
+split by retry class), ``logs`` (JSON lines with ``severity``) and ``runtime`` (what a stage's handler works with).
+Above them: ``rules`` (pure arithmetic), ``contracts`` (what the stages exchange), ``services`` (one wrapper per
+external service), and ``artifacts`` and ``quality`` (what is kept in the bucket, and an arrival's data quality).
 """

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Self, get_args, get_origin, get_type_hints
 
 ENV_PREFIX = "LANDFALL_"
-# The engines a job can run on (landfall.submit.engine); here so that a dataset spec (landfall.core.specs) can
+# The engines a job can run on (landfall.submit.engine); here so that a dataset spec (landfall.core.artifacts.specs) can
 # be checked against them without importing the submit stage.
 ENGINES = ("tfjob", "jobset")
 # LANDFALL_DATASETS: open (any dataset, a spec optional) | registered (arrivals of datasets without a spec

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from landfall.core.layout import Layout
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.contracts.layout import Layout
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 
 ConfigT = TypeVar("ConfigT")
 
@@ -27,5 +27,5 @@ class Runtime(Generic[ConfigT]):
     storage: Storage
     pubsub: PubSub | None = None
     backend: Any = None  # the submit stage's TFJob backend (a landfall.submit.backends.Backend)
-    jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.core.cloudrun.CloudRunJobs or LocalJobs)
+    jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.core.services.cloudrun.CloudRunJobs or LocalJobs)
     clock: Callable[[], float] = time.time  # the submit stage's retrain-policy time (a test passes a fake clock)

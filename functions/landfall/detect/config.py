@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from landfall.core.artifacts.detections import DETECTIONS_TOPIC
 from landfall.core.config import Settings, default_project
-from landfall.core.detections import DETECTIONS_TOPIC
 
 
 @dataclasses.dataclass(frozen=True)

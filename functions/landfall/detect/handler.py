@@ -1,7 +1,8 @@
 """The scorer's stage: a committed arrival scored by its dataset's champion, the results written, the detection sent.
 
 ``handle(data, attributes, rt)`` takes one Pub/Sub message, a training request (every committed arrival publishes
-one, quarantined arrivals included) or a ``landfall rescore`` score request (``landfall.core.detections``), and:
+one, quarantined arrivals included) or a ``landfall rescore`` score request (``landfall.core.artifacts.detections``),
+and:
 
 1. reads the arrival's manifest; an arrival retracted or gone is not scored (``gone``);
 2. reads the dataset's champion; none yet: not scored (``no_champion``: a later champion does not go back to it
@@ -44,15 +45,17 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Literal
 
-from landfall.core import champion as champion_mod
-from landfall.core import detections, layout, logs, retractions, specs
-from landfall.core.detections import ScoreRequest, Summary
+from landfall.core import logs
+from landfall.core.artifacts import champion as champion_mod
+from landfall.core.artifacts import detections, retractions, specs
+from landfall.core.artifacts.detections import ScoreRequest, Summary
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound, PermanentError, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, utc_now
-from landfall.core.pubsub import PubSub
 from landfall.core.runtime import Runtime
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.detect.config import DetectConfig
 from landfall.detect.score import SeriesOptions, score_instances, score_series
 

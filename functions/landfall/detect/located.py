@@ -1,5 +1,5 @@
 """Scores located in time: a series' window errors turned back into a score per moment, the anomalous ranges, and
-precision and recall against a label column (``landfall score`` on a series file; ``landfall.core.series`` has the
+precision and recall against a label column (``landfall score`` on a series file; ``landfall.core.rules.series`` has the
 window arithmetic it mirrors).
 
 ``Locator`` is fed a series' rows in time order (bounded chunks) and an ``errors`` function (a window block, float32
@@ -23,7 +23,8 @@ window) has no score (NaN) and is never anomalous. A **range** is a maximal run 
 (a gap ends it): its first and last row and their times, and where its score peaks.
 
 With labels (0/1 per row, 1 anomalous) ``Locator.metrics`` gives the threshold-free average precision and VUS-PR of
-the rows' scores (``landfall.core.vus``; up to ``RANKED_ROWS`` rows), and two precisions and recalls at the threshold:
+the rows' scores (``landfall.core.rules.vus``; up to ``RANKED_ROWS`` rows), and two precisions and recalls at the
+threshold:
 
 - **point-wise**: every row is one sample; precision = TP / (TP + FP) over the rows flagged, recall = TP / (TP + FN)
   over the rows labelled 1 (rows without a score count as not flagged);
@@ -42,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import duplicates, vus
 from landfall.core.errors import BadInput
-from landfall.core.series import default_max_gap
+from landfall.core.rules import duplicates, vus
+from landfall.core.rules.series import default_max_gap
 
 COMBINE = ("mean", "max")
 RANKED_ROWS = 20_000_000  # labelled rows kept (5 bytes each) for the threshold-free figures, AP and VUS-PR
@@ -285,7 +286,7 @@ class Locator:
 
     def ranking(self) -> dict[str, Any]:
         """The threshold-free figures of the rows' scores against their labels: ``average_precision`` and ``vus_pr``
-        (``landfall.core.vus``, buffers of 0 to the window length; rows no window covers rank lowest); null, with
+        (``landfall.core.rules.vus``, buffers of 0 to the window length; rows no window covers rank lowest); null, with
         ``ranking_note``, past ``RANKED_ROWS`` rows or without a positive row."""
         if self._ranked_rows > RANKED_ROWS or not self._ranked:
             why = (f"{self._ranked_rows:,} rows: over the {RANKED_ROWS:,} kept for ranking" if self._ranked_rows

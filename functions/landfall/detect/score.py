@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import duplicates
+from landfall.core.artifacts.specs import DatasetSpec
 from landfall.core.errors import BadInput, Invalid
-from landfall.core.specs import DatasetSpec
-from landfall.core.storage import Storage
+from landfall.core.rules import duplicates
+from landfall.core.services.storage import Storage
 from landfall.detect import located
 from landfall.detect.located import Block, Locator, Unsorted
 
@@ -199,8 +199,8 @@ def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np
 
 
 def _manifest_chunks(uri: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
-    from landfall.core.messages import Manifest
-    from landfall.core.records import decode_example, iter_records
+    from landfall.core.contracts.messages import Manifest
+    from landfall.core.contracts.records import decode_example, iter_records
     from trainer import inputs
 
     manifest = Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")

@@ -13,7 +13,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import functions_framework
 
-from landfall.core import events, logs
+from landfall.core import logs
+from landfall.core.contracts import events
 from landfall.core.errors import PermanentError
 from landfall.detect import handler
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter is not the demo's output
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from landfall.arrival import compact
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.contracts.layout import Layout
+from landfall.core.services.storage import Storage
 from landfall.reconcile.collect import named_by_live_jobs
 
 log = logging.getLogger("landfall.local.compaction")

@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import champion, layout
+from landfall.core.artifacts import champion
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import LandfallError
-from landfall.core.layout import Layout
-from landfall.core.messages import JobInputs
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.local import detections, emulators, plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.reader import Reader
@@ -101,7 +102,7 @@ class Follower:
         return self.storage.list(prefix, suffix="/manifest.json")
 
     def poll(self) -> None:
-        from landfall.core.messages import Manifest
+        from landfall.core.contracts.messages import Manifest
 
         for uri in self.storage.list(f"gs://{self.stack.cfg.bucket}/tfrecords/{self.opts.dataset}/",
                                      suffix="/dispatch.json"):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from landfall.core import detections
+from landfall.core.artifacts import detections
 from landfall.core.errors import Invalid, LandfallError
-from landfall.core.pubsub import PubSub
+from landfall.core.services.pubsub import PubSub
 
 
 class NoDetection(LandfallError):

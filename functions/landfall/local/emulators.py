@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from landfall.core.errors import LandfallError, TemporaryError
-from landfall.core.google_api import retried
+from landfall.core.services.google_api import retried
 from landfall.local import leash
 
 T = TypeVar("T")

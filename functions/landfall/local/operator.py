@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.core.errors import LandfallError, NotFound
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local import leash
 from landfall.local.emulators import free_ports
 from landfall.submit import coalesce, engine, tfjob
@@ -263,7 +263,7 @@ class Operator:
                 log.exception("reconcile failed (will retry)")
         if self.config is not None and self.storage is not None and os.environ.get("PUBSUB_EMULATOR_HOST"):
             try:  # as the reconciler does: announce the jobs that ended with no chief to do so
-                from landfall.core.pubsub import PubSub
+                from landfall.core.services.pubsub import PubSub
                 from landfall.reconcile import announce
 
                 if getattr(self, "_pubsub", None) is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.jobsets import JobSetOperator
 from landfall.local.operator import Operator
 from landfall.submit import engine

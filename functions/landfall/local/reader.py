@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from landfall.core import champion, layout
+from landfall.core.artifacts import champion
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import Invalid, LandfallError, NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import JobInputs
 from landfall.submit import engine, tfjob
 from landfall.submit.ledger import Ledger
 

@@ -5,7 +5,8 @@ arrivals with each check, feature and measured value against its threshold and a
 feature (the dataset's reference against the arrival, on the reference's deciles), the champion and its history,
 the recent jobs with their loss curves (inline SVG) and verdicts, and the champion's anomaly threshold with the
 histogram of its held-out errors. Then the newest ``DETECTIONS`` detections (arrivals scored on arrival by their
-dataset's champion, ``landfall.core.detections``: dataset, arrival, champion, anomalies of count, ranges, when), newest
+dataset's champion, ``landfall.core.artifacts.detections``: dataset, arrival, champion, anomalies of count, ranges,
+when), newest
 first, with the located scores of the newest ``DETECTION_PLOTS`` series among them (score per row over time, the
 threshold, the anomalous ranges shaded; read from their Parquet in the bucket); the rejections by reason, the dead
 letters and the pending requests with why they wait. Every plot names its axes and, when it draws more than one
@@ -37,19 +38,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from landfall.arrival.route import DISPATCH
-from landfall.core import champion, checks, cost, detections, layout, quarantine, results
-from landfall.core import timeline as core_timeline
+from landfall.core.artifacts import champion, detections, results
+from landfall.core.contracts import layout
+from landfall.core.contracts import timeline as core_timeline
+from landfall.core.contracts.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
+from landfall.core.contracts.messages import MISSHAPEN, dead_letters, misshapen, utc_now
 from landfall.core.errors import LandfallError
-from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import MISSHAPEN, dead_letters, misshapen, utc_now
-from landfall.core.profile import Profile
+from landfall.core.quality import checks, quarantine
+from landfall.core.quality.profile import Profile
+from landfall.core.rules import cost
 from landfall.local.reader import Reader
 
 RECENT_JOBS = 8
 MAX_REJECTIONS = 200
 HISTORY = 20
 QUARANTINED = 5  # quarantined arrivals shown per dataset, the newest
-DETECTIONS = 20  # the newest detections shown (landfall.core.detections), all datasets together
+DETECTIONS = 20  # the newest detections shown (landfall.core.artifacts.detections), all datasets together
 DETECTION_PLOTS = 5  # of which the newest series detections drawn (their scores read from the bucket)
 # trainer.scoring.QUANTILES, the names threshold.json keeps its quantiles under
 QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
@@ -166,7 +170,7 @@ def _detections(r: Reader) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def _quarantined(r: Reader, dataset: str, infos: list[Any]) -> list[dict[str, Any]]:
     """The newest quarantined arrivals: each finding with the flagged feature's share of values per bin of the
-    reference's deciles, in the reference and in the arrival (``landfall.core.checks.coarse``)."""
+    reference's deciles, in the reference and in the arrival (``landfall.core.quality.checks.coarse``)."""
     try:
         reference, _ = Profile.from_json(r.storage.read_bytes(r.uri(layout.dataset_prefix(r.lay, dataset) + REFERENCE)))
     except LandfallError:
@@ -280,7 +284,8 @@ def read_scored(path: Any, points: int = 1200) -> dict[str, Any]:
 
 def scored_series(table: Any, summary: dict[str, Any], points: int = 1200, name: str | None = None) -> dict[str, Any]:
     """A scored series' Parquet table (``time``, ``score``[, ``label``]) and its summary (``landfall score``'s, or
-    the scoring of a detection, ``landfall.core.detections``) for drawing: at most ``points`` points, each the largest
+    the scoring of a detection, ``landfall.core.artifacts.detections``) for drawing: at most ``points`` points, each
+    the largest
     score of its share of the rows (so no peak is lost), the threshold, the anomalous ranges and the labelled ranges
     (runs of label 1)."""
     import numpy as np
@@ -381,7 +386,8 @@ WORKER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c
 
 
 def timeline_svg(timeline: dict[str, Any], width: int = 330) -> str:
-    """A job's timeline (``landfall.core.timeline``) as inline SVG: one row per phase (the verdict's passes indented,
+    """A job's timeline (``landfall.core.contracts.timeline``) as inline SVG: one row per phase (the verdict's passes
+    indented,
     all epochs in one row), a bar per phase and worker at its start and as long as it took, on an axis of seconds
     from the job's start; a legend names each worker's colour."""
     summary = [r for r in timeline.get("summary") or [] if isinstance(r, dict)]
@@ -437,7 +443,7 @@ def timeline_svg(timeline: dict[str, Any], width: int = 330) -> str:
 
 
 def _timeline_html(j: dict[str, Any]) -> str:
-    """Where the job's time went: one line and the bars per phase (``landfall.core.timeline``)."""
+    """Where the job's time went: one line and the bars per phase (``landfall.core.contracts.timeline``)."""
     found = j.get(core_timeline.FIELD)
     if not isinstance(found, dict):
         return ""
@@ -580,7 +586,8 @@ def _when(t: float, s: dict[str, Any]) -> str:
 
 
 def _detections_html(rows: list[dict[str, Any]], plots: list[dict[str, Any]]) -> str:
-    """The newest detections (``landfall.core.detections``), newest first, and the located scores of the newest
+    """The newest detections (``landfall.core.artifacts.detections``), newest first, and the located scores of the
+    newest
     series among them."""
     out = ['<section id="detections"><h2>Detections</h2>']
     if not rows:
@@ -735,7 +742,7 @@ def _job_html(j: dict[str, Any]) -> str:
 
 
 def times_html(t: dict[str, Any]) -> str:
-    """Queued apart from training (``landfall.core.cost.queue_and_training``): only training holds GPUs."""
+    """Queued apart from training (``landfall.core.rules.cost.queue_and_training``): only training holds GPUs."""
     if t.get("queued_s") is None:
         return ""
     if t.get("waiting"):

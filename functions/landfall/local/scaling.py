@@ -30,7 +30,7 @@ import numpy as np
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import LandfallError
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local import emulators, plots
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
@@ -93,7 +93,7 @@ def from_runs(prefix: str, storage: Storage) -> list[dict[str, Any]]:
 def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
     import os
 
-    from landfall.core.messages import InputManifest, JobInputs
+    from landfall.core.contracts.messages import InputManifest, JobInputs
     from landfall.local.operators import make_operator
 
     gcs, url = emulators.start_gcs(state)

@@ -34,8 +34,8 @@ from typing import Any
 
 from landfall.core.config import Settings
 from landfall.core.errors import LandfallError
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.local import emulators
 
 MAIN = Path(__file__).resolve().parents[2] / "main.py"

@@ -1,4 +1,4 @@
-"""The reconciler's half of "every finished job is announced once" (``landfall.core.results``).
+"""The reconciler's half of "every finished job is announced once" (``landfall.core.artifacts.results``).
 
 The chief announces the run it finished (``trainer.verdict.publish_result``). A job can also end without a
 chief to do so: its pods were killed, its retries ran out, its deadline passed, or the chief died between
@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from landfall.core import results
+from landfall.core.artifacts import results
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import LandfallError, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.submit import engine, spend, tfjob
 from landfall.submit.config import JobConfig
 

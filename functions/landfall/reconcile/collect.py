@@ -34,10 +34,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from landfall.arrival import compact
-from landfall.core import snapshots
+from landfall.core.artifacts import snapshots
+from landfall.core.contracts.layout import Layout, gs
 from landfall.core.errors import NotFound
-from landfall.core.layout import Layout, gs
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.submit.ledger import Ledger
 
 if TYPE_CHECKING:

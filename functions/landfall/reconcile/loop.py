@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from landfall.core.errors import TemporaryError
 
 if TYPE_CHECKING:
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from landfall.submit.backends import Backend
     from landfall.submit.config import JobConfig
 

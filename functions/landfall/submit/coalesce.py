@@ -48,7 +48,8 @@ The retrain policy (``landfall.submit.policy``, from ``_policy_for``; all rules 
 
 Enough data (``landfall.submit.sufficient``; ``LANDFALL_MIN_DATA=off`` turns it off)
     A release is also held while the dataset's live arrivals give the job it would render less than one batch of
-    training records per worker, counted exactly as the trainer's ``plan_inputs`` will (``landfall.core.holdout``):
+    training records per worker, counted exactly as the trainer's ``plan_inputs`` will
+    (``landfall.core.rules.holdout``):
     state ``held`` with a ``Shortfall`` (``held: 127 of 1,138 instances needed (1 worker x batch 1024, validation
     0.1)``), the requests stay pending, and the next arrival or the reconciler releases the job once there is enough.
     Decided after the retrain policy (so its reason is the one shown first) and before ``inputs.json``. Requests that
@@ -77,12 +78,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from landfall.core import holdout, rejections, retractions, snapshots, specs
-from landfall.core.cost import epoch as cost_epoch
+from landfall.core.artifacts import rejections, retractions, snapshots, specs
+from landfall.core.contracts.layout import Layout, dataset_prefix, gs
+from landfall.core.contracts.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
-from landfall.core.layout import Layout, dataset_prefix, gs
-from landfall.core.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
-from landfall.core.storage import Storage
+from landfall.core.rules import holdout
+from landfall.core.rules.cost import epoch as cost_epoch
+from landfall.core.services.storage import Storage
 from landfall.submit import engine, spend, sufficient, tfjob
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
@@ -465,7 +467,7 @@ def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[Traini
                        requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
                        released_at=_iso(ledger.clock(), "milliseconds"),  # on the policy's clock
                        spec_generation=spec_generation)
-    # The newest snapshot plus the delta (landfall.core.snapshots), unless a window picks manifests by age.
+    # The newest snapshot plus the delta (landfall.core.artifacts.snapshots), unless a window picks manifests by age.
     return inputs if cfg.window else snapshots.with_snapshot(inputs, listing, ledger.storage, ledger.bucket,
                                                              ledger.layout)
 

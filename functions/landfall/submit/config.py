@@ -47,7 +47,7 @@ class JobConfig(Settings):
     # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
     concurrency: str = "coalesce"  # coalesce | allow | forbid
     window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals
-    # open | registered: registered refuses requests of datasets without a spec (landfall.core.specs).
+    # open | registered: registered refuses requests of datasets without a spec (landfall.core.artifacts.specs).
     datasets: str = "open"
     queue_name: str = ""  # Kueue LocalQueue (k8s/components/kueue: landfall-gpu); labels every TFJob when set
     # Pub/Sub (republish, status).

@@ -36,12 +36,13 @@ import json
 import logging
 from typing import Any
 
-from landfall.core import layout, rejections
+from landfall.core.artifacts import rejections
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, Rejection, TrainingRequest, clip, loads
 from landfall.core.errors import Invalid, NotFound, PermanentError, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, Rejection, TrainingRequest, clip, loads
 from landfall.core.runtime import Runtime
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.submit import coalesce
 from landfall.submit.backends import Backend, open_backend
 from landfall.submit.config import JobConfig

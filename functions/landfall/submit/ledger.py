@@ -31,10 +31,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from landfall.core.contracts.layout import Layout, gs
+from landfall.core.contracts.messages import JobInputs, TrainingRequest
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import Layout, gs
-from landfall.core.messages import JobInputs, TrainingRequest
-from landfall.core.storage import ObjectInfo, Storage
+from landfall.core.services.storage import ObjectInfo, Storage
 from landfall.submit import tfjob
 
 DELETE_WORKERS = 16

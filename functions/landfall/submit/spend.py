@@ -30,11 +30,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.core import cost, logs
+from landfall.core import logs
+from landfall.core.contracts.layout import Layout, gs
+from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.layout import Layout, gs
-from landfall.core.messages import JobInputs
-from landfall.core.storage import Storage
+from landfall.core.rules import cost
+from landfall.core.services.storage import Storage
 from landfall.submit import engine, tfjob
 from landfall.submit.config import JobConfig
 from landfall.submit.policy import DAY_S, PastJob, RetrainPolicy

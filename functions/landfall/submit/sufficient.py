@@ -4,7 +4,8 @@ The trainer (``trainer.inputs.plan_inputs``) fails a job whose smallest worker g
 than its local replicas (exit 3: a Failed job, a red row, an alert); a worker with fewer records than one batch
 trains on all of them, one step an epoch (issue #47: a dataset smaller than one batch gets a model, and the verdict
 says whether a baseline beats it). ``shortfall`` computes, before a release, exactly what it will compute: the
-training records of the dataset's live arrivals under the job's hold-out (``landfall.core.holdout``: a record's side
+training records of the dataset's live arrivals under the job's hold-out (``landfall.core.rules.holdout``: a record's
+side
 depends only on the seed, its arrival, its index, the fraction, the mode and the gap, with the rescue when no arrival
 holds anything out), split over the job's workers; the job is held (``landfall.submit.coalesce.advance``: state
 ``held``, the requests stay pending) while ``training // workers`` is below one record per replica, or while the
@@ -13,7 +14,7 @@ replica, validation 0.1)``, shown by ``landfall status`` and ``landfall report``
 reconciler, releases it once there is enough.
 
 What the job will use (``split_of``): the trainer flags the release renders (``LANDFALL_TRAINER_ARGS``, then the
-spec's), else ``landfall.core.holdout``'s defaults, which are the trainer's. ``pin`` renders ``--seed``,
+spec's), else ``landfall.core.rules.holdout``'s defaults, which are the trainer's. ``pin`` renders ``--seed``,
 ``--validation-fraction`` and ``--holdout`` into every job when neither sets them, so the trainer never falls back
 to its image's environment and the two sides always agree. Counts come from the release's one listing
 (``ListedManifest.count``, the manifest object's metadata); a manifest without one is read. The count stops as soon
@@ -45,11 +46,11 @@ import os
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from landfall.core import holdout
 from landfall.core.config import Seed
+from landfall.core.contracts.messages import InputManifest, Manifest, TrainingRequest
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.messages import InputManifest, Manifest, TrainingRequest
-from landfall.core.storage import Storage
+from landfall.core.rules import holdout
+from landfall.core.services.storage import Storage
 from landfall.submit.config import JobConfig
 
 HOLD_BOUND_S = 7 * 86400.0  # the longest a request waits for its dataset to hold one batch

@@ -39,7 +39,7 @@ import hashlib
 import re
 from typing import Any
 
-from landfall.core.layout import split_gs
+from landfall.core.contracts.layout import split_gs
 from landfall.submit.config import JobConfig
 
 API_VERSION = "kubeflow.org/v1"

@@ -154,7 +154,7 @@ resource "google_pubsub_topic_iam_member" "convert_job_publish" {
 # --- submitter --------------------------------------------------------------
 
 # Releasing lists the dataset's manifests (and retraction records) under tfrecords/ and reads the newest
-# snapshot's top object under snapshots/ (landfall.core.snapshots.with_snapshot); it reads no part.
+# snapshot's top object under snapshots/ (landfall.core.artifacts.snapshots.with_snapshot); it reads no part.
 resource "google_storage_bucket_iam_member" "submitter_read_manifests" {
   bucket = var.bucket_name
   role   = "roles/storage.objectViewer"
@@ -243,7 +243,7 @@ resource "google_storage_bucket_iam_member" "reconciler_read_manifests" {
 }
 
 # The submitter's bookkeeping (above), plus runs/<job>/result.json: announcing creates it
-# create-only before publishing and completes it after (landfall.core.results).
+# create-only before publishing and completes it after (landfall.core.artifacts.results).
 resource "google_storage_bucket_iam_member" "reconciler_bookkeeping" {
   bucket = var.bucket_name
   role   = "roles/storage.objectUser"
@@ -712,7 +712,7 @@ resource "google_project_iam_member" "build_cluster_access" {
   member  = google_service_account.sa["build"].member
 }
 
-# --- dataset specs (config/datasets/<dataset>.json, landfall.core.specs) --------------------
+# --- dataset specs (config/datasets/<dataset>.json, landfall.core.artifacts.specs) --------------------
 # The deploy build applies the reviewed datasets/ folder (`landfall datasets apply`: a read of the
 # current generation, then a write conditional on it, which overwrites: objectUser, as the
 # converter's rewritten records); only there, and the arrival function's window estimate (below). Every stage reads a dataset's spec by name (get,
@@ -752,7 +752,7 @@ resource "google_storage_bucket_iam_member" "read_specs" {
   }
 }
 
-# --- labelled evaluation sets (config/labelled/<dataset>/<sha256>.npz + .json, landfall.core.labelled) ---
+# --- labelled evaluation sets (config/labelled/<dataset>/<sha256>.npz + .json, landfall.core.artifacts.labelled) ---
 # `landfall datasets apply` (the deploy build) converts a spec's labelled file and stores it create-only,
 # content-addressed, manifest last: it reads the manifest by name (is the set there?) and creates both
 # objects; it never overwrites or deletes one (objectCreator + objectViewer, not objectUser). The trainer

@@ -28,7 +28,7 @@ resource "google_monitoring_notification_channel" "email" {
 
 # --- log-based metrics -----------------------------------------------------------------
 
-# landfall.core.rejections.record: one ERROR line per refused input, both stages.
+# landfall.core.artifacts.rejections.record: one ERROR line per refused input, both stages.
 resource "google_logging_metric" "rejections" {
   project     = var.project_id
   name        = "landfall-rejections"
@@ -62,7 +62,7 @@ resource "google_logging_metric" "rejections" {
   }
 }
 
-# landfall.core.results.announce: one INFO line per result message published.
+# landfall.core.artifacts.results.announce: one INFO line per result message published.
 resource "google_logging_metric" "job_results" {
   project     = var.project_id
   name        = "landfall-job-results"

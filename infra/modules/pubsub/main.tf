@@ -125,7 +125,7 @@ resource "google_storage_notification" "arrivals" {
 }
 
 # --- detections on arrival (the scorer, infra/modules/scorer) ------------------------------------
-# landfall.detection/v1, one message per scored arrival (landfall.core.detections), published by the
+# landfall.detection/v1, one message per scored arrival (landfall.core.artifacts.detections), published by the
 # scorer's account only (infra/modules/iam). Consumers attach their own subscriptions; the pull
 # subscription of the same name is the operators' (`landfall status`).
 resource "google_pubsub_topic" "detections" {

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from landfall.core.layout import Arrival, Layout, arrival_id
-from landfall.core.storage import Storage
+from landfall.core.contracts.layout import Arrival, Layout, arrival_id
+from landfall.core.services.storage import Storage
 from landfall_bench.arrivals import release, write_arrival
 
 SHAPE = (4, 3)

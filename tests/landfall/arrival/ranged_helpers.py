@@ -8,8 +8,8 @@ import numpy as np
 
 from landfall.arrival import converter, ranged
 from landfall.arrival.config import ConverterConfig
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.contracts.messages import Manifest
+from landfall.core.services.storage import Storage
 from tests.support import read_back
 
 

@@ -10,9 +10,10 @@ import pandas as pd
 
 from landfall.arrival import autowindow, period
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core import layout, specs
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest
+from landfall.core.artifacts import specs
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest
 from tests.landfall.detect.helpers import commit
 
 SPEC = {"apiVersion": "landfall.dataset/v1", "name": "hum",
@@ -93,7 +94,7 @@ def test_a_first_arrival_delivered_twice_at_once_is_estimated_and_converted_once
     from concurrent.futures import ThreadPoolExecutor
 
     from landfall.arrival import handler
-    from landfall.core.events import ObjectEvent
+    from landfall.core.contracts.events import ObjectEvent
     from tests.conftest import pull_all
 
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub

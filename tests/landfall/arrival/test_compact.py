@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from landfall.arrival import compact
-from landfall.core import retractions, snapshots
-from landfall.core.messages import JobInputs
-from landfall.core.records import RecordFramer, decode_example, iter_records
-from landfall.core.snapshots import Snapshot
-from landfall.core.storage import Storage
+from landfall.core.artifacts import retractions, snapshots
+from landfall.core.artifacts.snapshots import Snapshot
+from landfall.core.contracts.messages import JobInputs
+from landfall.core.contracts.records import RecordFramer, decode_example, iter_records
+from landfall.core.services.storage import Storage
 from tests.conftest import unique
 from tests.landfall.arrival.compact_helpers import LAYOUT, SHAPE, add_arrival, arrival_of, release
 from trainer.inputs import is_validation, load_manifests, plan_inputs, stage
@@ -300,7 +300,7 @@ def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, ar
                                                       monkeypatch):
     """One arrival in ``compact_every`` (by request id) starts a convert-job execution that compacts."""
     from landfall.arrival import handler, task
-    from landfall.core.cloudrun import LocalJobs
+    from landfall.core.services.cloudrun import LocalJobs
 
     storage = emulator_stack.storage
     for k in range(3):

@@ -12,8 +12,9 @@ import pandas as pd
 
 from landfall.arrival import compact, converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import holdout, retractions, snapshots
-from landfall.core.messages import JobInputs
+from landfall.core.artifacts import retractions, snapshots
+from landfall.core.contracts.messages import JobInputs
+from landfall.core.rules import holdout
 from tests.landfall.arrival.compact_helpers import LAYOUT, arrival_of, release
 from trainer import windows
 from trainer.inputs import load_manifests, plan_inputs, stage

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from landfall.arrival import converter, csvfile
 from landfall.arrival.config import ConverterConfig
-from landfall.core import records
+from landfall.core.contracts import records
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 T, F = 4, 3  # small instances keep the files small; W = 12 columns
 W = T * F

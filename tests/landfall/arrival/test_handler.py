@@ -15,11 +15,11 @@ import pytest
 
 from landfall.arrival import converter
 from landfall.arrival import handler as arrival
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.events import ObjectEvent
+from landfall.core.contracts.messages import REQUEST_SCHEMA, Manifest
 from landfall.core.errors import TemporaryError
-from landfall.core.events import ObjectEvent
-from landfall.core.messages import REQUEST_SCHEMA, Manifest
-from landfall.core.profile import Profile
+from landfall.core.quality.profile import Profile
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.landfall.arrival import badfiles

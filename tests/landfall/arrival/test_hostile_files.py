@@ -26,7 +26,7 @@ import pytest
 from landfall.arrival import converter, csvfile, formats, ranged_local
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall_bench.convert import convert_in_child
 from tests.landfall.arrival.ranged_helpers import assert_same, committed, in_process, run_all

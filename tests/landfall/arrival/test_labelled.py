@@ -15,7 +15,7 @@ import pytest
 from landfall.arrival import labelled
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 
 CFG = ConverterConfig(timesteps=100, features=6)

@@ -11,9 +11,9 @@ import pytest
 
 from landfall.arrival import converter, formats
 from landfall.arrival.config import ConverterConfig
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 ROWS, COLUMNS = 300_000, 64  # 1.2 MB a column chunk: pandas' 1 MiB pages and dictionaries in full
 CFG = ConverterConfig(timesteps=16, features=4)

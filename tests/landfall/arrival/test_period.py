@@ -1,5 +1,5 @@
 """A series' period (landfall.arrival.period: TSB-AD's find_length_rank rule) and the default max_gap of an irregularly
-sampled series (landfall.core.series.default_max_gap), on generated and on NAB's recorded series."""
+sampled series (landfall.core.rules.series.default_max_gap), on generated and on NAB's recorded series."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from landfall.arrival import period
-from landfall.core import series
+from landfall.core.rules import series
 from landfall_bench import protocol
 
 

@@ -23,9 +23,9 @@ import pytest
 
 from landfall.arrival import ranged
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout
+from landfall.core.contracts import layout
 from landfall.core.errors import TemporaryError
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from tests.landfall.arrival.ranged_helpers import assert_same, committed, comparable, in_process, run_all
 
@@ -230,7 +230,7 @@ def test_the_task_entry_point_reads_cloud_run_variables(files, tmp_path, monkeyp
 
 KILLED_AFTER_ONE_SHARD = """
 import contextlib, os, signal, sys
-from landfall.core import storage
+from landfall.core.services import storage
 
 real = storage.Storage.open_write
 

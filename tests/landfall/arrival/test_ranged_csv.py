@@ -14,9 +14,9 @@ from landfall.arrival import ranged
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.ranges import after_newline, split
 from landfall.cli import main
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.landfall.arrival.ranged_helpers import assert_same, committed, in_process, run_all
 
 T, F = 2, 3

@@ -16,7 +16,7 @@ import pytest
 
 from landfall.arrival import converter, route
 from landfall.arrival.config import ConverterConfig
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from tests.landfall.arrival.ranged_helpers import committed, run_all
 from trainer import inputs, windows
 

@@ -22,7 +22,7 @@ from google.api_core import exceptions as gexc
 from landfall.arrival import converter, formats
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput, NotFound, TemporaryError
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from tests.landfall.arrival import badfiles
 from tests.landfall.arrival.test_rejection_reasons import documented_reasons

@@ -15,12 +15,13 @@ import numpy as np
 
 from landfall.arrival import converter, screen
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout, quarantine
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import TrainingRequest
-from landfall.core.profile import Profile
-from landfall.core.storage import Storage
+from landfall.core.quality import quarantine
+from landfall.core.quality.profile import Profile
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from landfall.arrival import converter
 from landfall.arrival import handler as arrival
-from landfall.core import layout, retractions
-from landfall.core.events import ObjectEvent
-from landfall.core.layout import Layout
+from landfall.core.artifacts import retractions
+from landfall.core.contracts import layout
+from landfall.core.contracts.events import ObjectEvent
+from landfall.core.contracts.layout import Layout
 from landfall.local.synthetic import time_series
 from tests.conftest import unique
 

@@ -13,10 +13,10 @@ import pytest
 from landfall.arrival import handler as arrival
 from landfall.arrival import route
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout
-from landfall.core.cloudrun import CloudRunJobs
+from landfall.core.contracts import layout
+from landfall.core.contracts.messages import REQUEST_SCHEMA
 from landfall.core.errors import NotFound, PermanentError, TemporaryError
-from landfall.core.messages import REQUEST_SCHEMA
+from landfall.core.services.cloudrun import CloudRunJobs
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.fakes.cloud_run import FakeCloudRun
@@ -172,7 +172,7 @@ def test_the_marker_is_rewritten_no_sooner_than_the_write_rate_of_one_name_allow
     """Cloud Storage's one write a second to one object name (``tests/fakes/gcs_rate.RULE``): the marker is created,
     the execution started (at once on the fake), then the marker rewritten with its name, a second later, not
     refused."""
-    from landfall.core.storage import Storage
+    from landfall.core.services.storage import Storage
     from tests.fakes.gcs_rate import rate_limited_client
 
     client, session = rate_limited_client(emulator_stack.project)

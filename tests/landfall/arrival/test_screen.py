@@ -14,12 +14,13 @@ import pytest
 
 from landfall.arrival import converter, screen
 from landfall.arrival.config import ConverterConfig
-from landfall.core import quarantine, retractions
+from landfall.core.artifacts import retractions
+from landfall.core.contracts.layout import PROFILE, REFERENCE
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput, Invalid
-from landfall.core.layout import PROFILE, REFERENCE
-from landfall.core.messages import Manifest
-from landfall.core.profile import REFERENCE_SCHEMA, Profile
-from landfall.core.storage import Storage
+from landfall.core.quality import quarantine
+from landfall.core.quality.profile import REFERENCE_SCHEMA, Profile
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 from tests.landfall.arrival.ranged_helpers import committed, run_all
 

@@ -17,11 +17,11 @@ import pytest
 
 from landfall.arrival import converter
 from landfall.arrival.config import ConverterConfig
-from landfall.core import records
-from landfall.core import series as windows
+from landfall.core.contracts import records
+from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput
-from landfall.core.messages import Manifest
-from landfall.core.storage import Storage
+from landfall.core.rules import series as windows
+from landfall.core.services.storage import Storage
 
 CFG = ConverterConfig(timesteps=8, features=3, window_stride=2, series_time_column="time",
                       series_drop_columns=("label",), chunk_instances=64)

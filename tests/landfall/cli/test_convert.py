@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from landfall.cli import main
-from landfall.core.messages import Manifest
+from landfall.core.contracts.messages import Manifest
 from landfall.local.synthetic import time_series
 from landfall_bench.convert import peak_rss_mib
 
@@ -41,7 +41,7 @@ def test_local_to_local(tmp_path, capsys):
     assert "300 instances" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "manifest.json", "part-00000-of-00003.tfrecord", "part-00001-of-00003.tfrecord",
-        "part-00002-of-00003.tfrecord", "profile.json"]  # the arrival's profile (landfall.core.profile)
+        "part-00002-of-00003.tfrecord", "profile.json"]  # the arrival's profile (landfall.core.quality.profile)
 
 
 def test_gs_to_gs_with_custom_shape(emulator_stack, bucket):

@@ -17,8 +17,8 @@ import pytest
 
 from landfall import cli
 from landfall.cli import trace as trace_mod
-from landfall.core import detections
-from landfall.core.layout import Layout
+from landfall.core.artifacts import detections
+from landfall.core.contracts.layout import Layout
 from landfall.detect import handler
 from landfall.local import report
 from landfall.local.reader import Reader

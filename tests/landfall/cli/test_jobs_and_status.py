@@ -9,9 +9,9 @@ import yaml
 
 from landfall import cli
 from landfall.arrival import route
-from landfall.core import rejections, retractions
-from landfall.core.layout import Arrival, Layout
-from landfall.core.messages import Rejection
+from landfall.core.artifacts import rejections, retractions
+from landfall.core.contracts.layout import Arrival, Layout
+from landfall.core.contracts.messages import Rejection
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message

@@ -64,7 +64,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str | None]]:
     monkeypatch.setattr(trace, "_run", record)
     monkeypatch.setattr(report, "_run", record)
     monkeypatch.setattr(jobs, "republish", record)
-    monkeypatch.setattr("landfall.core.storage.Storage", Storage)
+    monkeypatch.setattr("landfall.core.services.storage.Storage", Storage)
     return seen
 
 

@@ -12,8 +12,9 @@ import pytest
 from landfall.arrival import converter, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.cli import main
-from landfall.core import quarantine, retractions
-from landfall.core.storage import Storage
+from landfall.core.artifacts import retractions
+from landfall.core.quality import quarantine
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 
 
@@ -94,9 +95,9 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     """The arrival stage quarantines the faulty file; status and trace say why; the release leaves it out while the
     others train; ``landfall admit`` puts it back, recording who."""
     from landfall.arrival import handler
-    from landfall.core import layout
-    from landfall.core.events import ObjectEvent
-    from landfall.core.layout import Layout
+    from landfall.core.contracts import layout
+    from landfall.core.contracts.events import ObjectEvent
+    from landfall.core.contracts.layout import Layout
     from landfall.submit import coalesce
 
     for key, value in {**emulator_stack.env(), "LANDFALL_STATE_DIR": str(tmp_path / "no-stack")}.items():

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from landfall import cli
-from landfall.core import champion
+from landfall.core.artifacts import champion
 from landfall.local.anomalies import inject, score_injected
 from landfall.local.synthetic import time_series
 

@@ -105,10 +105,10 @@ def test_scores_ranges_and_precision_recall_by_hand(zero_model, tmp_path):
     assert m["point"] == {"tp": 3, "fp": 2, "fn": 3, "precision": 0.6, "recall": 0.5}
     assert m["range"] == {"found": 1, "labelled": 2, "precision": 1.0, "recall": 0.5}
     # Threshold-free (issue #38): average precision as scikit-learn computes it, rows without a score ranked lowest;
-    # VUS-PR with buffers up to the window length (landfall.core.vus, checked against aeon in test_vus.py).
+    # VUS-PR with buffers up to the window length (landfall.core.rules.vus, checked against aeon in test_vus.py).
     from sklearn.metrics import average_precision_score
 
-    from landfall.core import vus
+    from landfall.core.rules import vus
 
     y, s = np.array(rows["label"]), np.nan_to_num(np.array(rows["score"], np.float64), nan=-1.0)
     assert m["average_precision"] == pytest.approx(average_precision_score(y, s), rel=1e-9)

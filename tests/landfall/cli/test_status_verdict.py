@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from landfall import cli
-from landfall.core import champion, results
+from landfall.core.artifacts import champion, results
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -56,9 +56,9 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
 
     from landfall.arrival import converter
     from landfall.arrival.config import ConverterConfig
-    from landfall.core import layout
-    from landfall.core.layout import Layout
-    from landfall.core.messages import TrainingRequest
+    from landfall.core.contracts import layout
+    from landfall.core.contracts.layout import Layout
+    from landfall.core.contracts.messages import TrainingRequest
     from tests.trainer.helpers import run_trainer
 
     storage = emulator_stack.storage

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from landfall.arrival.stats import RunningStats
-from landfall.core.profile import Profile
+from landfall.core.quality.profile import Profile
 from landfall_bench import realdata
 
 BASIC_MOTIONS_CHANNELS = ("acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z")

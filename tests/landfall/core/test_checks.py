@@ -1,4 +1,5 @@
-"""The checks of an arrival against its dataset's reference (landfall.core.checks) on real series: the defaults flag
+"""The checks of an arrival against its dataset's reference (landfall.core.quality.checks) on real series: the defaults
+flag
 none of 265 clean arrivals, and each injected fault is caught by name, on the right feature."""
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ import numpy as np
 import pytest
 
 from landfall.arrival.stats import RunningStats
-from landfall.core import checks
 from landfall.core.errors import Invalid
-from landfall.core.profile import Profile
+from landfall.core.quality import checks
+from landfall.core.quality.profile import Profile
 from landfall_bench import realdata
 
 CHANNELS = realdata.DAPHNET_CHANNELS
@@ -214,7 +215,7 @@ def test_js_divergence_bounds():
 
 
 def test_a_spec_sets_the_checks_and_the_converter_gets_them_as_canonical_json():
-    from landfall.core import specs
+    from landfall.core.artifacts import specs
 
     doc = {"apiVersion": "landfall.dataset/v1", "name": "gait",
            "arrival": {"checks": {"action": "warn", "drift": {"threshold": 0.9},
@@ -308,9 +309,10 @@ NEW_CHECKS = {"gain_change": {"margin": 3.0, "action": "warn"}, "copied_channel"
 
 
 def test_a_spec_sets_the_checks_of_39_and_the_converter_reads_them_as_the_checks_do():
-    """The schema accepts every setting of the checks of #39 as ``landfall.core.checks`` reads them (dataset-wide,
+    """The schema accepts every setting of the checks of #39 as ``landfall.core.quality.checks`` reads them
+    (dataset-wide,
     per feature but for ``sampling_interval``, and ``min_envelope_arrivals``), and refuses what they would not read."""
-    from landfall.core import specs
+    from landfall.core.artifacts import specs
 
     per_feature = {k: v for k, v in NEW_CHECKS.items() if k not in checks.WHOLE}
     doc = {"apiVersion": "landfall.dataset/v1", "name": "gait",
@@ -342,7 +344,7 @@ def test_the_arrival_checks_example_in_docs_datasets_md_is_a_valid_spec():
     import re
     from pathlib import Path
 
-    from landfall.core import specs
+    from landfall.core.artifacts import specs
 
     text = (Path(__file__).parents[3] / "docs" / "datasets.md").read_text()
     block = re.search(r"## Arrival checks.*?```yaml\n(.*?)```", text, re.S).group(1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from landfall.core import checks
-from landfall.core.profile import Profile
+from landfall.core.quality import checks
+from landfall.core.quality.profile import Profile
 from tests.landfall.core import faults
 
 

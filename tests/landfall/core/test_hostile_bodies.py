@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from landfall.core import champion, detections, events, messages, quarantine, results, snapshots
+from landfall.core.artifacts import champion, detections, results, snapshots
+from landfall.core.contracts import events, messages
+from landfall.core.contracts.messages import JobInputs, Manifest, TrainingRequest, peeked
 from landfall.core.errors import Invalid
-from landfall.core.messages import JobInputs, Manifest, TrainingRequest, peeked
+from landfall.core.quality import quarantine
 
 # Any JSON value; objects that use the contracts' own field names with values of any type; bytes that are not
 # UTF-8; bodies that are empty, blank or deep; and a large body.

@@ -12,11 +12,13 @@ import logging
 import pytest
 from google.api_core import exceptions as gexc
 
-from landfall.core import google_api, layout, rejections
+from landfall.core.artifacts import rejections
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import MAX_DEPTH, Manifest, Rejection, TrainingRequest, decode, loads
 from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import MAX_DEPTH, Manifest, Rejection, TrainingRequest, decode, loads
-from landfall.core.storage import Storage
+from landfall.core.services import google_api
+from landfall.core.services.storage import Storage
 
 # https://cloud.google.com/storage/docs/objects#naming (read 2026-12): "Object names can contain any sequence
 # of valid Unicode characters, of length 1-1024 bytes when UTF-8 encoded"; "cannot contain Carriage Return or
@@ -92,7 +94,7 @@ def test_json_nested_deep_is_invalid_not_a_recursion_error(depth):
 def test_a_deeply_nested_storage_notification_is_invalid():
     import base64
 
-    from landfall.core import events
+    from landfall.core.contracts import events
 
     data = base64.b64encode(b"[" * 100_000 + b"]" * 100_000).decode()
     event = {"type": "google.cloud.pubsub.topic.v1.messagePublished", "data": {"message": {

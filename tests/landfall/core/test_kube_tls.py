@@ -1,4 +1,4 @@
-"""``landfall.core.kube`` never talks to a control plane without verifying its certificate."""
+"""``landfall.core.services.kube`` never talks to a control plane without verifying its certificate."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from landfall.core import kube
 from landfall.core.errors import TemporaryError
+from landfall.core.services import kube
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 

@@ -1,4 +1,5 @@
-"""The stored labelled set (landfall.core.labelled) and `landfall datasets validate|apply` with a labelled file,
+"""The stored labelled set (landfall.core.artifacts.labelled) and `landfall datasets validate|apply` with a labelled
+file,
 against fake-gcs-server."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from landfall.cli import main as cli
-from landfall.core import labelled, specs
+from landfall.core.artifacts import labelled, specs
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from landfall.arrival.config import ConverterConfig
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import BadInput
-from landfall.core.layout import Layout
 
 L = Layout()
 

@@ -1,4 +1,4 @@
-"""The one merge of per-feature statistics (landfall.core.moments): exact against numpy over the rows themselves,
+"""The one merge of per-feature statistics (landfall.core.rules.moments): exact against numpy over the rows themselves,
 whatever the split, and precise where the E[x^2] - E[x]^2 form is not (a large offset against a small spread)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from landfall.core import moments
+from landfall.core.rules import moments
 
 
 @settings(max_examples=50, deadline=None)

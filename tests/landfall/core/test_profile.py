@@ -1,4 +1,5 @@
-"""An arrival's profile (landfall.core.profile): fixed-edge log buckets, exact merges, bounded samples and size."""
+"""An arrival's profile (landfall.core.quality.profile): fixed-edge log buckets, exact merges, bounded samples and
+size."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import numpy as np
 import pytest
 
 from landfall.arrival.stats import RunningStats
-from landfall.core import profile as prof
 from landfall.core.errors import Invalid
-from landfall.core.profile import Profile
+from landfall.core.quality import profile as prof
+from landfall.core.quality.profile import Profile
 
 
 def profiled(batch: np.ndarray) -> Profile:

@@ -7,7 +7,7 @@ import io
 import numpy as np
 import pytest
 
-from landfall.core import records
+from landfall.core.contracts import records
 
 
 @pytest.fixture(scope="module")

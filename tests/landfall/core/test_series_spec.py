@@ -1,12 +1,14 @@
-"""Series datasets in the spec (shape.window + arrival.series) and the window arithmetic of landfall.core.series."""
+"""Series datasets in the spec (shape.window + arrival.series) and the window arithmetic of
+landfall.core.rules.series."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from landfall.core import series, specs
+from landfall.core.artifacts import specs
 from landfall.core.errors import Invalid
+from landfall.core.rules import series
 from trainer.config import TrainerConfig
 from trainer.task import parse_config
 

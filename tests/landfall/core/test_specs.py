@@ -1,4 +1,5 @@
-"""Dataset specs (landfall.core.specs, ``landfall datasets``): the shipped schema, the reviewed datasets/ folder,
+"""Dataset specs (landfall.core.artifacts.specs, ``landfall datasets``): the shipped schema, the reviewed datasets/
+folder,
 ``apply`` against fake-gcs-server (conditional on the generation it read) and the loader's cache."""
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import pytest
 
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.cli import main as cli
-from landfall.core import specs
+from landfall.core.artifacts import specs
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import AlreadyExists, BadInput, Invalid
-from landfall.core.layout import Layout
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 from landfall.submit.config import JobConfig
 from trainer.config import TrainerConfig
 from trainer.task import parse_config
@@ -258,8 +259,8 @@ def test_registered_refuses_a_dataset_without_a_spec(emulator_stack, bucket):
 
 
 def test_documents_written_before_specs_read_as_having_none():
-    from landfall.core.messages import JobInputs, Manifest
-    from landfall.core.results import Result
+    from landfall.core.artifacts.results import Result
+    from landfall.core.contracts.messages import JobInputs, Manifest
 
     old_inputs = {"schema": "landfall.inputs/v1", "dataset": "pump", "job": "j", "seq": 1, "manifests": [],
                   "requests": []}

@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from landfall.core import storage as storage_mod
-from landfall.core.storage import Storage
+from landfall.core.services import storage as storage_mod
+from landfall.core.services.storage import Storage
 
 CHUNK = 1024 * 1024  # a multiple of 256 KiB, as Cloud Storage requires of every chunk but the last
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from landfall.core import timeline
+from landfall.core.contracts import timeline
 
 
 def worker(i: int, started_at: str, phases: list[tuple[str, str | None, float, float]], total: float) -> dict:

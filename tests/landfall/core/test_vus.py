@@ -1,4 +1,5 @@
-"""VUS-PR (``landfall.core.vus``) against the reference: aeon 1.6.0's ``range_pr_vus_score`` (the VLDB 2022 definition
+"""VUS-PR (``landfall.core.rules.vus``) against the reference: aeon 1.6.0's ``range_pr_vus_score`` (the VLDB 2022
+definition
 as TheDatumOrg/VUS computes it), run in ``.venv-ref`` (``make ref``; its own venv, since aeon pins numpy below ours).
 
 Cases: random label layouts, scores with ties, buffers from 0 to 80, and the real label layouts of the three labelled
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.core import vus
+from landfall.core.rules import vus
 from landfall_bench.realdata import LABELLED, labelled_series
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,5 +1,6 @@
 """A dataset with a champion on the emulators, for the scorer's tests: its spec stored, a SavedModel uploaded under
-``runs/<job>/model`` and made the champion (``landfall.core.champion.force``), and arrivals committed by the real
+``runs/<job>/model`` and made the champion (``landfall.core.artifacts.champion.force``), and arrivals committed by the
+real
 arrival stage (``landfall.arrival.handler``), whose training requests are what the scorer receives."""
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from landfall.arrival import handler as arrival
-from landfall.core import champion, specs
-from landfall.core.events import ObjectEvent
-from landfall.core.layout import Layout
-from landfall.core.messages import TrainingRequest
+from landfall.core.artifacts import champion, specs
+from landfall.core.contracts.events import ObjectEvent
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.runtime import Runtime
 from landfall.detect.config import DetectConfig
 

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 
 from landfall import cli
 from landfall.arrival import period
-from landfall.core import champion, detections
-from landfall.core.layout import Layout
+from landfall.core.artifacts import champion, detections
+from landfall.core.contracts.layout import Layout
 from landfall.detect import handler
 from landfall_bench import protocol
 from tests.conftest import pull_all

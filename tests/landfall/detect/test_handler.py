@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from landfall import cli
-from landfall.core import detections, layout
+from landfall.core.artifacts import detections
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
 from landfall.core.errors import TemporaryError
-from landfall.core.layout import Layout
 from landfall.detect import handler
 from tests.conftest import pull_all
 
@@ -107,7 +108,7 @@ def test_what_is_not_scored_and_why(emulator_stack, bucket, topic, arrival_runti
     assert handler.handle(request.to_json(), {}, rt) == "unscorable"
     crown(storage, bucket, "pump", models["series"], run="job-2")
     storage.delete(f"gs://{bucket}/incoming/pump/a.csv")  # the arrival stage's deletion rule retracts it ...
-    from landfall.core import retractions
+    from landfall.core.artifacts import retractions
 
     aid = detections.arrival_of_manifest(request.manifest, Layout(), "pump")
     gen = layout.generation_of("incoming/pump/a.csv", aid)

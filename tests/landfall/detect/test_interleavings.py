@@ -30,7 +30,7 @@ ARRIVALS = 4
 @pytest.fixture(scope="module")
 def committed(emulator_stack, tmp_path_factory):
     from landfall.arrival.config import ConverterConfig
-    from landfall.core.layout import Layout
+    from landfall.core.contracts.layout import Layout
     from landfall.core.runtime import Runtime
 
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub

@@ -12,9 +12,9 @@ import time
 import numpy as np
 
 from landfall.arrival import handler as arrival
-from landfall.core import layout
-from landfall.core.cloudrun import LocalJobs
-from landfall.core.messages import Manifest
+from landfall.core.contracts import layout
+from landfall.core.contracts.messages import Manifest
+from landfall.core.services.cloudrun import LocalJobs
 from landfall.local.cloudrun import LocalCloudRun
 from landfall.local.operator import Operator
 from landfall.local.synthetic import time_series

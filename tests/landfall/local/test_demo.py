@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from landfall.core.messages import METRICS_SCHEMA
+from landfall.core.contracts.messages import METRICS_SCHEMA
 
 
 def _demo(folder, *extra: str) -> subprocess.CompletedProcess:

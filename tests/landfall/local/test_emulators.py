@@ -64,7 +64,7 @@ def _late(failures: int, calls: list[float]):
 
     from google.api_core import exceptions as gexc
 
-    from landfall.core.google_api import mapped_errors
+    from landfall.core.services.google_api import mapped_errors
 
     def call() -> str:
         calls.append(time.monotonic())

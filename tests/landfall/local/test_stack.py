@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.core import champion, layout
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.artifacts import champion
+from landfall.core.contracts import layout
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.local import detections
 from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series

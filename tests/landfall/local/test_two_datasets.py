@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.core.pubsub import PubSub
-from landfall.core.storage import Storage
+from landfall.core.services.pubsub import PubSub
+from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
-from landfall.core import results
+from landfall.core.artifacts import results
 from landfall.reconcile import announce, loop
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend

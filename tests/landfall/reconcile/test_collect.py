@@ -10,10 +10,10 @@ import threading
 import pytest
 
 from landfall.arrival import compact
-from landfall.core import snapshots
-from landfall.core.messages import JobInputs
-from landfall.core.records import RecordFramer
-from landfall.core.storage import Storage
+from landfall.core.artifacts import snapshots
+from landfall.core.contracts.messages import JobInputs
+from landfall.core.contracts.records import RecordFramer
+from landfall.core.services.storage import Storage
 from landfall.reconcile import collect, loop
 from landfall.submit import coalesce
 from landfall.submit.backends.local import LocalBackend

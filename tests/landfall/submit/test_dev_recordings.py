@@ -10,8 +10,8 @@ import json
 import pandas as pd
 import pytest
 
-from landfall.core import specs
-from landfall.core.messages import Manifest
+from landfall.core.artifacts import specs
+from landfall.core.contracts.messages import Manifest
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from landfall_bench import protocol

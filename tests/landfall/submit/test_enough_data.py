@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from landfall.cli import status
-from landfall.core import holdout, layout, specs
+from landfall.core.artifacts import specs
+from landfall.core.contracts import layout
 from landfall.core.errors import Invalid
+from landfall.core.rules import holdout
 from landfall.submit import coalesce, sufficient, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -158,7 +160,7 @@ def test_a_dataset_with_no_hold_out_yet_is_held_saying_so_and_released_once_an_a
     short arrivals may have enough to train and nothing to judge with; the job would end ``not_evaluated``, so the
     release waits, saying why, and goes once an arrival brings a hold-out."""
     # 37 records with a gap of 36: no split leaves a training record beside a held-out one and its gap, so not even
-    # the rescue (landfall.core.holdout) splits it: it is trained on or held out whole.
+    # the rescue (landfall.core.rules.holdout) splits it: it is trained on or held out whole.
     storage, dataset, n = emulator_stack.storage, "short-series", 37
     first = convert_arrival(storage, bucket, dataset, tmp_path, n=n)
     aid = sufficient.arrival_of(first.manifest)

@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import NotFound, TemporaryError
-from landfall.core.layout import Layout
-from landfall.core.messages import TrainingRequest
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from landfall.core.layout import Layout
-from landfall.core.messages import utc_now
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import utc_now
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig

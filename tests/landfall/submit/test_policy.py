@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from landfall.core import cost
+from landfall.core.rules import cost
 from landfall.submit.policy import DAY_S, DEFAULT_MAX_WAIT_S, PastJob, RetrainPolicy, Waiting, decide
 
 T = 1_800_000_000.0

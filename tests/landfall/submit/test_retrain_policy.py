@@ -12,8 +12,8 @@ import json
 from datetime import UTC, datetime
 
 from landfall.cli import status
-from landfall.core import layout
-from landfall.core.messages import TrainingRequest
+from landfall.core.contracts import layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.submit import coalesce, spend, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message

@@ -11,10 +11,10 @@ import json
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
-from landfall.core import layout
-from landfall.core.layout import Layout
-from landfall.core.messages import Manifest, TrainingRequest
-from landfall.core.storage import Storage
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Manifest, TrainingRequest
+from landfall.core.services.storage import Storage
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from tests.fakes.kube_api import FakeKubeAPI

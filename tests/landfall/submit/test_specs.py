@@ -1,4 +1,5 @@
-"""The submit stage honours each dataset's spec (landfall.core.specs), on both engines and both backends: the job
+"""The submit stage honours each dataset's spec (landfall.core.artifacts.specs), on both engines and both backends: the
+job
 is rendered from the generation in force when it is released, which ``inputs.json`` records, so a spec changed
 between two arrivals reaches the next job and never the one already running."""
 
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from landfall.cli import status
-from landfall.core import specs
+from landfall.core.artifacts import specs
 from landfall.core.errors import Invalid
 from landfall.submit import coalesce, engine, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend

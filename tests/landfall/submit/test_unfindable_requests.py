@@ -12,9 +12,9 @@ import json
 import pytest
 
 from landfall.cli import status
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import TemporaryError
-from landfall.core.messages import TrainingRequest
 from landfall.submit import coalesce, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message

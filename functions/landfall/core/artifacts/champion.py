@@ -32,9 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from landfall.core import logs
+from landfall.core.contracts.messages import decode, utc_now
 from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
-from landfall.core.messages import decode, utc_now
-from landfall.core.storage import Storage, is_gs, join
+from landfall.core.services.storage import Storage, is_gs, join
 
 log = logs.get("landfall.core.champion")
 

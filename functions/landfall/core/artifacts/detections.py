@@ -41,11 +41,11 @@ import hashlib
 import json
 from typing import Any
 
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import REQUEST_SCHEMA, TrainingRequest, clip, decode, loads, utc_now
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import Layout
-from landfall.core.messages import REQUEST_SCHEMA, TrainingRequest, clip, decode, loads, utc_now
-from landfall.core.storage import Storage, join
+from landfall.core.services.storage import Storage, join
 
 SUMMARY_SCHEMA = "landfall.detections/v1"
 MESSAGE_SCHEMA = "landfall.detection/v1"

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from landfall.core.contracts.layout import gs, valid_dataset
 from landfall.core.errors import Invalid
-from landfall.core.layout import gs, valid_dataset
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 SCHEMA = "landfall.labelled/v1"
 PREFIX = "config/labelled/"

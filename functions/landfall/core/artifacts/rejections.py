@@ -17,11 +17,11 @@ import json
 import logging
 from typing import Any
 
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.messages import Rejection
 from landfall.core.errors import AlreadyExists, PermanentError
-from landfall.core.layout import Layout
-from landfall.core.messages import Rejection
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 log = logging.getLogger("landfall.rejections")
 

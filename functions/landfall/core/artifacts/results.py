@@ -16,7 +16,7 @@ the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI t
 message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``, and the
 job's cost: ``gpu_seconds``, ``accelerator``, ``estimated_cost`` (USD) and ``cost_basis`` (``chief``: recorded by
 the chief; ``job_object``: estimated by the reconciler from the job's start, end and resources, for a job that
-ended without a chief to record it; ``landfall.core.cost``). All four are null in a message from before they
+ended without a chief to record it; ``landfall.core.rules.cost``). All four are null in a message from before they
 existed, which still decodes.
 
 The guard, ``runs/<job>/result.json``: the message is written there create-only *first*, then published,
@@ -38,9 +38,9 @@ import json
 from typing import Any
 
 from landfall.core import logs
+from landfall.core.contracts.messages import JobInputs, decode, utc_now
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
-from landfall.core.messages import JobInputs, decode, utc_now
-from landfall.core.storage import Storage, join
+from landfall.core.services.storage import Storage, join
 
 log = logs.get("landfall.core.results")
 
@@ -77,9 +77,9 @@ class Result:
     schema: str = RESULT_SCHEMA
     gpu_seconds: float | None = None
     accelerator: str | None = None
-    estimated_cost: float | None = None  # USD (landfall.core.accelerators.prices()); None: unknown
-    cost_basis: str | None = None  # chief | job_object (landfall.core.cost)
-    spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.specs); None: none
+    estimated_cost: float | None = None  # USD (landfall.core.rules.accelerators.prices()); None: unknown
+    cost_basis: str | None = None  # chief | job_object (landfall.core.rules.cost)
+    spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.artifacts.specs); None: none
     # The naive baseline and the skill over it (trainer.floor); how the epochs ended (trainer.stopping).
     baseline_loss: float | None = None
     skill: float | None = None

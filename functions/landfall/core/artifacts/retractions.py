@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from landfall.core import layout
+from landfall.core.contracts import layout
+from landfall.core.contracts.layout import ADMISSION, MANIFEST, RETRACTION, Arrival, Layout
+from landfall.core.contracts.messages import Manifest, Retraction
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import ADMISSION, MANIFEST, RETRACTION, Arrival, Layout
-from landfall.core.messages import Manifest, Retraction
-from landfall.core.storage import ObjectInfo, Storage
+from landfall.core.services.storage import ObjectInfo, Storage
 
 log = logging.getLogger("landfall.retractions")
 
@@ -65,7 +65,7 @@ def _listed(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, O
 
 def _listed_all(storage: Storage, prefix: str, start: str = "") -> tuple[dict[str, ObjectInfo], dict[str, ObjectInfo],
                                                                           set[str]]:
-    """As ``_listed``, and the folders holding an admission record (``landfall.core.quarantine``)."""
+    """As ``_listed``, and the folders holding an admission record (``landfall.core.quality.quarantine``)."""
     manifests, retracted, admitted = {}, {}, set()
     for info in storage.list_objects(prefix + start, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + ADMISSION)):
         folder, _, leaf = info.uri.rpartition("/")
@@ -89,7 +89,7 @@ def _listed_manifest(info: ObjectInfo) -> ListedManifest:
 class Listing:
     """One listing of a dataset: its live manifests and, for each retracted arrival that has a manifest,
     the manifest and the retraction record's generation (when it was retracted). ``quarantined``: the manifests
-    whose checks hold them back and that no operator admitted yet (``landfall.core.quarantine``): not live."""
+    whose checks hold them back and that no operator admitted yet (``landfall.core.quality.quarantine``): not live."""
 
     live: list[ListedManifest]
     retracted: list[tuple[ListedManifest, int]]

@@ -53,11 +53,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from landfall.core.artifacts.retractions import Listing
+from landfall.core.contracts.layout import Layout, gs
+from landfall.core.contracts.messages import INPUTS_SNAPSHOT_SCHEMA, JobInputs, decode, utc_now
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.layout import Layout, gs
-from landfall.core.messages import INPUTS_SNAPSHOT_SCHEMA, JobInputs, decode, utc_now
-from landfall.core.retractions import Listing
-from landfall.core.storage import Storage
+from landfall.core.services.storage import Storage
 
 SNAPSHOT_SCHEMA = "landfall.snapshot/v1"
 PART_SCHEMA = "landfall.snapshot-part/v1"
@@ -73,7 +73,8 @@ class CompactedShard:
     first record's index in its arrival); ``stats`` the Chan merge (count-weighted) of its arrivals' statistics:
     ``{mean, std, min, max}`` per feature.
 
-    A series shard (``landfall.core.series``) holds rows, not records: ``series`` maps each arrival id in it to its
+    A series shard (``landfall.core.rules.series``) holds rows, not records: ``series`` maps each arrival id in it to
+    its
     manifest's series section (``stride``, ``segments``), its ranges' ``count`` and ``first`` are windows, and a
     range's ``start`` is the row its rows start at in the file (the file is its arrivals' shard files, whole, one
     after another). A snapshot holds one kind: series shards or instance shards."""

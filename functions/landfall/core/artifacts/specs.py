@@ -3,7 +3,7 @@ arrival, verdict and retrain rules; what a document leaves unset is the deployme
 
 The document (YAML or JSON) is validated by the JSON Schema shipped beside this module
 (``dataset-v1.schema.json``, draft 2020-12, with the ``jsonschema`` library); the accelerator and engine
-enums are filled in from ``landfall.core.accelerators`` (the names it can price, ``LANDFALL_GPU_PRICES``
+enums are filled in from ``landfall.core.rules.accelerators`` (the names it can price, ``LANDFALL_GPU_PRICES``
 included) and ``landfall.core.config.ENGINES``, so there is one list of each. Every error names the
 document path and the schema path (``resources.accelerator (schema: properties/resources/properties/
 accelerator/enum): 'nvidia-k80' is not one of [...]``).
@@ -36,11 +36,11 @@ from typing import Any
 
 import yaml
 
-from landfall.core import accelerators
 from landfall.core.config import ENGINES
+from landfall.core.contracts.layout import Layout, gs, valid_dataset
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.layout import Layout, gs, valid_dataset
-from landfall.core.storage import Storage
+from landfall.core.rules import accelerators
+from landfall.core.services.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"
 # A series dataset's model when its spec names no model.kind: the dense autoencoder without dropout. Decided on the
@@ -150,7 +150,8 @@ class DatasetSpec:
         for key in ("series_channels", "series_drop_columns"):
             if key in fields:
                 fields[key] = tuple(fields[key])
-        if "checks" in fields:  # a hashable setting: its canonical JSON (landfall.core.checks.Rules.parse reads it)
+        # A hashable setting: its canonical JSON (landfall.core.quality.checks.Rules.parse reads it).
+        if "checks" in fields:
             fields["checks"] = json.dumps(fields["checks"], sort_keys=True, separators=(",", ":"))
         if "series_channels" in fields and "features" not in fields:
             fields["features"] = len(fields["series_channels"])  # the channels listed are the features
@@ -179,7 +180,7 @@ class DatasetSpec:
                 args += [flag, ",".join(pairs) or "none"]
                 continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
-        if self.series:  # the channel count, the honest hold-out (landfall.core.series) and the model, unless set
+        if self.series:  # the channel count, the honest hold-out (landfall.core.rules.series) and the model, unless set
             channels = (self.arrival.get("series") or {}).get("channels")
             if channels and "features" not in self.shape:
                 args += ["--features", str(len(channels))]
@@ -190,7 +191,7 @@ class DatasetSpec:
                 if "dropout" not in self.model:
                     args += ["--dropout", str(SERIES_MODEL["dropout"])]
         labelled = self.verdict.get("labelled") or {}
-        if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.labelled)
+        if labelled.get("uri"):  # the set `landfall datasets apply` converted (landfall.core.artifacts.labelled)
             args += ["--labelled", str(labelled["uri"])]
         if self.generation is not None:
             args += ["--spec-generation", str(self.generation)]
@@ -205,7 +206,7 @@ class DatasetSpec:
 # -- the document ----------------------------------------------------------------------------------------
 @functools.cache
 def _base_schema() -> dict[str, Any]:
-    text = resources.files("landfall.core").joinpath("dataset-v1.schema.json").read_text(encoding="utf-8")
+    text = resources.files("landfall.core.artifacts").joinpath("dataset-v1.schema.json").read_text(encoding="utf-8")
     return json.loads(text)  # type: ignore[no-any-return]
 
 

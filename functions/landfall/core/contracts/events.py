@@ -17,8 +17,8 @@ import binascii
 import dataclasses
 from typing import Any
 
+from landfall.core.contracts.messages import loads_object
 from landfall.core.errors import Invalid
-from landfall.core.messages import loads_object
 
 STORAGE_FINALIZED = "google.cloud.storage.object.v1.finalized"
 STORAGE_KINDS = {STORAGE_FINALIZED: "finalize", "google.cloud.storage.object.v1.deleted": "delete",

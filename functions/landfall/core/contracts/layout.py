@@ -44,10 +44,12 @@ class Layout(Settings):
     # Compaction (landfall.arrival.compact): compacted shards, and the snapshots that name them.
     compacted_prefix: str = "compacted/"
     snapshots_prefix: str = "snapshots/"
-    # Dataset specs (landfall.core.specs): config/datasets/<dataset>.json, one generation per `landfall datasets
+    # Dataset specs (landfall.core.artifacts.specs): config/datasets/<dataset>.json, one generation per `landfall
+    # datasets
     # apply`; written by the deploy build, read by every stage.
     specs_prefix: str = "config/datasets/"
-    # Detections on arrival (landfall.core.detections): scores/<dataset>/<arrival>/<champion job>/, create-only.
+    # Detections on arrival (landfall.core.artifacts.detections): scores/<dataset>/<arrival>/<champion job>/,
+    # create-only.
     scores_prefix: str = "scores/"
 
 
@@ -59,9 +61,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x84\x86-\x9f]")
 INVALID_DATASET = "_invalid"
 MANIFEST = "manifest.json"
 RETRACTION = "retracted.json"
-# An arrival's profile (landfall.core.profile), written before its manifest; the dataset's reference beside the
+# An arrival's profile (landfall.core.quality.profile), written before its manifest; the dataset's reference beside the
 # arrival folders (a name no arrival id takes: ids end in -g<generation>-<hex>); the operator's admission of a
-# quarantined arrival (landfall.core.quarantine), create-only.
+# quarantined arrival (landfall.core.quality.quarantine), create-only.
 PROFILE = "profile.json"
 REFERENCE = "_reference.json"
 ADMISSION = "admitted.json"

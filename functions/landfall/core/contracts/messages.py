@@ -19,9 +19,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.core import layout
-from landfall.core import series as windows
+from landfall.core.contracts import layout
 from landfall.core.errors import Invalid
+from landfall.core.rules import series as windows
 
 MANIFEST_SCHEMA = "landfall.manifest/v1"
 REQUEST_SCHEMA = "landfall.request/v1"
@@ -191,10 +191,11 @@ class Manifest:
     converter_version: str = ""
     csv: dict[str, Any] | None = None  # CSV arrivals: the header and dialect decided (landfall.arrival.csvfile)
     schema: str = MANIFEST_SCHEMA
-    spec_generation: int | None = None  # the dataset spec it was converted under (landfall.core.specs); None: none
-    # A series arrival (landfall.core.series): stored as rows, ``count`` is its windows; None: instances.
+    # The dataset spec it was converted under (landfall.core.artifacts.specs); None: none.
+    spec_generation: int | None = None
+    # A series arrival (landfall.core.rules.series): stored as rows, ``count`` is its windows; None: instances.
     series: dict[str, Any] | None = None
-    # The arrival's checks against its dataset's reference (landfall.core.checks, landfall.arrival.screen):
+    # The arrival's checks against its dataset's reference (landfall.core.quality.checks, landfall.arrival.screen):
     # {status: first|admitted|warned|quarantined, reference: {arrivals, rows, generation}, findings: [...],
     # profile: "profile.json"}; None: not profiled (LANDFALL_PROFILE=false, or written before profiles).
     checks: dict[str, Any] | None = None
@@ -287,7 +288,7 @@ class TrainingRequest:
 
 @dataclasses.dataclass(frozen=True)
 class Rejection:
-    """Why a stage refused an input for good. Written by ``landfall.core.rejections`` for both stages.
+    """Why a stage refused an input for good. Written by ``landfall.core.artifacts.rejections`` for both stages.
 
     ``reason`` is a short code: the arrival stage's ``BadInput`` reasons (``corrupt_npy``, ...) or, for the
     submit stage, the error class (``Invalid``, ``NotFound``). ``source`` is the arrived object (arrival
@@ -340,7 +341,7 @@ class JobInputs:
     Written once (create-only) before the TFJob exists; the TFJob names only this URI, so its size does
     not grow with the arrivals or requests it covers. ``seq`` numbers a dataset's jobs 1, 2, 3...; ``after``
     is the job it follows. ``requests`` are the requests it covers: ``{request_id, reason, manifest}``.
-    With a ``snapshot`` (``landfall.inputs/v2``, ``landfall.core.snapshots``) the job trains on that
+    With a ``snapshot`` (``landfall.inputs/v2``, ``landfall.core.artifacts.snapshots``) the job trains on that
     snapshot's compacted shards, less the arrivals in ``skip`` (retracted since), plus ``manifests``,
     the arrivals the snapshot does not hold; without one (v1) on ``manifests`` alone.
     """
@@ -356,7 +357,7 @@ class JobInputs:
     schema: str = INPUTS_SCHEMA
     snapshot: str | None = None
     skip: list[str] = dataclasses.field(default_factory=list)  # arrival ids in the snapshot, retracted since
-    spec_generation: int | None = None  # the dataset spec the job was released under (landfall.core.specs)
+    spec_generation: int | None = None  # the dataset spec the job was released under (landfall.core.artifacts.specs)
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()

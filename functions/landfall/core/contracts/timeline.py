@@ -12,7 +12,7 @@ the verdict's passes); the chief writes it into ``metrics.json`` as ``timeline``
      "summary": [{"phase", "within", "seconds" (the slowest worker's), "per_worker": [...], "count"}],
      "epochs_s", "outside_epochs_s": the job's, from the epochs' wall_s and its wall time (restarts included)}
 
-Each worker's epochs are one summary row, ``epochs`` (their seconds summed); ``landfall.core.cost``'s GPU-seconds
+Each worker's epochs are one summary row, ``epochs`` (their seconds summed); ``landfall.core.rules.cost``'s GPU-seconds
 outside the epochs are ``outside_epochs_gpu_seconds`` beside ``gpu_seconds``. ``summary``, ``line`` and ``compact``
 are what ``landfall status``, ``trace`` and the report show. Pure data: no clock is read here.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from landfall.core import cost
+from landfall.core.rules import cost
 
 FIELD = "timeline"
 EPOCH = "epoch"  # an epoch's span: {"phase": "epoch", "epoch": n}

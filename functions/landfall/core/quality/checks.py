@@ -1,4 +1,5 @@
-"""The checks of one arrival's profile against its dataset's reference (``landfall.core.profile``): data that is well
+"""The checks of one arrival's profile against its dataset's reference (``landfall.core.quality.profile``): data that
+is well
 formed but wrong. Pure functions: what to read and where the verdict goes is the arrival stage's
 (``landfall.arrival.screen``).
 
@@ -22,7 +23,7 @@ was measured and the threshold it crossed, and the action the rules give it:
 - ``missing_values``: the share of missing or non-finite values rose by ``rise`` or more over the reference's
   (counted in the rows the converter dropped: ``arrival.drop_nonfinite``).
 
-What clean arrivals showed (#39; measured by ``landfall.core.structure``, judged once the reference holds
+What clean arrivals showed (#39; measured by ``landfall.core.quality.structure``, judged once the reference holds
 ``min_envelope_arrivals`` arrivals, default 10, so an envelope of three arrivals is not taken for the normal range):
 
 - ``gain_change``: the feature's spread, relative to the arrival's typical channel, lies ``margin`` times or more
@@ -52,9 +53,9 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import structure
 from landfall.core.errors import Invalid
-from landfall.core.profile import Profile, bucket_value
+from landfall.core.quality import structure
+from landfall.core.quality.profile import Profile, bucket_value
 
 ACTIONS = ("quarantine", "warn", "reject", "off")
 CHECKS = ("drift", "scale_change", "flat_channel", "swapped_channels", "missing_values", "gain_change",
@@ -187,7 +188,8 @@ def js_divergence(p: np.ndarray, q: np.ndarray) -> float:
 def coarse(arrival: Profile, a: int, reference: Profile, r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Arrival feature ``a`` and reference feature ``r`` on the reference's coarse bins: (edges, arrival counts,
     reference counts). Bin 0 holds what lies below everything the reference saw, the last bin what lies above; bin
-    ``i`` between holds values up to ``edges[i]`` (a bucket's value, ``landfall.core.profile.bucket_value``). None
+    ``i`` between holds values up to ``edges[i]`` (a bucket's value, ``landfall.core.quality.profile.bucket_value``).
+    None
     when either has no values."""
     ref_index, ref_counts = reference.histogram(r)
     index, counts = arrival.histogram(a)

@@ -9,7 +9,8 @@ read back is within 5 % of a true value); ``|x| < MIN_ABS`` is the zero bucket. 
 arrival of every dataset, so two profiles merge by adding counts (exactly, in any order, by any process: the
 converter's prefetch thread, Cloud Run tasks, the reference's update), no arrival needs its dataset's reference
 before it is read, and the bucket index is monotone in the value, so quantiles (and the coarse bins a check
-compares on, ``landfall.core.checks``) come straight from the cumulative counts. A feature's histogram holds only
+compares on, ``landfall.core.quality.checks``) come straight from the cumulative counts. A feature's histogram holds
+only
 its non-empty buckets: at most about 2 x 23 per decade its values span (below 2 x 1,300 in all).
 
 What is measured on every value, and what on a sample: the moments (count, mean, M2, min, max: the converter's
@@ -31,7 +32,7 @@ And per arrival, kept as an envelope (lowest and highest one admitted arrival sh
 and the maximum, in any order): each feature's spread relative to the arrival's typical channel (``log std - median
 log std``: a gain on one channel moves it, a regime that scales every channel does not), each feature's roughness
 (``log`` of its mean squared step over its variance) and each pair's correlation. The checks
-(``landfall.core.checks``) accept what lies within those envelopes plus a margin measured on clean arrivals.
+(``landfall.core.quality.checks``) accept what lies within those envelopes plus a margin measured on clean arrivals.
 
 Size: bounded whatever the data (the buckets per feature are bounded, the rest is a few numbers per feature), so
 the reference, the merge of every admitted arrival, stays as small as one arrival's profile.
@@ -108,7 +109,7 @@ class Profile:
         self.moments: dict[str, Any] | None = None  # RunningStats.to_dict: n, mean, m2, min, max
         self._instances = 0  # instances (or series blocks) seen by update: where the sample is
         # The lowest and highest spread (standard deviation) of one arrival merged here: the range a normal
-        # arrival's spread has taken, which a scale change is measured against (landfall.core.checks).
+        # arrival's spread has taken, which a scale change is measured against (landfall.core.quality.checks).
         self.spread_low = np.full(features, np.inf)
         self.spread_high = np.full(features, -np.inf)
         self.diff2 = np.zeros(features)  # sum of squared differences over the sampled steps

@@ -1,7 +1,7 @@
 """A dataset's reference profile, and the quarantine an operator acts on.
 
 - The **reference** (``tfrecords/<dataset>/_reference.json``, ``landfall.reference/v1``): the merge of the profiles
-  (``landfall.core.profile``) of the dataset's admitted arrivals, bounded in size whatever their number. Cloud
+  (``landfall.core.quality.profile``) of the dataset's admitted arrivals, bounded in size whatever their number. Cloud
   Storage takes one write per second to one object name (#39), so arrivals do not each update it: it is
   **published at a bounded cadence** (``refresh_reference``, at most once per ``CADENCE_S``) from the profiles
   already stored beside the manifests, by whichever arrival finds it older than that (its generation's
@@ -28,11 +28,11 @@ import logging
 import time
 from collections.abc import Callable
 
+from landfall.core.contracts.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
+from landfall.core.contracts.messages import Manifest, Retraction, loads_object, text_of, utc_now
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.messages import Manifest, Retraction, loads_object, text_of, utc_now
-from landfall.core.profile import REFERENCE_SCHEMA, Profile
-from landfall.core.storage import ObjectInfo, Storage, is_gs
+from landfall.core.quality.profile import REFERENCE_SCHEMA, Profile
+from landfall.core.services.storage import ObjectInfo, Storage, is_gs
 
 log = logging.getLogger("landfall.quarantine")
 
@@ -97,7 +97,7 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
         if reference is not None and reference.features != profile.features:
             # The dataset's shape changed (a converted arrival always has its spec's shape): what was measured of
             # the old shape says nothing of the new one, so the reference starts again from this arrival, and
-            # the next ones are admitted as first until it holds enough (landfall.core.checks.Rules).
+            # the next ones are admitted as first until it holds enough (landfall.core.quality.checks.Rules).
             if spec_generation is None or (isinstance(before, int) and spec_generation <= before):
                 raise Invalid(f"{uri}: a reference of {reference.features} features (spec generation {before}); "
                               f"arrival {arrival_id} has {profile.features} (spec generation {spec_generation}): "

@@ -1,6 +1,6 @@
 """What the checks measure beyond one feature's distribution (#39): how channels relate, how a series is sampled,
 and how far each channel's spread lies from where clean arrivals put it. Pure measurements on profiles
-(``landfall.core.profile``); ``landfall.core.checks`` turns them into findings with the dataset's rules.
+(``landfall.core.quality.profile``); ``landfall.core.quality.checks`` turns them into findings with the dataset's rules.
 
 - **Copies**: a pair of features whose correlation in the arrival is ``copy`` or more in magnitude, where no clean
   arrival's was (the reference keeps the lowest and highest correlation one admitted arrival showed per pair).
@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from landfall.core.profile import Profile
+from landfall.core.quality.profile import Profile
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,4 @@
-"""The arithmetic every stage applies the same way: the hold-out split, series windows and repeated times,
-merged statistics, VUS-PR, the accelerators and the cost of their hours.
-May import ``core``'s foundations only: pure functions, no I/O.
-Imported by ``core.contracts``, ``core.artifacts``, the stages, the trainer and the benches.
+"""The arithmetic every stage applies alike: hold-out, series windows, repeated times, moments, VUS-PR, GPU costs.
+May import core's foundations only: pure functions, no I/O.
+Imported by ``core.contracts`` and everything above it, the stages, the trainer and the benches.
 """

@@ -1,4 +1,4 @@
-"""What a job's GPUs cost: GPU-seconds and an estimate in USD from ``landfall.core.accelerators.prices()``.
+"""What a job's GPUs cost: GPU-seconds and an estimate in USD from ``landfall.core.rules.accelerators.prices()``.
 
 GPU-seconds are workers x GPUs per worker x the job's wall time (its first worker's start to its end). The
 trainer's chief records them in ``metrics.json`` (``gpu_seconds``, ``accelerator``, ``estimated_cost``) and in
@@ -6,7 +6,7 @@ the result message; a job that ended without a chief to do so is estimated from 
 its resources (``cost_basis: job_object``), and one whose object is gone as well from the times its
 ``metrics.json`` holds (``metrics_times``) or from its release to when it was found finished, never past its
 deadline (``released_to_found_ended``, an upper bound); ``landfall.submit.spend`` says which. The price table
-is a stated default (see ``landfall.core.accelerators``); an accelerator it does not price costs ``None``
+is a stated default (see ``landfall.core.rules.accelerators``); an accelerator it does not price costs ``None``
 (unknown), not 0.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from landfall.core import accelerators
+from landfall.core.rules import accelerators
 
 BASES = ("chief", "job_object", "metrics_times", "released_to_found_ended")
 

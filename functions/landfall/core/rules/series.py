@@ -10,7 +10,7 @@ A series arrival is stored once, as its rows (one float32 per channel), not as w
 - **windows**: segment ``k`` of ``n`` rows yields ``windows_in(n) = (n - length) // stride + 1`` windows, window
   ``j`` of it covering stored rows ``[row_k + j * stride, row_k + j * stride + length)``. An arrival's windows
   are numbered across its segments in time order: they are its *records* (``manifest.count``), which the plan,
-  the hold-out (``landfall.core.holdout``) and the submit stage's count use exactly as they use instances.
+  the hold-out (``landfall.core.rules.holdout``) and the submit stage's count use exactly as they use instances.
 - **shards**: shard ``i`` holds the windows ``[first_i, first_i + count_i)`` (``first_i`` the sum of the earlier
   shards' counts) and the rows they need: stored rows ``[start(first_i), start(last_i) + length)``, as records of
   at most ``BLOCK_ROWS`` rows (``x``: raw float32, C order, ``(k, channels)``). So a window never needs two files;

@@ -34,8 +34,8 @@ from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 
-from landfall.core import google_api
 from landfall.core.errors import AccessDenied, AlreadyExists, LandfallError, PermanentError, TemporaryError
+from landfall.core.services import google_api
 
 if TYPE_CHECKING:
     from google.cloud import run_v2

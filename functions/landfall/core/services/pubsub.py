@@ -1,7 +1,8 @@
 """The one module that talks to Pub/Sub (``google-cloud-pubsub``).
 
 ``PUBSUB_EMULATOR_HOST`` is honoured by the client itself. Errors come out with their retry class
-(``landfall.core.google_api``): unavailable/throttled/deadline -> ``TemporaryError``; a missing topic -> ``NotFound``.
+(``landfall.core.services.google_api``): unavailable/throttled/deadline -> ``TemporaryError``; a missing topic ->
+``NotFound``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import dataclasses
 
 from google.cloud import pubsub_v1
 
-from landfall.core import google_api
 from landfall.core.errors import AlreadyExists
+from landfall.core.services import google_api
 
 PUBLISH_TIMEOUT_S = 60.0
 

@@ -4,7 +4,7 @@ Every other module passes URIs (``gs://bucket/name`` or a local path) to ``Stora
 emulator, ``STORAGE_EMULATOR_HOST`` is honoured by the client itself; we only switch to anonymous
 credentials so no Application Default Credentials are looked up.
 
-Errors come out with their retry class (``landfall.core.google_api``): 404 -> ``NotFound``, 409/412 ->
+Errors come out with their retry class (``landfall.core.services.google_api``): 404 -> ``NotFound``, 409/412 ->
 ``AlreadyExists``, 429/5xx/connection errors -> ``TemporaryError``.
 """
 
@@ -29,10 +29,10 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from landfall.core import google_api
 from landfall.core.config import default_project
+from landfall.core.contracts.layout import split_gs
 from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
-from landfall.core.layout import split_gs
+from landfall.core.services import google_api
 
 WRITE_CHUNK = 8 * 1024 * 1024  # resumable upload chunk: bounds memory per open writer
 READ_CHUNK = 8 * 1024 * 1024
