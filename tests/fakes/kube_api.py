@@ -1,7 +1,7 @@
 """A small fake Kubernetes API server for the TFJob collection (``kubeflow.org/v1``, ``tfjobs``) and the JobSet
 collection (``jobset.x-k8s.io/v1alpha2``, ``jobsets``).
 
-No kube-apiserver can run on the test machines, so ``landfall.core.services.kube`` (the official client) is tested
+No kube-apiserver can run on the test machines, so ``landfall.submit.backends.kube`` (the official client) is tested
 against this threaded ``http.server`` that answers like the real one does for what Landfall uses:
 
 - ``POST   .../namespaces/NS/tfjobs``: 201 with ``metadata.{uid,resourceVersion,generation,creationTimestamp}``;
@@ -43,7 +43,7 @@ the result of a merge PATCH, and (size only) on the status subresource:
   bytes, measured here as the compact JSON of the object as stored, server-set metadata included; the
   real request also carries the key, ``managedFields`` and framing, so stay well below): the real API
   server passes etcd's ``etcdserver: request is too large`` through as a **500** Status with no reason
-  (kubernetes/kubernetes#74600, #112152), which ``landfall.core.services.kube`` maps to ``TemporaryError``.
+  (kubernetes/kubernetes#74600, #112152), which ``landfall.submit.backends.kube`` maps to ``TemporaryError``.
   ``FakeKubeAPI(etcd_too_large_code=413)`` answers 413 ``RequestEntityTooLarge`` (same message) instead,
   for a test that wants the permanent reading.
 

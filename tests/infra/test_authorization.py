@@ -188,7 +188,7 @@ OPERATIONS: dict[str, list[Op]] = {
     "submitter": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT,
                   ("storage.objects.create", data("rejected/pump-7/request-r1.json"),
                    "core.artifacts.rejections: bad request"),
-                  ("container.clusters.get", CLUSTER, "core.services.kube: GKE endpoint credentials")],
+                  ("container.clusters.get", CLUSTER, "submit.backends.kube: GKE endpoint credentials")],
     "reconciler": [*READS_SPEC, *BOOKKEEPING, *RELEASES_ON_SNAPSHOT, *COLLECTS,
                    ("storage.objects.get", data("runs/pump-7-3/metrics.json"), "reconcile.announce: the result body"),
                    ("storage.objects.create", data("runs/pump-7-3/result.json"), "core.artifacts.results: create-only"),

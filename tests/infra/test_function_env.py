@@ -111,7 +111,7 @@ def test_submitter_environment_is_complete() -> None:
         assert key in env, key
     assert env["LANDFALL_BACKEND"] == "kubernetes"
     assert env["LANDFALL_GKE_ENDPOINT"] == "${var.gke_endpoint}"
-    # Terraform's cluster_ca_certificate is base64 PEM; landfall.core.services.kube decodes base64, PEM or a path.
+    # Terraform's cluster_ca_certificate is base64 PEM; landfall.submit.backends.kube decodes base64, PEM or a path.
     assert env["LANDFALL_GKE_CA_CERT"] == "${var.gke_ca_certificate}"
     gke = labelled(load_hcl(INFRA / "modules" / "gke" / "outputs.tf"), "output")
     assert unquote(gke["ca_certificate"]["value"]) == (

@@ -163,7 +163,7 @@ def test_reconciler_deployment(env: str) -> None:
     assert pod["serviceAccountName"] == RECONCILER_SA
     sa = find(objs, "ServiceAccount", RECONCILER_SA)
     assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].split("@")[0] == RECONCILER_SA
-    # landfall.core.services.kube loads the in-cluster config from the mounted token; the ServiceAccount does not
+    # landfall.submit.backends.kube loads the in-cluster config from the mounted token; the ServiceAccount does not
     # automount it.
     assert pod["automountServiceAccountToken"] is True
     (c,) = pod["containers"]

@@ -1,9 +1,9 @@
 """The ``kubernetes`` backend: TFJobs (or JobSets, ``LANDFALL_ENGINE=jobset``) on a real API server, through
-``landfall.core.services.kube``.
+``landfall.submit.backends.kube``.
 
 Connection (``JobConfig``): ``LANDFALL_GKE_ENDPOINT`` (+ ``LANDFALL_GKE_CA_CERT``) from a Cloud Function,
 else in-cluster, else ``LANDFALL_KUBECONFIG``. The service account needs RBAC on ``tfjobs`` (or ``jobsets``) in the
-namespace (``k8s/base/rbac.yaml``). Errors keep the retry class ``landfall.core.services.kube`` gives them.
+namespace (``k8s/base/rbac.yaml``). Errors keep the retry class ``landfall.submit.backends.kube`` gives them.
 
 No kube-apiserver runs on a workstation or in CI, so the tests run this module against
 ``tests/fakes/kube_api.py``, a small HTTP server that answers like the real TFJob collection.
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from landfall.core.services import kube
 from landfall.submit import engine, tfjob
+from landfall.submit.backends import kube
 from landfall.submit.config import JobConfig
 
 

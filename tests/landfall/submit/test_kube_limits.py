@@ -1,4 +1,4 @@
-"""The fake API server's limits, through the official client (and ``landfall.core.services.kube``'s error mapping).
+"""The fake API server's limits, through the official client (and ``landfall.submit.backends.kube``'s error mapping).
 
 Each limit: exactly at it is accepted, one byte/character over is refused with the real server's code,
 reason and message, on create and on a merge patch (the merged result is what counts).
@@ -16,8 +16,8 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from landfall.core.errors import Invalid, PermanentError, TemporaryError
-from landfall.core.services import kube
 from landfall.submit import tfjob
+from landfall.submit.backends import kube
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.config import JobConfig
 from tests.fakes.kube_api import (

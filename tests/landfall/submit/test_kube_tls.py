@@ -1,4 +1,4 @@
-"""``landfall.core.services.kube`` never talks to a control plane without verifying its certificate."""
+"""``landfall.submit.backends.kube`` never talks to a control plane without verifying its certificate."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client as k8s
 
 from landfall.core.errors import TemporaryError
-from landfall.core.services import kube
+from landfall.submit.backends import kube
 
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n"
 
