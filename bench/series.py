@@ -2,7 +2,7 @@
 
 One run prints (and optionally writes as JSON):
 
-1. **Input pipeline**, windows/s: the trainer's own training pipeline (``trainer.data.train_dataset``: shuffle,
+1. **Input pipeline**, windows/s: the trainer's own training pipeline (``trainer.pipeline.train_dataset``: shuffle,
    batch, normalise) over a synthetic ``--rows`` x ``--channels`` series converted by the real converter as a
    series arrival (``landfall.arrival.series``; windows cut in tf.data by ``trainer.windows``), against the same
    windows (length ``--length``, stride ``--stride``) pre-cut into an ``.npy`` of instances and converted as
@@ -73,7 +73,7 @@ def series_cfg(length: int, stride: int, channels: int, shard_bytes: int) -> Con
 def bench_pipeline(args: argparse.Namespace, work: Path) -> dict:
     from landfall_bench import realdata
     from landfall_bench.train import _rates
-    from trainer import data
+    from trainer import pipeline
     from trainer.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
@@ -96,7 +96,7 @@ def bench_pipeline(args: argparse.Namespace, work: Path) -> dict:
         paths = [str(p) for p in stage(storage, plan, work / f"stage-{name}")]
         mean, std = inputs.feature_stats()
         counts[name] = {"windows": inputs.manifests[0].count, "train": int(sum(plan.train_counts))}
-        datasets[name] = data.train_dataset(plan, paths, shape, batch_size=args.batch_size,
+        datasets[name] = pipeline.train_dataset(plan, paths, shape, batch_size=args.batch_size,
                                             shuffle_buffer=args.shuffle_buffer, seed=0, mean=mean, std=std)
     rates = _rates(datasets, args.pipeline_batches, args.warmup_batches, args.rounds, args.batch_size)
     precut_bytes = sum(s.bytes for s in precut.shards)

@@ -4,7 +4,7 @@ One run prints (and optionally writes as JSON):
 
 1. Input pipeline, examples/s over the same instances, each pipeline shuffling, batching and
    normalising the same way:
-   - ``landfall``: the trainer's own pipeline (``trainer.data.train_dataset``) over TFRecord shards
+   - ``landfall``: the trainer's own pipeline (``trainer.pipeline.train_dataset``) over TFRecord shards
      written by the real converter: interleaved reads, batch first, one ``parse_example`` +
      ``decode_raw`` per batch;
    - ``in_memory``: the same array fed with ``from_tensor_slices`` (goal: landfall >= 0.8x this);
@@ -76,7 +76,7 @@ def _rates(datasets: dict, batches: int, warmup: int, rounds: int, batch_size: i
 def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
     import tensorflow as tf
 
-    from trainer import data
+    from trainer import pipeline
     from trainer.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
@@ -86,7 +86,7 @@ def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
     mean, std = inputs.feature_stats()
     b, shuffle = args.batch_size, args.shuffle_buffer
 
-    ours = data.train_dataset(plan, paths, SHAPE, batch_size=b, shuffle_buffer=shuffle, seed=0, mean=mean, std=std)
+    ours = pipeline.train_dataset(plan, paths, SHAPE, batch_size=b, shuffle_buffer=shuffle, seed=0, mean=mean, std=std)
 
     offset, scale = tf.constant(mean, tf.float32), tf.constant([1 / s for s in std], tf.float32)
 

@@ -46,7 +46,7 @@ anomalies?" for every job, before the data is trained on:
 ``training.exclude_flagged`` (``exclude``): the chief publishes the flagged indices (``publish``: the job dir's
 ``champion_view.json``), the other workers poll for them (``wait_flagged``: no collective exists yet), and every
 worker plans again with them in neither split (``trainer.inputs.plan_inputs(excluded=...)``), so the shares stay
-exact; the tf.data pipeline filters on each record's (arrival, index in the arrival) (``trainer.data.read_blocks``,
+exact; the tf.data pipeline filters on each record's (arrival, index in the arrival) (``trainer.pipeline.read_blocks``,
 ``trainer.windows.window_starts``).
 
 Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model, threshold, threshold_quantile,
@@ -382,7 +382,7 @@ def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, p
                   new: list[int], scorer: Any, threshold: float, shape: tuple[int, int]
                   ) -> tuple[dict[str, dict], dict[str, list[int]]]:
     """Per new arrival ``{arrival, manifest, instances, flagged, fraction}``, and the flagged indices."""
-    from trainer import data
+    from trainer import pipeline
 
     staged = {plan.shards[i].uri: p for i, p in zip(plan.mine, paths, strict=True)}
     missing = sorted({plan.shards[i].uri: i for i in new if plan.shards[i].uri not in staged}.values())
@@ -397,7 +397,7 @@ def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, p
         # One piece, every record a training record, one worker: read in file order (index = arrival_start + k).
         alone = inputs_mod.Inputs((), (), (shard,), shape)
         sub = inputs_mod.plan_inputs(alone, 1, 0, 1, 0.0, plan.split.seed, plan.split.mode)
-        blocks = data.read_instances(sub, [str(staged[shard.uri])], alone.shape, data.TRAIN, deterministic=True)
+        blocks = pipeline.read_instances(sub, [str(staged[shard.uri])], alone.shape, pipeline.TRAIN, deterministic=True)
         errors = scorer.errors_of(blocks.as_numpy_iterator())
         if len(errors) != shard.count:
             raise Invalid(f"champion view: {len(errors)} instances read of {shard.uri}, its manifest says "

@@ -80,7 +80,7 @@ class TrainerConfig(Settings):
     early_stopping_reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
     early_stopping_factor: float = 0.3
     early_stopping_smoothing: int | None = None  # the monitored value: the mean val_loss of this many last epochs
-    # Every epoch's input order a function of (seed, worker, epoch) (trainer.data._deterministic): a restarted
+    # Every epoch's input order a function of (seed, worker, epoch) (trainer.pipeline._deterministic): a restarted
     # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.
     deterministic: bool = False
     # training.exclude_flagged (trainer.champion_view): instances of the new arrivals the champion flags are left out

@@ -236,7 +236,7 @@ def holdout_threshold(fraction: float) -> int:
 
 
 def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
-    """``random`` hold-out: same integer arithmetic as ``trainer.data`` does in TensorFlow (int64, exact)."""
+    """``random`` hold-out: same integer arithmetic as ``trainer.pipeline`` does in TensorFlow (int64, exact)."""
     return holdout.is_validation(index, salt, threshold)
 
 

@@ -26,7 +26,7 @@ from landfall.core.artifacts.champion import NORMALIZATION
 from landfall.core.contracts.messages import utc_now
 from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from trainer import data, faults, iterators, preemption, stopping, timeline, verdict, warmstart
+from trainer import faults, iterators, pipeline, preemption, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -466,12 +466,12 @@ def _datasets(cfg: TrainerConfig, strategy: tf.distribute.Strategy, plan: Plan, 
               mean, std, inputs: Inputs, first_epoch: int | None = None
               ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
     def train_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.train_dataset(plan, paths, inputs.shape, batch_size=sizes.batch,
+        return pipeline.train_dataset(plan, paths, inputs.shape, batch_size=sizes.batch,
                                   shuffle_buffer=cfg.shuffle_buffer, seed=cfg.seed, mean=mean, std=std,
                                   first_epoch=first_epoch)
 
     def val_fn(ctx: tf.distribute.InputContext) -> tf.data.Dataset:
-        return data.validation_dataset(plan, paths, inputs.shape, batch_size=sizes.val_batch,
+        return pipeline.validation_dataset(plan, paths, inputs.shape, batch_size=sizes.val_batch,
                                        num_batches=sizes.val_steps * sizes.per_worker, mean=mean, std=std)
 
     train_ds = strategy.distribute_datasets_from_function(train_fn)

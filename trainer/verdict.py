@@ -89,9 +89,9 @@ EXPORT = "saving the chosen baseline"
 
 def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
     """The chief's held-out instances in original units, block by block (deterministic order)."""
-    from trainer import data
+    from trainer import pipeline
 
-    ds = data.read_instances(plan, paths, shape, data.VALIDATION, deterministic=True)
+    ds = pipeline.read_instances(plan, paths, shape, pipeline.VALIDATION, deterministic=True)
     yield from iterators.numpy_blocks(ds)
 
 
@@ -110,9 +110,9 @@ def _held_out_once(plan: Plan, paths: list[str], shape: tuple[int, int]) -> list
 
 def _training(plan: Plan, paths: list[str], shape: tuple[int, int]):
     """The chief's training instances in original units, block by block (the baseline's sample)."""
-    from trainer import data
+    from trainer import pipeline
 
-    ds = data.read_instances(plan, paths, shape, data.TRAIN, deterministic=True)
+    ds = pipeline.read_instances(plan, paths, shape, pipeline.TRAIN, deterministic=True)
     yield from iterators.numpy_blocks(ds)
 
 

@@ -1,7 +1,7 @@
 """Windows cut from stored series (``landfall.core.rules.series``) in the tf.data pipeline.
 
 A series arrival's shard holds rows (records of up to ``BLOCK_ROWS`` rows each) and its records, for the plan, are
-the windows that start in it. ``trainer.data.read_instances`` hands a series plan here; everything else (the plan,
+the windows that start in it. ``trainer.pipeline.read_instances`` hands a series plan here; everything else (the plan,
 balanced to within one window per worker, the hold-out, the batches, the verdict) is what instances get.
 
 Per worker: for every planned slice (windows ``[start, stop)`` of a shard) the windows of the split are chosen in numpy,

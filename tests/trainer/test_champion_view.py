@@ -123,9 +123,9 @@ def test_a_restarted_job_reuses_its_first_record(tmp_path):
 
 
 def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_path):
-    """The pipeline's filter (``trainer.data.read_blocks``, keyed on (arrival, index in the arrival)) reads exactly
+    """The pipeline's filter (``trainer.pipeline.read_blocks``, keyed on (arrival, index in the arrival)) reads exactly
     the plan's counts, on every worker, and none of the excluded records."""
-    from trainer import data
+    from trainer import pipeline
     from trainer.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
@@ -143,8 +143,9 @@ def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_pat
         assert sum(plan.train_counts) + sum(plan.val_counts) == sum(base.train_counts) + sum(base.val_counts) - 60
         assert max(plan.train_counts) - min(plan.train_counts) <= 1
         paths = [str(p) for p in stage(storage, plan, tmp_path / f"w{worker}")]
-        for split, want in ((data.TRAIN, plan.train_counts[worker]), (data.VALIDATION, plan.val_counts[worker])):
-            x = np.concatenate(list(data.read_instances(plan, paths, (8, 3), split).as_numpy_iterator()))
+        for split, want in ((pipeline.TRAIN, plan.train_counts[worker]),
+                            (pipeline.VALIDATION, plan.val_counts[worker])):
+            x = np.concatenate(list(pipeline.read_instances(plan, paths, (8, 3), split).as_numpy_iterator()))
             assert len(x) == want
             seen += x[:, 0, 0].tolist()
     assert len(seen) == len(set(seen)) == 1200 - 60

@@ -1,7 +1,7 @@
 """The hold-out split (``landfall.core.rules.holdout``): ``segment`` and ``blocks`` leave no training window
 overlapping a
 held-out one, ``segment`` gives every arrival long enough a hold-out at the cost of one window, and the numpy plan and
-the TensorFlow pipeline (``trainer.data``) select exactly the same records."""
+the TensorFlow pipeline (``trainer.pipeline``) select exactly the same records."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_segment_is_stable_per_arrival_and_holds_out_the_fraction_over_many_shor
 
 @pytest.mark.parametrize("mode", [holdout.RANDOM, holdout.BLOCKS, holdout.SEGMENT])
 def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mode):
-    from trainer import data
+    from trainer import pipeline
 
     storage = Storage()
     shape = (6, 2)
@@ -120,20 +120,20 @@ def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mod
     expected = {}
     for k, n in enumerate(sizes):
         train, val = split.sides(f"arr-{k}", np.arange(n), n)
-        expected[data.TRAIN, k] = set(np.flatnonzero(train).tolist())
-        expected[data.VALIDATION, k] = set(np.flatnonzero(val).tolist())
+        expected[pipeline.TRAIN, k] = set(np.flatnonzero(train).tolist())
+        expected[pipeline.VALIDATION, k] = set(np.flatnonzero(val).tolist())
     assert split.training_records([(f"arr-{k}", n) for k, n in enumerate(sizes)]) == sum(
-        len(expected[data.TRAIN, k]) for k in range(len(sizes)))
+        len(expected[pipeline.TRAIN, k]) for k in range(len(sizes)))
     for workers in (1, 2):
         seen: dict[tuple[str, int], set[int]] = {key: set() for key in expected}
         for w in range(workers):
             plan = plan_inputs(inputs, workers, w, batch_size=4, validation_fraction=0.2, seed=3, holdout_mode=mode)
             assert sum(plan.train_counts) == split.training_records([(f"arr-{k}", n) for k, n in enumerate(sizes)])
             paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{mode}-{workers}-{w}")]
-            for which in (data.TRAIN, data.VALIDATION):
-                got = np.concatenate([b.numpy() for b in data.read_instances(plan, paths, shape, which,
+            for which in (pipeline.TRAIN, pipeline.VALIDATION):
+                got = np.concatenate([b.numpy() for b in pipeline.read_instances(plan, paths, shape, which,
                                                                              deterministic=True)])
-                counts = plan.train_counts if which == data.TRAIN else plan.val_counts
+                counts = plan.train_counts if which == pipeline.TRAIN else plan.val_counts
                 assert len(got) == counts[w]
                 for index, k in zip(got[:, 0, 0].astype(int), got[:, 0, 1].astype(int), strict=True):
                     seen[which, k].add(int(index))

@@ -28,9 +28,9 @@ def _row_bytes(x: np.ndarray) -> list[bytes]:
 
 
 def _read(plan, paths, split: str) -> np.ndarray:
-    from trainer import data
+    from trainer import pipeline
 
-    parts = [b.numpy() for b in data.read_instances(plan, [str(p) for p in paths], SHAPE, split)]
+    parts = [b.numpy() for b in pipeline.read_instances(plan, [str(p) for p in paths], SHAPE, split)]
     return np.concatenate(parts) if parts else np.zeros((0, *SHAPE), np.float32)
 
 
@@ -95,7 +95,7 @@ def test_plan_partitions_the_data_over_workers_and_splits(tmp_path, shards, work
 def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
     """Arrivals of 1,500 (three shards) and 40 instances on three workers: record ranges cross shard
     boundaries, and each worker's pipeline yields exactly its planned share, an epoch one pass of it."""
-    from trainer import data
+    from trainer import pipeline
 
     storage = Storage()
     big, small = make_array(1500, seed=21), make_array(40, seed=22)
@@ -114,7 +114,7 @@ def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
         assert (len(train), len(val)) == (plan.train_counts[plan.worker_index], plan.val_counts[plan.worker_index])
         seen += [train, val]
         # Each epoch of the training dataset is one pass: distinct instances, this worker's training ones.
-        ds = data.train_dataset(plan, paths, SHAPE, batch_size=batch, shuffle_buffer=64, seed=1)
+        ds = pipeline.train_dataset(plan, paths, SHAPE, batch_size=batch, shuffle_buffer=64, seed=1)
         steps = plan.steps_per_epoch
         batches = [x.numpy() for x, _ in ds.take(2 * steps)]
         for epoch in (np.concatenate(batches[:steps]), np.concatenate(batches[steps:])):
@@ -128,11 +128,11 @@ def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
 
 @pytest.mark.parametrize("limit", [50, None])
 def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tmp_path, limit):
-    """Before compaction, consecutive small whole files are read as one stream (``data._joined``): each
+    """Before compaction, consecutive small whole files are read as one stream (``pipeline._joined``): each
     worker's training and validation records are exactly those it reads file by file, and the pipeline has a
     few streams, not one per file. ``limit`` 50 cuts streams between files and leaves ranges that start or end
     inside a file (two workers) at the edges of a stream."""
-    from trainer import data
+    from trainer import pipeline
 
     storage = Storage()
     rng = np.random.default_rng(5)
@@ -145,28 +145,28 @@ def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tm
         plan = plan_inputs(inputs, 2, worker, batch_size=8, validation_fraction=0.25, seed=9)
         paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{worker}")]
         files = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True)}
-        for split in (data.TRAIN, data.VALIDATION):
-            slices = data._slices(plan, paths, split)
-            joined = data._joined(slices, files, **({"limit": limit} if limit else {}))
+        for split in (pipeline.TRAIN, pipeline.VALIDATION):
+            slices = pipeline._slices(plan, paths, split)
+            joined = pipeline._joined(slices, files, **({"limit": limit} if limit else {}))
             records = sum(hi - lo for _, lo, hi, _ in slices)
             assert sum(hi - lo for _, lo, hi, _ in joined) == records
             assert len(joined) <= (2 * records // limit + 2 if limit else 2) < len(slices)  # files < limit
             assert any(len(j[0]) > 1 for j in joined)
 
             one_by_one, streams = (
-                np.concatenate([b.numpy() for b in data.read_blocks(
-                    pieces, plan.threshold, split, deterministic=True).map(data.parser(SHAPE))])
+                np.concatenate([b.numpy() for b in pipeline.read_blocks(
+                    pieces, plan.threshold, split, deterministic=True).map(pipeline.parser(SHAPE))])
                 for pieces in (slices, joined))
-            expected = plan.train_counts[worker] if split == data.TRAIN else plan.val_counts[worker]
+            expected = plan.train_counts[worker] if split == pipeline.TRAIN else plan.val_counts[worker]
             assert len(streams) == len(one_by_one) == expected
             assert _row_bytes(streams) == _row_bytes(one_by_one)
     # A file that holds other records too (a compacted one) is never joined: it has no entry in ``sizes``.
-    assert data._joined([("a", 0, 5, [(0, 1)]), ("b", 0, 5, [(0, 2)])], {"b": 5}) == [
+    assert pipeline._joined([("a", 0, 5, [(0, 1)]), ("b", 0, 5, [(0, 2)])], {"b": 5}) == [
         (("a",), 0, 5, [(0, 1)]), (("b",), 0, 5, [(0, 2)])]
 
 
 def test_training_batches_are_parsed_whole_and_normalised(tmp_path):
-    from trainer import data
+    from trainer import pipeline
 
     storage = Storage()
     array = make_array(600, seed=11)
@@ -175,13 +175,13 @@ def test_training_batches_are_parsed_whole_and_normalised(tmp_path):
     plan = plan_inputs(inputs, 1, 0, batch_size=50, validation_fraction=0.1, seed=0)
     paths = [str(p) for p in stage(storage, plan, tmp_path / "stage")]
     mean, std = inputs.feature_stats()
-    ds = data.train_dataset(plan, paths, SHAPE, batch_size=50, shuffle_buffer=256, seed=0, mean=mean, std=std)
+    ds = pipeline.train_dataset(plan, paths, SHAPE, batch_size=50, shuffle_buffer=256, seed=0, mean=mean, std=std)
     x, y = next(iter(ds))
     assert x.shape == (50, *SHAPE) and x.dtype.name == "float32"
     np.testing.assert_array_equal(x.numpy(), y.numpy())
     flat = np.concatenate([b[0].numpy() for b in ds.take(10)]).reshape(-1, SHAPE[1])
     assert np.all(np.abs(flat.mean(0)) < 0.2) and np.all(np.abs(flat.std(0) - 1) < 0.2)
-    val = data.validation_dataset(plan, paths, SHAPE, batch_size=plan.val_batch_size,
+    val = pipeline.validation_dataset(plan, paths, SHAPE, batch_size=plan.val_batch_size,
                                   num_batches=plan.val_steps, mean=mean, std=std)
     first = np.concatenate([b[0].numpy() for b in val])
     assert len(first) == plan.val_steps * plan.val_batch_size

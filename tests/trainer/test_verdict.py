@@ -73,13 +73,13 @@ def setting(tmp_path_factory):
 
 def _split(s):
     """The setting's training and held-out instances, in original units (the verdict's view of the plan)."""
-    from trainer import data
+    from trainer import pipeline
 
     def read(split):
-        ds = data.read_instances(s["plan"], s["paths"], SHAPE, split, deterministic=True)
+        ds = pipeline.read_instances(s["plan"], s["paths"], SHAPE, split, deterministic=True)
         return np.concatenate(list(ds.as_numpy_iterator()))
 
-    return read(data.TRAIN), read(data.VALIDATION)
+    return read(pipeline.TRAIN), read(pipeline.VALIDATION)
 
 
 def _conclude(s, name: str, model, **cfg_overrides):
@@ -201,14 +201,14 @@ def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_
 def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, monkeypatch):
     """The challenger, the baselines and the champion are scored on one read of the held-out windows (issue #42);
     a share too large to keep (``HELD_OUT_CACHE_BYTES`` 0 here) is read again per pass, with the same figures."""
-    from trainer import data, verdict
+    from trainer import pipeline, verdict
 
     s = setting
-    real, kept = data.read_instances, verdict.HELD_OUT_CACHE_BYTES
+    real, kept = pipeline.read_instances, verdict.HELD_OUT_CACHE_BYTES
     figures = {}
     for cache_bytes in (kept, 0):
         monkeypatch.setattr(verdict, "HELD_OUT_CACHE_BYTES", cache_bytes)
-        monkeypatch.setattr(data, "read_instances", real)
+        monkeypatch.setattr(pipeline, "read_instances", real)
         models = str(s["root"] / f"models-once-{cache_bytes}")
         _conclude(s, f"job-first-{cache_bytes}", s["trained"], models=models)  # the champion
         reads: list[str] = []
@@ -217,10 +217,10 @@ def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, mo
             _reads.append(split)
             return real(plan, paths, shape, split, **kwargs)
 
-        monkeypatch.setattr(data, "read_instances", counted)
+        monkeypatch.setattr(pipeline, "read_instances", counted)
         _, _, got = _conclude(s, f"job-second-{cache_bytes}", s["untrained"], models=models, min_skill=-1e9)
         assert got["verdict"] == "kept_champion" and got["champion_loss"] is not None
-        assert reads == [data.TRAIN, data.VALIDATION, *([data.VALIDATION] if cache_bytes == 0 else [])]
+        assert reads == [pipeline.TRAIN, pipeline.VALIDATION, *([pipeline.VALIDATION] if cache_bytes == 0 else [])]
         figures[cache_bytes] = ({k: got[k] for k in ("challenger_loss", "champion_loss", "baseline_loss", "skill")},
                                 {n: b["loss"] for n, b in got["baselines"].items()}, got["threshold"]["value"])
     assert figures[kept] == figures[0]

@@ -88,14 +88,14 @@ def test_compaction_keeps_records_statistics_and_the_holdout(emulator_stack, buc
     # The hold-out is a function of (arrival, index): the same records are held out before and after.
     assert held_out(before) == held_out(after) and held_out(before)
     # And the TensorFlow pipeline reads exactly those from the staged compacted files.
-    from trainer import data
+    from trainer import pipeline
 
     plan = plan_inputs(after, 1, 0, 1, FRACTION, SEED)
     paths = [str(p) for p in stage(storage, plan, tmp_path / "staged")]
     assert len(set(paths)) == files_after
     # Each file is opened once a pass, however many arrivals it holds.
-    assert len(data._slices(plan, paths, data.TRAIN)) == files_after
-    val = np.concatenate(list(data.read_instances(plan, paths, SHAPE, data.VALIDATION).as_numpy_iterator()))
+    assert len(pipeline._slices(plan, paths, pipeline.TRAIN)) == files_after
+    val = np.concatenate(list(pipeline.read_instances(plan, paths, SHAPE, pipeline.VALIDATION).as_numpy_iterator()))
     marks = {(int(x[0, 0]), int(x[0, 1])) for x in val}
     by_aid = {arrival_of(bucket, "ds", k).arrival_id: k for k in [*range(40), 99]}
     assert marks == {(by_aid[aid], i) for aid, i in held_out(after)}

@@ -1,6 +1,6 @@
 """The hold-out split: which records of an arrival train, which are held out (validation), which neither.
 
-One module, numpy only, imported by the trainer (``trainer.inputs`` plans with it, ``trainer.data`` does the same
+One module, numpy only, imported by the trainer (``trainer.inputs`` plans with it, ``trainer.pipeline`` does the same
 integer arithmetic in TensorFlow) and by the submit stage (``landfall.submit.sufficient`` counts what a job would
 train on before releasing it), so the two can never disagree.
 
@@ -107,7 +107,7 @@ def block_length(timesteps: int) -> int:
 
 def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
     """``random``: the held-out records among ``index`` (relative to the run ``salt`` starts at). Same integer
-    arithmetic as ``trainer.data`` does in TensorFlow (int64, exact)."""
+    arithmetic as ``trainer.pipeline`` does in TensorFlow (int64, exact)."""
     return (index.astype(np.int64) * HASH_MULTIPLIER + salt) % HASH_MODULUS < threshold
 
 
