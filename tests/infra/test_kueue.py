@@ -42,7 +42,7 @@ from .tools import (
 CRDS = Path(__file__).parent / "crds" / "kueue"
 COMPONENT = K8S / "components" / "kueue"
 GROUP = "kueue.x-k8s.io"
-VERSION = "v1beta2"  # the storage version; v1beta1 is deprecated, and no longer served from Kueue v0.20
+VERSION = "v1beta2"  # the storage version; v1beta1 is deprecated at v0.19.2, and no longer served from Kueue v0.20
 KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue"}  # what components/kueue adds
 # ... and what the capacity components add (tests/infra/test_kueue_capacity.py): every kind Landfall ships.
 CRD_KINDS = KINDS | {"AdmissionCheck", "ProvisioningRequestConfig"}
@@ -92,8 +92,9 @@ CRD = load_crds()
 
 
 def served(kind: str, version: str) -> bool:
-    """Whether Kueue's CRD serves ``version`` of ``kind``: the API server refuses any other."""
-    return any(v["name"] == version and v["served"] for v in CRD[kind]["spec"]["versions"])
+    """Whether Kueue's CRD serves ``version`` of ``kind`` and does not deprecate it: the API server refuses an unserved
+    one, and a deprecated one is what the next release stops serving (v1beta1, from v0.20: kueue #14558)."""
+    return any(v["name"] == version and v["served"] and not v.get("deprecated") for v in CRD[kind]["spec"]["versions"])
 
 
 def validator(kind: str, version: str = VERSION) -> jsonschema.protocols.Validator:
@@ -213,9 +214,9 @@ def test_the_crds_are_kueues_and_serve_the_version() -> None:
     for kind, crd in CRD.items():
         versions = {v["name"]: v for v in crd["spec"]["versions"]}
         assert versions[VERSION]["served"] and versions[VERSION]["storage"], kind
-        # Kueue v0.20's CRDs (tests/infra/crds/README.md): v1beta1 still described, no longer served.
-        assert not versions["v1beta1"]["served"] and not versions["v1beta1"]["storage"], kind
-        assert {name for name, v in versions.items() if v["served"]} == {VERSION}, kind
+        # Kueue v0.19.2's CRDs (tests/infra/crds/README.md): v1beta1 still served, deprecated, not stored.
+        assert versions["v1beta1"]["deprecated"] and not versions["v1beta1"]["storage"], kind
+        assert {name for name in versions if served(kind, name)} == {VERSION}, kind
     assert CRD["LocalQueue"]["spec"]["scope"] == "Namespaced"
     assert CRD["ClusterQueue"]["spec"]["scope"] == CRD["ResourceFlavor"]["spec"]["scope"] == "Cluster"
     assert CRD["AdmissionCheck"]["spec"]["scope"] == CRD["ProvisioningRequestConfig"]["spec"]["scope"] == "Cluster"
@@ -234,9 +235,9 @@ def unserved_uses(files: list[Path], root: Path) -> set[tuple[str, str]]:
     return out
 
 
-def test_nothing_landfall_ships_names_an_unserved_kueue_version(tmp_path: Path) -> None:
-    """Kueue v0.20 refuses kueue.x-k8s.io/v1beta1: no manifest, rendering code or documented example may use it
-    (the queue label kueue.x-k8s.io/queue-name is a label, not an API version)."""
+def test_nothing_landfall_ships_names_a_deprecated_or_unserved_kueue_version(tmp_path: Path) -> None:
+    """Kueue deprecates kueue.x-k8s.io/v1beta1 and v0.20 refuses it: no manifest, rendering code or documented example
+    may use it (the queue label kueue.x-k8s.io/queue-name is a label, not an API version)."""
     root = K8S.parent
     files = [p for d in ("k8s", "functions", "infra", "docs", "trainer", "bench") for p in (root / d).rglob("*")
              if p.suffix in {".yaml", ".yml", ".py", ".tf", ".md", ".json"} and p.is_file()]
