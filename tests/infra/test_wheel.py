@@ -29,7 +29,7 @@ def test_the_wheel_holds_every_module_of_every_package(tmp_path: Path):
     # Package data read with importlib.resources: the dataset spec's JSON Schema (landfall.core.artifacts.specs).
     expected |= {f"landfall/{p.relative_to(REPO / 'functions' / 'landfall').as_posix()}"
                  for p in (REPO / "functions" / "landfall").rglob("*.schema.json")}
-    assert "landfall/core/dataset-v1.schema.json" in expected
+    assert "landfall/core/artifacts/dataset-v1.schema.json" in expected
     # The real public series landfall_bench.realdata reads (bench/data/README.md).
     expected |= {f"landfall_bench/data/{p.relative_to(REPO / 'bench' / 'data').as_posix()}"
                  for p in (REPO / "bench" / "data").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
