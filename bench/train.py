@@ -9,10 +9,10 @@ One run prints (and optionally writes as JSON):
      ``decode_raw`` per batch;
    - ``in_memory``: the same array fed with ``from_tensor_slices`` (goal: landfall >= 0.8x this);
    - ``per_record``: the tutorial way, ``parse_single_example`` on every record (ratio reported).
-2. Training, examples/s of ``landfall train`` with one worker (a real ``python -m trainer.task``
-   process on the shards, read from its ``metrics.json``) vs a plain ``tf_keras`` ``fit`` of the same
-   model on the in-memory array (goal: >= 0.9x). Median over the epochs after the first (which
-   traces the graph).
+2. Training, examples/s side by side (``landfall_bench.training``, issue #50): plain ``tf_keras`` under the
+   default strategy and under MultiWorkerMirroredStrategy with one worker, ``landfall train`` with 1 and 2
+   workers (real ``python -m trainer.task`` processes on the shards), the ratios and the scaling efficiency
+   (goal: 1 worker >= 0.95x plain Keras), medians of ``--train-rounds`` alternating rounds.
 
 3. Epoch coverage on uneven arrivals (the plan only, no TensorFlow): for 20,000 + 100, 1 + 5,000 and 37
    arrivals of random sizes on 2 and 3 workers, the training examples one epoch takes, as a share of the
@@ -37,8 +37,6 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +48,7 @@ from landfall.arrival.converter import convert
 from landfall.core.contracts.records import FEATURE_KEY
 from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
+from landfall_bench import training
 
 SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
 
@@ -115,48 +114,6 @@ def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
     return out
 
 
-def bench_landfall_train(args, manifest_uri: str) -> dict:
-    job_dir = Path(args.work_dir) / "job"
-    env = dict(os.environ)
-    env.pop("TF_CONFIG", None)  # one worker
-    cmd = [sys.executable, "-m", "trainer.task", "--manifest", manifest_uri, "--job-dir", str(job_dir),
-           "--epochs", str(args.epochs), "--batch-size-per-worker", str(args.batch_size),
-           "--units", ",".join(map(str, args.units)), "--validation-fraction", "0",
-           "--work-dir", str(Path(args.work_dir) / "trainer-work"), "--verbose", "0"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"landfall train failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    metrics = json.loads((job_dir / "metrics.json").read_text())
-    rates = [e["examples_per_s"] for e in metrics["epochs"]]
-    return {"examples_per_s": _steady(rates), "per_epoch": rates, "steps_per_epoch": metrics["steps_per_epoch"]}
-
-
-def bench_plain_fit(args, array: np.ndarray, steps: int) -> dict:
-    import tensorflow as tf
-    import tf_keras as keras
-
-    from trainer.model import build_model
-
-    mean, std = array.reshape(-1, SHAPE[1]).mean(0), array.reshape(-1, SHAPE[1]).std(0)
-    x = ((array - mean) / std).astype(np.float32)
-    ds = (tf.data.Dataset.from_tensor_slices(x).shuffle(args.shuffle_buffer, seed=0).repeat()
-          .batch(args.batch_size, drop_remainder=True).map(lambda v: (v, v)).prefetch(tf.data.AUTOTUNE))
-    keras.utils.set_random_seed(0)
-    model = build_model(*SHAPE, units=args.units)
-    times: list[float] = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.t0 = time.monotonic()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.monotonic() - self.t0)
-
-    model.fit(ds, epochs=args.epochs, steps_per_epoch=steps, callbacks=[Timer()], verbose=0)
-    rates = [round(steps * args.batch_size / t, 1) for t in times]
-    return {"examples_per_s": _steady(rates), "per_epoch": rates}
-
-
 UNEVEN = {"20000+100": [20_000, 100], "1+5000": [1, 5_000]}
 
 
@@ -192,10 +149,6 @@ def epoch_coverage(batch: int, validation_fraction: float = 0.1, seed: int = 0) 
     return rows
 
 
-def _steady(rates: list[float]) -> float:
-    return round(statistics.median(rates[1:] if len(rates) > 1 else rates), 1)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="landfall bench train", description=__doc__.split("\n", 1)[0])
     p.add_argument("--instances", type=int, default=131072, help="seed-shaped (36, 10) instances")
@@ -208,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-batches", type=int, default=20, help="untimed batches before each round")
     p.add_argument("--shard-bytes", type=int, default=32 * 1024 * 1024, help="converter shard target")
     p.add_argument("--skip-train", action="store_true", help="input pipeline only")
+    p.add_argument("--skip-pipeline", action="store_true", help="training only")
+    p.add_argument("--train-instances", type=int, default=12_000,
+                   help="seed-shaped instances of the training comparison (issue #50's 12,000)")
+    p.add_argument("--train-rounds", type=int, default=3, help="alternating rounds of the training comparison")
+    p.add_argument("--model-kind", choices=["gru", "dense"], default="gru", help="the model of the training comparison")
+    p.add_argument("--dropout", type=float, default=0.2, help="the trainer's default")
+    p.add_argument("--train-flags", type=lambda s: s.split(), default=[],
+                   help="extra trainer flags for both landfall contenders, e.g. '--steps-per-execution 4'")
     p.add_argument("--coverage-batch", type=int, default=128, help="per-worker batch for the coverage table "
                    "(the demo's; at the seed's 1024 the small sets give the usual way no step at all)")
     p.add_argument("--arrivals", help="instead: start-up and one epoch against the arrival count, before and after "
@@ -266,20 +227,22 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"data: {args.instances} x {SHAPE} float32 in {len(manifest.shards)} shards; devices {devices}",
               flush=True)
-        pipe = bench_pipeline(args, manifest_uri, array)
-        result["pipeline_examples_per_s"] = pipe
-        print(f"input pipeline, examples/s: landfall {pipe['landfall']:.0f}, in-memory {pipe['in_memory']:.0f} "
-              f"({pipe['landfall_vs_in_memory']:.2f}x, goal >= 0.8x), per-record parse_single_example "
-              f"{pipe['per_record']:.0f} (landfall is {pipe['landfall_vs_per_record']:.2f}x)", flush=True)
+        if not args.skip_pipeline:
+            pipe = bench_pipeline(args, manifest_uri, array)
+            result["pipeline_examples_per_s"] = pipe
+            print(f"input pipeline, examples/s: landfall {pipe['landfall']:.0f}, in-memory {pipe['in_memory']:.0f} "
+                  f"({pipe['landfall_vs_in_memory']:.2f}x, goal >= 0.8x), per-record parse_single_example "
+                  f"{pipe['per_record']:.0f} (landfall is {pipe['landfall_vs_per_record']:.2f}x)", flush=True)
         if not args.skip_train:
-            ours = bench_landfall_train(args, manifest_uri)
-            plain = bench_plain_fit(args, array, ours["steps_per_epoch"])
-            ratio = round(ours["examples_per_s"] / plain["examples_per_s"], 3)
-            result["training_examples_per_s"] = {"landfall_train_1_worker": ours, "plain_fit_in_memory": plain,
-                                                 "ratio": ratio}
+            subset = array[:args.train_instances]
+            np.save(work / "train.npy", subset)
+            convert(str(work / "train.npy"), str(work / "train-tfrecords"), "bench", cfg, Storage())
             where = f"{result['gpus']} GPU" if result["gpus"] else f"CPU ({os.cpu_count()} cores)"
-            print(f"training on {where}, examples/s: landfall train (1 worker) {ours['examples_per_s']:.0f}, "
-                  f"plain fit in memory {plain['examples_per_s']:.0f} ({ratio:.2f}x, goal >= 0.9x)", flush=True)
+            print(f"training: {len(subset)} x {SHAPE}, {args.model_kind} {args.units}, batch {args.batch_size} per "
+                  f"worker, {args.epochs} epochs, {args.train_rounds} rounds", flush=True)
+            out = training.compare(args, work / "train.npy", str(work / "train-tfrecords" / "manifest.json"))
+            result["training"] = {k: v for k, v in out.items()}
+            training.report(out, where)
         print(json.dumps(result, indent=2))
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=2))

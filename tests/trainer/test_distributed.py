@@ -105,6 +105,7 @@ def check_complete(metrics: dict, job: str, manifest: str, epochs: int, restarts
     assert metrics["job"] == job and metrics["dataset"] == "demo" and metrics["manifests"] == [manifest]
     assert (metrics["num_workers"], metrics["batch_size_per_worker"], metrics["global_batch_size"]) == (2, 64, 128)
     assert metrics["status"] == "succeeded" and metrics["restarts"] == restarts
+    assert metrics["strategy"] == "multi_worker_mirrored" and metrics["replicas"] == 2
     assert metrics["started_at"] and metrics["ended_at"] and metrics["epochs_requested"] == epochs
     assert [e["epoch"] for e in metrics["epochs"]] == list(range(1, epochs + 1))
     for e in metrics["epochs"]:

@@ -280,6 +280,7 @@ def test_the_trainer_stops_at_convergence_and_records_it(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads((job_dir / "metrics.json").read_text())
     assert m["status"] == "succeeded" and m["stopped_early"] is True
+    assert m["strategy"] == "default" and m["replicas"] == 1  # one worker: no multi-worker strategy (#50)
     assert m["epochs_run"] == len(m["epochs"]) < m["epochs_ceiling"] == m["epochs_requested"] == 40
     vals = [e["val_loss"] for e in m["epochs"]]
     assert m["best_epoch"] == int(np.argmin(vals)) + 1 and m["best_val_loss"] == pytest.approx(min(vals))

@@ -1,0 +1,30 @@
+"""Which strategy a job trains under (issue #50): one worker pays no multi-worker tax. The runs themselves are
+checked where they train: ``metrics.json``'s ``strategy`` in ``test_stopping`` (one worker) and
+``test_distributed`` (two)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from trainer import train
+from trainer.cluster import Cluster
+from trainer.config import TrainerConfig
+
+
+def test_one_worker_trains_under_the_default_strategy_several_under_multi_worker_mirrored():
+    assert train.strategy_kind(1, 0) == train.strategy_kind(1, 1) == train.DEFAULT
+    assert train.strategy_kind(1, 4) == train.MIRRORED  # one worker's several GPUs: no cross-host collective
+    assert train.strategy_kind(2, 0) == train.strategy_kind(3, 8) == train.MULTI_WORKER
+    # Several workers: decided without touching TensorFlow's context (MultiWorkerMirroredStrategy sets it up first).
+    assert train.chosen_strategy(Cluster(num_workers=2, worker_index=1, configured=True)) == train.MULTI_WORKER
+
+
+def test_a_one_worker_cluster_gets_tensorflows_default_strategy_and_no_collective():
+    one = Cluster(num_workers=1, configured=True)  # TF_CONFIG with one worker, as the operator sets it
+    kind = train.chosen_strategy(one)
+    assert kind == train.DEFAULT  # no GPU on this machine
+    strategy = train.make_strategy(TrainerConfig(), kind)
+    assert strategy is tf.distribute.get_strategy() and not tf.distribute.has_strategy()
+    assert strategy.num_replicas_in_sync == 1
+    # The per-epoch gather of every worker's figures is the worker's own row: no all-reduce to wait on.
+    assert train.per_worker(strategy, 1, [3, 1.5]) == [[3.0, 1.5]]
