@@ -29,9 +29,9 @@ anomalies injected into the data. Here:
   window scores 1. Per kind, ``by_kind`` gives each kind's AP against all the clean windows: which anomalies a
   detector misses.
 
-The surrogate is only trusted as far as it agrees with real labels: ``landfall bench surrogate`` gives the rank
-agreement between the surrogate's ordering of the candidates and their labelled VUS-PR on public series
-(docs/benchmarks.md).
+The surrogate is only trusted as far as it agrees with real labels: ``landfall bench detect`` gives, per run, the rank
+agreement (Kendall tau) between the surrogate's ordering of the candidates and their labelled VUS-PR on public series
+(docs/benchmarks.md, "Detection on TSB-AD's protocol").
 """
 
 from __future__ import annotations

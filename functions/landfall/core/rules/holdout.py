@@ -258,13 +258,19 @@ class Split:
         many of each were counted: stops once both are reached, counting an arrival only as far as it must (in
         ``random`` and ``blocks`` a record's side does not depend on the records after it; ``segment`` counts an
         arrival in constant time), so the cost is bounded by ``need`` however large the dataset. ``segment`` counts
-        with the rescue (``rescued``) when the arrivals hold nothing out, as the trainer will."""
+        with the rescue (``rescued``) when all the arrivals hold nothing out (or train on nothing), as the trainer
+        will: that is decided over every arrival first (O(1) each), never over those counted before an early stop."""
+        if self.mode == SEGMENT and not self.rescue:
+            # Whether the rescue applies is a question about every arrival (the trainer's plan asks it of all of
+            # them): decided first, over all of them, so a count that stops early still counts as the trainer will.
+            arrivals = list(arrivals)
+            rescued = self.rescued(arrivals)
+            if rescued.rescue:
+                return rescued.enough(arrivals, need, need_held)
         found = held = 0
-        seen: list[tuple[str, int]] = []
         for arrival, count in arrivals:
             if found >= need and held >= need_held:
                 break
-            seen.append((arrival, count))
             if self.mode == SEGMENT or held < need_held:  # exact and O(1) / or the hold-out still short: all of it
                 got, val = self.counts(arrival, count)
             else:
@@ -278,10 +284,6 @@ class Split:
                     limit *= 2
             found += got
             held += val
-        if self.mode == SEGMENT and not (held and found) and not self.rescue:
-            rescued = self.rescued(seen)
-            if rescued.rescue:
-                return rescued.enough(seen, need, need_held)
         return found >= need and held >= need_held, found, held
 
 
