@@ -129,11 +129,9 @@ def set_state(backend, name: str, kind: str) -> None:
     if local:
         backend.patch_status(name, status)
     else:
-        # the fake API server's status subresource, through the same client
-        backend.objects.api.api_client.call_api(
-            f"/apis/{group}/{version}/namespaces/{backend.namespace}/{plural}/{name}/status", "PATCH",
-            body={"status": status}, header_params={"Content-Type": "application/merge-patch+json"},
-            response_type="object", auth_settings=["BearerToken"])
+        # the fake API server's status subresource, through the same client (a merge patch: the body is an object)
+        backend.objects.api.patch_namespaced_custom_object_status(
+            group, version, backend.namespace, plural, name, {"status": status})
 
 
 def inputs_of(storage, job: dict) -> JobInputs:

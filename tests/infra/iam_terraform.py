@@ -59,7 +59,7 @@ def resolve(value: str) -> Any:
         if ref not in SAMPLE:
             raise ValueError(f"no sample value for {ref}")
         return SAMPLE[ref]
-    return interpolate(value)
+    return interpolate(_literal(value))
 
 
 def interpolate(text: str, **names: str) -> str:

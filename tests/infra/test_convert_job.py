@@ -37,7 +37,7 @@ def _grants_of(account: str) -> list[tuple[str, str, str, str]]:
     for _, kind, _name, body in iam_grants():
         if f'sa["{account}"]' not in expr_text(body.get("member", "")):
             continue
-        # python-hcl2 gives toset(["a", "b"]) as "${toset([a, b])}"
+        # python-hcl2 gives toset(["a", "b"]) as '${toset(["a", "b"])}': the names are the words inside the brackets
         each = re.findall(r'[\w-]+', expr_text(body["for_each"]).split("[", 1)[1]) if "for_each" in body else [None]
         for prefix in each:
             cond = first(body.get("condition", {})) or {}

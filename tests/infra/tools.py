@@ -93,9 +93,15 @@ def load_hcl(path: Path) -> dict[str, Any]:
 @functools.cache
 def _parse_hcl(path: str, _size: int, _mtime_ns: int) -> dict[str, Any]:
     import hcl2
+    from hcl2.utils import SerializationOptions
 
+    # python-hcl2 8's round-trip extras off (comments, block markers, quoted strings, heredoc syntax): values as
+    # Terraform reads them, the shape the tests were written against (python-hcl2 7's, without its mangling of the
+    # quoted strings inside an expression)
+    options = SerializationOptions(with_comments=False, explicit_blocks=False, strip_string_quotes=True,
+                                   preserve_heredocs=False)
     with open(path) as f:
-        return hcl2.load(f)
+        return hcl2.load(f, serialization_options=options)
 
 
 def blocks(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
