@@ -1,4 +1,4 @@
-"""A small fake of the Cloud Run Admin API v2 (REST) for ``jobs.run``, what ``landfall.core.services.cloudrun`` calls.
+"""A small fake of the Cloud Run Admin API v2 (REST) for ``jobs.run``, what ``landfall.arrival.cloudrun`` calls.
 
 No Cloud Run can run on the test machines, so the wrapper (the official ``google-cloud-run`` client, REST
 transport) is tested against this threaded ``http.server``, which answers as the real API does for:

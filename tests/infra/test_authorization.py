@@ -181,7 +181,7 @@ OPERATIONS: dict[str, list[Op]] = {
                   ("storage.objects.update", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: execution name"),
                   ("storage.objects.delete", data("tfrecords/pump-7/a1/dispatch.json"), "dispatch: run_job failed"),
                   ("run.jobs.runWithOverrides", gcp.run_job(PROJECT, REGION, JOB),
-                   "core.services.cloudrun: one execution")],
+                   "arrival.cloudrun: one execution")],
     "convert-job": [*READS_SPEC, *READS_ARRIVAL, *COMPACTS,
                     ("storage.objects.create", data("tmp/pump-7/a1/ranged-3/task-0.json"), "arrival.ranged: a part"),
                     ("storage.objects.get", data("tmp/pump-7/a1/ranged-3/task-1.json"), "ranged: the commit")],

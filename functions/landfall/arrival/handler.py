@@ -32,7 +32,7 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, Rejection, TrainingRequest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound
 from landfall.core.runtime import Runtime
-from landfall.core.services.cloudrun import CloudRunJobs, LocalJobs
+from landfall.arrival.cloudrun import CloudRunJobs, LocalJobs
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
 

@@ -23,7 +23,7 @@ runs, object bytes over the wall time less start-up; 100,000 seed-shaped instanc
 small files take the large-file path).
 
 **Above the threshold** the function starts one execution of the Cloud Run job ``LANDFALL_CONVERT_JOB``
-(``landfall.core.services.cloudrun``) and returns ``dispatched``. The execution gets ``LANDFALL_SOURCE_BUCKET``,
+(``landfall.arrival.cloudrun``) and returns ``dispatched``. The execution gets ``LANDFALL_SOURCE_BUCKET``,
 ``LANDFALL_SOURCE_NAME`` and ``LANDFALL_SOURCE_GENERATION`` as container env overrides and a task count from
 the size: ``ceil(size / LANDFALL_TASK_BYTES)`` capped by ``LANDFALL_MAX_TASKS`` for splittable formats
 (``.npy``, ``.csv``, ``.parquet``); ``.npz`` and ``.csv.gz`` cannot be split (a zip member or a gzip stream

@@ -25,9 +25,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True)
     if name == "promote":
         p.add_argument("--run", required=True, help="the job whose model becomes the champion")
-        p.add_argument("--by", help="who asks (default: LANDFALL_ACTOR, else the login name)")
-    else:
-        p.add_argument("--by", help="who asks (default: LANDFALL_ACTOR, else the login name)")
+    p.add_argument("--by", help="who asks (default: LANDFALL_ACTOR, else the login name)")
     p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
     p.add_argument("--models", help="champions root (default gs://BUCKET/models)")
     p.add_argument("--runs", help="runs root for --run (default gs://BUCKET/runs)")

@@ -27,5 +27,5 @@ class Runtime(Generic[ConfigT]):
     storage: Storage
     pubsub: PubSub | None = None
     backend: Any = None  # the submit stage's TFJob backend (a landfall.submit.backends.Backend)
-    jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.core.services.cloudrun.CloudRunJobs or LocalJobs)
+    jobs: Any = None  # the arrival stage's Cloud Run jobs (landfall.arrival.cloudrun.CloudRunJobs or LocalJobs)
     clock: Callable[[], float] = time.time  # the submit stage's retrain-policy time (a test passes a fake clock)

@@ -1,7 +1,7 @@
 """Cloud Run on one machine: the local operator runs the job executions that ``LocalJobs`` records.
 
 On ``landfall up`` the arrival function runs with ``LANDFALL_JOBS_BACKEND=local``: a large object's
-execution is recorded as ``<state>/cloudrun/executions/<execution>.json`` (``landfall.core.services.cloudrun``:
+execution is recorded as ``<state>/cloudrun/executions/<execution>.json`` (``landfall.arrival.cloudrun``:
 job, task count, env overrides) instead of being started on Cloud Run. Each operator tick
 (``landfall.local.operator``) plays Cloud Run's part for them, as it plays the training operator's for TFJobs:
 

@@ -300,7 +300,7 @@ def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, ar
                                                       monkeypatch):
     """One arrival in ``compact_every`` (by request id) starts a convert-job execution that compacts."""
     from landfall.arrival import handler, task
-    from landfall.core.services.cloudrun import LocalJobs
+    from landfall.arrival.cloudrun import LocalJobs
 
     storage = emulator_stack.storage
     for k in range(3):

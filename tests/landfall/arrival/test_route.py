@@ -16,7 +16,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import REQUEST_SCHEMA
 from landfall.core.errors import NotFound, PermanentError, TemporaryError
-from landfall.core.services.cloudrun import CloudRunJobs
+from landfall.arrival.cloudrun import CloudRunJobs
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.fakes.cloud_run import FakeCloudRun

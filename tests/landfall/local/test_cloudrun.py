@@ -14,7 +14,7 @@ import numpy as np
 from landfall.arrival import handler as arrival
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import Manifest
-from landfall.core.services.cloudrun import LocalJobs
+from landfall.arrival.cloudrun import LocalJobs
 from landfall.local.cloudrun import LocalCloudRun
 from landfall.local.operator import Operator
 from landfall.local.synthetic import time_series

@@ -1,4 +1,5 @@
-"""The one module that talks to Cloud Run's Admin API (``google-cloud-run``): start one execution of a job.
+"""The one module that talks to Cloud Run's Admin API (``google-cloud-run``): start one execution of a job. It lives in
+the arrival stage, its one user (the SDK contract in pyproject.toml names it beside ``core.services``).
 
 ``CloudRunJobs(project, region).run(job, task_count, env)`` calls ``JobsClient.run_job`` with
 ``RunJobRequest.Overrides`` (``task_count``, and one container override carrying ``env``, which Cloud Run
