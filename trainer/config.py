@@ -48,6 +48,10 @@ class TrainerConfig(Settings):
     collective: str = "auto"  # auto | ring | nccl
     collective_timeout_s: float = 0.0  # 0: no per-collective timeout
     health_check_interval_s: float = 30.0  # how often MultiWorkerMirroredStrategy pings its peers
+    # Per-step cost (issue #50, measured in docs/benchmarks.md "What a job pays for distribution"): optimizer steps
+    # run in one call into TensorFlow (Keras's steps_per_execution), and XLA compilation of the step (jit_compile).
+    steps_per_execution: int = 1
+    jit_compile: bool = False
     verbose: int = 2  # Keras fit verbosity on stderr: 0 silent, 2 one line per epoch
     # The verdict (trainer.verdict): evaluation against the champion, promotion, the result message.
     promote_tolerance: float = 0.0  # select loss: promoted when loss <= champion's x (1 + tolerance)
@@ -121,6 +125,8 @@ class TrainerConfig(Settings):
             problems.append(f"timesteps and features must be >= 1, got {self.timesteps}, {self.features}")
         if self.collective.lower() not in ("auto", "ring", "nccl"):
             problems.append(f"collective must be auto, ring or nccl, got {self.collective!r}")
+        if self.steps_per_execution < 1:
+            problems.append(f"steps per execution must be >= 1, got {self.steps_per_execution}")
         if self.gpus_per_worker < 0:
             problems.append(f"gpus per worker must be >= 0, got {self.gpus_per_worker}")
         if self.promote_tolerance < 0 or not 0.0 < self.threshold_quantile < 1.0:

@@ -26,13 +26,25 @@ KINDS = (GRU, DENSE)
 
 
 def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
-                learning_rate: float = 1e-3, kind: str = GRU) -> keras.Model:
+                learning_rate: float = 1e-3, kind: str = GRU, steps_per_execution: int = 1,
+                jit_compile: bool = False) -> keras.Model:
     """Builds and compiles the autoencoder (call inside ``strategy.scope()``): ``gru``, the seed's; ``dense``, the
     same widths as fully connected layers over the flattened window (``build_dense``)."""
     if kind == DENSE:
-        return build_dense(timesteps, features, units, dropout, learning_rate)
-    if kind != GRU:
+        model = build_dense(timesteps, features, units, dropout, learning_rate)
+    elif kind == GRU:
+        model = build_gru(timesteps, features, units, dropout, learning_rate)
+    else:
         raise ValueError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    if steps_per_execution != 1 or jit_compile:
+        model.compile(optimizer=model.optimizer, loss="mse", steps_per_execution=steps_per_execution,
+                      jit_compile=jit_compile)
+    return model
+
+
+def build_gru(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
+              learning_rate: float = 1e-3) -> keras.Model:
+    """The seed's recurrent autoencoder."""
     units = [int(u) for u in units]
     inputs = keras.Input(shape=(timesteps, features), name="x")
     h = inputs

@@ -92,7 +92,7 @@ class PreemptionNotice(keras.callbacks.Callback):
         self.steps = 0
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
-        self.steps += 1
+        self.steps = batch + 1  # the step's index in the epoch: called once per execution of steps_per_execution
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         noticed = self.noticed_at is not None

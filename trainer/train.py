@@ -212,7 +212,7 @@ class EpochReporter(keras.callbacks.Callback):
             self.metrics.save()
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
-        self.steps += 1
+        self.steps = batch + 1  # the step's index in the epoch: called once per execution of steps_per_execution
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         logs = logs or {}
@@ -376,7 +376,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         keras.utils.set_random_seed(cfg.seed)
         with strategy.scope():
             model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate,
-                                          cfg.model_kind)
+                                          cfg.model_kind, cfg.steps_per_execution, cfg.jit_compile)
         log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
