@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instances", type=int, default=131072, help="seed-shaped (36, 10) instances")
     p.add_argument("--batch-size", type=int, default=1024, help="per worker, as in the seed")
     p.add_argument("--units", type=lambda s: [int(u) for u in s.split(",")], default=[128, 32])
-    p.add_argument("--epochs", type=int, default=3, help="training epochs per contender (first is warm-up)")
+    p.add_argument("--epochs", type=int, default=5, help="training epochs per contender (first is warm-up)")
     p.add_argument("--shuffle-buffer", type=int, default=16384)
     p.add_argument("--pipeline-batches", type=int, default=100, help="timed batches per pipeline per round")
     p.add_argument("--rounds", type=int, default=3, help="alternating measurement rounds")

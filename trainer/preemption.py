@@ -49,6 +49,9 @@ class PreemptionNotice(keras.callbacks.Callback):
     def __init__(self, gather: Callable[[list[float]], list[list[float]]], worker: int, metrics, attempt: int,
                  grace_s: float = GRACE_S):
         super().__init__()
+        # Its per-step hook reads no logs: without this Keras would turn every step's logs into numbers for it, a host
+        # sync per step (issue #50)
+        self._supports_tf_logs = True
         self.gather, self.worker, self.metrics, self.attempt, self.grace_s = gather, worker, metrics, attempt, grace_s
         self.noticed_at: float | None = None
         self.notice_step = 0

@@ -190,7 +190,6 @@ class EpochReporter(keras.callbacks.Callback):
                  timer: EpochTimer, strategy: tf.distribute.Strategy):
         super().__init__()
         self.strategy = strategy
-        self.steps = 0
         self.timer = timer
         self.cluster = cluster
         self.job = job
@@ -201,7 +200,6 @@ class EpochReporter(keras.callbacks.Callback):
         self.first_epoch: int | None = None
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
-        self.steps = 0
         if self.first_epoch is None:
             self.first_epoch = epoch
             done = [e for e in self.metrics.doc.get("epochs", []) if e.get("epoch", 0) <= epoch]
@@ -211,13 +209,13 @@ class EpochReporter(keras.callbacks.Callback):
                          extra={"fields": {"worker": self.cluster.worker_index, "epoch": epoch + 1}})
             self.metrics.save()
 
-    def on_train_batch_end(self, batch: int, logs=None) -> None:
-        self.steps = batch + 1  # the step's index in the epoch: called once per execution of steps_per_execution
-
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         logs = logs or {}
         now = time.monotonic()
-        mine = [self.steps * self.plan.batch_size, self.timer.train_s, now - self.timer.t0]
+        # The epoch's steps from Keras's own count (no per-step hook: a hook that reads no logs still made Keras turn
+        # each step's logs into numbers, one host sync per step, issue #50)
+        steps = int(self.params.get("steps") or self.plan.steps_per_epoch)
+        mine = [steps * self.plan.batch_size, self.timer.train_s, now - self.timer.t0]
         timeline.current().add(EPOCH, self.timer.t0, now, epoch=epoch + 1)  # metrics.json epochs[epoch]
         rows = per_worker(self.strategy, self.cluster.num_workers, mine)
         examples_per_worker = [int(r[0]) for r in rows]

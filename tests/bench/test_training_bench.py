@@ -26,11 +26,11 @@ def test_every_contender_trains_and_the_ratios_are_the_medians(tmp_path, capsys)
     assert set(med) == set(training.CONTENDERS) and all(v > 0 for v in med.values())
     # The strategy each Landfall job recorded in its metrics.json: one worker pays no multi-worker tax.
     assert out["strategies"] == {"landfall_1": "default", "landfall_2": "multi_worker_mirrored"}
-    assert out["ratios_to_plain_default"]["landfall_1"] == round(med["landfall_1"] / med["plain_default"], 3)
-    assert out["scaling_efficiency_1_to_2"] == round(med["landfall_2"] / (2 * med["landfall_1"]), 3)
+    (one,), (two,), (plain,) = out["rounds"]["landfall_1"], out["rounds"]["landfall_2"], out["rounds"]["plain_default"]
+    assert out["ratios_to_plain_default"]["landfall_1"] == round(one["examples_per_s"] / plain["examples_per_s"], 3)
+    assert out["scaling_efficiency_1_to_2"] == round(two["examples_per_s"] / (2 * one["examples_per_s"]), 3)
     assert out["landfall_2_per_worker"] == round(med["landfall_2"] / 2, 1)
     # Two workers each train on half the instances: half the steps of one worker's epoch.
-    (one,), (two,) = out["rounds"]["landfall_1"], out["rounds"]["landfall_2"]
     assert two["steps_per_epoch"] == one["steps_per_epoch"] // 2 == 512 // 64 // 2
     training.report(out, "CPU")
     shown = capsys.readouterr().out

@@ -1,5 +1,5 @@
-"""Which strategy a job trains under (issue #50): one worker pays no multi-worker tax. The runs themselves are
-checked where they train: ``metrics.json``'s ``strategy`` in ``test_stopping`` (one worker) and
+"""What a step costs (issue #50): one worker pays no multi-worker tax, and no callback syncs with the device each
+step. The runs are checked where they train: ``metrics.json``'s ``strategy`` in ``test_stopping`` (one worker) and
 ``test_distributed`` (two)."""
 
 from __future__ import annotations
@@ -28,3 +28,26 @@ def test_a_one_worker_cluster_gets_tensorflows_default_strategy_and_no_collectiv
     assert strategy.num_replicas_in_sync == 1
     # The per-epoch gather of every worker's figures is the worker's own row: no all-reduce to wait on.
     assert train.per_worker(strategy, 1, [3, 1.5]) == [[3.0, 1.5]]
+
+
+def test_fits_callbacks_cost_no_host_sync_per_step(tmp_path):
+    """Keras turns every step's logs into numbers (a sync with the device each step) unless every callback with a
+    per-step hook says it takes them as tensors: the list ``trainer.train.fit`` builds, in its order."""
+    import tf_keras as keras
+
+    from trainer import preemption, stopping
+
+    marks = train.FitMarks()
+    timer = train.EpochTimer()
+    callbacks = [
+        marks, timer,
+        keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq="epoch", delete_checkpoint=True),
+        train.ConvergenceStop(stopping.Rule.auto(10), tmp_path, monitored=True, worker=0, learning_rate=1e-3),
+        keras.callbacks.TensorBoard(str(tmp_path / "tb"), write_graph=False, profile_batch=0),
+        train.EpochReporter(Cluster(), None, None, None, tmp_path, 1, timer, tf.distribute.get_strategy()),
+        preemption.PreemptionNotice(lambda row: [row], 0, None, 1),
+        marks.last,
+    ]
+    listed = keras.callbacks.CallbackList(callbacks)
+    assert listed._batch_hooks_support_tf_logs  # no per-step conversion of the logs
+    assert not train.EpochReporter._implements_train_batch_hooks(callbacks[5])  # steps from Keras's params instead
