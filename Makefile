@@ -20,9 +20,6 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[cpu,local,dev]'
 	# tf-keras's metadata asks for `tensorflow`; here we run tensorflow-cpu of the same minor.
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.21,<2.22'
-	# The google provider's schema, as HashiCorp's generated bindings (read by tests/infra/test_provider_schema.py,
-	# never imported): pinned with the provider in infra/**/versions.tf.
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'cdktf-cdktf-provider-google==16.12.1'
 	touch $(STAMP)
 
 # Offline IaC checker in a venv of its own, so its pins never fight the project's.

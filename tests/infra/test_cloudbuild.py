@@ -4,6 +4,7 @@ deploy build runs only for a tested commit, and the triggers in infra/modules/tr
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ import pytest
 import yaml
 
 from .tools import INFRA, REPO, expr_text, load_hcl, run, tool, unquote
+
+RELEASES = json.loads((Path(__file__).parent / "upstream_releases.json").read_text())["repositories"]
 
 CLOUDBUILD = REPO / "cloudbuild.yaml"
 DEPLOY = REPO / "cloudbuild-deploy.yaml"
@@ -65,6 +68,22 @@ def test_builder_images_are_pinned(path: Path) -> None:
         assert "$" not in name, name
         assert "@sha256:" in name or re.search(r":[\w.-]*\d[\w.-]*$", name), f"unpinned builder: {name}"
         assert not name.endswith(":latest")
+
+
+def _version(tag: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", tag))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_terraform_is_the_newest_release(path: Path) -> None:
+    """Both builds run the same Terraform CLI: the newest release tag of hashicorp/terraform as recorded."""
+    image = str(_config(path)["substitutions"]["_TERRAFORM_IMAGE"])
+    match = re.fullmatch(r"hashicorp/terraform:(\d+\.\d+\.\d+)", image)
+    assert match, image
+    released = RELEASES["hashicorp/terraform"]["released"]
+    assert f"v{match.group(1)}" in released, f"{image}: not a released tag"
+    assert f"v{match.group(1)}" == max(released, key=_version), (image, max(released, key=_version))
+    assert f"tag v{match.group(1)} of {released['v' + match.group(1)]}" in path.read_text()
 
 
 DEPLOY_COMMANDS = ("docker push", "docker build", "terraform apply", "kubectl apply", "get-credentials",

@@ -21,11 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from .tools import INFRA, REPO, blocks, load_hcl
 
-DATA = Path(__file__).resolve().parent / "data"
 # Terraform meta-arguments and blocks every resource accepts (not in the provider's schema).
 META = {"count", "for_each", "depends_on", "provider", "lifecycle", "provisioner", "connection"}
 PIN = re.compile(r"#\s*provider schema:\s*(tests/infra/data/google-provider-([\d.]+)\.json)")
@@ -175,6 +172,16 @@ def test_the_schema_is_read() -> None:
     bucket = p.resources["google_storage_bucket"]
     assert "self_link" not in bucket.attributes and "url" not in bucket.attributes
     assert bucket.attributes["id"] is False and "create" in bucket.blocks["timeouts"][1].attributes
+
+
+def test_the_data_is_of_the_newest_provider_release() -> None:
+    """The provider release recorded as newest (tests/infra/upstream_releases.json, the same snapshot's tags)."""
+    p = provider()
+    recorded = json.loads((Path(__file__).parent / "upstream_releases.json").read_text())["repositories"]
+    released = recorded["hashicorp/terraform-provider-google"]["released"]
+    newest = max(released, key=lambda t: tuple(int(x) for x in re.findall(r"\d+", t)))
+    assert p.meta["tag"] == newest, (p.meta["tag"], newest)
+    assert p.meta["commit_date"][:10] == released[newest]
 
 
 def test_the_data_holds_exactly_the_types_infra_declares() -> None:
