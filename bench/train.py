@@ -169,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dropout", type=float, default=0.2, help="the trainer's default")
     p.add_argument("--train-flags", type=lambda s: s.split(), default=[],
                    help="extra trainer flags for both landfall contenders, e.g. '--steps-per-execution 4'")
+    p.add_argument("--source", help="the checkout whose trainer the landfall contenders run (default: this one)")
     p.add_argument("--coverage-batch", type=int, default=128, help="per-worker batch for the coverage table "
                    "(the demo's; at the seed's 1024 the small sets give the usual way no step at all)")
     p.add_argument("--arrivals", help="instead: start-up and one epoch against the arrival count, before and after "

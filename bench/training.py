@@ -19,7 +19,8 @@ The ratios are taken within each round (a contender against that round's plain K
 shared 2-core machine the load moves from one round to the next, and moves a round's contenders alike.
 
 ``extra`` trainer flags (``--train-flags``) are passed to both Landfall contenders: what an option buys is this
-bench run with and without it.
+bench run with and without it. ``--source DIR`` runs the Landfall contenders from another checkout (an older
+commit's trainer, on the same data and beside the same plain Keras): what a change bought.
 """
 
 from __future__ import annotations
@@ -102,9 +103,13 @@ def run_landfall(manifest_uri: str, workers: int, work: Path, args) -> dict:
     procs = []
     for i in range(workers):
         env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+        if getattr(args, "source", None):  # that checkout's trainer and landfall package first on the path
+            source = Path(args.source).resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "functions"), env.get("PYTHONPATH", "")])
         if workers > 1:
             env["TF_CONFIG"] = json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
         procs.append(subprocess.Popen([*cmd, "--work-dir", str(work / f"w{i}")], env=env,
+                                      cwd=getattr(args, "source", None) or None,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     errors = [p.communicate()[1] for p in procs]
     for i, p in enumerate(procs):
