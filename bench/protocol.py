@@ -189,6 +189,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
             runs.append({"seed": seed, "verdict": metrics.get("verdict"), "detector": detection.get("detector"),
                          "why": detection.get("why"), "champion": scored.get("champion"), "model": scored.get("model"),
                          "surrogate_ap": surrogate_ap, "labelled_vus_pr": labelled_vus,
+                         "candidates": detection.get("candidates"),  # every surrogate figure (by_kind, vus_pr)
                          "kendall_tau": kendall([surrogate_ap[c] for c in both], [labelled_vus[c] for c in both]),
                          "epochs_run": metrics.get("epochs_run"), "stopped_early": metrics.get("stopped_early"),
                          "seconds": round(time.monotonic() - t0, 1)})

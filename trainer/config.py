@@ -48,10 +48,10 @@ class TrainerConfig(Settings):
     collective: str = "auto"  # auto | ring | nccl
     collective_timeout_s: float = 0.0  # 0: no per-collective timeout
     health_check_interval_s: float = 30.0  # how often MultiWorkerMirroredStrategy pings its peers
-    # Per-step cost (issue #50, measured in docs/benchmarks.md "What a job pays for distribution"): optimizer steps
-    # run in one call into TensorFlow (Keras's steps_per_execution), and XLA compilation of the step (jit_compile).
+    # Optimizer steps run in one call into TensorFlow (Keras's steps_per_execution). 1: measured no faster at 4 on
+    # CPU (docs/benchmarks.md, "What a job pays for distribution"); XLA (jit_compile) is not offered: it has no CPU
+    # collectives (a two-worker CPU job fails) and ran the GRU 8x slower on one CPU worker.
     steps_per_execution: int = 1
-    jit_compile: bool = False
     verbose: int = 2  # Keras fit verbosity on stderr: 0 silent, 2 one line per epoch
     # The verdict (trainer.verdict): evaluation against the champion, promotion, the result message.
     promote_tolerance: float = 0.0  # select loss: promoted when loss <= champion's x (1 + tolerance)

@@ -26,8 +26,7 @@ KINDS = (GRU, DENSE)
 
 
 def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
-                learning_rate: float = 1e-3, kind: str = GRU, steps_per_execution: int = 1,
-                jit_compile: bool = False) -> keras.Model:
+                learning_rate: float = 1e-3, kind: str = GRU, steps_per_execution: int = 1) -> keras.Model:
     """Builds and compiles the autoencoder (call inside ``strategy.scope()``): ``gru``, the seed's; ``dense``, the
     same widths as fully connected layers over the flattened window (``build_dense``)."""
     if kind == DENSE:
@@ -36,9 +35,8 @@ def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32),
         model = build_gru(timesteps, features, units, dropout, learning_rate)
     else:
         raise ValueError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if steps_per_execution != 1 or jit_compile:
-        model.compile(optimizer=model.optimizer, loss="mse", steps_per_execution=steps_per_execution,
-                      jit_compile=jit_compile)
+    if steps_per_execution != 1:
+        model.compile(optimizer=model.optimizer, loss="mse", steps_per_execution=steps_per_execution)
     return model
 
 

@@ -34,7 +34,7 @@ Flags
     --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
     --collective auto|ring|nccl, --collective-timeout-s   distribution (several workers; one worker trains under
                               TensorFlow's default strategy, trainer.train.strategy_kind)
-    --steps-per-execution N, --[no-]jit-compile   the per-step cost (Keras compile options; default 1, off)
+    --steps-per-execution N   optimizer steps per call into TensorFlow (Keras's compile option; default 1)
     --health-check-interval-s accepted and ignored: TensorFlow 2.21's coordination service finds a
                               dead peer by its missed heartbeats (10 s) whatever this says
     --verbose 0|1|2           Keras progress on stderr (default 2: one line per epoch)
@@ -152,7 +152,6 @@ def build_parser() -> argparse.ArgumentParser:
     a("--health-check-interval-s", type=float,
       help="ignored: the coordination service detects a dead peer by its missed heartbeats")
     a("--steps-per-execution", type=int, help="optimizer steps per call into TensorFlow (default 1)")
-    a("--jit-compile", action=argparse.BooleanOptionalAction, default=None, help="XLA-compile the training step")
     a("--verbose", type=int, choices=[0, 1, 2])
     a("--promote-tolerance", type=float)
     a("--select", choices=["detection", "loss"],

@@ -374,7 +374,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         keras.utils.set_random_seed(cfg.seed)
         with strategy.scope():
             model = model_mod.build_model(cfg.timesteps, cfg.features, cfg.units, cfg.dropout, cfg.learning_rate,
-                                          cfg.model_kind, cfg.steps_per_execution, cfg.jit_compile)
+                                          cfg.model_kind, cfg.steps_per_execution)
         log.info("model built", extra={"fields": {**fields, "parameters": model.count_params()}})
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):

@@ -51,3 +51,22 @@ def test_fits_callbacks_cost_no_host_sync_per_step(tmp_path):
     listed = keras.callbacks.CallbackList(callbacks)
     assert listed._batch_hooks_support_tf_logs  # no per-step conversion of the logs
     assert not train.EpochReporter._implements_train_batch_hooks(callbacks[5])  # steps from Keras's params instead
+
+
+def test_several_steps_per_execution_still_record_every_step(tmp_path):
+    """``--steps-per-execution 3`` (Keras runs three steps per call, one per-step hook call per three steps): the
+    epochs still count every step's examples, and the run ends as one step per call would."""
+    import json
+
+    from landfall.core.services.storage import Storage
+    from tests.trainer.helpers import make_array, run_trainer, write_dataset
+
+    manifest = write_dataset(Storage(), str(tmp_path / "tfrecords" / "demo" / "a1"), make_array(320, seed=2))
+    job_dir = tmp_path / "runs" / "spe"
+    proc = run_trainer(["--manifest", manifest, "--job-dir", str(job_dir), "--epochs", "2", "--steps-per-execution",
+                        "3", "--batch-size-per-worker", "32", "--min-steps-per-epoch", "0", "--units", "8,4",
+                        "--validation-fraction", "0", "--verbose", "0", "--min-skill", "-1"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((job_dir / "metrics.json").read_text())
+    assert m["status"] == "succeeded" and m["steps_per_epoch"] == 320 // 32 == 10  # not a multiple of 3
+    assert [e["examples"] for e in m["epochs"]] == [10 * 32, 10 * 32]
