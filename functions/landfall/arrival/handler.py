@@ -24,6 +24,7 @@ import uuid
 from typing import Literal
 
 from landfall.arrival import autowindow, converter, formats, route, screen
+from landfall.arrival.cloudrun import CloudRunJobs, LocalJobs
 from landfall.arrival.config import ConverterConfig, with_spec
 from landfall.core.artifacts import rejections, retractions
 from landfall.core.contracts import layout
@@ -32,7 +33,6 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, Rejection, TrainingRequest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound
 from landfall.core.runtime import Runtime
-from landfall.arrival.cloudrun import CloudRunJobs, LocalJobs
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
 

@@ -12,11 +12,11 @@ import pytest
 
 from landfall.arrival import handler as arrival
 from landfall.arrival import route
+from landfall.arrival.cloudrun import CloudRunJobs
 from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import REQUEST_SCHEMA
 from landfall.core.errors import NotFound, PermanentError, TemporaryError
-from landfall.arrival.cloudrun import CloudRunJobs
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
 from tests.fakes.cloud_run import FakeCloudRun

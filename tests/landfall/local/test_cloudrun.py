@@ -12,9 +12,9 @@ import time
 import numpy as np
 
 from landfall.arrival import handler as arrival
+from landfall.arrival.cloudrun import LocalJobs
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import Manifest
-from landfall.arrival.cloudrun import LocalJobs
 from landfall.local.cloudrun import LocalCloudRun
 from landfall.local.operator import Operator
 from landfall.local.synthetic import time_series
