@@ -184,7 +184,8 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                     scored[who] = ranking(labels, located(scorer.errors, values, w), w)
             labelled_vus = {"model": scored.get("model", {}).get("vus_pr"),
                             **{b: out["baselines"][b][seed]["vus_pr"] for b in baselines.NAMES}}
-            surrogate_ap = {c: f.get("average_precision") for c, f in (detection.get("candidates") or {}).items()}
+            basis_key = detection.get("key") or "average_precision"  # the figure the verdict ranked by
+            surrogate_ap = {c: f.get(basis_key) for c, f in (detection.get("candidates") or {}).items()}
             both = [c for c in labelled_vus if surrogate_ap.get(c) is not None and labelled_vus[c] is not None]
             runs.append({"seed": seed, "verdict": metrics.get("verdict"), "detector": detection.get("detector"),
                          "why": detection.get("why"), "champion": scored.get("champion"), "model": scored.get("model"),

@@ -60,7 +60,7 @@ class TrainerConfig(Settings):
     # into held-out windows, trainer.surrogate) | loss (the model, by held-out reconstruction loss: before #47).
     select: str = "detection"
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
-    model_margin: float = 0.05  # select detection: the model ranks above a baseline when it scores this much more
+    model_margin: float = 0.01  # select detection: the model ranks above a baseline when it scores this much more
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     # The labelled check (trainer.labelled): the set `landfall datasets apply` stored
     # (landfall.core.artifacts.labelled), scored

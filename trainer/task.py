@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
            "loss: the model, by held-out reconstruction loss")
     a("--promote-margin", type=float, help="select detection: promoted at the champion's score + this (default 0.01)")
     a("--model-margin", type=float,
-      help="select detection: the model ranks above a baseline only when it scores this much more (default 0.05)")
+      help="select detection: the model ranks above a baseline only when it scores this much more (default 0.01)")
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "

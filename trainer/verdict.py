@@ -386,7 +386,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
                else ((labelled or {}).get("baselines") or {}).get(name)) if use_labels else None
         found["labelled_average_precision"] = (lab or {}).get("average_precision")
     basis = selection.LABELLED if use_labels else selection.SURROGATE
-    key = "labelled_average_precision" if use_labels else "average_precision"
+    key = selection.KEYS[basis]
 
     def refusal(name: str) -> str | None:
         if name == selection.MODEL:

@@ -112,7 +112,7 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     assert second["verdict"] == "promoted" and found["chosen"] != "model"
     assert "below min_skill 0.1" in found["passed_over"].get("model", "below min_skill 0.1")  # if it ranked first
     line = results.detection_line(second)
-    assert line.startswith(f"detects best: {found['chosen']} (surrogate average precision: ")
+    assert line.startswith(f"detects best: {found['chosen']} (surrogate average precision over kinds: ")
 
 
 def _jobs(doc):

@@ -52,7 +52,7 @@ def test_a_baseline_that_detects_better_is_champion_and_is_served_on_arrival(
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.loads(storage.read_bytes(f"{job}/metrics.json"))
     found = metrics["detection"]
-    scores = {n: f["average_precision"] for n, f in found["candidates"].items()}
+    scores = {n: f[found["key"]] for n, f in found["candidates"].items()}  # the basis the verdict ranked by
     assert found["chosen"] != "model" and scores["model"] < scores[found["chosen"]], found
     assert metrics["verdict"] == "promoted" and metrics["champion"] == f"{job}/detectors/{found['chosen']}"
     current, _ = champion.read(storage, champion.bucket_root(bucket), "cpm")

@@ -104,7 +104,9 @@ class Result:
     # flagged null (with the reason) when the dataset had no champion that could score; null in older messages.
     champion_view: dict[str, Any] | None = None
     # How the champion was chosen (trainer.selection, issue #47): {select, basis, chosen, detector, score, why,
-    # candidates: {model|mean_window|pca|nearest_neighbour: {average_precision, vus_pr, labelled_average_precision}},
+    # key: the candidates' figure the basis compares (kind_average_precision | labelled_average_precision),
+    # candidates: {model|mean_window|pca|nearest_neighbour: {kind_average_precision, average_precision, vus_pr,
+    # by_kind, labelled_average_precision}},
     # champion: the champion's score, surrogate: the set's description}; null in older messages and under select loss.
     detection: dict[str, Any] | None = None
 
@@ -200,7 +202,9 @@ def detection_line(doc: Any) -> str:
     if not isinstance(found, dict) or not isinstance(found.get("candidates"), dict):
         return ""
     basis = str(found.get("basis") or "score")
-    key = "labelled_average_precision" if basis.startswith("labelled") else "average_precision"
+    key = found.get("key") or ("labelled_average_precision" if basis.startswith("labelled")
+                               else "average_precision")  # before the summary named its key (issue #47's first rule)
+    key = str(key)
     scores = {str(n): f.get(key) for n, f in found["candidates"].items() if isinstance(f, dict)}
     parts = [f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -(kv[1] or 0.0))
              if isinstance(v, int | float)]
