@@ -100,16 +100,18 @@ def run_landfall(manifest_uri: str, workers: int, work: Path, args) -> dict:
            "--units", ",".join(map(str, args.units)), "--model-kind", args.model_kind, "--dropout", str(args.dropout),
            "--validation-fraction", "0", "--early-stopping-patience", "0", "--warm-start", "none",
            "--verbose", "0", *args.train_flags]
+    base = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    source = getattr(args, "source", None)
+    if source:  # that checkout's trainer and landfall package first on the path
+        root = Path(source).resolve()
+        base["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "functions"), base.get("PYTHONPATH", "")])
     procs = []
     for i in range(workers):
-        env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-        if getattr(args, "source", None):  # that checkout's trainer and landfall package first on the path
-            source = Path(args.source).resolve()
-            env["PYTHONPATH"] = os.pathsep.join([str(source), str(source / "functions"), env.get("PYTHONPATH", "")])
+        env = dict(base)
         if workers > 1:
             env["TF_CONFIG"] = json.dumps({"cluster": {"worker": addresses}, "task": {"type": "worker", "index": i}})
         procs.append(subprocess.Popen([*cmd, "--work-dir", str(work / f"w{i}")], env=env,
-                                      cwd=getattr(args, "source", None) or None,
+                                      cwd=source or None,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     errors = [p.communicate()[1] for p in procs]
     for i, p in enumerate(procs):

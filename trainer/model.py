@@ -30,19 +30,9 @@ def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32),
     """Builds and compiles the autoencoder (call inside ``strategy.scope()``): ``gru``, the seed's; ``dense``, the
     same widths as fully connected layers over the flattened window (``build_dense``)."""
     if kind == DENSE:
-        model = build_dense(timesteps, features, units, dropout, learning_rate)
-    elif kind == GRU:
-        model = build_gru(timesteps, features, units, dropout, learning_rate)
-    else:
+        return build_dense(timesteps, features, units, dropout, learning_rate, steps_per_execution)
+    if kind != GRU:
         raise ValueError(f"model kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if steps_per_execution != 1:
-        model.compile(optimizer=model.optimizer, loss="mse", steps_per_execution=steps_per_execution)
-    return model
-
-
-def build_gru(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
-              learning_rate: float = 1e-3) -> keras.Model:
-    """The seed's recurrent autoencoder."""
     units = [int(u) for u in units]
     inputs = keras.Input(shape=(timesteps, features), name="x")
     h = inputs
@@ -63,12 +53,11 @@ def build_gru(timesteps: int, features: int, units: Sequence[int] = (128, 32), d
         h = keras.layers.Dropout(dropout, name=f"decoder_dropout_{j}")(h)
     outputs = keras.layers.TimeDistributed(keras.layers.Dense(features), name="reconstruction")(h)
     model = keras.Model(inputs, outputs, name="recurrent_autoencoder")
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), loss="mse")
-    return model
+    return compiled(model, learning_rate, steps_per_execution)
 
 
 def build_dense(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.0,
-                learning_rate: float = 1e-3) -> keras.Model:
+                learning_rate: float = 1e-3, steps_per_execution: int = 1) -> keras.Model:
     """A non-recurrent autoencoder over the flattened ``timesteps x features`` window (issue #38, part 4): Dense
     layers of ``units`` (ReLU), the last of them the linear code, mirrored back to the window. With every activation
     linear it is PCA at the code size; the ReLU layers let it do better than that linear map. Same input and output,
@@ -86,7 +75,13 @@ def build_dense(timesteps: int, features: int, units: Sequence[int] = (128, 32),
     h = keras.layers.Dense(timesteps * features, name="decoder_out")(h)
     outputs = keras.layers.Reshape((timesteps, features), name="reconstruction")(h)
     model = keras.Model(inputs, outputs, name="dense_autoencoder")
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), loss="mse")
+    return compiled(model, learning_rate, steps_per_execution)
+
+
+def compiled(model: keras.Model, learning_rate: float, steps_per_execution: int = 1) -> keras.Model:
+    """Either kind compiled alike: Adam, MSE, ``steps_per_execution`` steps per call into TensorFlow."""
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate), loss="mse",
+                  steps_per_execution=steps_per_execution)
     return model
 
 

@@ -67,9 +67,8 @@ def strategy_kind(num_workers: int, gpus: int) -> str:
 def chosen_strategy(cluster: Cluster) -> str:
     """``strategy_kind`` for this process (the local GPUs counted only on one worker: MultiWorkerMirroredStrategy
     must be the first to set TensorFlow's context up)."""
-    if cluster.num_workers > 1:
-        return MULTI_WORKER
-    return strategy_kind(1, len(tf.config.list_physical_devices("GPU")))
+    gpus = 0 if cluster.num_workers > 1 else len(tf.config.list_physical_devices("GPU"))
+    return strategy_kind(cluster.num_workers, gpus)
 
 
 def make_strategy(cfg: TrainerConfig, kind: str) -> tf.distribute.Strategy:

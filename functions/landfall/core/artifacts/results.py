@@ -202,9 +202,9 @@ def detection_line(doc: Any) -> str:
     if not isinstance(found, dict) or not isinstance(found.get("candidates"), dict):
         return ""
     basis = str(found.get("basis") or "score")
-    key = found.get("key") or ("labelled_average_precision" if basis.startswith("labelled")
-                               else "average_precision")  # before the summary named its key (issue #47's first rule)
-    key = str(key)
+    # the figure the basis compares; a summary from before it named one (issue #47's first rule) read as then
+    old = "labelled_average_precision" if basis.startswith("labelled") else "average_precision"
+    key = str(found.get("key") or old)
     scores = {str(n): f.get(key) for n, f in found["candidates"].items() if isinstance(f, dict)}
     parts = [f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -(kv[1] or 0.0))
              if isinstance(v, int | float)]
