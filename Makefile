@@ -8,7 +8,7 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 REF    := .venv-ref
 REF_STAMP := $(REF)/.installed-stamp
 
-.PHONY: system venv tools ref test lint demo bench clean
+.PHONY: system venv tools ref test lint demo bench clean requirements
 
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
 venv: $(STAMP)
@@ -56,6 +56,11 @@ system:
 	    [ -f "$$r/platform/pubsub-emulator/bin/cloud-pubsub-emulator" ] && exit 0; done; \
 	  { echo "make: Google's Pub/Sub emulator is missing: sudo apt-get install google-cloud-cli-pubsub-emulator" \
 	       "(or set LANDFALL_PUBSUB_EMULATOR)" >&2; exit 1; }
+
+# functions/requirements.txt (what the Cloud Functions deploy) from pyproject.toml's base dependencies; the suite
+# fails while the two differ (tests/functions/test_requirements.py).
+requirements:
+	$(PYTHON) tests/functions/requirements.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -10,8 +10,10 @@ here rather than at cold start.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -264,6 +266,26 @@ def test_clean_venv_has_no_landfall_distribution(clean_venv: CleanVenv) -> None:
     assert "landfall" not in installed, "the landfall distribution is installed in the clean venv"
     assert "tensorflow" not in installed, "requirements.txt pulls in TensorFlow"
     assert "functions-framework" in installed, sorted(installed)
+
+
+def test_the_deployed_set_is_the_tested_set(clean_venv: CleanVenv) -> None:
+    """Every distribution `pip install -r requirements.txt` resolves for the functions is the version this suite
+    runs its tests of behaviour on: the functions' tests ran on what deploys (issue #54)."""
+    code = ("import json, importlib.metadata as m; "
+            "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
+    proc = _run([str(clean_venv.python), "-c", code], cwd=clean_venv.src, env=_clean_env(), timeout=120)
+    assert proc.returncode == 0, _output(proc)
+
+    def norm(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    deployed = {norm(k): v for k, v in json.loads(proc.stdout).items()}
+    suite = {norm(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()}
+    differ = [f"{name}: deployed {version}, tested {suite.get(name, 'not installed')}"
+              for name, version in sorted(deployed.items())
+              if name not in ("pip", "setuptools", "wheel") and suite.get(name) != version]
+    assert not differ, ("the functions would deploy other versions than the suite tested; rebuild the venv "
+                        f"(make clean test) or bound the range in pyproject.toml: {differ}")
 
 
 def test_archive_imports_in_clean_venv(clean_venv: CleanVenv) -> None:

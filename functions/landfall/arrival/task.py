@@ -16,6 +16,7 @@ task's peak RSS.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -61,9 +62,25 @@ def spec_config(cfg: ConverterConfig, storage: Storage, env: dict[str, str]) -> 
     return with_spec(cfg, storage, bucket, dataset, lay) if dataset else cfg
 
 
-def main(env: dict[str, str] | None = None) -> int:
+REQUIRED = ("LANDFALL_SOURCE_NAME", "LANDFALL_SOURCE_GENERATION")  # a conversion's; a compaction needs its own
+
+
+def parser() -> argparse.ArgumentParser:
+    """No arguments: a task is configured by its environment (the module's docstring). ``--help`` says so, and is
+    how the converter image's build checks that its entry point imports (tests/infra/test_images.py)."""
+    return argparse.ArgumentParser(prog="python -m landfall.arrival.task", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def main(env: dict[str, str] | None = None, argv: list[str] | None = None) -> int:
+    parser().parse_args([] if argv is None and env is not None else argv)
     env = dict(os.environ if env is None else env)
     logs.setup()
+    missing = [name for name in REQUIRED if not env.get(name)]
+    if missing and not env.get("LANDFALL_COMPACT_DATASET"):  # a deploy's mistake: one line, and no retry helps
+        log.error("landfall.arrival.task: %s not set: a task converts the object its execution names "
+                  "(landfall.arrival.cloudrun sets them as the execution's overrides)", ", ".join(missing))
+        return 2
     index, count = int(env.get("CLOUD_RUN_TASK_INDEX", "0")), int(env.get("CLOUD_RUN_TASK_COUNT", "1"))
     out = env.get("LANDFALL_TASK_OUT") or None
     fields: dict[str, Any] = {"task": index, "tasks": count}

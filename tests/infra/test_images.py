@@ -1,0 +1,85 @@
+"""Every image's build, rehearsed (tests/infra/images.py says how, and what it cannot do): the trainer, the converter
+and the scorer images, each from its own Dockerfile's steps, in a fresh environment, with its entry point started.
+Then the set each image resolved is the set this suite runs on: the tests of behaviour ran on what deploys.
+
+Cost: three fresh installs from the package index (pip keeps no cache here), about 25 s for the converter and 45 s
+each for the two TensorFlow images on the 2-core machine, spread over the suite's workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .images import BASES, RehearsalFailed, context_files, normalise, probe, rehearse, suite_distributions
+from .tools import REPO
+
+IMAGES = {
+    "trainer": REPO / "trainer" / "Dockerfile",
+    "converter": REPO / "converter" / "Dockerfile",
+    "scorer": REPO / "scorer" / "Dockerfile",
+}
+PROJECT = {"landfall"}  # installed from the context in the image, editable in the suite's venv
+
+
+def differences(image: dict[str, str], suite: dict[str, str], stand_ins: set[str]) -> list[str]:
+    """Distributions the image resolved at another version than the suite runs, or that the suite lacks."""
+    out = []
+    for name, version in sorted(image.items()):
+        if name in PROJECT | stand_ins or name in ("pip", "setuptools", "wheel"):
+            continue
+        if name not in suite:
+            out.append(f"{name} {version}: in the image, not in the suite's venv")
+        elif suite[name] != version:
+            out.append(f"{name}: the image resolves {version}, the suite runs {suite[name]}")
+    return out
+
+
+@pytest.mark.parametrize("image", sorted(IMAGES))
+def test_the_image_builds_from_its_steps_and_deploys_what_the_suite_tested(image: str, tmp_path: Path) -> None:
+    dockerfile = IMAGES[image]
+    rh = rehearse(dockerfile, REPO, tmp_path)
+    assert any(s.startswith("RUN pip install") for s in rh.steps), rh.steps
+    assert any(s.startswith("RUN python -c") for s in rh.steps), rh.steps  # each image checks its install
+    assert not (rh.root / "opt" / "landfall" / "src").exists()  # removed: the entry point runs from site-packages
+    out = probe(rh)
+    if image == "scorer":
+        assert out.startswith("HTTP "), out
+    else:
+        assert out.startswith("usage: "), out
+    assert {s.split(":")[0] for s in rh.skipped} <= {"RUN groupadd --gid 10001 landfall", "RUN useradd --uid 10001 "
+                                                     "--gid 10001 --create-home --home-dir /home/landfall --shell "
+                                                     "/usr/sbin/nologin landfall"}, rh.skipped
+    stand_ins = {normalise(n) for n in BASES[rh.base]["packages"]}
+    assert differences(rh.distributions(), suite_distributions(), stand_ins) == [], (
+        f"{image}: the image would deploy other versions than the suite tested; rebuild the suite's venv "
+        "(make clean test) or bound the range in pyproject.toml")
+
+
+def test_a_stale_module_in_a_build_check_fails_the_rehearsal(tmp_path: Path) -> None:
+    """The converter image as it was before this check existed: its build verified an import of a module that had
+    moved (landfall.core.services.cloudrun -> landfall.arrival.cloudrun), so `docker build` failed. The rehearsal
+    stops at that step, naming the module. (The install is the real one: this test costs one more converter build.)"""
+    text = IMAGES["converter"].read_text()
+    assert "import landfall.arrival.task, landfall.arrival.cloudrun" in text
+    stale = tmp_path / "Dockerfile"
+    stale.write_text(text.replace("landfall.arrival.cloudrun", "landfall.core.services.cloudrun"))
+    with pytest.raises(RehearsalFailed, match=r"No module named 'landfall\.core\.services\.cloudrun'"):
+        rehearse(stale, REPO, tmp_path / "build")
+
+
+def test_the_context_is_dockerignores_and_copy_of_an_excluded_path_fails(tmp_path: Path) -> None:
+    """Docker's own rules through docker-py: the negations let the packages in, `**/__pycache__` keeps bytecode out,
+    and a COPY of a path the context lacks fails as `docker build` does."""
+    files = context_files(REPO, IMAGES["trainer"])
+    assert "trainer/task.py" in files and "functions/landfall/arrival/task.py" in files
+    assert "scorer/main.py" in files and "scorer/Dockerfile" not in files
+    assert not any("__pycache__" in f or f.startswith(("tests/", ".venv", "infra/")) for f in files)
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python:3.11.13-slim-bookworm\nWORKDIR /opt/x\nCOPY tests ./tests\n")
+    with pytest.raises(RehearsalFailed, match=r"COPY tests: not found in the build context"):
+        rehearse(bad, REPO, tmp_path / "build")
+    unknown = tmp_path / "Dockerfile.curl"
+    unknown.write_text("FROM python:3.11.13-slim-bookworm\nRUN curl -sSf https://example.invalid/x | sh\n")
+    with pytest.raises(RehearsalFailed, match="does not know `curl`"):
+        rehearse(unknown, REPO, tmp_path / "build2")
