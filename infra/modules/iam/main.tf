@@ -192,7 +192,7 @@ resource "google_storage_bucket_iam_member" "submitter_bookkeeping" {
   }
 }
 
-# The retrain policy's GPU budget (landfall.core.policy, landfall.submit.spend) counts each
+# The retrain policy's GPU budget (landfall.submit.policy, landfall.submit.spend) counts each
 # ended job's gpu_seconds, which its chief records in runs/<job>/metrics.json: read only,
 # nothing else the trainer writes.
 resource "google_storage_bucket_iam_member" "submitter_read_job_metrics" {

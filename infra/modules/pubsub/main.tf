@@ -117,7 +117,7 @@ resource "google_storage_notification" "arrivals" {
   bucket             = var.bucket_name
   topic              = google_pubsub_topic.notifications.id
   payload_format     = "JSON_API_V1"
-  object_name_prefix = "incoming/" # landfall.core.config.Layout.incoming_prefix
+  object_name_prefix = "incoming/" # landfall.core.contracts.layout.Layout.incoming_prefix
   event_types        = ["OBJECT_FINALIZE", "OBJECT_DELETE", "OBJECT_ARCHIVE"]
 
   # Cloud Storage checks that its service agent may publish when the notification is created.
