@@ -54,6 +54,16 @@ JobSets get the same routes, limits and Status bodies (``JobSet.jobset.x-k8s.io`
 and their schema check is the JobSet CRD's own ``openAPIV3Schema`` (``tests/infra/crds/jobset``: types,
 enums, required fields, as the API server's structural validation; unknown fields are not refused, the
 server prunes them), plus the object-meta rules above.
+
+A CRD that is not installed (``FakeKubeAPI(served=...)``, ``uninstall``/``install``; both are served by default):
+the real API server has no handler for its paths, so every request under them (the collection, a named object,
+its status) falls through the apiextensions server's CRD handler (``customresource_handler.go``: no CRD named
+``<plural>.<group>``) to the end of the delegation chain, ``k8s.io/apiserver/pkg/util/notfoundhandler``, which
+answers 404 with a Status of reason ``NotFound``, the message ``the server could not find the requested
+resource`` and no ``details`` (``not_found_body``). API discovery, ``GET /apis/<group>/<version>``, answers the
+``APIResourceList`` of the resources served there (each with its ``/status`` subresource), or that same 404
+when none is (the group/version is not registered at all). A named object that is not there is another 404:
+``tfjobs.kubeflow.org "NAME" not found`` with ``details.{name,group,kind}`` (``status_body``).
 """
 
 from __future__ import annotations
@@ -72,6 +82,7 @@ from urllib.parse import parse_qs, urlparse
 from tests.fakes.http import JSONHandler, LoopbackServer
 
 _PATH = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?(/status)?/?$")
+_DISCOVERY = re.compile(r"^/apis/([^/]+)/([^/]+)/?$")
 
 
 class Resource(NamedTuple):
@@ -117,6 +128,28 @@ def _now() -> str:
 def encoded_size(obj: Any) -> int:
     """Bytes of ``obj`` as compact JSON (UTF-8): the size the fake holds against etcd's request limit."""
     return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def not_found_body() -> dict[str, Any]:
+    """What ``notfoundhandler`` answers for a path nothing serves (a resource whose CRD is not installed, an
+    unregistered group/version): no ``details``, whatever the path named."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "the server could not find the requested resource", "reason": "NotFound", "code": 404}
+
+
+def resource_list(group: str, version: str, served: list[Resource]) -> dict[str, Any]:
+    """``GET /apis/<group>/<version>``: the ``APIResourceList`` of what is served there (as a CRD serves it:
+    the resource, namespaced, with its verbs, and its ``/status`` subresource)."""
+    resources: list[dict[str, Any]] = []
+    for r in sorted(served, key=lambda r: r.plural):
+        resources += [
+            {"name": r.plural, "singularName": r.kind.lower(), "namespaced": True, "kind": r.kind,
+             "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
+            {"name": f"{r.plural}/status", "singularName": "", "namespaced": True, "kind": r.kind,
+             "verbs": ["get", "patch", "update"]},
+        ]
+    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}",
+            "resources": resources}
 
 
 def status_body(code: int, reason: str, message: str, name: str = "", res: Resource = TFJOBS) -> dict[str, Any]:
@@ -376,8 +409,12 @@ def etcd_too_large_body(code: int = 500) -> dict[str, Any]:
 
 
 class FakeKubeAPI:
-    def __init__(self, etcd_too_large_code: int = 500) -> None:
+    def __init__(self, etcd_too_large_code: int = 500, served: tuple[Resource, ...] | None = None) -> None:
+        """``served``: the resources whose CRD is installed (default: the TFJob's and the JobSet's); others of the
+        same group/version (``Resource("kubeflow.org", "v1", "notebooks", "Notebook")``) are listed by API
+        discovery only."""
         self.etcd_too_large_code = etcd_too_large_code
+        self.served: set[Resource] = set(RESOURCES.values() if served is None else served)
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}  # the TFJobs
         self.jobsets: dict[tuple[str, str], dict[str, Any]] = {}
         self.stores = {TFJOBS: self.objects, JOBSETS: self.jobsets}
@@ -408,6 +445,17 @@ class FakeKubeAPI:
         self.http.stop()
 
     # -- test controls -----------------------------------------------------------------------------------
+    def uninstall(self, res: Resource) -> None:
+        """Deletes the resource's CRD (its objects go with it, as the API server deletes a CRD's objects)."""
+        with self.lock:
+            self.served.discard(res)
+            if res in self.stores:
+                self.stores[res].clear()
+
+    def install(self, res: Resource) -> None:
+        with self.lock:
+            self.served.add(res)
+
     def fail_next(self, n: int, code: int = 503) -> None:
         with self.lock:
             self._failures += [code] * n
@@ -451,10 +499,14 @@ class FakeKubeAPI:
                 code = self._failures.pop(0)
                 reason = "TooManyRequests" if code == 429 else "ServiceUnavailable"
                 return code, status_body(code, reason, "injected failure")
+            found = _DISCOVERY.match(path)
+            if found and method == "GET":
+                here = [r for r in self.served if (r.group, r.version) == found.groups()]
+                return (200, resource_list(*found.groups(), here)) if here else (404, not_found_body())
             m = _PATH.match(path)
             res = RESOURCES.get((m.group(1), m.group(2), m.group(4))) if m else None
-            if not m or res is None:
-                return 404, status_body(404, "NotFound", f"the server could not find the requested resource {path}")
+            if not m or res is None or res not in self.served:
+                return 404, not_found_body()
             ns, name, sub = m.group(3), m.group(5), m.group(6)
             store = self.stores[res]
             what = f"{res.plural}.{res.group}"

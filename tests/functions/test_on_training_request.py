@@ -23,6 +23,7 @@ from landfall.core.contracts.messages import TrainingRequest
 from landfall.submit import handler as submit
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
+from tests.fakes.kube_api import JOBSETS, FakeKubeAPI
 from tests.functions.test_main import MAIN, golden, post
 from tests.support import convert_arrival, copy_arrival, inputs_of, pending_of, set_state
 
@@ -210,6 +211,33 @@ def test_an_unreachable_cluster_is_retried(emulator_stack, bucket, deploy, tmp_p
     assert deliver(client, event).status_code == 500  # the redelivery too, while the cluster is down
     assert rejections(emulator_stack.storage, bucket) == {}
     assert deployment.jobs() == []
+
+
+@DELIVERIES
+def test_a_cluster_without_the_engines_crd_is_acknowledged_and_recorded_once(emulator_stack, bucket, deploy, tmp_path,
+                                                                            monkeypatch, fixture):
+    """No TFJob CRD on the cluster (issue #54): acknowledged (2xx, so Pub/Sub never redelivers it to the dead letter)
+    and recorded as one rejection whose line names the CRD and both ways out."""
+    _, make = deploy
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # else the in-cluster configuration wins
+    request = convert_arrival(emulator_stack.storage, bucket, "sensors", tmp_path)
+    with FakeKubeAPI(served=(JOBSETS,)) as api:  # JobSet installed, the training operator not
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps({  # JSON is YAML: the fake API server, plain HTTP
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": api.host}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+        }))
+        client = make(LANDFALL_BACKEND="kubernetes", LANDFALL_KUBECONFIG=str(kubeconfig), LANDFALL_ENGINE="tfjob")
+        assert deliver(client, request_event(fixture, emulator_stack.project, request)).status_code == 200
+        assert api.names() == [] and [m for m, _ in api.requests].count("POST") == 1
+    ((uri, record),) = rejections(emulator_stack.storage, bucket).items()
+    assert uri == f"gs://{bucket}/rejected/sensors/request-{request.request_id}.json"
+    assert (record["stage"], record["reason"]) == ("submit", "MissingCRD")
+    assert record["detail"] == ("the cluster has no CRD tfjobs.kubeflow.org (the API server serves no tfjobs in "
+                                "kubeflow.org/v1): install training-operator v1.9.4 (k8s/README.md), or deploy with "
+                                "LANDFALL_ENGINE=jobset")
 
 
 @pytest.mark.parametrize("kind", ["storage-event", "pubsub-event-without-message"])

@@ -1,5 +1,6 @@
-"""Both engines through kustomize, as an operator enables them (k8s/README.md, "Engines"): every overlay, plain
-(``tfjob``) and with ``components/jobset`` (``jobset``), renders, passes ``kubernetes-validate --strict``, and the
+"""Both engines through kustomize, as an operator chooses them (k8s/README.md, "Engines"): every overlay, as it is
+(``jobset``: the overlays list ``components/jobset``, the engine of a new deploy) and without that component
+(``tfjob``), renders, passes ``kubernetes-validate --strict``, and the
 job the reconciler would release with the rendered settings validates against its CRD (tests/infra/crds); the
 releasers' RBAC covers exactly that kind; with Kueue, the JobSet fits the queue and Kueue's shipped default
 configuration queues it, while a TFJob needs the integration added back (k8s/kueue-config)."""
@@ -43,17 +44,22 @@ KUEUE_FRAMEWORK = {"TFJob": "kubeflow.org/tfjob", "JobSet": "jobset.x-k8s.io/job
 KUBERNETES_VERSION = "1.32.0"
 
 
+JOBSET_COMPONENT = "../../components/jobset"
+
+
 def with_engine(tmp: Path, engine: str, kueue: bool = False) -> Path:
-    """A copy of k8s/ with the engine chosen as k8s/README.md says: list components/jobset in the overlays."""
+    """A copy of k8s/ with the engine chosen as k8s/README.md says: the overlays list components/jobset (as they
+    come), or, for TFJobs, not."""
     k8s = tmp / "k8s"
     shutil.copytree(K8S, k8s)
     if kueue:
         enable_in_prod(k8s)
-    if engine == "jobset":
-        for env in OVERLAYS:
-            path = k8s / "overlays" / env / "kustomization.yaml"
-            doc = yaml.safe_load(path.read_text())
-            doc["components"] = [*doc.get("components", []), "../../components/jobset"]
+    for env in OVERLAYS:
+        path = k8s / "overlays" / env / "kustomization.yaml"
+        doc = yaml.safe_load(path.read_text())
+        assert JOBSET_COMPONENT in doc.get("components", []), f"overlays/{env} no longer lists the JobSet engine"
+        if engine == "tfjob":
+            doc["components"].remove(JOBSET_COMPONENT)
             path.write_text(yaml.safe_dump(doc))
     return k8s
 
@@ -116,14 +122,45 @@ def test_the_releasers_may_create_get_list_the_engines_kind_and_nothing_more(ren
                 assert not {"tfjobs", "jobsets"} & {r for rule in obj["rules"] for r in rule.get("resources", [])}
 
 
-def test_the_function_and_the_reconciler_default_to_the_same_engine() -> None:
+def functions_engine(env: str) -> str:
+    """The engine ``infra/envs/<env>/functions`` gives the submit function: its module block's ``engine``, else the
+    module's default."""
+    root = load_module(INFRA / "envs" / env / "functions")
+    block = root.modules["functions"]
+    if "engine" in block:
+        return str(unquote(block["engine"]))
+    return str(unquote(load_module(INFRA / "modules" / "functions").variables["engine"]["default"]))
+
+
+def reconciler_engine(objs: list[dict[str, Any]]) -> str:
+    (c,) = find(objs, "Deployment", RECONCILER_SA)["spec"]["template"]["spec"]["containers"]
+    return str({e["name"]: e.get("value") for e in c["env"]}["LANDFALL_ENGINE"])
+
+
+@pytest.mark.parametrize("env", OVERLAYS)
+def test_each_environments_function_and_reconciler_release_the_same_kind(env: str) -> None:
+    """Whichever engine an environment chooses (k8s/README.md, "Engines"), its submit function and its overlay's
+    reconciler release the same kind: the releasers look up a dataset's head job in their engine's collection."""
+    assert functions_engine(env) == reconciler_engine(render_dir(K8S / "overlays" / env))
+
+
+def test_a_new_deploy_runs_jobsets() -> None:
+    """The decision of docs/submit.md ("Which engine a deploy gets"): the functions module's default and the overlays
+    as they come are JobSets; the library's own default stays the TFJob (what ``landfall render-job``, the local
+    stack and the tests get without a setting)."""
     from landfall.submit.config import JobConfig
 
-    variables = load_module(INFRA / "modules" / "functions").variables
-    objs = render_dir(K8S / "overlays" / "prod")
-    (c,) = find(objs, "Deployment", RECONCILER_SA)["spec"]["template"]["spec"]["containers"]
-    env = {e["name"]: e.get("value") for e in c["env"]}
-    assert unquote(variables["engine"]["default"]) == env["LANDFALL_ENGINE"] == JobConfig().engine == "tfjob"
+    assert unquote(load_module(INFRA / "modules" / "functions").variables["engine"]["default"]) == "jobset"
+    assert {env: functions_engine(env) for env in OVERLAYS} == dict.fromkeys(OVERLAYS, "jobset")
+    assert JobConfig().engine == "tfjob"
+
+
+def test_an_environment_switched_to_tfjob_agrees_too(tmp_path: Path) -> None:
+    """What k8s/README.md says to do for TFJobs (the component removed, ``engine = "tfjob"`` on the functions) gives
+    a reconciler that releases TFJobs; the check above would catch one half done."""
+    k8s = with_engine(tmp_path, "tfjob")
+    for env in OVERLAYS:
+        assert reconciler_engine(render_dir(k8s / "overlays" / env)) == "tfjob" != functions_engine(env)
 
 
 @pytest.mark.parametrize("engine_name", sorted(ENGINES))

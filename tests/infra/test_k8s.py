@@ -92,17 +92,23 @@ def test_service_accounts_use_workload_identity(env: str) -> None:
     assert set(annotated) == {TRAINER_SA, RECONCILER_SA}, annotated
 
 
+# What a releaser may do: create/get/list the jobs of both kinds (the base's tfjobs, and the jobsets of
+# components/jobset, the engine the overlays run: docs/submit.md, "Which engine a deploy gets"), in the namespace.
+RELEASER_RULES = [
+    {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get", "list"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["create", "get", "list"]},
+]
+
+
 @pytest.mark.parametrize("env", OVERLAYS)
-def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
+def test_submitter_may_only_manage_jobs_in_the_namespace(env: str) -> None:
     objs = render_overlay(env)
     role = find(objs, "Role", SUBMITTER_SA)
     assert role["metadata"]["namespace"] == NAMESPACE
-    assert role["rules"] == [
-        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"],
-         "verbs": ["create", "get", "list"]}
-    ]
+    assert role["rules"] == RELEASER_RULES
     # A job is created once, when released, and only read after that: no patch, update, delete or subresource.
-    assert not {"patch", "update", "delete", "deletecollection", "watch"} & set(role["rules"][0]["verbs"])
+    verbs = {v for rule in role["rules"] for v in rule["verbs"]}
+    assert not {"patch", "update", "delete", "deletecollection", "watch"} & verbs
     assert all("/" not in r for rule in role["rules"] for r in rule["resources"])
     binding = find(objs, "RoleBinding", SUBMITTER_SA)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": SUBMITTER_SA}
@@ -114,19 +120,17 @@ def test_submitter_may_only_manage_tfjobs_in_the_namespace(env: str) -> None:
         if obj["kind"] == "ClusterRoleBinding":
             assert all(SUBMITTER_SA not in s["name"] for s in obj["subjects"])
         if obj["kind"] == "ClusterRole":
-            assert all("tfjobs" not in r.get("resources", []) for r in obj["rules"])
+            assert all(not {"tfjobs", "jobsets"} & set(r.get("resources", [])) for r in obj["rules"])
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
-def test_reconciler_has_its_own_tfjob_role(env: str) -> None:
-    """The reconciler's own Role and RoleBinding: create/get/list tfjobs, bound to its ServiceAccount only
-    (tests/infra/test_policy.py checks that no other binding gives it more)."""
+def test_reconciler_has_its_own_job_role(env: str) -> None:
+    """The reconciler's own Role and RoleBinding: create/get/list tfjobs and jobsets, bound to its ServiceAccount
+    only (tests/infra/test_policy.py checks that no other binding gives it more)."""
     objs = render_overlay(env)
     role = find(objs, "Role", RECONCILER_SA)
     assert role["metadata"]["namespace"] == NAMESPACE
-    assert role["rules"] == [
-        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": ["create", "get", "list"]}
-    ]
+    assert role["rules"] == RELEASER_RULES
     binding = find(objs, "RoleBinding", RECONCILER_SA)
     assert binding["metadata"]["namespace"] == NAMESPACE
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RECONCILER_SA}

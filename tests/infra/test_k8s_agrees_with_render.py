@@ -64,7 +64,8 @@ def test_releaser_roles_cover_the_job(env: str, releaser: str, job: dict[str, An
     group = job["apiVersion"].split("/")[0]
     role = find(render_overlay(env), "Role", releaser)
     assert role["metadata"]["namespace"] == job["metadata"]["namespace"]
-    (rule,) = role["rules"]
+    # The overlays grant the JobSet engine's jobsets next to tfjobs (test_engines.py); the TFJob's is its own rule.
+    (rule,) = [r for r in role["rules"] if group in r["apiGroups"]]
     assert rule["apiGroups"] == [group] and rule["resources"] == ["tfjobs"] and job["kind"] == "TFJob"
     assert "create" in rule["verbs"]
     # A job is created only when released: it never carries suspend (Kueue owns that field).
@@ -114,5 +115,10 @@ def test_reconciler_agrees_with_the_render_config(env: str, job: dict[str, Any])
     assert pod["serviceAccountName"] == RECONCILER_SA
     binding = find(objs, "RoleBinding", RECONCILER_SA)
     assert {"kind": "ServiceAccount", "name": RECONCILER_SA, "namespace": cfg.namespace} in binding["subjects"]
-    (rule,) = find(objs, "Role", binding["roleRef"]["name"])["rules"]
-    assert {"get", "list", "create"} <= set(rule["verbs"]) and rule["resources"] == [job["kind"].lower() + "s"]
+    from landfall.submit import engine
+
+    rules = find(objs, "Role", binding["roleRef"]["name"])["rules"]
+    # The kind it releases (the overlay's engine, jobset) and the TFJob rendered here (the base grants tfjobs).
+    for plural in {engine.api(cfg.engine).plural, job["kind"].lower() + "s"}:
+        (rule,) = [r for r in rules if plural in r["resources"]]
+        assert {"get", "list", "create"} <= set(rule["verbs"]) and rule["resources"] == [plural]

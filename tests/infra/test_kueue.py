@@ -1,5 +1,5 @@
 """k8s/components/kueue: the optional Kueue queueing for TFJobs. Rendered the way an operator enables it (the
-commented `components:` lines of overlays/prod uncommented), every Kueue object validates against the
+commented `components/kueue` line of overlays/prod uncommented), every Kueue object validates against the
 openAPIV3Schema of its version in Kueue's published CRDs (tests/infra/crds/kueue, unknown fields rejected as
 `kubectl apply`'s strict field validation does), and the queue fits the TFJobs Landfall renders, the GPU pool
 Terraform creates and the namespace's ResourceQuota."""
@@ -48,7 +48,7 @@ KINDS = {"ResourceFlavor", "ClusterQueue", "LocalQueue"}  # what components/kueu
 CRD_KINDS = KINDS | {"AdmissionCheck", "ProvisioningRequestConfig"}
 QUEUE = "landfall-gpu"  # the LocalQueue LANDFALL_QUEUE_NAME must name
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-COMMENTED = ("# components:\n", "#   - ../../components/kueue\n")
+COMMENTED = ("#   - ../../components/kueue\n",)  # under overlays/prod's components: (which lists the engine)
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Node shapes of the GPU pools infra/ may create: (vCPU, memory) per node.
 MACHINES = {"g2-standard-4": (4, "16Gi"), "g2-standard-8": (8, "32Gi"), "g2-standard-12": (12, "48Gi")}
@@ -56,7 +56,7 @@ MACHINES = {"g2-standard-4": (4, "16Gi"), "g2-standard-8": (8, "32Gi"), "g2-stan
 
 # --- rendering ----------------------------------------------------------------------------------------
 def enable_in_prod(k8s: Path) -> None:
-    """What k8s/README.md tells the operator to do: uncomment the two lines in overlays/prod."""
+    """What k8s/README.md tells the operator to do: uncomment the Kueue line in overlays/prod."""
     path = k8s / "overlays" / "prod" / "kustomization.yaml"
     text = path.read_text()
     for line in COMMENTED:

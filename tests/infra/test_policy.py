@@ -386,7 +386,10 @@ def test_rbac_check_catches_cluster_wide_writes() -> None:
 # Subjects that include the reconciler's pods (its ServiceAccount, its username, the groups it is in).
 RECONCILER_USER = f"system:serviceaccount:{NAMESPACE}:{RECONCILER_SA}"
 RECONCILER_GROUPS = {"system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}", "system:authenticated"}
-RECONCILER_MAY = {("kubeflow.org", "tfjobs", verb) for verb in ("create", "get", "list")}
+# Both kinds' jobs: the base's tfjobs and the overlays' engine's jobsets (k8s/components/jobset).
+RECONCILER_MAY = {(group, plural, verb)
+                  for group, plural in (("kubeflow.org", "tfjobs"), ("jobset.x-k8s.io", "jobsets"))
+                  for verb in ("create", "get", "list")}
 
 
 def _covers_reconciler(subject: dict[str, Any]) -> bool:
@@ -423,7 +426,7 @@ def reconciler_permissions(objs: list[dict[str, Any]]) -> tuple[set[tuple[str, s
 
 
 @pytest.mark.parametrize("name", [*OVERLAYS, "prod+kueue"])
-def test_reconciler_may_only_create_get_list_tfjobs(name: str, tmp_path: Path) -> None:
+def test_reconciler_may_only_create_get_list_jobs(name: str, tmp_path: Path) -> None:
     objs = render_dir(_kueue_overlay(tmp_path)) if name == "prod+kueue" else render_overlay(name)
     granted, problems = reconciler_permissions(objs)
     assert problems == []

@@ -53,3 +53,11 @@ class Conflict(TemporaryError):
 
 class Invalid(PermanentError):
     """A request or object breaks its schema (HTTP 422 from the Kubernetes API, a bad manifest)."""
+
+
+class MissingCRD(PermanentError):
+    """The cluster serves no resource of the kind a job is: a 404 on its collection, confirmed by API discovery
+    (its group/version does not list it), so its CRD is not installed. No retry helps until a cluster admin installs
+    it or the deployment changes engine: the request is refused at once, in one line naming the CRD and both ways
+    out (``landfall.submit.backends.kube``). Not a ``NotFound``: nothing that treats a missing object as normal may
+    swallow it."""

@@ -2,8 +2,9 @@
 
 Runs as the one-replica ``landfall-reconciler`` Deployment (``k8s/base/reconciler.yaml``), so a follow-up
 starts within seconds of its predecessor ending even when no new request arrives. No pass ends the loop,
-whatever it raises (a TFJob without Landfall's labels, a bug): a ``TemporaryError`` is logged at WARNING, anything
-else at ERROR with its traceback, and the next pass comes ``poll_s`` later; only ``stop`` (SIGTERM) ends it,
+whatever it raises (a TFJob without Landfall's labels, a bug): a ``TemporaryError`` is logged at WARNING, a cluster
+without the engine's CRD (``MissingCRD``) at ERROR in its one line, anything else at ERROR with its traceback, and the
+next pass comes ``poll_s`` later; only ``stop`` (SIGTERM) ends it,
 after the current pass. The loop touches its heartbeat file when it starts and after every pass, failed or not;
 ``heartbeat_age`` is what the Deployment's liveness probe (``landfall reconcile --check-heartbeat``) reads, so a
 pass that hangs gets the pod restarted. After the pass, at most once an hour, it applies the snapshots' collection
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from landfall.core.errors import TemporaryError
+from landfall.core.errors import MissingCRD, TemporaryError
 
 if TYPE_CHECKING:
     from landfall.core.services.storage import Storage
@@ -66,6 +67,8 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
             ok = True
         except TemporaryError as exc:
             log.warning("reconcile pass failed (will retry): %s", exc)
+        except MissingCRD as exc:  # a cluster admin's to fix; the line says how, no traceback adds to it
+            log.error("reconcile pass failed (will retry): %s: %s", type(exc).__name__, exc)
         except Exception as exc:  # any object, any bug: log it and go on, the next pass may succeed
             log.error("reconcile pass failed (will retry): %s: %s", type(exc).__name__, exc, exc_info=True)
         beat(heartbeat)

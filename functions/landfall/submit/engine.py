@@ -1,4 +1,6 @@
-"""The engine behind a released job: ``LANDFALL_ENGINE=tfjob`` (default) or ``jobset``.
+"""The engine behind a released job: ``LANDFALL_ENGINE=tfjob`` (the library's default) or ``jobset`` (what a deploy
+gets: ``infra/modules/functions`` and the overlays' ``k8s/components/jobset``; docs/submit.md, "Which engine a deploy
+gets").
 
 - ``tfjob`` (``landfall.submit.tfjob``): a Kubeflow ``TFJob``, run by the training operator (v1, legacy:
   patch releases only; Kueue v0.19 no longer queues it by default).
@@ -7,7 +9,8 @@
 
 Everything else (coalescing, the ledger, the bucket records, the job names, labels and annotations) is the
 same for both: this module is the one place that picks the module by the configuration (``render``,
-``api``) or by the object's ``kind`` (the readers), so callers never branch on the engine.
+``api``, ``missing_hint``: the ways out when the cluster lacks the engine's CRD) or by the object's ``kind`` (the
+readers), so callers never branch on the engine.
 """
 
 from __future__ import annotations
@@ -45,6 +48,14 @@ def module(engine: str) -> ModuleType:
 def api(engine: str) -> Api:
     m = module(engine)
     return Api(m.GROUP, m.VERSION, m.PLURAL, m.KIND)
+
+
+def missing_hint(engine: str) -> str:
+    """The ways out when the cluster has no CRD for ``engine``'s kind (``MissingCRD``): install what serves it, at
+    the release the docs pin, or deploy with the other engine."""
+    m = module(engine)
+    other = " or ".join(e for e in MODULES if e != engine)
+    return f"install {m.INSTALL} (k8s/README.md), or deploy with LANDFALL_ENGINE={other}"
 
 
 def of(job: dict[str, Any]) -> ModuleType:

@@ -12,7 +12,8 @@ Outcomes, as Pub/Sub users expect them:
   ``landfall.submit.policy``) / ``duplicate`` / ``dropped`` (policy ``forbid``, logged as WARNING): returns
   normally, the message is acknowledged.
 - ``rejected``: a permanent error (malformed request, a manifest that is missing, unreadable as JSON
-  or invalid, a manifest of another dataset, a TFJob the API server refuses with 422). Acknowledged,
+  or invalid, a manifest of another dataset, a TFJob the API server refuses with 422, a cluster without the
+  engine's CRD: ``MissingCRD``, whose line names the CRD and both ways out). Acknowledged,
   logged as ERROR and recorded as ``gs://BUCKET/rejected/<dataset>/request-<request_id>.json``
   (``_invalid/`` when the dataset is not known or not valid).
 - ``LANDFALL_BUCKET`` unset: every well-formed request raises ``TemporaryError`` (redelivered, then

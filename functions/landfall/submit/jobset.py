@@ -53,6 +53,8 @@ from landfall.submit.config import JobConfig
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GROUP, VERSION, PLURAL, KIND = "jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"
+# What serves the JobSet: the release k8s/README.md pins (its install line, checked against the upstream tags).
+INSTALL = "JobSet v0.12.0"
 CONTAINER = tfjob.CONTAINER  # the same container as the TFJob's; the podFailurePolicy names it
 REPLICATED_JOB = "worker"
 TF_PORT = 2222  # the training operator's default TFJob port

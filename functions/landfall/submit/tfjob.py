@@ -44,6 +44,8 @@ from landfall.submit.config import JobConfig
 
 API_VERSION = "kubeflow.org/v1"
 GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
+# What serves the TFJob: the release k8s/README.md pins (its install line, checked against the upstream tags).
+INSTALL = "training-operator v1.9.4"
 CONTAINER = "tensorflow"  # the training operator sets TF_CONFIG on the container of this name only
 
 APP_LABELS = {

@@ -120,9 +120,9 @@ variable "trainer_image" {
 }
 
 variable "engine" {
-  description = "What a released job is (LANDFALL_ENGINE): tfjob (Kubeflow training operator) or jobset (JobSet controller; k8s/components/jobset gives the reconciler the same)."
+  description = "What a released job is (LANDFALL_ENGINE): jobset (JobSet controller, what a new deploy gets: docs/submit.md; the overlays' k8s/components/jobset gives the reconciler the same) or tfjob (Kubeflow training operator; then remove that component from the overlay)."
   type        = string
-  default     = "tfjob"
+  default     = "jobset"
   validation {
     condition     = contains(["tfjob", "jobset"], var.engine)
     error_message = "engine must be tfjob or jobset."

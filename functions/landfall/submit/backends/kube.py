@@ -15,6 +15,15 @@ Errors keep their retry class: 404 -> ``NotFound``; 409 on create -> ``AlreadyEx
 as success); 409 on update -> ``Conflict``; 400/422 -> ``Invalid``; 401/403, 408, 429, 5xx, timeouts and
 connection errors -> ``TemporaryError`` (a credential or RBAC problem is fixed by an operator, and the
 request waits in Pub/Sub, then in the dead-letter topic, instead of being lost).
+
+A CRD that is not installed: the API server has no handler for the resource, so every path under it answers 404
+with the generic Status ``the server could not find the requested resource`` (k8s.io/apiserver's
+``notfoundhandler``), a named object's too. A 404 on a named object stays ``NotFound`` (a job that is gone is
+normal in reads). A 404 on the collection itself (``create``, ``list``), where no object is named, is checked
+against API discovery (``GET /apis/<group>/<version>``, ``CustomObjectsApi.get_api_resources``): when the
+group/version is not served (404) or its resource list lacks the plural, it is ``MissingCRD`` (permanent: one line
+naming the CRD, and the caller's ``missing_hint``, the ways out); when it is served, the 404 was something else (a
+missing namespace) and stays ``NotFound``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,15 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from landfall.core.errors import AlreadyExists, Conflict, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Invalid,
+    MissingCRD,
+    NotFound,
+    PermanentError,
+    TemporaryError,
+)
 
 REQUEST_TIMEOUT = (5.0, 30.0)  # connect, read (seconds)
 
@@ -133,11 +150,52 @@ def host_client(host: str, token: str | None = None) -> k8s.ApiClient:
 
 
 class CustomObjects:
-    """One namespaced custom-resource collection, through ``CustomObjectsApi``; plain dicts in and out."""
+    """One namespaced custom-resource collection, through ``CustomObjectsApi``; plain dicts in and out.
 
-    def __init__(self, client: k8s.ApiClient, group: str, version: str, plural: str, namespace: str):
+    ``missing_hint``: what to do when the cluster lacks the resource's CRD, appended to ``MissingCRD``'s line."""
+
+    def __init__(self, client: k8s.ApiClient, group: str, version: str, plural: str, namespace: str,
+                 missing_hint: str = ""):
         self.api = k8s.CustomObjectsApi(client)
         self.group, self.version, self.plural, self.namespace = group, version, plural, namespace
+        self.missing_hint = missing_hint
+
+    @property
+    def crd(self) -> str:
+        """The CRD's name, ``<plural>.<group>`` (``tfjobs.kubeflow.org``)."""
+        return f"{self.plural}.{self.group}"
+
+    def served(self) -> bool:
+        """Whether the API server serves this resource, by API discovery: ``GET /apis/<group>/<version>`` lists it
+        (False on 404: nothing of that group/version is served). Other failures keep their retry class."""
+        try:
+            with mapped_errors(f"API discovery of {self.group}/{self.version}"):
+                response = self.api.get_api_resources(self.group, self.version, _preload_content=False,
+                                                      _request_timeout=REQUEST_TIMEOUT)
+        except NotFound:
+            return False
+        try:
+            found = json.loads(response.data)
+        except ValueError as exc:  # not the APIResourceList an API server sends: a proxy in the way, say
+            raise TemporaryError(f"API discovery of {self.group}/{self.version}: unreadable answer: {exc}") from exc
+        resources = found.get("resources") if isinstance(found, dict) else None
+        return any(isinstance(r, dict) and r.get("name") == self.plural for r in resources or [])
+
+    def missing(self) -> MissingCRD:
+        hint = f": {self.missing_hint}" if self.missing_hint else ""
+        return MissingCRD(f"the cluster has no CRD {self.crd} (the API server serves no {self.plural} in "
+                          f"{self.group}/{self.version}){hint}")
+
+    @contextlib.contextmanager
+    def _collection(self) -> Iterator[None]:
+        """A 404 on the collection (no object named): ``MissingCRD`` when discovery confirms the resource is not
+        served, else the ``NotFound`` it was."""
+        try:
+            yield
+        except NotFound as exc:
+            if self.served():
+                raise
+            raise self.missing() from exc
 
     def _what(self, name: str = "") -> str:
         return f"{self.plural}/{self.namespace}/{name}" if name else f"{self.plural}/{self.namespace}"
@@ -146,7 +204,8 @@ class CustomObjects:
         return self.group, self.version, self.namespace, self.plural
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        with mapped_errors(self._what(str(body.get("metadata", {}).get("name", ""))), creating=True):
+        with self._collection(), mapped_errors(self._what(str(body.get("metadata", {}).get("name", ""))),
+                                               creating=True):
             return self.api.create_namespaced_custom_object(  # type: ignore[no-any-return]
                 *self._args(), body, _request_timeout=REQUEST_TIMEOUT)
 
@@ -156,7 +215,7 @@ class CustomObjects:
                 *self._args(), name, _request_timeout=REQUEST_TIMEOUT)
 
     def list(self, label_selector: str = "") -> list[dict[str, Any]]:
-        with mapped_errors(self._what()):
+        with self._collection(), mapped_errors(self._what()):
             out = self.api.list_namespaced_custom_object(
                 *self._args(), label_selector=label_selector, _request_timeout=REQUEST_TIMEOUT)
         return list(out.get("items") or [])

@@ -3,7 +3,9 @@
 
 Connection (``JobConfig``): ``LANDFALL_GKE_ENDPOINT`` (+ ``LANDFALL_GKE_CA_CERT``) from a Cloud Function,
 else in-cluster, else ``LANDFALL_KUBECONFIG``. The service account needs RBAC on ``tfjobs`` (or ``jobsets``) in the
-namespace (``k8s/base/rbac.yaml``). Errors keep the retry class ``landfall.submit.backends.kube`` gives them.
+namespace (``k8s/base/rbac.yaml``). Errors keep the retry class ``landfall.submit.backends.kube`` gives them; a
+cluster without the engine's CRD is ``MissingCRD``, whose line names the CRD and both ways out
+(``engine.missing_hint``: install what serves it, or deploy with the other engine).
 
 No kube-apiserver runs on a workstation or in CI, so the tests run this module against
 ``tests/fakes/kube_api.py``, a small HTTP server that answers like the real TFJob collection.
@@ -28,7 +30,8 @@ class KubeBackend:
     @staticmethod
     def _objects(client: Any, namespace: str, engine_name: str) -> kube.CustomObjects:
         api = engine.api(engine_name)
-        return kube.CustomObjects(client, api.group, api.version, api.plural, namespace)
+        return kube.CustomObjects(client, api.group, api.version, api.plural, namespace,
+                                  missing_hint=engine.missing_hint(engine_name))
 
     @classmethod
     def for_host(cls, host: str, namespace: str = "landfall-training", token: str | None = None,
