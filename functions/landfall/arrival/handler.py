@@ -8,6 +8,10 @@ Unordered delivery: only the object's live generation is converted and requested
 retracts the older ones (``landfall.core.artifacts.retractions``) and a delete retracts the deleted one; the
 finalize of an older generation that comes late converts and requests nothing.
 
+A failing event: when the finalize of an arrival raises (a temporary error, or an unexpected one), the platform
+redelivers it until the dead letter takes it; ``handle`` first records the failure beside the arrival
+(``landfall.core.artifacts.failing``: its error, at most one write a second), so ``landfall status`` shows it.
+
 Large objects: above ``landfall.arrival.route``'s threshold the object is not converted here; one execution
 of the Cloud Run job is started (guarded against redeliveries) and the handler returns ``dispatched``. The
 job's tasks convert it, and their committer calls ``after_conversion`` as this handler does after an
@@ -26,7 +30,7 @@ from typing import Literal
 from landfall.arrival import autowindow, converter, formats, route, screen
 from landfall.arrival.cloudrun import CloudRunJobs, LocalJobs
 from landfall.arrival.config import ConverterConfig, with_spec
-from landfall.core.artifacts import rejections, retractions
+from landfall.core.artifacts import failing, rejections, retractions
 from landfall.core.contracts import layout
 from landfall.core.contracts.events import ObjectEvent
 from landfall.core.contracts.layout import Layout
@@ -62,7 +66,33 @@ def runtime() -> ArrivalRuntime:
 
 
 def handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
-    """Permanent problems are recorded and logged and return normally; temporary ones raise."""
+    """Permanent problems are recorded and logged and return normally; temporary ones raise, and so does anything
+    unexpected: the finalize of an arrival records either as failing first (``landfall.core.artifacts.failing``)."""
+    try:
+        outcome = _handle(obj, rt)
+    except Exception as exc:
+        arrival = _failing_arrival(obj, rt)
+        if arrival is not None:
+            failing.note(rt.storage, rt.layout, arrival, exc)
+        raise
+    if outcome == "superseded" and obj.kind == "finalize":  # nothing else supersedes a failing record then
+        arrival = _failing_arrival(obj, rt)
+        if arrival is not None:
+            failing.clear(rt.storage, rt.layout, arrival)
+    return outcome
+
+
+def _failing_arrival(obj: ObjectEvent, rt: ArrivalRuntime) -> layout.Arrival | None:
+    """The arrival a failing finalize event is recorded for (None: not one, or a name no arrival takes)."""
+    if obj.kind != "finalize" or not layout.is_arrival(obj.name, rt.layout):
+        return None
+    try:
+        return layout.parse_arrival(obj.bucket, obj.name, obj.generation, rt.layout)
+    except BadInput:
+        return None
+
+
+def _handle(obj: ObjectEvent, rt: ArrivalRuntime) -> Outcome:
     if not layout.is_arrival(obj.name, rt.layout):
         log.debug("ignoring %s: not under %s", obj.name, rt.layout.incoming_prefix)
         return "ignored"

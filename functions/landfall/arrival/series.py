@@ -19,7 +19,8 @@ Decisions:
   ``reject`` refuses the arrival (``duplicate_timestamps``), naming the time as the file wrote it. A time repeated
   exactly where two ranged tasks' shares meet splits the series there, as a gap does (no window holds both rows).
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
-  step of the arrival's first chunk; for an irregularly sampled series whose cuts would drop more than a quarter of
+  step of the arrival's first chunk of stored rows that has a step (``SeriesWriter.feed``; ``head_max_gap`` takes it
+  alike for ranged tasks); for an irregularly sampled series whose cuts would drop more than a quarter of
   those rows, raised until they drop at most 5 % (``landfall.core.rules.series.default_max_gap``; recorded in the
   manifest). A
   segment shorter than one window is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is,
@@ -27,7 +28,9 @@ Decisions:
 - **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
   retracted), so a file boundary costs at most ``length - 1`` rows' windows.
 - **Non-finite values** are ``non_finite``, or with ``LANDFALL_DROP_NONFINITE=true`` the row is dropped, which makes
-  a gap if it is longer than ``max_gap``.
+  a gap if it is longer than ``max_gap``. A chunk that drops to nothing (every row non-finite, or the merger's one-row
+  last chunk of a file whose last row is) adds nothing and ends no segment (issue #54: it raised ``IndexError``); an
+  arrival left with fewer rows than a window is ``too_short``, saying how many rows were dropped.
 - Statistics (``RunningStats``) are those of the stored rows, per channel.
 """
 
@@ -39,7 +42,7 @@ import dataclasses
 import io
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -289,6 +292,8 @@ class SeriesWriter:
             if self.sketch is not None:
                 self.sketch.dropped(values[~ok])
             times, values = times[ok], values[ok]
+            if not len(times):  # every row of the chunk dropped: it adds nothing, and ends no segment (#54)
+                return
         self.rows += len(times)
         steps = np.diff(times, prepend=times[0] if self.last is None else self.last)
         if (steps < 0).any():
@@ -300,9 +305,11 @@ class SeriesWriter:
                            f"{self.rows - len(times) + int(dup[0]) + 1} of the sorted series)")
         if self.sketch is not None:  # every step, the first row's (none) left out
             self.sketch.update_steps(steps if self.last is not None else steps[1:])
-        if self.max_gap is None:
-            self.max_gap = windows.default_max_gap(times, self.length)
-        cuts = np.flatnonzero(steps > self.max_gap)
+        if self.max_gap is None and (self.last is not None or len(times) > 1):  # the first rows with a step
+            self.max_gap = windows.default_max_gap(times if self.last is None else np.r_[self.last, times],
+                                                   self.length)
+        # A first chunk of one row has no step yet, so nothing to cut: the next chunk decides max_gap (with it).
+        cuts = np.flatnonzero(steps > self.max_gap) if self.max_gap is not None else np.zeros(0, np.int64)
         lo = 0
         for cut in [*cuts.tolist(), len(times)]:
             for at in range(lo, cut, self.target):  # a shard is cut at most every ``target`` rows
@@ -312,18 +319,36 @@ class SeriesWriter:
             lo = cut
         self.last = float(times[-1])
 
-    def feed_ahead(self, times: np.ndarray, values: np.ndarray) -> None:
-        """A ranged task's look past its share: at most ``length - 1`` rows of the next share, appended to the open
-        segment up to the first gap (or out-of-order or non-finite row), so every window that starts in this share
-        is whole; they are not counted as this share's rows (the next task reads them as its own)."""
-        if self.last is None or not len(times):
+    def feed_ahead(self, rows: Iterable[Chunk]) -> None:
+        """A ranged task's look past its share: at most ``length - 1`` rows of the next share as that share stores
+        them (its non-finite rows dropped under ``drop_nonfinite``, its repeated times merged by the caller's
+        ``duplicates.Merger``), appended to the open segment up to the first gap (or out-of-order row, or non-finite
+        one the spec does not drop), so every window that starts in this share is whole; they are not counted as
+        this share's rows (the next task reads them as its own). ``rows`` is read only as far as needed."""
+        if self.last is None:
             return
-        times, values = times[: self.length - 1], values[: self.length - 1]
-        steps = np.diff(times, prepend=self.last)
-        bad = (steps <= 0) | (steps > self.max_gap) | ~np.isfinite(values).all(axis=1)  # type: ignore[operator]
-        take = int(np.argmax(bad)) if bad.any() else len(times)
-        if take:
-            self._append(times[:take], values[:take])
+        want, last = self.length - 1, self.last
+        if want < 1:
+            return
+        for times, values in rows:
+            ok = np.isfinite(values).all(axis=1)
+            stop = False
+            if not ok.all():
+                if self.cfg.drop_nonfinite:  # as the next share drops them: a chunk of them adds nothing
+                    times, values = times[ok], values[ok]
+                else:  # the next share refuses the arrival: nothing past the first
+                    stop, end = True, int(np.argmin(ok))
+                    times, values = times[:end], values[:end]
+            times, values = times[:want], values[:want]
+            steps = np.diff(times, prepend=last)
+            bad = (steps <= 0) | (steps > self.max_gap)  # type: ignore[operator]
+            take = int(np.argmax(bad)) if bad.any() else len(times)
+            if take:
+                self._append(times[:take], values[:take])
+                want -= take
+                last = float(times[take - 1])
+            if stop or take < len(times) or want <= 0:
+                break
 
     def _append(self, times: np.ndarray, values: np.ndarray) -> None:
         if self.open is None:
@@ -404,6 +429,8 @@ class SeriesWriter:
         self.done.append((uri, count, out.size, out.crc32c))
 
     def finish(self) -> list[windows.Segment]:
+        if self.max_gap is None:  # never a step (one row at most): nothing was cut
+            self.max_gap = float("inf")
         self._close()
         self._flush()
         return self.segments
@@ -418,11 +445,11 @@ class SeriesWriter:
 # -- ranged conversion (landfall.arrival.ranged) ---------------------------------------------------------------
 @dataclasses.dataclass
 class Share:
-    """A ranged task's rows: ``chunks`` (its share, in file order), then ``ahead()``: at most ``length - 1`` rows
-    after it (None at the end of the file)."""
+    """A ranged task's rows: ``chunks`` (its share, in file order), then ``ahead()``: the rows after it, in chunks of
+    ``length - 1`` rows, read only as far as they are consumed (nothing at the end of the file)."""
 
     chunks: Iterator[Chunk]
-    ahead: Callable[[], Chunk | None]
+    ahead: Callable[[], Iterator[Chunk]]
     where: str
 
 
@@ -438,8 +465,8 @@ def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, c
         return _parquet_share(formats.guarded(fh), cfg, index, count)
     if fmt == "csv.gz":
         if index == 0:
-            return Share(chunks(fmt, fh, size, cfg), lambda: None, "the whole file")
-        return Share(iter(()), lambda: None, "nothing (task 0 reads a compressed stream whole)")
+            return Share(chunks(fmt, fh, size, cfg), lambda: iter(()), "the whole file")
+        return Share(iter(()), lambda: iter(()), "nothing (task 0 reads a compressed stream whole)")
     raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
 
 
@@ -456,24 +483,29 @@ def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count:
         if start < end:
             yield from _csv_rows(formats.guarded(ranges.Bounded(fh, start, end)), names, channels, cfg)
 
-    def ahead() -> Chunk | None:
+    def ahead() -> Iterator[Chunk]:
+        """The lines after the share, ``length - 1`` at a time (rows dropped or merged may ask for more)."""
         want = cfg.timesteps - 1
-        if end >= size or want < 1:
-            return None
-        fh.seek(end)
-        data, lines = b"", 0
-        while lines < want and end + len(data) < size:
-            block = fh.read(min(1 << 16, size - end - len(data)))
-            if not block:
-                break
-            data += block
-            lines = data.count(b"\n")
-        if lines >= want:
-            cut = -1
-            for _ in range(want):
-                cut = data.find(b"\n", cut + 1)
-            data = data[: cut + 1]
-        return next(_csv_rows(io.BytesIO(data), names, channels, cfg), None) if data.strip() else None
+        at = end
+        while at < size and want >= 1:
+            fh.seek(at)
+            data, lines = b"", 0
+            while lines < want and at + len(data) < size:
+                block = fh.read(min(1 << 16, size - at - len(data)))
+                if not block:
+                    break
+                data += block
+                lines = data.count(b"\n")
+            if lines >= want:
+                cut = -1
+                for _ in range(want):
+                    cut = data.find(b"\n", cut + 1)
+                data = data[: cut + 1]
+            if not data:
+                return
+            at += len(data)
+            if data.strip():
+                yield from _csv_rows(io.BytesIO(data), names, channels, cfg)
 
     return Share(own(), ahead, f"bytes {start}..{end - 1}")
 
@@ -497,22 +529,31 @@ def _parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Sha
         except (pa.ArrowInvalid, OSError) as exc:
             raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
 
-    def ahead() -> Chunk | None:
+    def ahead() -> Iterator[Chunk]:
         want = cfg.timesteps - 1
-        return next(rows(list(range(g1, groups)), want), None) if want >= 1 else None
+        return rows(list(range(g1, groups)), want) if want >= 1 else iter(())
 
     return Share(rows(list(range(g0, g1)), cfg.chunk_instances), ahead, f"row groups {g0}..{g1 - 1}")
 
 
-def head_max_gap(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> float:
-    """``max_gap`` when the spec sets none, as the in-process conversion takes it: from the file's first chunk."""
-    first = next(iter(chunks(fmt, fh, size, cfg)), None)
-    if first is None:
-        return float("inf")
-    times, values = first
-    if cfg.drop_nonfinite:
-        times = times[np.isfinite(values).all(axis=1)]
-    return windows.default_max_gap(times, cfg.timesteps)
+def head_max_gap(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, stamped: bool = False) -> float:
+    """``max_gap`` when the spec sets none, as the in-process conversion takes it (``SeriesWriter.feed``): from the
+    first chunk of rows it stores (each time once, non-finite rows dropped under ``drop_nonfinite``) that has a step;
+    a chunk that drops to nothing is passed over, and a first chunk of one row is taken with the next."""
+    held: np.ndarray | None = None
+    # Under ``reject`` a repeated time refuses the arrival where the conversion meets it, not here: its times are the
+    # same under ``first``.
+    policy = duplicates.FIRST if cfg.series_duplicate_times == duplicates.REJECT else cfg.series_duplicate_times
+    for times, values in duplicates.Merger(policy, stamped).chunks(chunks(fmt, fh, size, cfg)):
+        if cfg.drop_nonfinite:
+            times = times[np.isfinite(values).all(axis=1)]
+        if not len(times):
+            continue
+        if held is None and len(times) < 2:
+            held = times
+            continue
+        return windows.default_max_gap(times if held is None else np.r_[held, times], cfg.timesteps)
+    return float("inf")
 
 
 def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generation: int | None, size: int,
@@ -523,14 +564,14 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
     merges the parts' segments). ``stop()`` is asked at each shard (another task rejected the arrival): None."""
     _estimated(cfg)
     fmt = formats.format_of(source)
+    with storage.open_read(source, generation) as fh:
+        stamped = header(fmt, fh, cfg)[1]
     max_gap = cfg.series_max_gap
     if max_gap is None:
         with storage.open_read(source, generation) as fh:
-            max_gap = head_max_gap(fmt, fh, size, cfg)
+            max_gap = head_max_gap(fmt, fh, size, cfg, stamped)
     writer = SeriesWriter(storage, tmp_prefix, cfg, max_gap)
     first: float | None = None
-    with storage.open_read(source, generation) as fh:
-        stamped = header(fmt, fh, cfg)[1]
     merger = duplicates.Merger(cfg.series_duplicate_times, stamped)
     try:
         try:
@@ -544,9 +585,8 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
                         writer.abort()
                         return None
                 last = writer.last
-                more = part.ahead() if writer.last is not None else None
-                if more is not None:
-                    writer.feed_ahead(*more)
+                if writer.last is not None:
+                    writer.feed_ahead(_as_stored(part.ahead(), cfg, stamped))
         except _Unsorted:
             if count > 1:
                 raise BadInput("unsorted_too_large", f"the series is not sorted by time ({part.where} of the file): "
@@ -566,6 +606,14 @@ def convert_share(storage: Storage, cfg: ConverterConfig, source: str, generatio
     return writer, {"rows": writer.rows + merger.merged, "stored_rows": writer.kept, "dropped_rows": writer.dropped,
                     "segments": [s.to_list() for s in segments], "first": first, "last": last,
                     "max_gap": writer.max_gap, "sorted": True, "merged_rows": merger.merged, "stamped": stamped}
+
+
+def _as_stored(rows: Iterator[Chunk], cfg: ConverterConfig, stamped: bool) -> Iterator[Chunk]:
+    """The rows past a share with each time once, as the next share's ``duplicates.Merger`` makes them (it starts at
+    the same row); under ``reject`` a repeated time stops the look there instead (the next share refuses it)."""
+    if cfg.series_duplicate_times == duplicates.REJECT:
+        return rows
+    return duplicates.Merger(cfg.series_duplicate_times, stamped).chunks(rows)
 
 
 def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, Any]:
@@ -591,10 +639,12 @@ def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, 
                                "ranged tasks must be sorted")
         segments += [[r + base, n, w, a, b] for r, n, w, a, b in sec["segments"]]
         base += sec["stored_rows"]
-        last = sec["last"]
+        if sec["last"] is not None:  # a share whose rows all dropped leaves the order to the share before it
+            last = sec["last"]
     if not segments:
         if rows < cfg.timesteps:
-            raise BadInput("too_short", f"{rows} rows, fewer than one window of {cfg.timesteps}")
+            raise BadInput("too_short", f"{rows} rows{_dropped(sum(int(p['dropped']) for p in parts))}, fewer than "
+                           f"one window of {cfg.timesteps}")
         raise BadInput("all_gaps", f"{rows} rows, but no run of {cfg.timesteps} rows without a step longer than "
                        f"max_gap={parts[0]['series']['max_gap']:g}: every window would span a gap")
     return {"time_column": cfg.series_time_column, "stride": cfg.window_stride,
@@ -605,6 +655,11 @@ def merge_parts(parts: list[dict[str, Any]], cfg: ConverterConfig) -> dict[str, 
 
 
 # -- the conversion -------------------------------------------------------------------------------------------
+def _dropped(rows: int) -> str:
+    """What a refusal for too few rows says of the rows ``drop_nonfinite`` dropped (they are not counted)."""
+    return f" left after dropping {rows} with a non-finite or missing value (arrival.drop_nonfinite)" if rows else ""
+
+
 def _estimated(cfg: ConverterConfig) -> None:
     """A window still ``auto`` (``landfall.arrival.autowindow`` has not written it yet) cuts nothing: retried."""
     if cfg.window_auto:
@@ -663,7 +718,8 @@ def convert(source_uri: str, out_prefix: str, dataset: str, cfg: ConverterConfig
         segments = writer.finish()
         if not segments:
             if writer.rows < cfg.timesteps:
-                raise BadInput("too_short", f"{writer.rows} rows, fewer than one window of {cfg.timesteps}")
+                raise BadInput("too_short", f"{writer.rows} rows{_dropped(writer.dropped_nonfinite)}, fewer than one "
+                               f"window of {cfg.timesteps}")
             raise BadInput("all_gaps", f"{writer.rows} rows, but no run of {cfg.timesteps} rows without a step "
                            f"longer than max_gap={writer.max_gap:g}: every window would span a gap")
         sketch = None if writer.sketch is None else writer.sketch.finish(writer.stats.to_dict())

@@ -2,8 +2,9 @@
 and the jobs.
 
 Arrivals per dataset (live, quarantined by their checks with each check, feature and measured value against its
-threshold, converting on the Cloud Run job, and retracted because their object was overwritten or deleted, or
-rejected in quarantine), the requests waiting for the dataset's next job (how long, and whether the manifest
+threshold, converting on the Cloud Run job, failing (their event raised and is being retried, or was dead-lettered:
+``landfall.core.artifacts.failing``, with the error), and retracted because their object was overwritten or deleted,
+or rejected in quarantine), the requests waiting for the dataset's next job (how long, and whether the manifest
 they name is missing: the next release rejects those, ``landfall.submit.coalesce``) and rejections,
 with the latest few of each and their reasons; the jobs with their state, the requests each covers and
 the latest metrics (``runs/<job>/metrics.json``), per dataset its retrain policy, why its next release is held
@@ -28,12 +29,12 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, on_the_stack
-from landfall.core.artifacts import champion, detections, results, specs
+from landfall.core.artifacts import champion, detections, failing, results, specs
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import ADMISSION, MANIFEST, RETRACTION, Layout
+from landfall.core.contracts.layout import ADMISSION, FAILING, MANIFEST, RETRACTION, Layout
 from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
-from landfall.core.errors import LandfallError, NotFound
+from landfall.core.errors import LandfallError, MissingCRD, NotFound
 from landfall.core.quality import quarantine
 from landfall.core.rules import cost
 from landfall.core.services.pubsub import PubSub
@@ -174,15 +175,27 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
 
     tprefix = layout.gs(bucket, lay.tfrecords_prefix)
     folders: dict[tuple[str, str], dict[str, Any]] = {}
-    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH, "/" + ADMISSION)
+    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH, "/" + ADMISSION, "/" + FAILING)
     for info in storage.list_objects(tprefix + (f"{dataset}/" if dataset else ""), suffix=records):
         parts = info.uri[len(tprefix):].split("/")
         if len(parts) == 3:  # <dataset>/<arrival-id>/<record>
             folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
+    rprefix = layout.gs(bucket, lay.rejected_prefix)
+    rejected: dict[str, list[Any]] = {}
+    for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
+        ds = info.uri[len(rprefix):].split("/", 1)[0]
+        entry(ds)["rejected"] += 1
+        rejected.setdefault(ds, []).append(info)
+    refused = {(ds, i.uri.rsplit("/", 1)[-1].removesuffix(".json")) for ds, infos in rejected.items() for i in infos}
     retracted: dict[str, list[Any]] = {}
     converting: dict[str, list[Any]] = {}
     held: dict[str, list[Any]] = {}
-    for (ds, _), records in folders.items():
+    failed: dict[str, list[Any]] = {}
+    for (ds, aid), records in folders.items():
+        if failing.current(records.get(FAILING), records.get(DISPATCH), superseded=(ds, aid) in refused
+                           or MANIFEST in records or RETRACTION in records):
+            entry(ds)["failing"] = entry(ds).get("failing", 0) + 1  # its event raised: retried, or dead-lettered
+            failed.setdefault(ds, []).append(records[FAILING])
         if RETRACTION in records:
             entry(ds)["retracted"] += 1
             retracted.setdefault(ds, []).append(records[RETRACTION])
@@ -193,7 +206,7 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
             if ADMISSION not in records and _held(storage, records[MANIFEST]):  # checks hold it: not trained on
                 entry(ds)["quarantined"] = entry(ds).get("quarantined", 0) + 1
                 held.setdefault(ds, []).append(records[MANIFEST])
-        else:  # dispatched to the Cloud Run job, no manifest yet: converting, or its execution failed for good
+        elif DISPATCH in records:  # dispatched to the Cloud Run job, no manifest yet: converting, or failed for good
             entry(ds)["converting"] = entry(ds).get("converting", 0) + 1
             converting.setdefault(ds, []).append(records[DISPATCH])
     qprefix = layout.gs(bucket, lay.requests_prefix)
@@ -203,12 +216,6 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
         if rest.startswith("pending/"):  # requests waiting for the dataset's next job
             entry(ds)["pending"] = entry(ds).get("pending", 0) + 1
             waiting.setdefault(ds, []).append(info)
-    rprefix = layout.gs(bucket, lay.rejected_prefix)
-    rejected: dict[str, list[Any]] = {}
-    for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
-        ds = info.uri[len(rprefix):].split("/", 1)[0]
-        entry(ds)["rejected"] += 1
-        rejected.setdefault(ds, []).append(info)
     for ds, infos in waiting.items():
         out[ds]["latest_pending"] = [_pending(storage, i) for i in _newest(infos)]
     for ds, infos in retracted.items():
@@ -219,10 +226,20 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
     for ds, infos in converting.items():
         out[ds]["latest_converting"] = [_summary(storage, i.uri, ("source", "job", "execution", "task_count",
                                                                   "updated_at")) for i in _newest(infos)]
+    for ds, infos in failed.items():
+        out[ds]["latest_failing"] = [_failing(storage, i.uri) for i in _newest(infos)]
     for ds, infos in rejected.items():
         out[ds]["latest_rejections"] = [_summary(storage, i.uri, ("source", "reason", "detail", "rejected_at"))
                                         for i in _newest(infos)]
     return out
+
+
+def _failing(storage: Any, uri: str) -> dict[str, Any]:
+    """A failing arrival's record (``landfall.core.artifacts.failing``): its source, error and attempts."""
+    raw = failing.read(storage, uri) or {"record": uri, "error": "gone since it was listed"}
+    source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+    return {"record": uri, **({"name": source.get("name"), "generation": source.get("generation")} if source else {}),
+            **{k: raw.get(k) for k in ("kind", "error", "attempts", "first_failed_at", "failed_at")}}
 
 
 def _held(storage: Any, info: Any) -> bool:
@@ -269,7 +286,9 @@ def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
     except LandfallError as exc:
         return {"record": uri, "error": str(exc)}
     source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
+    request = raw.get("request") if isinstance(raw.get("request"), dict) else {}  # a submit rejection's
     return {"record": uri, **({"name": source.get("name"), "generation": source.get("generation")} if source else {}),
+            **({"request_id": request.get("request_id")} if not source and request.get("request_id") else {}),
             **{k: raw.get(k) for k in keys if k != "source"}}
 
 
@@ -335,7 +354,12 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             entry["detections"] = scored.get(ds) or detections.counts([]) | {"latest_anomalous": []}
             entry["retrain"] = _retrain(cfg, storage, backend, ds, lay, clock)
             entry["spec"] = _spec(storage, cfg.bucket, ds, lay)
-    for job in backend.list(dataset):
+    try:
+        jobs = backend.list(dataset)
+    except MissingCRD as exc:  # the cluster lacks the engine's CRD: no jobs to show, and why (each refused request
+        jobs = []              # says so among its dataset's rejections)
+        out["jobs_error"] = f"{type(exc).__name__}: {exc}"
+    for job in jobs:
         name = tfjob.name_of(job)
         bucket = cfg.bucket or engine.bucket_of(job)
         out["jobs"].append({
@@ -417,6 +441,7 @@ def status(args: argparse.Namespace) -> int:
         held = f", {counts['quarantined']} quarantined (not trained on until admitted)" if counts.get("quarantined") \
             else ""
         held += f", {counts['warned']} flagged by a check and trained on (warn)" if counts.get("warned") else ""
+        held += f", {counts['failing']} failing (their event retried)" if counts.get("failing") else ""
         print(f"dataset {ds}: {counts['arrivals']} arrivals, {counts['retracted']} retracted, "
               f"{counts['rejected']} rejected, {counts.get('converting', 0)} converting on Cloud Run, "
               f"{counts.get('pending', 0)} request(s) waiting for the next job{held}")
@@ -424,6 +449,11 @@ def status(args: argparse.Namespace) -> int:
             print(f"  converting {r.get('name')}#{r.get('generation')}: Cloud Run execution {r.get('execution')} "
                   f"({r.get('task_count')} tasks, dispatched {r.get('updated_at')}; no manifest yet: if the "
                   f"execution failed for good, rerun it as docs/large-files.md says)")
+        for r in counts.get("latest_failing", []):
+            print(f"  failing   {r.get('name')}#{r.get('generation')}: {r.get('error')} ({r.get('kind')}; "
+                  f"{r.get('attempts')} attempt(s) recorded, the first at {r.get('first_failed_at')}, the last at "
+                  f"{r.get('failed_at')}; retried until it converts, or the arrival subscription's dead letter takes "
+                  "it)")
         for r in counts.get("latest_pending", []):
             state = ("its manifest is missing: the next release rejects it" if r.get("manifest_missing")
                      else "for the next job")
@@ -434,7 +464,9 @@ def status(args: argparse.Namespace) -> int:
             print(f"  quarantined {r.get('name')}#{r.get('generation')} ({r.get('arrival_id')}): {checks}; not "
                   f"trained on until `landfall admit {r.get('arrival_id')} --dataset {ds}` (or `landfall reject`)")
         for r in counts.get("latest_rejections", []):
-            print(f"  rejected  {r.get('name')}#{r.get('generation')}: {r.get('reason')}: {r.get('detail')}")
+            what = (f"{r.get('name')}#{r.get('generation')}" if "name" in r or "request_id" not in r
+                    else f"request {r['request_id']}")  # an arrival's object, or a training request
+            print(f"  rejected  {what}: {r.get('reason')}: {r.get('detail')}")
         for r in counts.get("latest_retractions", []):
             by = f" by generation {r['by_generation']}" if r.get("by_generation") else ""
             print(f"  retracted {r.get('name')}#{r.get('generation')}: {r.get('reason')}{by}")
@@ -458,6 +490,8 @@ def status(args: argparse.Namespace) -> int:
             for d in found.get("latest_anomalous", []):
                 print(f"  anomalous {d['arrival']}: {d['anomalies']} of {d['count']} {_unit(d)} in {d['ranges']} "
                       f"range(s), champion {d['champion']}, scored at {d['scored_at']}")
+    if report.get("jobs_error"):
+        print(f"jobs unavailable: {report['jobs_error']}")
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         try:

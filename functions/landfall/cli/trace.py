@@ -8,16 +8,17 @@ job back to its arrivals, and where the chain stops and why.
 - ``JOB``: a job name (``runs/<job>/inputs.json``).
 
 For an arrival, in order: the object and its generation, its rejection (reason and detail), its retraction, its
-Cloud Run dispatch, its manifest, its request (``received/``, ``requests/<dataset>/pending/``, or the submit stage's
-rejection of it), the job that covered it (the newest-first walk over the dataset's jobs that stops at the job whose
-``inputs.json`` lists the request, or at one released before the manifest existed, at most ``MAX_JOBS``), that job's
-state (the TFJob, or the bucket's records once it is gone), ``metrics.json`` (epochs, losses, verdict, error),
-``result.json`` (the published result) and the dataset's champion; then, for any converted arrival (quarantined ones
-included), its detections (``scores/<dataset>/<arrival>/``, ``landfall.core.artifacts.detections``): a step per
-champion that
-scored it (anomalies of count, the first ranges with their times, the scores and summary, published or not), or why
-it is not scored (no champion when it arrived, or the scorer has not scored it yet). For a job: its inputs, state,
-metrics, verdict, result, champion, and each arrival it covered (at most ``MAX_ARRIVALS`` listed).
+Cloud Run dispatch, its failing event (``landfall.core.artifacts.failing``: the error its event raised, retried or
+dead-lettered, while there is no manifest), its manifest, its request (``received/``,
+``requests/<dataset>/pending/``, or the submit stage's rejection of it), the job that covered it (the newest-first
+walk over the dataset's jobs that stops at the job whose ``inputs.json`` lists the request, or at one released
+before the manifest existed, at most ``MAX_JOBS``), that job's state (the TFJob, or the bucket's records once it is
+gone), ``metrics.json`` (epochs, losses, verdict, error), ``result.json`` (the published result) and the dataset's
+champion; then, for any converted arrival (quarantined ones included), its detections
+(``scores/<dataset>/<arrival>/``, ``landfall.core.artifacts.detections``): a step per champion that scored it
+(anomalies of count, the first ranges with their times, the scores and summary, published or not), or why it is not
+scored (no champion when it arrived, or the scorer has not scored it yet). For a job: its inputs, state, metrics,
+verdict, result, champion, and each arrival it covered (at most ``MAX_ARRIVALS`` listed).
 
 Read-only and bounded: named records only, and at most one listing per step (the datasets for a bare arrival id, the
 generations of a deleted object, the arrival's detections). The last line (``stop`` in ``--json``) says where the
@@ -36,7 +37,7 @@ from typing import Any
 
 from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
-from landfall.core.artifacts import champion, detections, results
+from landfall.core.artifacts import champion, detections, failing, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
 from landfall.core.contracts.layout import Layout
@@ -53,8 +54,8 @@ MAX_ARRIVALS = 50  # arrivals of a job listed one by one
 
 @dataclasses.dataclass
 class Step:
-    what: str  # object | rejection | retraction | dispatch | manifest | request | job | metrics | timeline | result
-    #   | champion | detections
+    what: str  # object | rejection | retraction | dispatch | failing | manifest | request | job | metrics | timeline
+    #   | result | champion | detections
     text: str
     at: str | None = None  # when it happened, from the record
     record: str | None = None  # the URI read
@@ -119,11 +120,11 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
         name, generation = _source_of(manifest, rejection, retraction)
     subject = f"{dataset}/{aid}"
     if name is None and rejection is None and manifest is None and retraction is None:
-        dispatch = r.json(r.uri(folder + DISPATCH))
-        if dispatch is None:
+        found = r.json(r.uri(folder + DISPATCH)) or r.json(r.uri(folder + layout.FAILING))
+        if found is None:
             return Trace(subject, "arrival", dataset, [], f"no record of arrival {aid} in dataset {dataset}",
                          found=False)
-        name, generation = _source_of(dispatch)
+        name, generation = _source_of(found)
     # 1. the object
     if name:
         try:
@@ -157,6 +158,17 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
     if manifest is None:
         dispatch_uri = r.uri(folder + DISPATCH)
         dispatch = r.json(dispatch_uri)
+        failing_uri = r.uri(folder + layout.FAILING)
+        failed = failing.read(r.storage, failing_uri) if retraction is None else None
+        if failed is not None and (dispatch is None or str(failed.get("failed_at") or "")
+                                   > str(dispatch.get("updated_at") or "")):
+            steps.append(Step("failing", f"its event fails and is retried: {failed.get('error')} "
+                                         f"({failed.get('attempts')} attempt(s) recorded since "
+                                         f"{failed.get('first_failed_at')})", failed.get("failed_at"), failing_uri,
+                              {k: failed.get(k) for k in ("kind", "error", "attempts", "first_failed_at")}))
+            return Trace(subject, "arrival", dataset, steps,
+                         f"not converted: its event fails ({failed.get('kind')}: {failed.get('error')}) and is "
+                         "retried until the arrival subscription's dead letter takes it (landfall status shows it)")
         if dispatch is not None:
             steps.append(Step("dispatch", f"converting on the Cloud Run job: execution {dispatch.get('execution')} "
                                           f"({dispatch.get('task_count')} tasks)", dispatch.get("updated_at"),

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 
 from landfall.arrival import converter, ranged
 from landfall.arrival.config import ConverterConfig
+from landfall.core.contracts import records
 from landfall.core.contracts.messages import Manifest
+from landfall.core.rules import series
 from landfall.core.services.storage import Storage
 from tests.support import read_back
 
@@ -27,6 +30,21 @@ def committed(results: list[ranged.TaskResult]) -> Manifest:
     assert winners[0].manifest is not None
     return winners[0].manifest
 
+
+def series_windows(storage: Storage, manifest: Manifest) -> np.ndarray:
+    """Every window of a series arrival, cut from its shards as the trainer cuts them (numpy only)."""
+    cut = series.Layout.of(manifest.series or {}, manifest.shape[0])
+    out, first = [], 0
+    for shard in manifest.shards:
+        body = storage.read_bytes(shard.uri)
+        rows = np.frombuffer(b"".join(records.decode_example(r, (-1,)).tobytes()
+                                      for r in records.iter_records(io.BytesIO(body))), np.float32)
+        rows = rows.reshape(-1, manifest.shape[1])
+        starts = cut.starts(np.arange(first, first + shard.count))
+        starts -= starts[0]
+        out.append(np.stack([rows[s:s + cut.length] for s in starts]))
+        first += shard.count
+    return np.concatenate(out) if out else np.zeros((0, *manifest.shape), np.float32)
 
 
 def in_process(storage: Storage, cfg: ConverterConfig, src: str, out: str) -> Manifest:

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from landfall.arrival import converter, route
+from landfall.arrival import converter, ranges, route
 from landfall.arrival.config import ConverterConfig
 from landfall.core.services.storage import Storage
-from tests.landfall.arrival.ranged_helpers import committed, run_all
+from tests.landfall.arrival.ranged_helpers import committed, run_all, series_windows
 from trainer import inputs, windows
 
 LENGTH = 6
@@ -107,3 +107,48 @@ def test_a_series_out_of_order_is_refused_within_a_share_or_across_shares(tmp_pa
 def test_a_series_over_the_inline_limit_goes_to_ranged_tasks():
     cfg = dataclasses.replace(CFG, inline_max_bytes=1000)
     assert route.converts_inline("csv", 1000, cfg) and not route.converts_inline("csv", 1001, cfg)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_rows_dropped_or_merged_where_shares_meet_cost_no_window(tmp_path, fmt):
+    """Issue #54's class on the Cloud Run path, with ``drop_nonfinite`` and ``max_gap`` derived: the file's first
+    chunk drops to nothing (``max_gap`` is then taken from the next, in-process and in every task alike), the first
+    rows of the second share are non-finite or repeat a time (the task before looks past its end at the rows as their
+    share stores them: dropped, merged), and the third share drops to nothing. At stride 1 the 3 tasks store the
+    in-process conversion's windows exactly."""
+    storage = Storage("t")
+    rows = 900
+    t = np.arange(rows, dtype=np.int64) * 10
+    t[450:] += 1000  # a gap, cut only when max_gap is derived from finite rows (30)
+    values = np.random.default_rng(54).integers(1, 10, size=rows) / 4.0
+    bad = np.zeros(rows, bool)
+    bad[:50] = True  # the first chunk (chunk_instances=50) drops to nothing
+    if fmt == "csv":  # fixed-width lines, so the non-finite cells (written -inf) move no share's first row
+        body = lambda: "t,row,v\n" + "".join(  # noqa: E731
+            f"{t[i]:06d},{i:04d},{'-inf' if bad[i] else f'{values[i]:.2f}'}\n" for i in range(rows))
+        size = len(body())
+        with open(tmp_path / "probe.csv", "w") as fh:
+            fh.write(body())
+        with open(tmp_path / "probe.csv", "rb") as fh:
+            first = [(ranges.after_newline(fh, size * k // 3, size) - len("t,row,v\n")) // len("000000,0000,0.00\n")
+                     for k in (1, 2)]
+    else:  # three row groups of 300: one share each
+        first = [300, 600]
+    bad[first[0]:first[0] + 2] = True  # the second share's first rows: dropped, a step of 30 (<= max_gap) over them
+    t[first[0] + 4] = t[first[0] + 3]  # and a repeated time among the rows the first task looks past its end at
+    t[first[0] + 5:450] -= 10
+    bad[first[1]:] = True  # the third share: nothing stored
+    src = tmp_path / f"s.{fmt}"
+    if fmt == "csv":
+        src.write_text(body())
+    else:
+        frame = pd.DataFrame({"t": t, "row": np.arange(rows, dtype=float), "v": np.where(bad, np.nan, values)})
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), src, row_group_size=300)
+    cfg = dataclasses.replace(CFG, drop_nonfinite=True, chunk_instances=50)
+    ref = converter.convert(str(src), str(tmp_path / "in"), "d", cfg, storage)
+    got = committed(run_all(storage, cfg, str(src), str(tmp_path / "ranged"), 3))
+    assert ref.series["max_gap"] == got.series["max_gap"] == 30
+    assert [s[1] for s in ref.series["segments"]] == [450 - 50 - 2 - 1, first[1] - 450]
+    assert (got.count, got.dropped_nonfinite, got.series["merged_rows"]) == (
+        ref.count, ref.dropped_nonfinite, ref.series["merged_rows"]) == (ref.count, 50 + 2 + rows - first[1], 1)
+    np.testing.assert_array_equal(series_windows(storage, got), series_windows(storage, ref))

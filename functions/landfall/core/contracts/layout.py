@@ -2,7 +2,8 @@
 
 - arrivals:   gs://BUCKET/incoming/<dataset>/<any path>
 - shards:     gs://BUCKET/tfrecords/<dataset>/<arrival-id>/part-00000-of-000NN.tfrecord + manifest.json
-              (+ retracted.json once the arrival's object was overwritten or deleted)
+              (+ retracted.json once the arrival's object was overwritten or deleted; failing.json while its event
+              fails and is retried: landfall.core.artifacts.failing)
 - rejections: gs://BUCKET/rejected/<dataset>/<arrival-id>.json
 - runs:       gs://BUCKET/runs/<job>/
 
@@ -67,6 +68,7 @@ RETRACTION = "retracted.json"
 PROFILE = "profile.json"
 REFERENCE = "_reference.json"
 ADMISSION = "admitted.json"
+FAILING = "failing.json"  # the arrival's event fails and is retried (landfall.core.artifacts.failing)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +200,10 @@ def manifest_arrival(layout: Layout, dataset: str, name: str) -> str | None:
 
 def retraction_name(layout: Layout, dataset: str, aid: str) -> str:
     return shards_prefix(layout, dataset, aid) + RETRACTION
+
+
+def failing_name(layout: Layout, dataset: str, aid: str) -> str:
+    return shards_prefix(layout, dataset, aid) + FAILING
 
 
 def reference_name(layout: Layout, dataset: str) -> str:

@@ -105,6 +105,11 @@ class Storage:
         self._client = client
         self.retry: Retry = DEFAULT_RETRY.with_timeout(retry_deadline_s)
 
+    def bounded(self, retry_deadline_s: float) -> Storage:
+        """This storage (its client shared) with its retries bounded by ``retry_deadline_s``: for a best-effort
+        record written beside an error that is already being raised (``landfall.core.artifacts.failing``)."""
+        return Storage(self._project, self._client, retry_deadline_s)
+
     @property
     def client(self) -> gcs.Client:
         if self._client is None:
