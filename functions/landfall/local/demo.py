@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ from landfall.core.services.storage import Storage
 from landfall.local import detections, emulators, plots, report
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.reader import Reader
-from landfall.local.stack import Stack, StackConfig, wait_for_signal
+from landfall.local.stack import Stack, StackConfig, read_running, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
@@ -193,8 +194,24 @@ def upload(storage: Storage, bucket: str, dataset: str, name: str, data: np.ndar
     return uri
 
 
+def fresh(out: Path) -> None:
+    """Each demo tells its story from an empty bucket: an earlier run's stack state under ``<out>/stack`` (its bucket,
+    topics and jobs) and outputs (``metrics/``, ``scores/``) are removed first, else its jobs would join this story
+    (a second ``make demo`` used to end in "metrics.json: not found"). A stack still running there is refused."""
+    if read_running(out / "stack"):
+        raise LandfallError(f"a stack is running on {out / 'stack'} (landfall up, or a demo with --keep-running): "
+                            "stop it first")
+    for name in ("stack", "metrics", "scores"):
+        shutil.rmtree(out / name, ignore_errors=True)
+
+
 def run(opts: DemoOptions) -> int:
     out = Path(opts.out)
+    try:
+        fresh(out)
+    except LandfallError as exc:
+        print(f"landfall demo: stage 'stack' failed: {exc}", file=sys.stderr)
+        return 1
     (out / "metrics").mkdir(parents=True, exist_ok=True)
     trainer_args = ("--units", opts.units, "--verbose", "0",
                     *(("--min-skill", str(opts.min_skill)) if opts.min_skill is not None else ()))

@@ -64,6 +64,11 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(memory_dir):
     assert f"scoring: {caught} of 8 injected anomalies flagged" in summary, (detected, summary)
     assert detected in proc.stdout
     assert not (out / "stack" / "stack.json").exists()  # the stack was stopped
+    # Again into the same folder (a second `make demo`): a story of its own, from an empty bucket.
+    again = _demo(memory_dir, "--no-follow-up")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert len(list((out / "metrics").glob("*.json"))) == 1
+    assert "starts from fresh weights (the first job of dataset demo" in again.stdout
 
 
 def test_demo_names_the_stage_that_failed(memory_dir):
