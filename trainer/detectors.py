@@ -9,11 +9,10 @@ rescore`` serve it unchanged: nothing downstream knows or asks which kind of det
 ``kind`` says it, for people).
 
 What each computes, in the standardised space ``trainer.baselines.Panel`` fitted it in (the job's statistics, the
-flattened ``D = T x F`` window ``z``), in float32:
-- ``mean_window``: the training set's mean window, whatever the input;
-- ``pca``: ``(z - centre) C^T C + centre``, ``C`` the ``k`` leading components;
-- ``nearest_neighbour``: the nearest of the fitted sample's windows (squared Euclidean distance, the first on ties).
-The constants are variables of the SavedModel (``variables/``), not graph constants. Reconstruction errors match the
+flattened ``D = T x F`` window ``z``), in float32: ``mean_window`` the training set's mean window, whatever the input;
+every registered detector (``trainer.baselines.KINDS``: ``pca``, ``nearest_neighbour``, ``kmeans``, ...) its own
+``serving`` function, the graph of its ``reconstruct``. The constants are variables of the SavedModel
+(``variables/``), not graph constants. Reconstruction errors match the
 panel's float64 ones to float32 rounding (``tests/trainer/test_detectors.py``).
 """
 
@@ -62,26 +61,11 @@ def save(panel: baselines.Panel, name: str, local: str | Path) -> Path:
 
         def reconstruct(z):
             return tf.tile(module.window, [tf.shape(z)[0], 1])
-    elif name == baselines.PCA:
-        if panel.components is None or panel.centre is None:
-            raise ValueError("pca was not fitted (no training window)")
-        module.components = tf.Variable(panel.components.astype(np.float32), trainable=False, name="components")
-        module.centre = tf.Variable(panel.centre.astype(np.float32)[None], trainable=False, name="centre")
-
-        def reconstruct(z):
-            code = tf.matmul(z - module.centre, module.components, transpose_b=True)
-            return tf.matmul(code, module.components) + module.centre
-    elif name == baselines.NEAREST:
-        if panel.neighbours is None:
-            raise ValueError("nearest_neighbour was not fitted (no training window)")
-        sample = panel.neighbours.astype(np.float32)
-        module.sample = tf.Variable(sample, trainable=False, name="sample")
-        module.norms = tf.Variable((sample.astype(np.float64) ** 2).sum(axis=1).astype(np.float32)[None],
-                                   trainable=False, name="norms")
-
-        def reconstruct(z):
-            distance = module.norms - 2.0 * tf.matmul(z, module.sample, transpose_b=True)
-            return tf.gather(module.sample, tf.argmin(distance, axis=1))
+    elif name in baselines.KINDS:
+        fitted = panel.kinds.get(name)
+        if fitted is None:
+            raise ValueError(f"{name} was not fitted (no training window)")
+        reconstruct = fitted.serving(module)
     else:
         raise ValueError(f"no detector {name!r} (one of {', '.join(baselines.NAMES)})")
 

@@ -1,7 +1,8 @@
 """Which candidate becomes champion: the one that detects best (``--select detection``, the default since #47).
 
 The candidates of every job that can be judged are the model the job trained and the baselines the verdict fits in
-its existing pass (``trainer.baselines``: the mean window, PCA, the nearest neighbour), each a detector served the
+its existing pass (``trainer.baselines``: the mean window and every registered detector: PCA, the nearest
+neighbour, KMeansAD, ...), each a detector served the
 same way (``trainer.detectors``). Each is scored on the same windows:
 
 - **basis**: with a labelled set (spec ``verdict.labelled``) that the candidates could score, its **labelled average
@@ -15,7 +16,7 @@ same way (``trainer.detectors``). Each is scored on the same windows:
   docs/benchmarks.md): by the surrogate over kinds, margins of 0 and 0.01 pick alike (mean regret 0.005 of labelled
   VUS-PR), 0.02 and more pass over a model that was within 0.01 of the best for a nearest neighbour 0.07 behind.
   A tie goes to the simpler candidate
-  (the mean window, PCA, the nearest neighbour, then the model).
+  (the mean window, the registered detectors in their order, then the model).
 - **gates**: a candidate that fails one of its gates (the model's ``min_skill``, ``min_skill_over``,
   ``min_average_precision*``; a baseline's ``min_average_precision``) is passed over for the next: the champion is
   the best candidate that may be promoted. ``chosen`` None when none may.
@@ -36,7 +37,13 @@ from typing import Any
 from trainer import baselines
 
 MODEL = "model"
-CANDIDATES = (baselines.MEAN_WINDOW, baselines.PCA, baselines.NEAREST, MODEL)  # also the tie order: simplest first
+
+
+def candidates() -> tuple[str, ...]:
+    """Every candidate, also the tie order: simplest first (the mean window, the registered detectors, the model)."""
+    return (*baselines.NAMES, MODEL)
+
+
 LABELLED, SURROGATE = "labelled average precision", "surrogate average precision over kinds"
 # The figure each basis reads from a candidate's figures (recorded as the summary's ``key``)
 KEYS = {LABELLED: "labelled_average_precision", SURROGATE: "kind_average_precision"}
@@ -74,19 +81,20 @@ def choose(scores: Mapping[str, float | None], basis: str,
     """The order of the candidates with a score (the model's less ``model_margin``) and the first one ``refusal`` lets
     through (its reason, else None)."""
     known = {n: float(v) for n, v in scores.items() if v is not None}
+    order = candidates()
 
     def rank(name: str) -> tuple[float, int]:
         return (-(known[name] - (model_margin if name == MODEL else 0.0)),
-                CANDIDATES.index(name) if name in CANDIDATES else 99)
+                order.index(name) if name in order else 99)
 
-    order = tuple(sorted(known, key=rank))
+    ranked = tuple(sorted(known, key=rank))
     passed: dict[str, str] = {}
-    for name in order:
+    for name in ranked:
         why = refusal(name)
         if why is None:
-            return Choice(basis, order, known, name, passed)
+            return Choice(basis, ranked, known, name, passed)
         passed[name] = why
-    return Choice(basis, order, known, None, passed)
+    return Choice(basis, ranked, known, None, passed)
 
 
 def summary(choice: Choice, figures: Mapping[str, Mapping[str, Any]], surrogate: Mapping[str, Any] | None,

@@ -12,7 +12,8 @@ anomalies injected into the data. Here:
   by training: the hold-out is apart from training by its gap (``landfall.core.rules.holdout``), and the set is built
   after
   ``fit``.
-- **The anomalies**, the kinds TimeEval's GutenTAG and Goswami et al. inject, in one channel, over a run of
+- **The anomalies**, the kinds TimeEval's GutenTAG and Goswami et al. inject, in one channel (one that varies in the
+  job's data, when any does), over a run of
   ``T/8``..``T/2`` steps at a random place in the window, their size in units of that channel's standard deviation
   (the job's statistics): ``spike`` (one step, 3-6 sd), ``level_shift`` (+-1.5-3 sd to the window's end),
   ``variance`` (noise of 1-2 sd added), ``trend`` (a ramp reaching +-2-4 sd), ``frequency`` (the run played at twice
@@ -59,11 +60,14 @@ def seed_of(seed: int, arrivals: Iterable[str]) -> int:
     return zlib.crc32(f"{int(seed)}/{','.join(sorted(set(arrivals)))}".encode())
 
 
-def inject(window: np.ndarray, kind: str, scale: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """A copy of ``window`` (``[T, F]``, original units) with one anomaly of ``kind``; ``scale`` per channel."""
+def inject(window: np.ndarray, kind: str, scale: np.ndarray, rng: np.random.Generator,
+           channels: np.ndarray | None = None) -> np.ndarray:
+    """A copy of ``window`` (``[T, F]``, original units) with one anomaly of ``kind`` in one of ``channels`` (default:
+    any); ``scale`` per channel."""
     x = np.array(window, np.float64)
     t_len, features = x.shape
-    f = int(rng.integers(features))
+    f = int(channels[rng.integers(len(channels))]) if channels is not None and len(channels) else int(
+        rng.integers(features))
     sd = float(scale[f]) if float(scale[f]) > 1e-12 else max(1e-6, float(np.abs(x[:, f]).mean()) or 1.0)
     run = int(rng.integers(max(2, t_len // 8), max(3, t_len // 2 + 1)))
     run = min(run, t_len)
@@ -145,6 +149,11 @@ def build(blocks: Sequence[np.ndarray], scale: Sequence[float] | np.ndarray, see
     if scale.size != clean.shape[2]:
         scale = clean.reshape(-1, clean.shape[2]).std(axis=0)
     kinds = tuple(KINDS[i % len(KINDS)] for i in range(len(clean)))
-    twins = np.stack([inject(w, k, scale, rng) for w, k in zip(clean, kinds, strict=True)])
+    # Into channels that vary in these windows: one constant there (43 of MSL's 55 channels in its training prefix)
+    # leaves flat, frequency and pattern anomalies unchanged and makes a spike obvious to every detector alike, so the
+    # set would not tell the candidates apart (issue #55). Every channel when none varies.
+    flat = clean.reshape(-1, clean.shape[2])
+    varying = np.flatnonzero(flat.max(axis=0) > flat.min(axis=0))
+    twins = np.stack([inject(w, k, scale, rng, varying) for w, k in zip(clean, kinds, strict=True)])
     labels = np.concatenate([np.zeros(len(clean), np.int64), np.ones(len(clean), np.int64)])
     return SurrogateSet(np.concatenate([clean, twins]), labels, kinds, int(seed))

@@ -24,6 +24,7 @@ from landfall_bench.realdata import daphnet, sliding_windows
 from tests.trainer.helpers import write_dataset
 from trainer import baselines
 from trainer import inputs as inputs_mod
+from trainer.baselines import nearest_neighbour
 from trainer.config import TrainerConfig
 from trainer.jobdir import MODEL, JobDir
 from trainer.task import Metrics
@@ -62,11 +63,11 @@ def test_pca_is_scikit_learns_and_the_nearest_neighbour_is_the_brute_force_one()
 
 def test_the_samples_are_bounded_whatever_the_training_share(monkeypatch):
     monkeypatch.setattr(baselines, "FIT_SAMPLE", 500)
-    monkeypatch.setattr(baselines, "NN_SAMPLE", 100)
+    monkeypatch.setattr(nearest_neighbour, "SAMPLE", 100)
     x = _windows(slice(0, 7040))
     panel = baselines.Panel.fit([x[k:k + 999] for k in range(0, len(x), 999)], len(x), None, None, SHAPE, 4)
     assert panel.mean_window.count == len(x)  # the mean window sees every window
-    assert panel.fitted_on <= 500 and len(panel.neighbours) <= 100
+    assert panel.fitted_on <= 500 and len(panel.kinds[baselines.NEAREST].sample) <= 100
     assert panel.describe()[baselines.PCA]["components"] == 4
 
 

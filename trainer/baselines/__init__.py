@@ -1,28 +1,38 @@
-"""The detectors a data scientist tries first, on the verdict's held-out windows and with its metric.
+"""The detectors a data scientist tries first, on the verdict's held-out windows and with its metric: a registry of
+fixed detectors, one module each.
 
-A recurrent autoencoder is worth its GPU-seconds only if it reconstructs held-out windows better than what costs
-nothing to fit. Beside the training set's mean window (``trainer.floor``), every job that can be judged fits:
+A recurrent autoencoder is worth its GPU-seconds only if it detects and reconstructs held-out windows better than
+what costs nothing to fit. Beside the training set's mean window (``trainer.floor``, the floor every job has), every
+job that can be judged fits each registered detector (``KINDS``, in the tie order simplest first):
 
-- ``pca``: principal components of the flattened ``T x F`` windows (each feature standardised with the job's
-  statistics, as the model sees them), keeping ``k`` = the model's code size (``--units``' last entry): a linear
-  autoencoder with the GRU's bottleneck, so the GRU has to earn its non-linearity. A window is reconstructed as
-  its projection on the ``k`` components. TSB-AD (Liu and Paparrizos, NeurIPS 2024 Datasets and Benchmarks,
-  "The Elephant in the Room: Towards A Reliable Time-Series Anomaly Detection Benchmark") finds sub-sequence PCA
-  among the strongest detectors on its 1,070 series.
-- ``nearest_neighbour``: a held-out window is reconstructed as its nearest training window (Euclidean, on the
-  standardised values) among a bounded sample of ``NN_SAMPLE`` training windows. TSB-AD's other strong simple
-  detector is a nearest-neighbour distance; here it is scored as a reconstruction, so its loss is comparable.
+- ``pca`` (``trainer.baselines.pca``): principal components at the model's code size, a linear autoencoder;
+- ``nearest_neighbour`` (``trainer.baselines.nearest_neighbour``): the nearest of a bounded sample of training windows;
+- ``kmeans`` (``trainer.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids.
+
+**To add a detector**, write one module beside these with a class ``Detector`` (scikit-learn's shape: ``fit``, then
+use) that has ``name`` and ``description``, and
+
+- ``fit(z, code_size) -> self``: on the standardised, flattened training windows ``z`` (float64 ``[n, T x F]``: each
+  feature standardised with the job's statistics, as the model sees them), ``code_size`` the model's code size;
+- ``reconstruct(z) -> [n, T x F]``: each window's reconstruction in the same space (float64 numpy);
+- ``serving(module) -> fn``: the same reconstruction as a TensorFlow function of a float32 ``[n, T x F]`` tensor, its
+  constants put on ``module`` as variables (``trainer.detectors`` saves it as a SavedModel the scorer serves);
+- ``describe() -> dict``: what it was fitted on, for ``metrics.json``.
+
+then register it: one line in ``KINDS`` below (or ``register(module.Detector)``; ``LANDFALL_DETECTORS`` names
+extra modules to import and register, ``module[,module]``, as a plug-in that ships outside the package). Nothing in the
+verdict, the selection, the export or the scorer changes: each candidate is fitted, scored on the surrogate and
+labelled sets, chosen, saved and served through this interface.
 
 Every detector's loss is the verdict's metric (``trainer.scoring``: per-window MSE over the ``T x F`` values in
 original units, averaged over the chief's held-out windows), and the model's skill over each is ``1 - loss /
-baseline_loss``. The gate (``--min-skill-over``, spec ``verdict.min_skill_over``) says which of them promotion must
-beat and by how much; the mean window keeps its own gate (``--min-skill``).
+baseline_loss``. The gate (``--min-skill-over``, spec ``verdict.min_skill_over``) says which of ``pca`` and
+``nearest_neighbour`` promotion must beat and by how much; the mean window keeps its own gate (``--min-skill``).
 
 Bounded cost (a small fraction of an epoch, whatever the dataset's size): the detectors are fitted on a systematic
-sample of the chief's training share (every ``m``-th window, at most ``FIT_SAMPLE``; the nearest neighbour's sample
-is every ``m'``-th of those, at most ``NN_SAMPLE``), read in the same pass the mean window already makes. PCA is a
-``D x D`` covariance (``D = T x F``) and one eigendecomposition; the nearest neighbour one matrix product of the
-held-out block against the sample. All in float64 numpy: no TensorFlow, so a restarted chief computes the same.
+sample of the chief's training share (every ``m``-th window, at most ``FIT_SAMPLE``), read in the same pass the mean
+window already makes; each bounds its own work beyond that (the nearest neighbour's sample). All in float64 numpy or
+scikit-learn with fixed seeds: no TensorFlow, so a restarted chief computes the same.
 
 The same detectors score a labelled set (``scores``), so its average precision and VUS-PR sit beside the model's
 (``trainer.labelled``).
@@ -31,22 +41,54 @@ The same detectors score a labelled set (``scores``), so its average precision a
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
 from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from trainer import floor
+from trainer.baselines import kmeans, nearest_neighbour, pca
 
-MEAN_WINDOW, PCA, NEAREST = floor.NAME, "pca", "nearest_neighbour"
-NAMES = (MEAN_WINDOW, PCA, NEAREST)
-DESCRIPTIONS = {
-    MEAN_WINDOW: floor.DESCRIPTION,
-    PCA: "principal components of the standardised windows, as many as the model's code size (a linear autoencoder)",
-    NEAREST: "each window reconstructed as its nearest training window (Euclidean, standardised), from a sample",
-}
-FIT_SAMPLE = 16_384  # training windows PCA is fitted on, at most
-NN_SAMPLE = 4_096  # training windows the nearest neighbour looks in, at most
-QUERY_BLOCK = 1_024  # held-out windows compared with the sample at once (memory: QUERY_BLOCK x NN_SAMPLE floats)
+
+class Detector(Protocol):
+    """What a detector module's ``Detector`` class provides (the module docstring)."""
+
+    name: str
+    description: str
+
+    def fit(self, z: np.ndarray, code_size: int) -> Detector: ...
+
+    def reconstruct(self, z: np.ndarray) -> np.ndarray: ...
+
+    def serving(self, module: Any) -> Any: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+MEAN_WINDOW, PCA, NEAREST = floor.NAME, pca.NAME, nearest_neighbour.NAME
+KINDS: dict[str, type[Detector]] = {}  # name -> class, in the tie order: simplest first
+NAMES: list[str] = [MEAN_WINDOW]  # the mean window, then every registered detector (one list, grown by register)
+DESCRIPTIONS: dict[str, str] = {MEAN_WINDOW: floor.DESCRIPTION}
+FIT_SAMPLE = 16_384  # training windows the detectors are fitted on, at most
+
+
+def register(kind: type[Detector]) -> type[Detector]:
+    """Adds a detector class to the registry (idempotent); returns it, so it can decorate the class."""
+    if kind.name in (MEAN_WINDOW, "model"):
+        raise ValueError(f"a detector cannot be named {kind.name!r}")
+    if kind.name not in KINDS:
+        NAMES.append(kind.name)
+    KINDS[kind.name] = kind
+    DESCRIPTIONS[kind.name] = kind.description
+    return kind
+
+
+for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector):
+    register(_kind)
+for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
+    register(importlib.import_module(_module).Detector)
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
@@ -62,16 +104,14 @@ class Panel:
     shape: tuple[int, int]
     code_size: int
     mean_window: floor.MeanWindow
-    components: np.ndarray | None = None  # [k, D] orthonormal rows, standardised space
-    centre: np.ndarray | None = None  # [D] the sample's mean, standardised
-    neighbours: np.ndarray | None = None  # [m, D] standardised
+    kinds: dict[str, Detector] = dataclasses.field(default_factory=dict)  # the fitted detectors, by name
     fitted_on: int = 0
 
     @classmethod
     def fit(cls, blocks: Iterable[np.ndarray], total: int, mean: Sequence[float] | None, std: Sequence[float] | None,
             shape: tuple[int, int], code_size: int) -> Panel:
         """Fits on ``blocks`` (float32 ``[n, T, F]`` in original units, ``total`` windows in all, in a deterministic
-        order): the mean window on all of them, PCA and the nearest neighbour on every ``m``-th."""
+        order): the mean window on all of them, every registered detector on every ``m``-th."""
         t, f = int(shape[0]), int(shape[1])
         mu = np.asarray(mean if mean is not None else np.zeros(f), np.float64)
         sd = np.asarray(std if std is not None else np.ones(f), np.float64)
@@ -102,43 +142,25 @@ class Panel:
 
     def _fit_sample(self, z: np.ndarray) -> None:
         self.fitted_on = len(z)
-        self.centre = z.mean(axis=0)
-        centred = z - self.centre
-        k = min(self.code_size, z.shape[1], max(1, len(z) - 1))
-        # The covariance's leading eigenvectors (D x D, symmetric): D = T x F is a few hundred to a few thousand.
-        cov = centred.T @ centred / max(1, len(z) - 1)
-        values, vectors = np.linalg.eigh(cov)
-        self.components = vectors[:, np.argsort(values)[::-1][:k]].T
-        every = max(1, -(-len(z) // NN_SAMPLE))
-        self.neighbours = z[::every]
+        self.kinds = {name: kind().fit(z, self.code_size) for name, kind in KINDS.items()}
 
     def errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Each baseline's per-window MSE over the ``T x F`` values in original units, float64 ``[n]``."""
         x = np.asarray(x, np.float64)
         out = {MEAN_WINDOW: self.mean_window.errors(x)}
-        if self.components is None or self.neighbours is None or self.centre is None:
+        if not self.kinds:
             return out
         z = self.standardise(x)
-        projected = (z - self.centre) @ self.components.T @ self.components + self.centre
-        out[PCA] = ((x - self._original(projected)) ** 2).mean(axis=(1, 2))
-        near = np.empty(len(z), np.int64)
-        norms = (self.neighbours ** 2).sum(axis=1)
-        for lo in range(0, len(z), QUERY_BLOCK):
-            q = z[lo:lo + QUERY_BLOCK]
-            d = norms[None, :] - 2.0 * q @ self.neighbours.T  # + |q|^2, the same for every candidate
-            near[lo:lo + len(q)] = np.argmin(d, axis=1)
-        out[NEAREST] = ((x - self._original(self.neighbours[near])) ** 2).mean(axis=(1, 2))
+        for name, fitted in self.kinds.items():
+            out[name] = ((x - self._original(fitted.reconstruct(z))) ** 2).mean(axis=(1, 2))
         return out
 
     def describe(self) -> dict[str, dict]:
-        return {
-            MEAN_WINDOW: {"description": DESCRIPTIONS[MEAN_WINDOW], "training_instances": self.mean_window.count},
-            PCA: {"description": DESCRIPTIONS[PCA], "components": (len(self.components)
-                                                                    if self.components is not None else None),
-                  "training_instances": self.fitted_on},
-            NEAREST: {"description": DESCRIPTIONS[NEAREST], "training_instances": (
-                len(self.neighbours) if self.neighbours is not None else None)},
-        }
+        out = {MEAN_WINDOW: {"description": DESCRIPTIONS[MEAN_WINDOW], "training_instances": self.mean_window.count}}
+        for name in KINDS:
+            fitted = self.kinds.get(name)
+            out[name] = {"description": DESCRIPTIONS[name], **(fitted.describe() if fitted is not None else {})}
+        return out
 
 
 @dataclasses.dataclass

@@ -1,0 +1,111 @@
+"""A detector is one module plus its registration (``trainer.baselines``' docstring): the plug-in
+``tests.trainer.plugin_detector``, registered by this test and named nowhere else, is fitted by the verdict on a real
+multivariate sensor recording (Daphnet S06R02E0: 9 accelerometer channels at 64 Hz, ``landfall_bench.realdata``),
+scored on the surrogate set, chosen, saved as a servable detector, promoted, and served by ``Scorer.load`` (what the
+scorer service, ``landfall score`` and ``landfall rescore`` use) to score the rest of the recording as an arrival."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from landfall.core.artifacts import champion
+from landfall.core.services.storage import Storage
+from tests.trainer import plugin_detector
+from tests.trainer.helpers import REPO, write_dataset
+from trainer import baselines, detectors, selection
+from trainer import inputs as inputs_mod
+from trainer.config import TrainerConfig
+from trainer.jobdir import MODEL, JobDir
+from trainer.scoring import Scorer
+from trainer.task import Metrics
+
+T = 16
+UNITS = (8, 4)
+TRAIN_ROWS = 1500
+
+
+def windows(values: np.ndarray) -> np.ndarray:
+    return np.lib.stride_tricks.sliding_window_view(values, T, axis=0).transpose(0, 2, 1).copy()
+
+
+@pytest.fixture
+def only_the_plugin(monkeypatch):
+    """The registry with the plug-in as its one detector (beside the mean window every job has), restored after."""
+    monkeypatch.setattr(baselines, "KINDS", {})
+    monkeypatch.setattr(baselines, "NAMES", [baselines.MEAN_WINDOW])
+    monkeypatch.setattr(baselines, "DESCRIPTIONS", {baselines.MEAN_WINDOW: baselines.DESCRIPTIONS[
+        baselines.MEAN_WINDOW]})
+    baselines.register(plugin_detector.Detector)
+    return plugin_detector.Detector.name
+
+
+def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(only_the_plugin, tmp_path):
+    import tf_keras as keras
+
+    from landfall_bench.realdata import daphnet
+    from trainer import verdict
+    from trainer.model import build_model
+
+    name = only_the_plugin
+    _, values, _ = daphnet()
+    x = windows(values[:TRAIN_ROWS])
+    storage = Storage()
+    manifest = write_dataset(storage, str(tmp_path / "tfrecords" / "gait" / "a1"), x, shards=2, dataset="gait")
+    cfg = TrainerConfig(manifests=(manifest,), job_dir=str(tmp_path / "runs" / "job-1"), timesteps=T,
+                        features=values.shape[1], units=UNITS, batch_size_per_worker=64, validation_fraction=0.25,
+                        dropout=0.0, results_topic="", select="detection", models=str(tmp_path / "models"))
+    inputs = inputs_mod.load_manifests(storage, cfg.manifests, cfg.shape)
+    plan = inputs_mod.plan_inputs(inputs, 1, 0, 64, cfg.validation_fraction, cfg.seed)
+    paths = [str(p) for p in inputs_mod.stage(storage, plan, tmp_path / "shards")]
+    mean, std = inputs.feature_stats()
+    keras.utils.set_random_seed(1)
+    untrained = build_model(T, values.shape[1], UNITS, 0.0, 1e-2)  # a model that learned nothing: the plug-in wins
+    job = JobDir(storage, cfg.job_dir)
+    local = Path(job.path(MODEL))
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, T, values.shape[1]], tf.float32, name="x")
+    serve = tf.function(lambda b: {"reconstruction": untrained(b, training=False)}, input_signature=[spec])
+    untrained.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    (local / "normalization.json").write_text(json.dumps({"shape": [T, values.shape[1]], "dtype": "float32",
+                                                          "normalized": True, "mean": mean, "std": std}))
+    fields = verdict.conclude(cfg, job, Metrics(job, {"job": "job-1", "dataset": "gait"}, enabled=True), untrained,
+                              plan, paths, inputs, mean, std, storage)
+    det = fields["detection"]
+    # Fitted and scored like every candidate, described in metrics.json by its own describe().
+    assert set(det["candidates"]) == {selection.MODEL, baselines.MEAN_WINDOW, name}
+    assert fields["baselines"][name]["description"] == plugin_detector.Detector.description
+    assert fields["baselines"][name]["training_instances"] > 0 and fields["baselines"][name]["loss"] > 0
+    # Chosen, saved as a servable detector, promoted as the dataset's first champion.
+    assert det["chosen"] == det["order"][0] == name, det["why"]
+    assert fields["verdict"] == "promoted" and fields["champion"] == job.path(detectors.folder(name))
+    current, _ = champion.read(storage, cfg.models, "gait")
+    assert current.model == fields["champion"] and current.evaluation["detector"] == name
+    # Served as on arrival: the rest of the recording's windows scored by the champion's SavedModel, with the
+    # threshold the verdict set from its held-out errors; windows like the training ones score low, and some of the
+    # new ones (the recording moves on to other activity) above the threshold.
+    served = Scorer.load(storage, current.model)
+    arrival = windows(values[TRAIN_ROWS:TRAIN_ROWS + 800])
+    errors = served.errors(arrival)
+    assert served.threshold["value"] == det["threshold"] > 0 and np.isfinite(errors).all()
+    assert np.median(served.errors(x[:200])) < served.threshold["value"]
+    # The SavedModel computes what the plug-in's numpy reconstruction does (the same sample, through the same save).
+    panel = baselines.Panel.fit([x], len(x), mean, std, (T, values.shape[1]), UNITS[-1])
+    again = Scorer.load(storage, str(detectors.save(panel, name, tmp_path / "saved" / name)))
+    np.testing.assert_allclose(again.errors(arrival), panel.errors(arrival)[name], rtol=5e-3, atol=1e-5)
+
+
+def test_a_plugin_is_loaded_by_name_from_the_environment():
+    """``LANDFALL_DETECTORS`` (what a deployment sets to ship its own detector): the module is imported and registered
+    when the trainer's registry loads, so `python -m trainer.task` fits it like the built-in ones."""
+    code = ("from trainer import baselines, selection; print(baselines.NAMES, selection.candidates()[-2:])")
+    env = {**os.environ, "LANDFALL_DETECTORS": "tests.trainer.plugin_detector", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
+    assert "'knn_mean'" in out.stdout and "('knn_mean', 'model')" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,60 @@
+"""``pca``: principal components of the flattened, standardised ``T x F`` windows; a window is reconstructed as its
+projection on the ``k`` leading components, ``(z - centre) C^T C + centre``. ``k`` is the model's code size (a linear
+autoencoder with the model's bottleneck, so the model has to earn its non-linearity), at most the sample's rank.
+TSB-AD (Liu and Paparrizos, NeurIPS 2024) finds sub-sequence PCA among the strongest detectors on its 1,070 series.
+
+A detector module of ``trainer.baselines`` (its docstring says what one provides): fitted in float64 numpy, served
+as two variables of a SavedModel (``trainer.detectors``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+NAME = "pca"
+DESCRIPTION = ("principal components of the standardised windows, as many as the model's code size "
+               "(a linear autoencoder)")
+
+
+class Detector:
+    name = NAME
+    description = DESCRIPTION
+
+    def __init__(self) -> None:
+        self.components: np.ndarray | None = None  # [k, D] orthonormal rows
+        self.centre: np.ndarray | None = None  # [D]
+        self.fitted_on = 0
+
+    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+        self.fitted_on = len(z)
+        self.centre = z.mean(axis=0)
+        centred = z - self.centre
+        k = min(max(1, int(code_size)), z.shape[1], max(1, len(z) - 1))
+        # The covariance's leading eigenvectors (D x D, symmetric): D = T x F is a few hundred to a few thousand.
+        cov = centred.T @ centred / max(1, len(z) - 1)
+        values, vectors = np.linalg.eigh(cov)
+        self.components = vectors[:, np.argsort(values)[::-1][:k]].T
+        return self
+
+    def reconstruct(self, z: np.ndarray) -> np.ndarray:
+        assert self.components is not None and self.centre is not None
+        return (z - self.centre) @ self.components.T @ self.components + self.centre
+
+    def serving(self, module: Any) -> Any:
+        import tensorflow as tf
+
+        assert self.components is not None and self.centre is not None
+        module.components = tf.Variable(self.components.astype(np.float32), trainable=False, name="components")
+        module.centre = tf.Variable(self.centre.astype(np.float32)[None], trainable=False, name="centre")
+
+        def reconstruct(z: Any) -> Any:
+            code = tf.matmul(z - module.centre, module.components, transpose_b=True)
+            return tf.matmul(code, module.components) + module.centre
+
+        return reconstruct
+
+    def describe(self) -> dict[str, Any]:
+        return {"components": len(self.components) if self.components is not None else None,
+                "training_instances": self.fitted_on}
