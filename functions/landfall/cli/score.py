@@ -130,9 +130,14 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
 
         summary = score_series.score(args, storage, spec, model, scorer, threshold)
         if getattr(args, "plot", None):
+            import pyarrow.parquet as pq
+
             from landfall.local import plots, report
 
-            plots.series_scores(report.read_scored(summary["out"]), Path(args.plot))
+            table = pq.read_table(summary["out"], columns=["time", "score"] + (["label"] if summary["label"] else []))
+            if not summary["sorted"]:  # one row per row of the file, in its order: drawn in time's
+                table = table.sort_by("time")
+            plots.series_scores(report.scored_series(table, summary, name=summary["src"]), Path(args.plot))
         return summary
     from landfall.detect.score import score_instances
 

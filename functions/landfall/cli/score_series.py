@@ -7,16 +7,21 @@ than ``max_gap``, every window scored with the model (``trainer.scoring.Scorer``
 units), and the windows' errors combined into a score per row (``landfall.detect.located``: the mean of the windows
 covering it, or ``--combine max``). Writes:
 
-- ``--out`` (default ``<src name>.scores.parquet``): one row per row of the time-sorted series: ``row``, ``time`` (the
-  time column's value; seconds since the epoch for ISO-8601 times), ``score`` (NaN where no window covers the row),
-  ``anomaly`` (score above the threshold) and, when the file has a label column, ``label``;
-- beside it, ``<out without .parquet>.json`` (``landfall.series_scores/v1``): the summary, every anomalous range
-  (start, end, peak time and peak score; ``*_at`` as ISO-8601 for timestamped series) and, with labels, point-wise
-  and range-based precision and recall at the threshold.
+- ``--out`` (default ``<src name>.scores.parquet``): one row per data row of the file, in the file's order (rows of
+  a repeated time each carry that time's score; an unsorted file's rows stay where they were): ``row`` (the row's
+  0-based index), ``time`` (the time column's value; seconds since the epoch for ISO-8601 times), ``score`` (NaN
+  where no window covers the row, or its row was dropped as non-finite), ``anomaly`` (score above the threshold)
+  and, when the file has a label column, ``label`` (the row's own);
+- beside it, ``<out without .parquet>.json`` (``landfall.series_scores/v1``): the summary (``rows`` the file's rows,
+  ``merged_rows`` and ``dropped_nonfinite`` how many were merged with another row of their time or dropped), every
+  anomalous range (start, end, peak time and peak score; ``*_at`` as ISO-8601 for timestamped series; its first,
+  last and peak row as rows of the file) and, with labels, point-wise and range-based precision and recall at the
+  threshold.
 
 The scoring itself is ``landfall.detect.score.score_series``, which the scorer runs on every arrival.
 The label column is ``--label``, else the first of the spec's ``verdict.labelled.label``, ``label`` and
-``is_anomaly`` that the file has and that is not a channel. Memory: one chunk of rows and one window length.
+``is_anomaly`` that the file has and that is not a channel. Memory: one chunk of rows and one window length, and for a
+file that repeats a time, drops a row or is not sorted, 16 bytes per distinct time (``landfall.detect.score``).
 """
 
 from __future__ import annotations
@@ -55,8 +60,13 @@ def print_summary(summary: dict[str, Any], shown: int = 10) -> None:
           f"scored with {summary['model']}: {summary['anomalies']} anomalous rows ({share:.2%}) above "
           f"{summary['threshold']:.6g} ({summary['combine']} of the windows over each row), "
           f"{len(summary['ranges'])} range{'' if len(summary['ranges']) == 1 else 's'}")
+    merged, dropped = summary.get("merged_rows") or 0, summary.get("dropped_nonfinite") or 0
+    if merged or dropped:
+        print(f"  {summary['series_rows']} distinct times scored: {merged} rows merged with another row of their "
+              f"time (duplicate_times {summary['duplicate_times']}; each carries its time's score), {dropped} rows "
+              "dropped as non-finite (no score)")
     strongest = sorted(summary["ranges"], key=lambda r: -r["peak_score"])[:shown]
-    for r in sorted(strongest, key=lambda r: r["first_row"]):
+    for r in sorted(strongest, key=lambda r: r["start"]):  # in time order (an unsorted file's rows are not)
         start, end, peak = ((r["start_at"], r["end_at"], r["peak_at"]) if stamped else
                             (f"{r['start']:g}", f"{r['end']:g}", f"{r['peak']:g}"))
         print(f"  {start} .. {end} ({r['rows']} rows): peak {r['peak_score']:.6g} at {peak}")

@@ -10,8 +10,9 @@ and:
 3. if ``scores/<dataset>/<arrival>/<champion job>/summary.json`` exists, this (arrival, champion) was scored: its
    message is sent if it is not yet known to be (``published.json``), else nothing (``duplicate``);
 4. else scores it exactly as ``landfall score`` does (``landfall.detect.score``): a series dataset's source object
-   at the arrival's generation, located per row with the spec's window and stride; an instance dataset's records as
-   its manifest lists them; the champion's own threshold;
+   at the arrival's generation, located per row with the spec's window and stride (``count``, the scores and the
+   ranges' ``first_row``/``last_row``/``peak_row`` in the source file's rows, as its sender wrote them, not the
+   time-sorted series'); an instance dataset's records as its manifest lists them; the champion's own threshold;
 5. writes the scores (``scores-<digest>.parquet``), then the summary (create-only, last), publishes the message on
    ``landfall-detections`` and writes ``published.json``.
 

@@ -4,7 +4,8 @@ window arithmetic it mirrors).
 
 ``Locator`` is fed a series' rows in time order (bounded chunks) and an ``errors`` function (a window block, float32
 ``[n, length, channels]``, to one error each: ``trainer.scoring.Scorer.errors``). It cuts the rows into segments
-where a step is longer than ``max_gap`` (the converter's rule: no window spans a gap), scores every window of a
+where a step is longer than ``max_gap`` (the converter's rule: no window spans a gap; unset, taken from the first
+chunk of rows that has a step, as ``landfall.arrival.series.SeriesWriter`` takes it), scores every window of a
 segment, ``stride`` rows apart, plus one window ending at the segment's last row when the stride leaves rows after
 the last (so every row of a segment at least one window long is covered), and gives each row a score from the
 windows covering it:
@@ -58,7 +59,8 @@ class Unsorted(Exception):
 @dataclasses.dataclass
 class Range:
     """Rows ``[first, last]`` (positions in the time-sorted series) anomalous, times ``start``..``end``; the score
-    peaks at row ``peak_row`` (time ``peak``) with ``peak_score``."""
+    peaks at row ``peak_row`` (time ``peak``) with ``peak_score``. ``count``: the rows it holds, where they are not
+    all of ``first..last`` (``landfall.detect.score`` gives a range back to an input file's rows; None: all)."""
 
     first: int
     last: int
@@ -67,11 +69,12 @@ class Range:
     peak_row: int
     peak: float
     peak_score: float
+    count: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "peak": self.peak, "peak_score": self.peak_score,
                 "first_row": self.first, "last_row": self.last, "peak_row": self.peak_row,
-                "rows": self.last - self.first + 1}
+                "rows": self.last - self.first + 1 if self.count is None else self.count}
 
 
 @dataclasses.dataclass
@@ -179,9 +182,11 @@ class Locator:
         if len(dup):
             raise BadInput("duplicate_timestamps", f"time {duplicates.number(times[dup[0]])} appears twice (row "
                            f"{self.rows + int(dup[0]) + 1} of the sorted series)")
-        if self.max_gap is None:
-            self.max_gap = default_max_gap(times, self.length)
-        cuts = np.flatnonzero(steps > self.max_gap).tolist()
+        if self.max_gap is None and (self._last is not None or len(times) > 1):  # the first rows with a step
+            self.max_gap = default_max_gap(times if self._last is None else np.r_[self._last, times], self.length)
+        # A first chunk of one row has no step, so nothing to cut: the next chunk decides max_gap (with that row), as
+        # the converter's SeriesWriter.feed does; before, the one row made it inf and no gap was ever cut.
+        cuts = np.flatnonzero(steps > self.max_gap).tolist() if self.max_gap is not None else []
         lo = 0
         for cut in [*cuts, len(times)]:
             if cut > lo:
@@ -195,6 +200,8 @@ class Locator:
         yield from self._emit(min(self._next, end))
 
     def finish(self) -> Iterator[Block]:
+        if self.max_gap is None:  # never a step (one row at most): nothing was cut
+            self.max_gap = float("inf")
         yield from self._close()
         self.truth.end()
 

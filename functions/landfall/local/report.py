@@ -291,6 +291,9 @@ def scored_series(table: Any, summary: dict[str, Any], points: int = 1200, name:
     import numpy as np
 
     times = table.column("time").to_numpy()
+    if len(times) > 1 and (np.diff(times) < 0).any():  # the file's rows in its order (an unsorted export): by time
+        table = table.take(np.argsort(times, kind="stable"))
+        times = table.column("time").to_numpy()
     scores = table.column("score").to_numpy(zero_copy_only=False)
     labelled = []
     if "label" in table.column_names:

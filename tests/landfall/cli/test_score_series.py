@@ -284,3 +284,35 @@ def test_a_label_column_comes_out_of_a_spec_that_names_no_channels(zero_model, t
     named.write_text(HAND_SPEC.replace("name: hand", "name: named").replace("drop_columns: [label]", "channels: [v]"))
     assert cli.main(["score", str(src), "--dataset", "named", "--model", zero_model["model"], "--spec", str(named),
                      "--out", str(tmp_path / "n.parquet"), "--label", "v"]) == 2
+
+
+def test_every_row_sent_comes_back_in_its_place(zero_model, tmp_path, capsys):
+    """Issue #55: a user's export that repeats times and is not sorted gets one score per row it sent, in its order
+    (``landfall.detect.score``; tests/landfall/detect/test_input_rows.py covers each case), and the plot draws it in
+    time order."""
+    src = tmp_path / "hand.csv"
+    _hand_series(src)
+    frame = pd.read_csv(src)
+    user = pd.concat([frame, frame.iloc[[10, 3]]]).sample(frac=1.0, random_state=3).reset_index(drop=True)
+    user.to_csv(src, index=False)
+    out = tmp_path / "hand.scores.parquet"
+    assert cli.main(["score", str(src), "--dataset", "hand", "--model", zero_model["model"], "--spec",
+                     zero_model["spec"], "--out", str(out), "--plot", str(tmp_path / "hand.png")]) == 0
+    text = capsys.readouterr().out
+    doc = json.loads((tmp_path / "hand.scores.json").read_text())
+    rows = pq.read_table(out).to_pandas()
+    assert doc["rows"] == len(rows) == 25 and doc["series_rows"] == 23 and doc["merged_rows"] == 2
+    assert not doc["sorted"] and rows["row"].tolist() == list(range(25))
+    assert rows["time"].tolist() == user["t"].astype(float).tolist()
+    assert rows["label"].tolist() == user["label"].tolist()
+    # Every row carries its time's score, as the hand-worked series has it (time 10: 1.0, time 3: 0.0).
+    expected = dict(enumerate([0.0] * 7 + [0.25, 0.5, 0.75, 1.0, 0.75, 0.5, 0.25] + [0.0] * 6))
+    for t, score in zip(rows["time"], rows["score"], strict=True):
+        assert score == pytest.approx(expected[t], abs=1e-12) if t < 20 else np.isnan(score)
+    [r] = doc["ranges"]
+    flagged = rows[rows["anomaly"]]
+    assert sorted(flagged["time"]) == [8, 9, 10, 10, 11, 12] and r["rows"] == 6 == doc["anomalies"]
+    assert (r["first_row"], r["last_row"]) == (flagged["row"].min(), flagged["row"].max())
+    assert r["peak_row"] == rows.loc[rows["time"] == 10, "row"].min()
+    assert "25 rows" in text and "23 distinct times scored: 2 rows merged with another row of their time" in text
+    assert (tmp_path / "hand.png").stat().st_size > 10_000

@@ -13,6 +13,7 @@ import io
 import json
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -74,6 +75,31 @@ def test_a_series_arrival_is_scored_as_landfall_score_scores_its_file(
     # Delivered again (a duplicate notification, a republish): scored once, sent once.
     assert handler.handle(request.to_json(), {}, rt) == "duplicate"
     assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+
+
+def test_a_detection_names_the_rows_of_the_file_as_it_was_sent(
+        emulator_stack, bucket, topic, arrival_runtime, detections_topic, models):
+    """Issue #55: an arrival that repeats a time (a re-sent row before the spike, merged by the default
+    ``duplicate_times: mean``) is announced with the file's rows: ``count`` the rows sent, the range's
+    ``first_row``/``last_row``/``peak_row`` one further on than in the series, the scores one row per row sent."""
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    store_spec(storage, bucket, SERIES_SPEC)
+    crown(storage, bucket, "pump", models["series"])
+    frame = series_frame()
+    sent = pd.concat([frame, frame.iloc[[5]]]).sort_values("t", kind="stable").reset_index(drop=True)
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/b.csv", _csv(sent), pubsub, topic)
+    assert handler.handle(request.to_json(), {}, scorer_runtime(emulator_stack, bucket, detections_topic)) == \
+        "published"
+    [msg] = pull_all(pubsub, detections_topic, expect=1)
+    message = json.loads(msg.data)
+    assert message["count"] == 41 and message["anomalies"] == 7
+    [r] = message["ranges"]
+    assert (r["first_row"], r["last_row"], r["peak_row"], r["start"], r["end"]) == (18, 24, 21, 17.0, 23.0)
+    table = pq.read_table(io.BytesIO(storage.read_bytes(message["scores"]))).to_pydict()
+    assert table["row"] == list(range(41)) and table["time"] == sent["t"].tolist()
+    assert [i for i, a in enumerate(table["anomaly"]) if a] == list(range(18, 25))
+    summary = detections.read(storage, bucket, Layout(), "pump", message["arrival"], "job-1")
+    assert summary is not None and (summary.scoring["rows"], summary.scoring["merged_rows"]) == (41, 1)
 
 
 def test_an_instance_arrival_is_scored_from_its_manifest(emulator_stack, bucket, topic, arrival_runtime,

@@ -5,7 +5,7 @@ Every committed arrival of a dataset with a champion is scored by that champion 
 
 ``scores/<dataset>/<arrival>/<champion job>/``
 
-- ``scores-<digest>.parquet``: the scores (a series: one row per row of the time-sorted series, ``row``, ``time``,
+- ``scores-<digest>.parquet``: the scores (a series: one row per row of the file, in its order, ``row``, ``time``,
   ``score``, ``anomaly``; instances: ``index``, ``error``, ``anomaly``, ``index`` the record's position in the
   arrival, which is what the training job's champion view reuses: ``trainer.champion_view``), named by their
   content's digest so a retry writes the same name with the same bytes;
@@ -129,7 +129,7 @@ def message_ranges(ranges: list[dict[str, Any]], limit: int = RANGES_IN_MESSAGE)
     if len(ranges) <= limit:
         return list(ranges)
     strongest = sorted(ranges, key=lambda r: -float(r.get("peak_score") or 0.0))[:limit]
-    return sorted(strongest, key=lambda r: r.get("first_row", 0))
+    return sorted(strongest, key=lambda r: (r.get("start", 0), r.get("first_row", 0)))  # time: rows follow the file
 
 
 @dataclasses.dataclass(frozen=True)
