@@ -5,7 +5,8 @@ other detectors see (TSB-AD also z-normalises each window on its own; that scale
 reconstruction the serving contract can carry, so it is left out).
 
 A detector module of ``trainer.baselines``: scikit-learn's ``KMeans`` (k-means++, a fixed seed, so a restarted chief
-fits the same centroids), served as the centroids, a variable of a SavedModel (``trainer.detectors``).
+fits the same centroids). It is the nearest neighbour (``trainer.baselines.nearest_neighbour``) among the centroids
+instead of a sample of windows, so it reconstructs and serves as that one does.
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from typing import Any
 
 import numpy as np
 
+from trainer.baselines import nearest_neighbour
+
 NAME = "kmeans"
 DESCRIPTION = "each window reconstructed as its nearest of 20 k-means centroids of the training windows (KMeansAD)"
 CLUSTERS = 20  # TSB-AD's KMeansAD default (k=20)
 SEED = 0
 
 
-class Detector:
+class Detector(nearest_neighbour.Detector):
     name = NAME
     description = DESCRIPTION
 
     def __init__(self) -> None:
-        self.centroids: np.ndarray | None = None  # [k, D]
+        super().__init__()
         self.fitted_on = 0
 
     def fit(self, z: np.ndarray, code_size: int) -> Detector:
@@ -33,29 +36,8 @@ class Detector:
 
         self.fitted_on = len(z)
         k = min(CLUSTERS, len(z))
-        self.centroids = KMeans(n_clusters=k, n_init=1, random_state=SEED).fit(z).cluster_centers_.astype(np.float64)
+        self.sample = KMeans(n_clusters=k, n_init=1, random_state=SEED).fit(z).cluster_centers_.astype(np.float64)
         return self
 
-    def reconstruct(self, z: np.ndarray) -> np.ndarray:
-        assert self.centroids is not None
-        d = (self.centroids ** 2).sum(axis=1)[None, :] - 2.0 * z @ self.centroids.T
-        return self.centroids[np.argmin(d, axis=1)]
-
-    def serving(self, module: Any) -> Any:
-        import tensorflow as tf
-
-        assert self.centroids is not None
-        centroids = self.centroids.astype(np.float32)
-        module.centroids = tf.Variable(centroids, trainable=False, name="centroids")
-        module.centroid_norms = tf.Variable((self.centroids ** 2).sum(axis=1).astype(np.float32)[None],
-                                            trainable=False, name="centroid_norms")
-
-        def reconstruct(z: Any) -> Any:
-            distance = module.centroid_norms - 2.0 * tf.matmul(z, module.centroids, transpose_b=True)
-            return tf.gather(module.centroids, tf.argmin(distance, axis=1))
-
-        return reconstruct
-
     def describe(self) -> dict[str, Any]:
-        return {"clusters": len(self.centroids) if self.centroids is not None else None,
-                "training_instances": self.fitted_on}
+        return {"clusters": len(self.sample) if self.sample is not None else None, "training_instances": self.fitted_on}
