@@ -104,15 +104,15 @@ def make_dataset(storage: Storage, bucket: str, dataset: str, arrivals: int, ins
 
 
 def release(storage: Storage, bucket: str, dataset: str, seq: int) -> str:
-    """The ``inputs.json`` the submit stage's release writes for job ``seq`` (``coalesce._job_inputs``)."""
-    from landfall.submit.coalesce import _job_inputs, _resolve
+    """The ``inputs.json`` the submit stage's release writes for job ``seq`` (``coalesce.job_inputs``)."""
+    from landfall.submit.coalesce import job_inputs, manifests_for
     from landfall.submit.config import JobConfig
     from landfall.submit.ledger import Ledger
 
     ledger = Ledger(storage, bucket, LAYOUT)
     cfg = JobConfig(bucket=bucket, project=PROJECT)
-    manifests, listing = _resolve(dataset, bucket, cfg.window, storage, LAYOUT)
-    inputs = _job_inputs(dataset, seq, None, [], manifests, cfg, ledger, listing)
+    manifests, listing = manifests_for(dataset, bucket, cfg.window, storage, LAYOUT)
+    inputs = job_inputs(dataset, seq, None, [], manifests, cfg, ledger, listing)
     uri = ledger.inputs_uri(inputs.job)
     storage.write_bytes(uri, inputs.to_json(), content_type="application/json")
     return uri

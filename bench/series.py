@@ -7,7 +7,7 @@ One run prints (and optionally writes as JSON):
    series arrival (``landfall.arrival.series``; windows cut in tf.data by ``trainer.windows``), against the same
    windows (length ``--length``, stride ``--stride``) pre-cut into an ``.npy`` of instances and converted as
    instances. Both plans hold out the same way (blocks, ``--validation-fraction``), so they read the same windows.
-   Rounds alternate between the two (``landfall_bench.train._rates``: fresh iterators, warmed up); medians of
+   Rounds alternate between the two (``landfall_bench.timing.pipeline_rates``: fresh iterators, warmed up); medians of
    ``--rounds``. Goal: the series >= 0.9x the pre-cut windows.
 2. **Storage**: a ``--storage-rows`` x ``--channels`` series (timestamps as ISO-8601 text, values with 4 decimals,
    as a sensor exports them) written as CSV, converted at each of ``--strides``; the stored bytes (its shards,
@@ -72,7 +72,7 @@ def series_cfg(length: int, stride: int, channels: int, shard_bytes: int) -> Con
 
 def bench_pipeline(args: argparse.Namespace, work: Path) -> dict:
     from landfall_bench import realdata
-    from landfall_bench.train import _rates
+    from landfall_bench.timing import pipeline_rates
     from trainer import pipeline
     from trainer.inputs import load_manifests, plan_inputs, stage
 
@@ -98,7 +98,7 @@ def bench_pipeline(args: argparse.Namespace, work: Path) -> dict:
         counts[name] = {"windows": inputs.manifests[0].count, "train": int(sum(plan.train_counts))}
         datasets[name] = pipeline.train_dataset(plan, paths, shape, batch_size=args.batch_size,
                                             shuffle_buffer=args.shuffle_buffer, seed=0, mean=mean, std=std)
-    rates = _rates(datasets, args.pipeline_batches, args.warmup_batches, args.rounds, args.batch_size)
+    rates = pipeline_rates(datasets, args.pipeline_batches, args.warmup_batches, args.rounds, args.batch_size)
     precut_bytes = sum(s.bytes for s in precut.shards)
     return {"rows": args.rows, "channels": args.channels, "length": args.length, "stride": args.stride,
             "batch_size": args.batch_size, "rounds": args.rounds, "counts": counts,

@@ -37,3 +37,22 @@ def alternating(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, 
             cpu[key].append(time.process_time() - start_cpu)
     return {**{k: statistics.median(v) for k, v in times.items()},
             **{k.removesuffix("_s") + "_cpu_s": statistics.median(v) for k, v in cpu.items()}}
+
+
+def pipeline_rates(datasets: dict, batches: int, warmup: int, rounds: int, batch_size: int) -> dict[str, float]:
+    """Examples/s of each ``tf.data`` pipeline in ``datasets`` (``batches`` batches of ``batch_size``), median of
+    ``rounds``; rounds alternate between the pipelines, so a busy machine slows them alike. Every measurement uses a
+    fresh iterator that is never left idle (an idle pipeline keeps prefetching, which would inflate its next
+    reading), warmed up by ``warmup`` untimed batches."""
+    samples: dict[str, list[float]] = {name: [] for name in datasets}
+    for _ in range(rounds):
+        for name, ds in datasets.items():
+            it = iter(ds)
+            for _ in range(warmup):
+                next(it)
+            start = time.perf_counter()
+            for _ in range(batches):
+                next(it)
+            samples[name].append(batches * batch_size / (time.perf_counter() - start))
+            del it
+    return {name: round(statistics.median(v), 1) for name, v in samples.items()}

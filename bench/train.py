@@ -36,7 +36,6 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -48,28 +47,9 @@ from landfall.arrival.converter import convert
 from landfall.core.contracts.records import FEATURE_KEY
 from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
-from landfall_bench import training
+from landfall_bench import timing, training
 
 SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
-
-
-def _rates(datasets: dict, batches: int, warmup: int, rounds: int, batch_size: int) -> dict[str, float]:
-    """Examples/s per pipeline, median of ``rounds``; rounds alternate between the pipelines, so a
-    busy machine slows them alike. Every measurement uses a fresh iterator that is never left idle
-    (an idle pipeline keeps prefetching, which would inflate its next reading), warmed up by
-    ``warmup`` untimed batches."""
-    samples: dict[str, list[float]] = {name: [] for name in datasets}
-    for _ in range(rounds):
-        for name, ds in datasets.items():
-            it = iter(ds)
-            for _ in range(warmup):
-                next(it)
-            start = time.perf_counter()
-            for _ in range(batches):
-                next(it)
-            samples[name].append(batches * batch_size / (time.perf_counter() - start))
-            del it
-    return {name: round(statistics.median(v), 1) for name, v in samples.items()}
 
 
 def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
@@ -107,7 +87,7 @@ def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
                   .map(parse_one, num_parallel_calls=tf.data.AUTOTUNE).shuffle(shuffle, seed=0).repeat()
                   .batch(b, drop_remainder=True).map(norm, num_parallel_calls=tf.data.AUTOTUNE)
                   .prefetch(tf.data.AUTOTUNE))
-    out: dict = _rates({"landfall": ours, "in_memory": memory, "per_record": per_record},
+    out: dict = timing.pipeline_rates({"landfall": ours, "in_memory": memory, "per_record": per_record},
                        args.pipeline_batches, args.warmup_batches, args.rounds, b)
     out["landfall_vs_in_memory"] = round(out["landfall"] / out["in_memory"], 3)
     out["landfall_vs_per_record"] = round(out["landfall"] / out["per_record"], 3)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -181,3 +183,23 @@ class FakeClock:
             tmp.replace(self.path)
 
 
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``predicate()``'s first true value, asked every half second; an ``AssertionError`` naming ``what`` once
+    ``timeout`` seconds passed without one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stack_ready(state: Path) -> dict | None:
+    """The ``stack.json`` of the ``landfall up`` whose state folder is ``state`` once it names its processes (the
+    stack is up), else None."""
+    try:
+        info = json.loads((state / "stack.json").read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return info if "processes" in info else None

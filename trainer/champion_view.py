@@ -257,7 +257,7 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
                              f"{list(inputs.shape)}", **who))
         if reused.per and reused.threshold != threshold:  # the model's threshold is not the one reuse read
             reused, rest = Reused(), new
-        per, flagged = _score_shards(cfg, storage, plan, paths, work, rest, scorer, threshold,
+        per, flagged = score_shards(cfg, storage, plan, paths, work, rest, scorer, threshold,
                                      tuple(inputs.shape))  # type: ignore[arg-type]
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -378,10 +378,12 @@ def _reuse_arrival(storage: Storage, lay: Layout, current: champion_mod.Champion
     return manifest, entry, sorted(over.tolist())
 
 
-def _score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, paths: list[Path], work: Path,
-                  new: list[int], scorer: Any, threshold: float, shape: tuple[int, int]
-                  ) -> tuple[dict[str, dict], dict[str, list[int]]]:
-    """Per new arrival ``{arrival, manifest, instances, flagged, fraction}``, and the flagged indices."""
+def score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, paths: list[Path], work: Path,
+                 new: list[int], scorer: Any, threshold: float, shape: tuple[int, int]
+                 ) -> tuple[dict[str, dict], dict[str, list[int]]]:
+    """The scoring pass of ``score``: the plan's shards ``new`` (staged here when another worker's) scored by
+    ``scorer`` against ``threshold``. Per new arrival ``{arrival, manifest, instances, flagged, fraction}``, and the
+    flagged indices (in their arrival)."""
     from trainer import pipeline
 
     staged = {plan.shards[i].uri: p for i, p in zip(plan.mine, paths, strict=True)}

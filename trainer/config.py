@@ -75,14 +75,15 @@ class TrainerConfig(Settings):
     # The labelled check against the baselines: promoted only when the challenger's average precision on the labelled
     # set >= the best baseline's + this (None: not checked).
     min_average_precision_over_baselines: float | None = None
-    # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it. Patience and
-    # smoothing left unset (None) scale with the ceiling: trainer.stopping.Rule.auto.
+    # Training to convergence (trainer.stopping): epochs is the ceiling; patience 0 trains to it. A field left unset
+    # (None) is trainer.stopping.Rule's default, written there only; patience and smoothing then scale with the
+    # ceiling (Rule.auto).
     early_stopping_patience: int | None = None
-    early_stopping_min_delta: float = 0.005  # a fraction of the last improvement's monitored value
-    early_stopping_min_gain: float | None = None  # a fraction of the run's gain so far (None: trainer.stopping's)
-    early_stopping_start_from_epoch: int = 0
-    early_stopping_reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
-    early_stopping_factor: float = 0.3
+    early_stopping_min_delta: float | None = None  # a fraction of the last improvement's monitored value
+    early_stopping_min_gain: float | None = None  # a fraction of the run's gain so far
+    early_stopping_start_from_epoch: int | None = None
+    early_stopping_reductions: int | None = None  # plateaus met by lowering the learning rate before one stops the run
+    early_stopping_factor: float | None = None  # the learning rate's multiplier at each reduction
     early_stopping_smoothing: int | None = None  # the monitored value: the mean val_loss of this many last epochs
     # Every epoch's input order a function of (seed, worker, epoch) (trainer.pipeline._deterministic): a restarted
     # run sees exactly the batches an uninterrupted one does. Off by default: it costs some read parallelism.

@@ -3,16 +3,16 @@
 Per worker: the record ranges of its plan (``Plan.train_slices``/``val_slices``: ``skip``/``take`` of a staged shard
 file), read in parallel (``interleave``) and batched first, in blocks of ``BLOCK`` serialized records (consecutive small
 files that hold nothing but their arrival's records, as a dataset of many small arrivals has before compaction, are read
-as one stream of up to ``JOIN_RECORDS``: ``_joined``); the deterministic hold-out (``landfall.core.rules.holdout``'s
-integer
-arithmetic, the same as the plan's, vectorised: ``random``, a hash of the record's index in its arrival; ``blocks``, a
-hash of its block, and the gap around held-out blocks left out of both splits; ``segment``, its arrival's held-out range
-and gap, passed per segment) is applied to a whole block with one mask, and the block is parsed with one
-``parse_example`` + ``decode_raw`` and normalised per feature. Shuffling is vectorised too: the range order is
-reshuffled on every pass, and the instances are permuted within windows of ``shuffle_buffer`` instances (one gather per
-window) before they are cut into training batches with ``rebatch`` and prefetched with AUTOTUNE. A pass over the
-worker's records is one epoch. Every per-record step is a vectorised op on a block: per-record ``filter``/``map``
-functions cost tens of microseconds per instance in tf.data, more than reading and parsing together."""
+as one stream of up to ``JOIN_RECORDS``: ``joined_slices``); the deterministic hold-out
+(``landfall.core.rules.holdout``'s integer arithmetic, the same as the plan's, vectorised: ``random``, a hash of the
+record's index in its arrival; ``blocks``, a hash of its block, and the gap around held-out blocks left out of both
+splits; ``segment``, its arrival's held-out range and gap, passed per segment) is applied to a whole block with one
+mask, and the block is parsed with one ``parse_example`` + ``decode_raw`` and normalised per feature. Shuffling is
+vectorised too: the range order is reshuffled on every pass, and the instances are permuted within windows of
+``shuffle_buffer`` instances (one gather per window) before they are cut into training batches with ``rebatch`` and
+prefetched with AUTOTUNE. A pass over the worker's records is one epoch. Every per-record step is a vectorised op on a
+block: per-record ``filter``/``map`` functions cost tens of microseconds per instance in tf.data, more than reading and
+parsing together."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
                 rule: holdout.Split | None = None, excluded: Sequence[int] = ()) -> tf.data.Dataset:
     """Vectors of serialized records of ``split`` from ``slices``: ``(path, start, stop, segments)``, the
     records ``[start, stop)`` of a staged file (or of several, ``path`` a sequence: their records in turn, as
-    ``_joined`` makes), where ``segments`` are ``(first, salt[, delta])``: from record ``first`` on (ascending,
+    ``joined_slices`` makes), where ``segments`` are ``(first, salt[, delta])``: from record ``first`` on (ascending,
     the first at ``start``) the hold-out hash of record ``i`` is ``(i * HASH_MULTIPLIER + salt) mod 2**32`` (a
     compacted file holds many arrivals, each with its salt) and its index in its arrival ``i + delta``.
     ``rule``: the plan's split (``None``: ``random``); ``blocks`` needs every segment's ``delta``, ``segment`` also its
@@ -124,7 +124,7 @@ def read_blocks(slices: Sequence[tuple[Path_, int, int, Sequence[tuple[int, ...]
 
     def one_file(plo: tf.Tensor, phi: tf.Tensor, start: tf.Tensor, stop: tf.Tensor, lo: tf.Tensor, hi: tf.Tensor
                  ) -> tf.data.Dataset:
-        # A list of TFRecord files reads as their records in turn: the positions ``_joined`` gave them.
+        # A list of TFRecord files reads as their records in turn: the positions ``joined_slices`` gave them.
         records = tf.data.TFRecordDataset(all_paths[plo:phi], buffer_size=READ_BUFFER).skip(start).take(stop - start)
         blocks = records.batch(BLOCK)
         if not filtered:
@@ -172,7 +172,7 @@ def parser(shape: tuple[int, int], mean: Sequence[float] | None = None, std: Seq
     return parse
 
 
-def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, ...]]]]:
+def file_slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int, int, list[tuple[int, ...]]]]:
     """This worker's planned record ranges of ``split`` as ``(path, start, stop, segments)`` in file record
     positions (each segment ``(first, salt, delta, arrival, *ranges)``: ``read_blocks``; ``arrival`` the number of the
     segment's arrival among ``plan.excluded``, -1 when it has none; ``ranges`` its arrival's ``segment`` hold-out
@@ -199,8 +199,8 @@ def _slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str, int
     return out
 
 
-def _joined(slices: Sequence[tuple[str, int, int, list[tuple[int, ...]]]], sizes: dict[str, int],
-            limit: int = JOIN_RECORDS) -> list[tuple[tuple[str, ...], int, int, list[tuple[int, ...]]]]:
+def joined_slices(slices: Sequence[tuple[str, int, int, list[tuple[int, ...]]]], sizes: dict[str, int],
+                  limit: int = JOIN_RECORDS) -> list[tuple[tuple[str, ...], int, int, list[tuple[int, ...]]]]:
     """Consecutive slices of small whole files (``sizes``: the records of each staged file that holds exactly
     its shard) as one slice over the files in turn, up to ``limit`` records: a slice that ends where its file
     ends is followed by the next one starting at that file's first record, with the next file's positions
@@ -239,7 +239,7 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
             read_instances(plan, paths, shape, VALIDATION, mean=mean, std=std, deterministic=deterministic,
                            shuffle_files=shuffle_files))
     sizes = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True) if plan.shards[i].whole}
-    blocks = read_blocks(_joined(_slices(plan, paths, split), sizes), plan.threshold, split,
+    blocks = read_blocks(joined_slices(file_slices(plan, paths, split), sizes), plan.threshold, split,
                          deterministic=deterministic, shuffle_files=shuffle_files, rule=plan.split,
                          excluded=exclusion_keys(plan))
     return blocks.map(parser(shape, mean, std), num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
@@ -247,7 +247,7 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
 
 def exclusion_keys(plan: Plan) -> list[int]:
     """``plan.excluded`` as the sorted keys ``read_blocks`` looks records up in: the arrivals numbered in name order
-    (as ``_slices`` numbers their segments)."""
+    (as ``file_slices`` numbers their segments)."""
     keys = [k * EXCLUDED_SPAN + np.asarray(plan.excluded[name], np.int64)
             for k, name in enumerate(sorted(plan.excluded))]
     return np.sort(np.concatenate(keys)).tolist() if keys else []

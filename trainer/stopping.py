@@ -90,6 +90,8 @@ class Converged(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    # The rule's defaults, written here only: TrainerConfig leaves each field unset (None) to get them; the pages and
+    # the spec's JSON Schema that repeat them are checked against these (tests/trainer/test_stopping.py).
     patience: int = auto_patience(AUTO_CEILING)  # epochs in a row without improvement before a reduction or the
     # stop; 0: off
     min_delta: float = 0.005  # an improvement: the monitored value < the last improvement's x (1 - min_delta)

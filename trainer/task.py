@@ -431,8 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _hard_exit(code: int) -> None:
-    """After MultiWorkerMirroredStrategy, gRPC threads can keep the interpreter from exiting."""
+def hard_exit(code: int) -> None:
+    """Exits with ``code`` now, streams flushed: after MultiWorkerMirroredStrategy, gRPC threads can keep the
+    interpreter from exiting (``python -m trainer.task`` and ``landfall train`` both end here)."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -440,5 +441,5 @@ def _hard_exit(code: int) -> None:
 
 
 if __name__ == "__main__":
-    _hard_exit(main())
+    hard_exit(main())
 

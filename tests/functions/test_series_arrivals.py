@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from landfall import cli
+from landfall.arrival import converter
 from landfall.core.artifacts import failing, specs
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
@@ -326,16 +327,16 @@ def test_a_failing_arrival_is_shown_with_its_error_until_it_converts_or_is_refus
     ``landfall status`` and ``landfall trace`` show it. A redelivery within the second does not rewrite the record
     (Cloud Storage's one write a second per object); a later one counts another attempt. Once the arrival converts,
     or is refused, nothing shows it as failing any more."""
-    client, _, main = function
+    client, _, _ = function
     storage = emulator_stack.storage
     monkeypatch.setattr(failing, "WRITE_INTERVAL_S", 0.3)  # the rule, at a tenth of the time
-    convert = main.arrival._convert
+    convert = converter.convert  # what the arrival function converts with (landfall.arrival.handler)
     problem: dict[str, Exception] = {"error": TemporaryError("gs://x: Cloud Storage answered 503 Backend Error")}
 
     def flaky(*args, **kwargs):
         raise problem["error"]
 
-    monkeypatch.setattr(main.arrival, "_convert", flaky)
+    monkeypatch.setattr(converter, "convert", flaky)
     spec = series_spec("pump", CHANNELS, "t", length=2)
     rows = csv_bytes("t", CHANNELS, np.arange(8.0), np.ones((8, 2)))
     response, arrival = arrive(emulator_stack, bucket, client, spec, "incoming/pump/day-1.csv", rows)
@@ -375,16 +376,16 @@ def test_a_failing_arrival_is_shown_with_its_error_until_it_converts_or_is_refus
     assert [s["what"] for s in traced["steps"]] == ["object", "failing"]
 
     # The cause is gone: the next redelivery converts it, and the record no longer counts.
-    monkeypatch.setattr(main.arrival, "_convert", convert)
+    monkeypatch.setattr(converter, "convert", convert)
     assert post(client, event).status_code == 200
     assert cli.main(["status", "--json", "--no-dead-letter", "--dataset", "pump"]) == 0
     shown = json.loads(capsys.readouterr().out)["datasets"]["pump"]
     assert shown["arrivals"] == 1 and "failing" not in shown and "latest_failing" not in shown
     # An arrival that fails, then is refused for good (too short for a window): shown as rejected only.
-    monkeypatch.setattr(main.arrival, "_convert", flaky)
+    monkeypatch.setattr(converter, "convert", flaky)
     short = csv_bytes("t", CHANNELS, np.arange(1.0), np.ones((1, 2)))
     assert arrive(emulator_stack, bucket, client, spec, "incoming/pump/day-2.csv", short)[0].status_code == 500
-    monkeypatch.setattr(main.arrival, "_convert", convert)
+    monkeypatch.setattr(converter, "convert", convert)
     refused = storage.stat(f"gs://{bucket}/incoming/pump/day-2.csv")
     assert post(client, finalized(bucket, "incoming/pump/day-2.csv", refused.generation, refused.size)).status_code \
         == 200

@@ -103,7 +103,7 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     line = results.champion_view_line(view)
     assert f"{view['flagged']} of {view['instances']}" in line and "demo-1" in line and "a2" in line
     assert "none (dataset demo has no champion)" in results.champion_view_line(first["champion_view"])
-    assert line in html.unescape(report._skill_html({"champion_view": view}))
+    assert line in html.unescape(report.skill_html({"champion_view": view}))
 
 
 def test_a_restarted_job_reuses_its_first_record(tmp_path):
@@ -176,8 +176,8 @@ def test_series_windows_are_scored_by_arrival_and_index_and_excluded(tmp_path):
     paths = inputs.stage(storage, plan, tmp_path / "stage")
     blank = scoring.Scorer(lambda z: np.zeros_like(z), None, None)  # error = the window's mean square
     run_cfg = TrainerConfig.load({}, manifests=("x",), job_dir=str(tmp_path / "job"))
-    per, flagged = champion_view._score_shards(run_cfg, storage, plan, paths, tmp_path, list(range(len(plan.shards))),
-                                               blank, 1.3, (8, 2))
+    per, flagged = champion_view.score_shards(run_cfg, storage, plan, paths, tmp_path, list(range(len(plan.shards))),
+                                              blank, 1.3, (8, 2))
     for manifest, entry in per.items():
         name = manifest.rsplit("/", 2)[-2]
         shard = next(s for s in plan.shards if s.manifest == manifest)

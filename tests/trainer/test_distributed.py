@@ -225,7 +225,7 @@ def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
 
     # landfall status --json
     bucket, job = job_dir.removeprefix("gs://").split("/")[0], job_dir.rsplit("/", 1)[-1]
-    shown = status._metrics(storage, bucket, job, Layout.load())["timeline"]
+    shown = status.shown_metrics(storage, bucket, job, Layout.load())["timeline"]
     assert shown == json.loads(json.dumps(core_timeline.compact(metrics)))
     assert [r["phase"] for r in shown["phases"]] == [r["phase"] for r in t["summary"]]
     assert shown["outside_epochs_gpu_seconds"] == metrics["outside_epochs_gpu_seconds"]

@@ -128,7 +128,7 @@ def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
 
 @pytest.mark.parametrize("limit", [50, None])
 def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tmp_path, limit):
-    """Before compaction, consecutive small whole files are read as one stream (``pipeline._joined``): each
+    """Before compaction, consecutive small whole files are read as one stream (``pipeline.joined_slices``): each
     worker's training and validation records are exactly those it reads file by file, and the pipeline has a
     few streams, not one per file. ``limit`` 50 cuts streams between files and leaves ranges that start or end
     inside a file (two workers) at the edges of a stream."""
@@ -146,8 +146,8 @@ def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tm
         paths = [str(p) for p in stage(storage, plan, tmp_path / f"stage-{worker}")]
         files = {str(p): plan.shards[i].count for i, p in zip(plan.mine, paths, strict=True)}
         for split in (pipeline.TRAIN, pipeline.VALIDATION):
-            slices = pipeline._slices(plan, paths, split)
-            joined = pipeline._joined(slices, files, **({"limit": limit} if limit else {}))
+            slices = pipeline.file_slices(plan, paths, split)
+            joined = pipeline.joined_slices(slices, files, **({"limit": limit} if limit else {}))
             records = sum(hi - lo for _, lo, hi, _ in slices)
             assert sum(hi - lo for _, lo, hi, _ in joined) == records
             assert len(joined) <= (2 * records // limit + 2 if limit else 2) < len(slices)  # files < limit
@@ -161,7 +161,7 @@ def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tm
             assert len(streams) == len(one_by_one) == expected
             assert _row_bytes(streams) == _row_bytes(one_by_one)
     # A file that holds other records too (a compacted one) is never joined: it has no entry in ``sizes``.
-    assert pipeline._joined([("a", 0, 5, [(0, 1)]), ("b", 0, 5, [(0, 2)])], {"b": 5}) == [
+    assert pipeline.joined_slices([("a", 0, 5, [(0, 1)]), ("b", 0, 5, [(0, 2)])], {"b": 5}) == [
         (("a",), 0, 5, [(0, 1)]), (("b",), 0, 5, [(0, 2)])]
 
 

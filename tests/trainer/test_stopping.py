@@ -3,8 +3,11 @@ surviving a restart exactly, the best epoch's weights kept, and what the trainer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+from pathlib import Path
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -13,11 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer import stopping
 from trainer.stopping import Rule, State
 from trainer.task import ceiling_cost
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+SPECS_SCHEMA = Path(specs.__file__).with_name("dataset-v1.schema.json")
 
 # -- the rule, pure ---------------------------------------------------------------------------------------
 
@@ -94,6 +101,31 @@ def test_patience_and_smoothing_scale_with_the_ceiling_unless_given():
     given = TrainerConfig(epochs=200, early_stopping_patience=0, early_stopping_smoothing=2).stopping_rule()
     assert (given.patience, given.smoothing, given.active) == (0, 2, False)  # given: kept, 0 still turns it off
     assert TrainerConfig.load({"LANDFALL_EARLY_STOPPING_PATIENCE": "6"}, epochs=200).stopping_rule().patience == 6
+
+
+def test_the_rules_defaults_are_written_once_and_what_repeats_them_agrees():
+    """``trainer.stopping.Rule`` alone writes the rule's defaults: ``TrainerConfig`` leaves each of its fields unset
+    (None). The pages and the spec's JSON Schema repeat them in words, checked against the rule here."""
+    from trainer.config import TrainerConfig
+
+    knobs = sorted(f.name.removeprefix("early_stopping_") for f in dataclasses.fields(TrainerConfig)
+                   if f.name.startswith("early_stopping_"))
+    assert knobs == sorted(f.name for f in dataclasses.fields(Rule))
+    assert [getattr(TrainerConfig(), "early_stopping_" + k) for k in knobs] == [None] * len(knobs)
+    rule, numbers = Rule(), ("min_delta", "min_gain", "start_from_epoch", "reductions", "factor")
+    trainer_md, datasets_md = (DOCS / "trainer.md").read_text(), (DOCS / "datasets.md").read_text()
+    table = dict(re.findall(r"^\| `(\w+)` \| ([-0-9.]+) \|", trainer_md, re.M))
+    assert {k: float(table[k]) for k in numbers} == {k: getattr(rule, k) for k in numbers}
+    (row,) = re.findall(r"at least 3 and 1; ([^)]*)\)", datasets_md)
+    assert [float(v) for v in row.split(", ")] == [getattr(rule, k) for k in numbers]
+    # Patience and smoothing scale with the ceiling: 10 % and 5 % of it, at least 3 and 1, wherever that is said.
+    schema = json.loads(SPECS_SCHEMA.read_text())
+    said = schema["properties"]["training"]["properties"]["early_stopping"]["description"]
+    auto = re.compile(r"(\d+) % and (?:smoothing )?(\d+) % of (?:it|the ceiling), at least (\d+) and (\d+)")
+    for text in (said, datasets_md):
+        assert [int(v) for v in auto.search(text).groups()] == [
+            stopping.auto_patience(1000) // 10, stopping.auto_smoothing(1000) // 10, stopping.auto_patience(1),
+            stopping.auto_smoothing(1)]
 
 
 def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():

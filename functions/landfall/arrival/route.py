@@ -87,7 +87,6 @@ RATES = {  # stored bytes per second per vCPU, measured (landfall bench convert 
 }
 SPLITTABLE = ("npy", "csv", "parquet")
 ENV_BUCKET, ENV_NAME, ENV_GENERATION = "LANDFALL_SOURCE_BUCKET", "LANDFALL_SOURCE_NAME", "LANDFALL_SOURCE_GENERATION"
-DISPATCH = "dispatch.json"
 DISPATCH_SCHEMA = "landfall.dispatch/v1"
 CLAIM_GRACE_S = 120.0  # a marker without an execution older than this was left by a crash
 # Cloud Storage takes at most one write a second to one object name ("Maximum rate of writes to the same object
@@ -121,7 +120,7 @@ def task_env(arrival: Arrival) -> dict[str, str]:
 
 
 def marker_uri(arrival: Arrival, lay: Any) -> str:
-    return layout.gs(arrival.bucket, layout.shards_prefix(lay, arrival.dataset, arrival.arrival_id) + DISPATCH)
+    return layout.gs(arrival.bucket, layout.dispatch_name(lay, arrival.dataset, arrival.arrival_id))
 
 
 @dataclasses.dataclass(frozen=True)

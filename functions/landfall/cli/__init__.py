@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(PASSTHROUGH[argv[0]][0])
         code = int(module.main(argv[1:]) or 0)
         if argv[0] == "train":
-            module._hard_exit(code)  # as `python -m trainer.task`: gRPC threads must not hold the exit
+            module.hard_exit(code)  # as `python -m trainer.task`: gRPC threads must not hold the exit
         return code
     parser = argparse.ArgumentParser(prog="landfall", description="Event-driven TensorFlow training.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

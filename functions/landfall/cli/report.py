@@ -26,10 +26,11 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return on_the_stack(args, _run)
+    return on_the_stack(args, write_report)
 
 
-def _run(args: argparse.Namespace) -> int:
+def write_report(args: argparse.Namespace) -> int:
+    """The command on its target (``run`` picks it): the page written, its path printed."""
     from landfall.cli.trace import open_reader
     from landfall.core.services.pubsub import PubSub
     from landfall.local import report

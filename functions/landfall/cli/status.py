@@ -27,12 +27,11 @@ import sys
 import time
 from typing import Any
 
-from landfall.arrival.route import DISPATCH
 from landfall.cli.common import job_config, on_the_stack
 from landfall.core.artifacts import champion, detections, failing, results, specs
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import ADMISSION, FAILING, MANIFEST, RETRACTION, Layout
+from landfall.core.contracts.layout import ADMISSION, DISPATCH, FAILING, MANIFEST, RETRACTION, Layout
 from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
 from landfall.core.errors import LandfallError, MissingCRD, NotFound
 from landfall.core.quality import quarantine
@@ -70,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
 # -- status ---------------------------------------------------------------------------------------------
 LATEST = 5  # retractions and rejections shown per dataset, newest first
-def _metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
+def shown_metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
+    """A job's ``metrics.json`` as ``landfall status`` shows it (None: none yet; ``invalid``: why it is unreadable)."""
     uri = tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"
     try:
         raw = loads_object(storage.read_bytes(uri), uri)
@@ -370,7 +370,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             "after": tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION),
             **_inputs(storage, job),
             "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
-            "metrics": _metrics(storage, bucket, name, lay) if bucket else None,
+            "metrics": shown_metrics(storage, bucket, name, lay) if bucket else None,
         })
         try:
             out["jobs"][-1]["time"] = job_times(out["jobs"][-1], clock)
@@ -396,7 +396,8 @@ def _peek_dead_letter(pubsub: Any, subscription: str) -> dict[str, Any]:
     return {"count": len(items), "requests": items}
 
 
-def _retrain_lines(r: dict[str, Any]) -> list[str]:
+def retrain_lines(r: dict[str, Any]) -> list[str]:
+    """What ``landfall status`` prints of a dataset's ``retrain`` (from ``collect``): the next release's hold, spend."""
     if "error" in r:
         return [f"retrain   unavailable: {r['error']}"]
     lines = []
@@ -476,7 +477,7 @@ def status(args: argparse.Namespace) -> int:
         elif sp:
             print(f"  spec      generation {sp['generation']} ({sp['uri']})" if sp.get("generation") is not None
                   else "  spec      none: the deployment's settings")
-        for line in _retrain_lines(counts.get("retrain") or {}):
+        for line in retrain_lines(counts.get("retrain") or {}):
             print(f"  {line}")
         if counts.get("champion"):
             c = counts["champion"]

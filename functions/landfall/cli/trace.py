@@ -35,12 +35,11 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.arrival.route import DISPATCH
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
 from landfall.core.artifacts import champion, detections, failing, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import Layout
+from landfall.core.contracts.layout import DISPATCH, Layout
 from landfall.core.contracts.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.quality import quarantine
@@ -572,7 +571,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return on_the_stack(args, _run)
+    return on_the_stack(args, print_trace)
 
 
 def open_reader(cfg: Any, bucket: str) -> Reader:
@@ -587,7 +586,8 @@ def open_reader(cfg: Any, bucket: str) -> Reader:
     return Reader(Storage(cfg.project), bucket, Layout.load(), backend)
 
 
-def _run(args: argparse.Namespace) -> int:
+def print_trace(args: argparse.Namespace) -> int:
+    """The command on its target (``run`` picks it): the subject's trace printed, text or JSON; 1 when not found."""
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     bucket = cfg.bucket or (layout.split_gs(args.subject)[0] if args.subject.startswith("gs://") else "")
     if not bucket:

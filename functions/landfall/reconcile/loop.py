@@ -38,16 +38,17 @@ MIN_POLL_S = 5.0  # the API server is shared: do not list TFJobs more often than
 HEARTBEAT = "/tmp/landfall-reconciler-alive"  # on the pod's /tmp emptyDir (the root filesystem is read-only)
 HEARTBEAT_LOG_S = 60.0  # a "reconciler heartbeat" log line after the first pass, then at most once a minute
 MAX_HEARTBEAT_AGE_S = 120.0  # well above a pass (storage retries are bounded at 30 s) plus MIN_POLL_S
-_monotonic = time.monotonic  # the heartbeat line's clock (a test replaces it)
 
 
 def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
-        heartbeat: str | Path | None = None, pubsub: Any = None, clock: Callable[[], float] = time.time) -> int:
+        heartbeat: str | Path | None = None, pubsub: Any = None, clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic) -> int:
     """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0.
 
     With ``pubsub``, each pass also announces finished jobs that have no result yet
     (``landfall.reconcile.announce``: a job that failed without a chief to do so). With a bucket, passes are
-    followed by the collection rule when one is due by ``clock`` (wall time; a test passes a fake one)."""
+    followed by the collection rule when one is due by ``clock`` (wall time; a test passes a fake one). The
+    heartbeat log line is spaced by ``monotonic`` (a test passes a fake one too)."""
     from landfall.reconcile import announce, collect
     from landfall.submit import coalesce
 
@@ -75,13 +76,13 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
         if collector is not None:
             collect_due(collector, heartbeat)
         passes, failed = passes + 1, failed + (not ok)
-        if _monotonic() - logged_at >= HEARTBEAT_LOG_S:
+        if monotonic() - logged_at >= HEARTBEAT_LOG_S:
             # What the log-absence alert of infra/modules/monitoring counts: a reconciler that stopped or hangs
             # writes none of these.
             log.info("reconciler heartbeat", extra={"component": "reconciler",
                                                     "fields": {"heartbeat": True, "passes": passes, "failed": failed,
                                                                "last_pass_ok": ok}})
-            logged_at, passes, failed = _monotonic(), 0, 0
+            logged_at, passes, failed = monotonic(), 0, 0
         stop.wait(max(poll_s, MIN_POLL_S))
     return 0
 

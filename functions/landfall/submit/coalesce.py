@@ -32,7 +32,7 @@ Policies ``coalesce`` (default) and ``forbid``
     releases the next job of every dataset with pending requests once its head ended, so a follow-up
     starts within seconds even without new requests.
 
-The retrain policy (``landfall.submit.policy``, from ``_policy_for``; all rules off by default)
+The retrain policy (``landfall.submit.policy``, from ``policy_for``; all rules off by default)
     A release is also held while the dataset's policy says so: ``quiet_s`` (no request for that long, or
     ``max_wait_s`` since the oldest), ``min_new_instances``, ``max_jobs_per_day``, ``gpu_hours_per_day``. Held,
     nothing changes: the requests stay pending and no job is created; ``reconcile()`` releases the job once
@@ -116,7 +116,7 @@ class Advance:
     short: sufficient.Shortfall | None = None  # state held: too little data for the job (landfall.submit.sufficient)
 
 
-def _resolve(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> tuple[
+def manifests_for(dataset: str, bucket: str, window: int, storage: Storage, layout: Layout) -> tuple[
         list[InputManifest], retractions.Listing]:
     """The manifests a job of ``dataset`` trains on, resolved now: all, or the newest ``window`` (by the
     generations the listing returns), leaving out retracted arrivals; and the listing itself."""
@@ -179,7 +179,7 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
             return Decision("coalesced", head, f"waits for {head} to finish")
     if not recorded:
         ledger.record(request)
-    quiet = _policy_for(request.dataset, cfg, storage, spec).quiet_s
+    quiet = policy_for(request.dataset, cfg, storage, spec).quiet_s
     if quiet:
         # Just recorded: the dataset is not quiet now, by definition. The reconciler releases once it is (or
         # once the oldest waited max_wait_s); deciding here would read every waiting request per arrival.
@@ -202,7 +202,7 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
     """Releases ``dataset``'s next job if its head ended, requests are pending and the retrain policy allows;
     else says why not (``held``: the policy's reasons and until when; the requests stay pending)."""
     spec, unusable = _release_spec(dataset, cfg, ledger)
-    policy = _policy_for(dataset, cfg, ledger.storage, spec)
+    policy = policy_for(dataset, cfg, ledger.storage, spec)
     for _ in range(ATTEMPTS):
         seq = ledger.head_seq(dataset)
         head = ledger.job_name(dataset, seq) if seq else None
@@ -229,7 +229,7 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
             ledger.drop_pending(dataset, [r.request_id for r in pending if r not in fresh])
         if not fresh:
             return Advance("idle", head, covered)
-        manifests, listing = _resolve(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+        manifests, listing = manifests_for(dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
         recorded = {r.request_id: t for r, t in since}
         fresh, lost = _sort_out(dataset, fresh, manifests, cfg, ledger, recorded)
         if lost:
@@ -256,7 +256,7 @@ def advance(dataset: str, cfg: JobConfig, backend: Backend, ledger: Ledger) -> A
                      extra={"dataset": dataset, "fields": short.describe()})
             return Advance("held", head, covered, short=short)
         # The spec in force now: the job is rendered from this generation, whatever is applied later.
-        inputs = _job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
+        inputs = job_inputs(dataset, seq + 1, head, fresh, manifests, cfg, ledger, listing, spec.generation)
         if not ledger.create_inputs(inputs):
             continue  # another consumer released this job first: look again
         _create_job(inputs, cfg, backend, ledger)
@@ -288,7 +288,7 @@ def _shortfall(dataset: str, cfg: JobConfig, spec: specs.DatasetSpec, manifests:
     return sufficient.shortfall(manifests, job, ledger.storage, window, series=spec.series, gap=gap, mode=mode)
 
 
-def _policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None
+def policy_for(dataset: str, cfg: JobConfig, storage: Storage, spec: specs.DatasetSpec | None = None
                 ) -> RetrainPolicy:
     """The one place the submit stage gets a dataset's retrain policy: the process-wide defaults
     (``LANDFALL_QUIET_S`` ...) with the dataset spec's ``retrain`` section over them (``spec``: the caller read
@@ -352,7 +352,7 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
     the budget, and, with requests waiting, what the next release waits for (the running head, or the policy's
     holds, each with its reason and until when, or too little data: ``data``, ``landfall.submit.sufficient``)."""
     ledger = Ledger(storage, cfg.bucket, layout or Layout(), clock or time.time)
-    policy, now = _policy_for(dataset, cfg, storage), ledger.clock()
+    policy, now = policy_for(dataset, cfg, storage), ledger.clock()
     record, _ = spend.read(storage, ledger.bucket, ledger.layout, dataset)
     seq = ledger.head_seq(dataset)
     head = ledger.job_name(dataset, seq) if seq else None
@@ -394,7 +394,7 @@ def data_hold(dataset: str, cfg: JobConfig, storage: Storage, layout: Layout | N
     spec, unusable = _release_spec(dataset, cfg, ledger)
     if unusable is not None:
         return None
-    manifests, _ = _resolve(dataset, ledger.bucket, cfg.window, storage, ledger.layout)
+    manifests, _ = manifests_for(dataset, ledger.bucket, cfg.window, storage, ledger.layout)
     return _shortfall(dataset, cfg, spec, manifests, ledger)
 
 
@@ -459,9 +459,11 @@ def _reject_lost(dataset: str, lost: list[tuple[TrainingRequest, PermanentError]
     ledger.drop_pending(dataset, [r.request_id for r, _ in lost])
 
 
-def _job_inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest],
+def job_inputs(dataset: str, seq: int, after: str | None, requests: list[TrainingRequest],
                 manifests: list[InputManifest], cfg: JobConfig, ledger: Ledger,
                 listing: retractions.Listing, spec_generation: int | None = None) -> JobInputs:
+    """The ``inputs.json`` a release writes for job ``seq`` of ``dataset`` (not written here): ``manifests`` (from
+    ``manifests_for``) and the ``requests`` it covers, stamped on the ledger's clock."""
     job = ledger.job_name(dataset, seq)
     inputs = JobInputs(dataset=dataset, job=job, seq=seq, manifests=manifests,
                        requests=[request_entry(r) for r in requests], after=after, window=cfg.window,
@@ -539,13 +541,13 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
     if unusable is not None:
         raise unusable  # the handler records the rejection
     name = job_name_for(request.dataset, "allow", request_id=request.request_id)
-    manifests, listing = _resolve(request.dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
+    manifests, listing = manifests_for(request.dataset, ledger.bucket, cfg.window, ledger.storage, ledger.layout)
     # Not recorded pending: its age is its publish time's.
     ready, lost = _sort_out(request.dataset, [request], manifests, cfg, ledger,
                             {request.request_id: _epoch(request.arrived_at)})
     if lost:
         raise lost[0][1]  # the handler records the rejection
-    inputs = dataclasses.replace(_job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing,
+    inputs = dataclasses.replace(job_inputs(request.dataset, 0, None, ready, manifests, cfg, ledger, listing,
                                              spec.generation), job=name)
     created = ledger.create_inputs(inputs)
     if not created:

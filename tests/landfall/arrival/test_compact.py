@@ -20,6 +20,7 @@ from landfall.core.artifacts import retractions, snapshots
 from landfall.core.artifacts.snapshots import Snapshot
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.contracts.records import RecordFramer, decode_example, iter_records
+from landfall.core.rules import cost
 from landfall.core.services.storage import Storage
 from tests.conftest import unique
 from tests.landfall.arrival.compact_helpers import LAYOUT, SHAPE, add_arrival, arrival_of, release
@@ -94,7 +95,7 @@ def test_compaction_keeps_records_statistics_and_the_holdout(emulator_stack, buc
     paths = [str(p) for p in stage(storage, plan, tmp_path / "staged")]
     assert len(set(paths)) == files_after
     # Each file is opened once a pass, however many arrivals it holds.
-    assert len(pipeline._slices(plan, paths, pipeline.TRAIN)) == files_after
+    assert len(pipeline.file_slices(plan, paths, pipeline.TRAIN)) == files_after
     val = np.concatenate(list(pipeline.read_instances(plan, paths, SHAPE, pipeline.VALIDATION).as_numpy_iterator()))
     marks = {(int(x[0, 0]), int(x[0, 1])) for x in val}
     by_aid = {arrival_of(bucket, "ds", k).arrival_id: k for k in [*range(40), 99]}
@@ -154,7 +155,7 @@ def test_the_collection_rule():
     was superseded at least the grace period ago."""
     t = "2026-01-01T00:00:00.000Z"
     later = "2026-01-01T02:00:00.000Z"
-    now = snapshots._epoch(later) + 10
+    now = cost.epoch(later) + 10
     snaps = [_snap(1, t), _snap(2, t), _snap(3, later)]
     assert [s.seq for s in snapshots.collectable(snaps, set(), now)] == [1]  # 2 was superseded 10 s ago
     assert [s.seq for s in snapshots.collectable(snaps, set(), now + 3600)] == [1, 2]
@@ -172,7 +173,7 @@ def test_collect_deletes_only_what_no_kept_snapshot_names(emulator_stack, bucket
         assert compact.compact(storage, bucket, "ds", 20 * RECORD).snapshot
         jobs.append(release(storage, bucket, "ds", round_ + 1))
     reading = JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot  # job 2 is still running
-    far = snapshots._epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
+    far = cost.epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
     # What a compactor that lost the race for snapshot 3 left, and one still running for snapshot 4.
     lost = f"gs://{bucket}/compacted/ds/00000003-deadbeef/part-00000.tfrecord"
     running = f"gs://{bucket}/compacted/ds/00000004-feedface/part-00000.tfrecord"
@@ -298,18 +299,30 @@ def test_landfall_compact_runs_past_its_thresholds_only(emulator_stack, bucket, 
 
 def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, arrival_runtime, tmp_path,
                                                       monkeypatch):
-    """One arrival in ``compact_every`` (by request id) starts a convert-job execution that compacts."""
+    """One arrival in ``compact_every`` (by request id) starts a convert-job execution that compacts, once its
+    manifest is committed (``handler.after_conversion``, whoever converted)."""
     from landfall.arrival import handler, task
     from landfall.arrival.cloudrun import LocalJobs
+    from landfall.core.contracts.layout import request_id
+    from landfall.core.contracts.messages import Manifest
 
     storage = emulator_stack.storage
-    for k in range(3):
-        add_arrival(storage, bucket, "ds", k, 6)
+    parity = [int(request_id(bucket, a.name, a.generation), 16) % 2 for a in (arrival_of(bucket, "ds", k)
+                                                                             for k in range(64))]
+    odd, even = parity.index(1), parity.index(0)  # arrivals whose request id is odd, and even
+    other = min({0, 1, 2} - {odd, even})
+    manifests = {k: add_arrival(storage, bucket, "ds", k, 6) for k in (odd, even, other)}
     jobs = LocalJobs(tmp_path)
-    rt = dataclasses.replace(arrival_runtime(compact_every=2), jobs=jobs)
-    handler._maybe_compact(arrival_of(bucket, "ds", 0), "3", rt)  # 3 % 2: not this one
+    # The arrivals were written straight into the bucket, with no object under incoming/: kept, not retracted for it.
+    rt = dataclasses.replace(arrival_runtime(compact_every=2, on_delete="keep"), jobs=jobs)
+
+    def committed(k: int) -> str:
+        uri = manifests[k]
+        return handler.after_conversion(Manifest.from_json(storage.read_bytes(uri), uri), rt)
+
+    assert committed(odd) == "converted"  # its request id % 2 == 1: not this one
     assert not jobs.dir.exists()
-    handler._maybe_compact(arrival_of(bucket, "ds", 0), "a", rt)  # 10 % 2 == 0
+    assert committed(even) == "converted"  # % 2 == 0
     (record,) = [json.loads(p.read_text()) for p in jobs.dir.glob("*.json")]
     assert record["task_count"] == 1 and record["env"]["LANDFALL_COMPACT_DATASET"] == "ds"
     monkeypatch.setattr(compact, "COMPACT_ARRIVALS", 3)

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from landfall.arrival import converter
 from landfall.arrival import handler as arrival
 from landfall.core.contracts import layout
 from landfall.core.contracts.events import ObjectEvent
@@ -124,21 +123,21 @@ def test_crash_mid_conversion_is_repaired_by_the_retry(
         emulator_stack, bucket, topic, arrival_runtime, data, monkeypatch):
     rt = arrival_runtime(shard_target_bytes=300_000)
     obj = put(rt.storage, bucket, "incoming/sensors/a.npy", npy_bytes(data))
-    real_close = converter.ShardWriter._close_current
+    real_open = rt.storage.open_write  # the converter's shards, each opened as it is written
     calls = {"n": 0}
 
-    def crash_after_first_shard(self):
+    def crash_after_first_shard(uri):
         calls["n"] += 1
         if calls["n"] == 2:
             raise TemporaryError("simulated crash: instance lost mid-conversion")
-        return real_close(self)
+        return real_open(uri)
 
-    monkeypatch.setattr(converter.ShardWriter, "_close_current", crash_after_first_shard)
+    monkeypatch.setattr(rt.storage, "open_write", crash_after_first_shard)
     with pytest.raises(TemporaryError):
         arrival.handle(obj, rt)
     assert not [u for u in rt.storage.list(f"gs://{bucket}/tfrecords/") if u.endswith("manifest.json")]
     assert pull_all(rt.pubsub, topic, timeout_s=3) == []
-    monkeypatch.setattr(converter.ShardWriter, "_close_current", real_close)
+    monkeypatch.setattr(rt.storage, "open_write", real_open)
     assert arrival.handle(obj, rt) == "converted"
     np.testing.assert_array_equal(read_back(rt.storage, load_manifest(rt.storage, bucket, obj)), data)
     assert len(pull_all(rt.pubsub, topic, expect=1)) == 1

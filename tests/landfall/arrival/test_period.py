@@ -54,7 +54,7 @@ def test_the_default_max_gap_raises_its_cut_for_an_irregular_series_only():
     steps = np.where(rng.random(2000) < 0.2, rng.uniform(2000, 30000, 2000), 600.0)
     times = np.concatenate([[0.0], np.cumsum(steps)])
     gap = series.default_max_gap(times, 128)
-    assert gap > 1800.0 and series._lost(np.diff(times), gap, 128) <= series.GAP_LOSS * len(times)
-    assert series._lost(np.diff(times), 1800.0, 128) > series.GAP_LOSS * len(times)  # 3 x median would shatter it
+    assert gap > 1800.0 and series.rows_lost(np.diff(times), gap, 128) <= series.GAP_LOSS * len(times)
+    assert series.rows_lost(np.diff(times), 1800.0, 128) > series.GAP_LOSS * len(times)  # 3 x median would shatter it
     # Without a window to fit, the old rule.
     assert series.default_max_gap(times) == 1800.0

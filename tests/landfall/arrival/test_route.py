@@ -52,7 +52,7 @@ def routed(arrival_runtime, cloud_run, emulator_stack):
 
 def marker(storage, bucket: str, obj) -> dict:
     aid = layout.arrival_id(obj.name, obj.generation)
-    return json.loads(storage.read_bytes(f"gs://{bucket}/tfrecords/d/{aid}/{route.DISPATCH}"))
+    return json.loads(storage.read_bytes(f"gs://{bucket}/tfrecords/d/{aid}/{layout.DISPATCH}"))
 
 
 def test_default_thresholds_are_half_of_timeout_times_rate() -> None:
@@ -180,6 +180,6 @@ def test_the_marker_is_rewritten_no_sooner_than_the_write_rate_of_one_name_allow
     rt.storage = Storage(emulator_stack.project, client=client, retry_deadline_s=0.5)
     obj = put(emulator_stack.storage, bucket, "incoming/d/big.csv", csv_bytes(data))
     assert arrival.handle(obj, rt) == "dispatched"
-    name = (bucket, f"tfrecords/d/{layout.arrival_id(obj.name, obj.generation)}/{route.DISPATCH}")
+    name = (bucket, f"tfrecords/d/{layout.arrival_id(obj.name, obj.generation)}/{layout.DISPATCH}")
     assert session.writes[name] == 2 and not session.refused, session.refused
     assert session.closest[name] >= 1.0

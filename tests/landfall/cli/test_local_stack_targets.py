@@ -61,8 +61,8 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, str | None]]:
             record()
 
     monkeypatch.setattr(status, "status", record)
-    monkeypatch.setattr(trace, "_run", record)
-    monkeypatch.setattr(report, "_run", record)
+    monkeypatch.setattr(trace, "print_trace", record)
+    monkeypatch.setattr(report, "write_report", record)
     monkeypatch.setattr(jobs, "republish", record)
     monkeypatch.setattr("landfall.core.services.storage.Storage", Storage)
     return seen

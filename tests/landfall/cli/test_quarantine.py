@@ -121,7 +121,7 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     good = layout.arrival_id(events[3].name, events[3].generation)
 
     def released() -> list[str]:
-        manifests, _ = coalesce._resolve("watch", bucket, 0, rt.storage, Layout())
+        manifests, _ = coalesce.manifests_for("watch", bucket, 0, rt.storage, Layout())
         return [m.uri.rsplit("/", 2)[1] for m in manifests]
 
     assert bad not in released() and good in released() and len(released()) == 4
@@ -173,7 +173,7 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
         info = rt.storage.stat(uri)
         assert handler.handle(ObjectEvent(bucket, f"incoming/loose/w{i}.npy", info.generation, info.size,
                                           info.crc32c), lax) == "converted"
-    manifests, _ = coalesce._resolve("loose", bucket, 0, rt.storage, Layout())
+    manifests, _ = coalesce.manifests_for("loose", bucket, 0, rt.storage, Layout())
     assert len(manifests) == 5  # warned: trained on
     assert main(["status", "--bucket", bucket, "--dataset", "loose", "--backend", "local", "--state",
                  str(tmp_path / "state"), "--json"]) == 0

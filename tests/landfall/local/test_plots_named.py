@@ -161,16 +161,18 @@ def test_the_svg_check_fails_on_a_plot_without_names():
 
 @pytest.fixture
 def figures(monkeypatch):
-    """The figures ``plots`` draws, caught as they are saved."""
-    caught: list[Any] = []
-    save = plots._save
+    """The figures ``plots`` draws, caught as they are saved (matplotlib's ``Figure.savefig``)."""
+    from matplotlib.figure import Figure
 
-    def keep(plt, fig, path):
+    caught: list[Any] = []
+    save = Figure.savefig
+
+    def keep(fig, *args, **kwargs):
         caught.append(fig)
         fig.canvas.draw()  # the legend and labels as drawn
-        return save(plt, fig, path)
+        return save(fig, *args, **kwargs)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(Figure, "savefig", keep)
     return caught
 
 
@@ -183,7 +185,11 @@ def test_each_figure_names_its_axes_and_series(name, figures, tmp_path):
 
 
 def test_the_figure_check_fails_on_a_plot_without_names():
-    plt = plots._pyplot()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0], label="train")
     ax.plot([0, 1], [0, 1])

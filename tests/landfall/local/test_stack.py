@@ -28,6 +28,7 @@ from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series
 from landfall.submit import tfjob
 from landfall.submit.backends.local import LocalBackend
+from tests.support import stack_ready, wait_for
 
 TRAINER_ARGS = json.dumps(["--units", "8,4", "--verbose", "0"])
 
@@ -43,16 +44,6 @@ def _pgids() -> dict[int, int]:
     return out
 
 
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def stack(memory_dir):
     state = memory_dir / "state"  # the emulators' data in memory (tests/conftest.py)
@@ -65,7 +56,7 @@ def stack(memory_dir):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
-        yield proc, state, _wait(lambda: _ready(state), 90, "landfall up"), env
+        yield proc, state, wait_for(lambda: stack_ready(state), 90, "landfall up"), env
     finally:
         if proc.poll() is None:  # the test failed before its own SIGTERM: stop the stack the same way
             proc.send_signal(signal.SIGTERM)
@@ -73,14 +64,6 @@ def stack(memory_dir):
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _ready(state: Path):
-    try:
-        info = json.loads((state / "stack.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-    return info if "processes" in info else None
 
 
 def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, monkeypatch):
@@ -106,15 +89,15 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     assert up.returncode == 0, up.stderr
     assert up.stdout.strip() == f"gs://{info['bucket']}/incoming/plant/sensors.npy"
 
-    note = _wait(lambda: pubsub.pull("test-notification-tap", timeout_s=2), 30, "the GCS notification")[0]
+    note = wait_for(lambda: pubsub.pull("test-notification-tap", timeout_s=2), 30, "the GCS notification")[0]
     for _ in range(2):  # Pub/Sub may deliver the same notification again: replay it twice
         pubsub.publish("landfall-gcs-notifications", note.data, note.attributes)
 
     backend = LocalBackend(info["local_state"])
     executions = Path(info["local_state"]) / "cloudrun" / "executions"
-    [execution] = _wait(lambda: sorted(executions.glob("*[!s].json")), 60, "the Cloud Run execution")
+    [execution] = wait_for(lambda: sorted(executions.glob("*[!s].json")), 60, "the Cloud Run execution")
     assert json.loads(execution.read_text())["task_count"] == 3
-    job = _wait(lambda: [j for j in backend.list("plant") if tfjob.is_finished(j)], 240, "the TFJob to finish")[0]
+    job = wait_for(lambda: [j for j in backend.list("plant") if tfjob.is_finished(j)], 240, "the TFJob to finish")[0]
     assert tfjob.state(job) == "Succeeded"
     time.sleep(3)  # let the replayed notifications run through the functions
     assert len(backend.list("plant")) == 1
@@ -142,7 +125,7 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     storage.delete(f"gs://{info['bucket']}/incoming/plant/sensors.npy")
     (manifest,) = storage.list(f"gs://{info['bucket']}/tfrecords/plant/", suffix="manifest.json")
     arrival_folder = manifest.rsplit("/", 1)[0]
-    _wait(lambda: storage.exists(arrival_folder + "/retracted.json"), 30, "the retraction")
+    wait_for(lambda: storage.exists(arrival_folder + "/retracted.json"), 30, "the retraction")
     tapped = pubsub.pull("test-notification-tap", timeout_s=3) + pubsub.pull("test-notification-tap", timeout_s=3)
     assert {(m.attributes["objectId"], m.attributes["eventType"]) for m in tapped} == {
         ("incoming/plant/sensors.npy", "OBJECT_FINALIZE"), ("incoming/plant/sensors.npy", "OBJECT_DELETE")}

@@ -23,7 +23,7 @@ from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, tfjob
 from landfall.submit.backends.local import LocalBackend
-from tests.landfall.local.test_stack import _ready, _wait
+from tests.support import stack_ready, wait_for
 
 SPECS = {
     "pump": {"shape": {"timesteps": 36, "features": 10}, "model": {"units": [8, 4], "dropout": 0.0},
@@ -58,7 +58,7 @@ def stack(memory_dir):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             start_new_session=True)
     try:
-        yield _wait(lambda: _ready(state), 90, "landfall up"), env
+        yield wait_for(lambda: stack_ready(state), 90, "landfall up"), env
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -98,11 +98,11 @@ def test_two_datasets_of_different_shapes_each_run_with_their_own_spec(stack, tm
                        ("GOOGLE_CLOUD_PROJECT", info["project"])):
         monkeypatch.setenv(key, value)
     storage, bucket, backend = Storage(info["project"]), info["bucket"], LocalBackend(info["local_state"])
-    jobs = {d: _wait(lambda d=d: [j for j in backend.list(d) if tfjob.is_finished(j)], 300, f"{d}'s job")[0]
+    jobs = {d: wait_for(lambda d=d: [j for j in backend.list(d) if tfjob.is_finished(j)], 300, f"{d}'s job")[0]
             for d in SPECS}
     executions = sorted((Path(info["local_state"]) / "cloudrun" / "executions").glob("*[!s].json"))
     assert [json.loads(e.read_text())["env"]["LANDFALL_SOURCE_NAME"] for e in executions] == ["incoming/pump/pump.npy"]
-    rejected = _wait(lambda: storage.list(f"gs://{bucket}/rejected/stranger/"), 30, "the stranger's rejection")
+    rejected = wait_for(lambda: storage.list(f"gs://{bucket}/rejected/stranger/"), 30, "the stranger's rejection")
     assert json.loads(storage.read_bytes(rejected[0]))["reason"] == "unknown_dataset"
     assert backend.list("stranger") == []
 

@@ -118,8 +118,7 @@ def test_the_heartbeat_line_counts_the_passes_since_the_last(monkeypatch, tmp_pa
     monkeypatch.setattr(coalesce, "reconcile", reconcile)
     monkeypatch.setattr(loop, "MIN_POLL_S", 0.01)
     clock = iter([0.0, 0.0, 30.0, 61.0, 62.0, 200.0, 200.0])
-    monkeypatch.setattr(loop, "_monotonic", lambda: next(clock))
-    loop.run(None, None, None, stop, 0.01)
+    loop.run(None, None, None, stop, 0.01, monotonic=lambda: next(clock))
     beats = [(e["passes"], e["failed"], e["last_pass_ok"]) for e in json_logs()
              if e["message"] == "reconciler heartbeat"]
     assert beats == [(1, 0, True), (2, 1, True), (1, 0, True)]

@@ -296,7 +296,10 @@ def test_a_job_created_between_a_consumers_two_reads_is_not_taken_for_deleted(em
     second = copy_arrival(storage, first, 1)
     real_create, real_get = backend.create, backend.get
 
+    rendered: list[dict] = []
+
     def crash(job):
+        rendered.append(job)  # what the slow releaser creates later
         raise TemporaryError("the releasing instance is slow: its TFJob is created later")
 
     monkeypatch.setattr(backend, "create", crash)
@@ -310,7 +313,9 @@ def test_a_job_created_between_a_consumers_two_reads_is_not_taken_for_deleted(em
     def get_while_the_releaser_finishes(name):
         if name == head and not real_get_calls:
             real_get_calls.append(name)
-            coalesce._create_job(ledger.read_inputs(head), rt.config, backend, ledger)  # TFJob, then marker
+            (job,) = rendered  # the slow releaser finishes its release: the TFJob, then the marker
+            real_create(job)
+            ledger.mark_submitted(head)
             raise NotFound(f'tfjobs "{name}" not found')  # what X read a moment before
         return real_get(name)
 

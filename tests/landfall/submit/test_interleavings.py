@@ -126,7 +126,7 @@ def test_unordered_duplicated_concurrent_deliveries(emulator_stack, consumers, n
 
 # -- with a retrain policy, on a fake clock ----------------------------------------------------------------
 DAY = 86400.0
-POLICIES = {  # what the consumers run with (the environment's defaults: coalesce._policy_for)
+POLICIES = {  # what the consumers run with (the environment's defaults: coalesce.policy_for)
     "quiet": {"LANDFALL_QUIET_S": "10", "LANDFALL_MAX_WAIT_S": "60", "LANDFALL_MAX_JOBS_PER_DAY": "2"},
     "min_new": {"LANDFALL_MIN_NEW_INSTANCES": "40", "LANDFALL_MAX_WAIT_S": "60", "LANDFALL_MAX_JOBS_PER_DAY": "3"},
 }

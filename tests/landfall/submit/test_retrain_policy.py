@@ -1,7 +1,7 @@
 """The retrain policy through the real submit stage and reconciler (Cloud Storage emulator, local backend), on a
 fake clock: a burst becomes one job; a budget holds the next job until the window frees; nothing is lost.
 
-The policy comes from the environment (``LANDFALL_QUIET_S`` ...: ``coalesce._policy_for``'s defaults); the clock
+The policy comes from the environment (``LANDFALL_QUIET_S`` ...: ``coalesce.policy_for``'s defaults); the clock
 is ``Runtime.clock`` and ``coalesce.reconcile(clock=)``. What a held release looks like is what ``landfall
 status`` reports (``status.collect``).
 """
@@ -22,8 +22,8 @@ from tests.support import FakeClock, convert_arrival, copy_arrival, inputs_of, p
 DAY = 86400.0
 
 
-def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _iso(t: float, timespec: str = "milliseconds") -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
 
 
 def _setup(emulator_stack, bucket, tmp_path, dataset: str, instances: int = 16):
@@ -107,12 +107,12 @@ def test_a_gpu_budget_one_job_exhausts_holds_the_next_until_the_window_frees_and
 
     shown = status.collect(rt.config, rt.storage, rt.backend, "budget", clock=clock)["datasets"]["budget"]["retrain"]
     frees = t0 + 600 + DAY  # job 1's GPU-hour leaves the rolling 24 h window
-    assert shown["next"]["state"] == "held" and shown["next"]["until"] == coalesce._iso(frees)
+    assert shown["next"]["state"] == "held" and shown["next"]["until"] == _iso(frees, "seconds")
     assert [h["rule"] for h in shown["next"]["holds"]] == ["gpu_hours_per_day"]
     assert shown["spend"]["last_24h"]["gpu_hours"] == 1.0 and shown["spend"]["last_24h"]["estimated_cost"] == 0.56
     assert shown["spend"]["last_30d"]["jobs"] == 1 and shown["spend"]["budget"]["gpu_hours_per_day"] == 1
-    held_line, spend_line = status._retrain_lines(shown)  # what `landfall status` prints for the dataset
-    assert held_line.startswith(f"held      next release held until {coalesce._iso(frees)}: 1 GPU-hours spent")
+    held_line, spend_line = status.retrain_lines(shown)  # what `landfall status` prints for the dataset
+    assert held_line.startswith(f"held      next release held until {_iso(frees, 'seconds')}: 1 GPU-hours spent")
     assert spend_line.startswith("spend     24 h: 1.000 GPU-h of 1 GPU-h/day, $0.56, 1 job(s) released; 30 d:")
 
     clock.now = frees - 1
@@ -144,7 +144,7 @@ def test_max_jobs_per_day_holds_the_third_job_until_the_first_leaves_the_window(
     third = arrive()
     assert handle_message(third.to_json(), {}, rt) == "held"
     report = status.collect(rt.config, rt.storage, rt.backend, "capped", clock=clock)["datasets"]["capped"]
-    assert report["retrain"]["next"]["until"] == coalesce._iso(t0 + DAY)
+    assert report["retrain"]["next"]["until"] == _iso(t0 + DAY, "seconds")
     assert "2 jobs released in the last 24 h" in report["retrain"]["next"]["reason"]
     clock.now = t0 + DAY - 1
     assert _reconcile(rt, clock) == []

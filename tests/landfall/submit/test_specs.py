@@ -156,4 +156,4 @@ def test_a_spec_retrain_section_is_the_dataset_policy_over_the_environment(emula
     decision = coalesce.submit(quiet, rt.config, backend, storage)
     assert decision.outcome == "held" and "quiet period" in decision.detail
     assert coalesce.submit(eager, rt.config, backend, storage).outcome == "submitted"  # no spec: today's policy
-    assert coalesce._policy_for("quiet", rt.config, storage).quiet_s == 10
+    assert coalesce.policy_for("quiet", rt.config, storage).quiet_s == 10

@@ -69,6 +69,7 @@ PROFILE = "profile.json"
 REFERENCE = "_reference.json"
 ADMISSION = "admitted.json"
 FAILING = "failing.json"  # the arrival's event fails and is retried (landfall.core.artifacts.failing)
+DISPATCH = "dispatch.json"  # the arrival went to the Cloud Run convert job (landfall.arrival.route's marker)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,6 +205,10 @@ def retraction_name(layout: Layout, dataset: str, aid: str) -> str:
 
 def failing_name(layout: Layout, dataset: str, aid: str) -> str:
     return shards_prefix(layout, dataset, aid) + FAILING
+
+
+def dispatch_name(layout: Layout, dataset: str, aid: str) -> str:
+    return shards_prefix(layout, dataset, aid) + DISPATCH
 
 
 def reference_name(layout: Layout, dataset: str) -> str:

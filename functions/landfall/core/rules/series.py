@@ -34,8 +34,9 @@ GAP_TRIGGER = 0.25  # the default max_gap is raised only when 3 x the median ste
 GAP_LOSS = 0.05  # ... and then until it drops at most this share of the rows in segments shorter than a window
 
 
-def _lost(steps: np.ndarray, gap: float, length: int) -> int:
-    """Rows in runs shorter than ``length`` when the series is cut at every step longer than ``gap``."""
+def rows_lost(steps: np.ndarray, gap: float, length: int) -> int:
+    """Rows in runs shorter than ``length`` (no window fits them) when a series of time ``steps`` is cut at every step
+    longer than ``gap``: what ``default_max_gap`` holds under ``GAP_TRIGGER`` and ``GAP_LOSS``."""
     cuts = np.flatnonzero(steps > gap)
     bounds = np.concatenate([[0], cuts + 1, [len(steps) + 1]])
     runs = np.diff(bounds)
@@ -54,7 +55,7 @@ def default_max_gap(times: np.ndarray, length: int | None = None) -> float:
     if not len(steps):
         return float("inf")
     base = 3.0 * float(np.median(steps))
-    if length is None or length <= 1 or _lost(steps, base, length) <= GAP_TRIGGER * (len(steps) + 1):
+    if length is None or length <= 1 or rows_lost(steps, base, length) <= GAP_TRIGGER * (len(steps) + 1):
         return base
     longer = np.unique(steps[steps > base])  # ascending; the rows lost only fall as the gap grows
     if not len(longer):  # nothing to raise it to: the rows are too few for a window whatever the gap
@@ -62,7 +63,7 @@ def default_max_gap(times: np.ndarray, length: int | None = None) -> float:
     lo, hi = 0, len(longer)  # the first candidate that loses little enough, by bisection (hi: none)
     while lo < hi:
         mid = (lo + hi) // 2
-        if _lost(steps, float(longer[mid]), length) <= GAP_LOSS * (len(steps) + 1):
+        if rows_lost(steps, float(longer[mid]), length) <= GAP_LOSS * (len(steps) + 1):
             hi = mid
         else:
             lo = mid + 1
