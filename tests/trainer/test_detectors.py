@@ -85,3 +85,20 @@ def test_the_choice_is_the_best_candidate_that_may_be_promoted_the_model_by_a_ma
     # Ties go to the simpler candidate.
     assert selection.choose({"model": 0.8, "pca": 0.8, "nearest_neighbour": 0.8}, selection.SURROGATE,
                             lambda n: None).chosen == "pca"
+
+
+def test_the_specs_schema_says_the_model_margins_default():
+    """The dataset spec's schema repeats the model margin's default in words; it is the trainer's (it said 0.05)."""
+    import dataclasses
+    import json
+    import re
+    from pathlib import Path
+
+    from trainer.config import TrainerConfig
+
+    schema = (Path(__file__).resolve().parents[2] / "functions" / "landfall" / "core" / "artifacts"
+              / "dataset-v1.schema.json").read_text()
+    (described,) = re.findall(r'"model_margin": \{[^}]*"description": ("[^"]*")', schema)
+    (said,) = re.findall(r"default ([0-9.]+)", json.loads(described))
+    default = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}["model_margin"]
+    assert float(said) == default
