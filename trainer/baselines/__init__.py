@@ -6,6 +6,7 @@ what costs nothing to fit. Beside the training set's mean window (``trainer.floo
 job that can be judged fits each registered detector (``KINDS``, in the tie order simplest first):
 
 - ``pca`` (``trainer.baselines.pca``): principal components at the model's code size, a linear autoencoder;
+- ``pca_variance`` (``trainer.baselines.pca_variance``): as many components as explain 95 % of the variance;
 - ``nearest_neighbour`` (``trainer.baselines.nearest_neighbour``): the nearest of a bounded sample of training windows;
 - ``kmeans`` (``trainer.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids.
 
@@ -49,7 +50,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from trainer import floor
-from trainer.baselines import kmeans, nearest_neighbour, pca
+from trainer.baselines import kmeans, nearest_neighbour, pca, pca_variance
 
 
 class Detector(Protocol):
@@ -85,7 +86,7 @@ def register(kind: type[Detector]) -> type[Detector]:
     return kind
 
 
-for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector):
+for _kind in (pca.Detector, pca_variance.Detector, nearest_neighbour.Detector, kmeans.Detector):
     register(_kind)
 for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
     register(importlib.import_module(_module).Detector)
