@@ -1,14 +1,22 @@
 """Detection on TSB-AD's protocol: the champion Landfall picks, beside the simple detectors and TSB-AD's figures.
 
-``landfall bench detect [--set dev,aeon] [--series NAMES] [--seeds 3] [--epochs 60] [--options default,gru]
-[--out DIR]``
+``landfall bench detect [--set dev,aeon,multivariate] [--series NAMES] [--seeds 3] [--epochs 60]
+[--options default,gru] [--baselines-only] [--out DIR]``
 
 The series:
 - ``dev``: the six NAB recordings of ``bench/data/nab-dev/`` (TSB-AD-U series 008, 009, 014, 017, 018, 025;
   its README says how TSB-AD cuts them: the NAB file's values from its second data row, a row labelled when it lies in
   one of NAB's windows, start included, end excluded), with TSB-AD's published per-series VUS-PR;
 - ``aeon``: the labelled series of ``landfall_bench.realdata`` (UCR InternalBleeding16, GutenTAG ecg-diff-count-3,
-  BasicMotions with Running put in, from the aeon 1.6.0 wheel): their training part then their test part, one series.
+  BasicMotions with Running put in, from the aeon 1.6.0 wheel): their training part then their test part, one series;
+- ``multivariate`` (issue #55): the six real recordings of TSB-AD-M's evaluation split in ``mv_root()``
+  (``LANDFALL_MV_DEV``; by default the workspace's ``shared/benchmarks/multivariate-dev/`` beside the checkout when it
+  exists, else ``bench/data/multivariate-dev/``, which ships one of them, MSL's, unchanged): three SMD machines,
+  Genesis, MSL, Daphnet. Each file's name holds ``tr_N``, its anomaly-free training prefix; its last column is the
+  row label; ``series.json`` holds TSB-AD-M's published VUS-PR of its 23 detectors per series. The window is the
+  period of the **first channel** (TSB-AD's ``find_length_rank`` on ``data[:, 0]``), and so is VUS-PR's sliding
+  window; the printed table puts the published best, PCA, AutoEncoder, CNN, LSTMAD, USAD, OmniAnomaly and KMeansAD
+  beside each series.
 
 The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervised detectors):
 1. the window is one period, ``landfall.arrival.period.length`` of the whole series (TSB-AD's ``find_length_rank``,
@@ -34,6 +42,10 @@ of PCA and the nearest neighbour, and >= TSB-AD's AutoEncoder) met or not, and t
 labels (Kendall's tau between the candidates' surrogate AP and their labelled VUS-PR). ``PCA+NN``: ensembling, measured
 beside them (the mean of PCA's and the nearest neighbour's errors, each over its median on the seed's held-out
 windows). ``protocol.json`` holds all.
+
+``--baselines-only``: no trainer run, only the baselines as the verdict fits them (``trainer.baselines.Panel`` on each
+seed's ``segment`` hold-out training windows, the PCA at the model's code size 32): the table in minutes on a CPU, with
+the champion's and the model's columns empty.
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +79,12 @@ ENSEMBLE = "pca+nearest_neighbour"  # the mean of the two, each error scaled by 
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")
 
 
+MV_DEV = Path(__file__).resolve().parent / "data" / "multivariate-dev"  # ships MSL's recording (bench/data/README.md)
+MV_SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "multivariate-dev"  # the workspace's six
+MV_PUBLISHED = ("PCA", "AutoEncoder", "CNN", "LSTMAD", "USAD", "OmniAnomaly", "KMeansAD")  # TSB-AD-M's, beside ours
+MULTIVARIATE = "multivariate"
+
+
 def dev_root() -> Path:
     return Path(os.environ.get("LANDFALL_NAB_DEV", DEV))
 
@@ -84,6 +103,42 @@ def dev_series(name: str) -> dict:
     values = frame["value"].to_numpy(np.float32)[1:n + 1, None]
     return {"values": values, "labels": labels, "train_rows": int(doc["train_rows"]),
             "published": doc["tsb_ad_vus_pr"], "source": f"NAB {doc['nab_path']}, TSB-AD-U {name}"}
+
+
+def mv_root() -> Path:
+    """The multivariate dev set's folder: ``LANDFALL_MV_DEV``, else the workspace's copy of all six when there is one,
+    else the one recording shipped in ``bench/data/multivariate-dev/``."""
+    if os.environ.get("LANDFALL_MV_DEV"):
+        return Path(os.environ["LANDFALL_MV_DEV"])
+    return MV_SHARED if (MV_SHARED / "series.json").is_file() else MV_DEV
+
+
+def mv_docs() -> dict[str, dict]:
+    """``series.json``'s row of every recording present in ``mv_root()``, by name (the file's stem)."""
+    doc = json.loads((mv_root() / "series.json").read_text())
+    return {Path(d["csv"]).stem: d for d in doc["series"] if (mv_root() / d["csv"]).is_file()}
+
+
+def train_prefix(name: str) -> int:
+    """TSB-AD's ``tr_N`` in a file's name: its training prefix, in rows."""
+    return int(name.split("_tr_")[1].split("_")[0])
+
+
+def mv_series(name: str) -> dict:
+    """One TSB-AD-M recording: values ``[n, channels]`` (every column but an ``index`` and the last, the label),
+    row labels, ``train_rows`` (the name's ``tr_N``) and the published VUS-PR of TSB-AD-M's detectors."""
+    import pandas as pd
+
+    doc = mv_docs()[name]
+    frame = pd.read_csv(mv_root() / doc["csv"])
+    channels = [c for c in frame.columns[:-1] if c != "index"]
+    values = frame[channels].to_numpy(np.float32)
+    labels = (frame[frame.columns[-1]].to_numpy() > 0).astype(np.uint8)
+    n_train = train_prefix(name)
+    if n_train != int(doc["tr_X"]) or len(values) != int(doc["length"]):
+        raise SystemExit(f"{name}: tr_N {n_train} or {len(values)} rows disagree with series.json")
+    return {"values": values, "labels": labels, "train_rows": n_train, "published": doc["tsbad_published_vus_pr"],
+            "set": MULTIVARIATE, "source": f"TSB-AD-M {doc['tsbad_m_file']} ({mv_root()})"}
 
 
 def aeon_series(name: str) -> dict:
@@ -113,12 +168,34 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
     return job
 
 
-def _trained(seed: int, count: int, window: int) -> np.ndarray:
+def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
     """Which of the arrival's windows the run trained on: the trainer's ``segment`` hold-out (with its rescue)."""
     from landfall.core.rules import holdout
 
     split = holdout.Split(seed, holdout.VALIDATION_FRACTION, holdout.SEGMENT, window).rescued([("train", count)])
     return split.sides("train", np.arange(count), count)[0]
+
+
+def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int
+                 ) -> dict[str, np.ndarray]:
+    """``located`` for several detectors from one pass: ``errors`` turns a block of windows into each detector's
+    errors (``Panel.errors``); every detector's row scores are then located from its recorded errors, block by block in
+    the order the first pass asked for them (the same ``Locator``, so the same rows and windows)."""
+    recorded: list[dict[str, np.ndarray]] = []
+
+    def first(x: np.ndarray) -> np.ndarray:
+        recorded.append(errors(x))
+        return next(iter(recorded[-1].values()))
+
+    head = located(first, rows, window)
+    if not recorded:
+        return {}
+    names = list(recorded[0])
+    out = {names[0]: head}
+    for name in names[1:]:
+        replay = iter(recorded)
+        out[name] = located(lambda x, n=name, r=replay: next(r)[n], rows, window)
+    return out
 
 
 def ranking(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
@@ -149,18 +226,18 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
     w = period.length(values[:, 0])
     x_train = sliding_windows(values[:n_train], w, 1).astype("<f4")
     stats = x_train.reshape(-1, x_train.shape[2]).astype(np.float64)  # the manifest's: over the windows' values
-    out: dict = {"series": name, "source": data["source"], "rows": len(values), "train_rows": n_train,
-                 "anomalous_rows": int(labels.sum()), "window": w, "published": data["published"], "runs": {},
-                 "baselines": {}}
+    out: dict = {"series": name, "set": data.get("set", "univariate"), "source": data["source"], "rows": len(values),
+                 "channels": int(values.shape[1]), "train_rows": n_train, "anomalous_rows": int(labels.sum()),
+                 "window": w, "published": data["published"], "runs": {}, "baselines": {}, "fitted_on": []}
     if not labels.sum():
         raise SystemExit(f"{name}: no labelled row")
     for seed in range(args.seeds):  # the baselines as the run's verdict fits them: on that seed's training windows
-        train_mask = _trained(seed, len(x_train), w)
+        train_mask = trained_mask(seed, len(x_train), w)
         panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
                                     (w, values.shape[1]), 32)
-        located_scores = {}
+        out["fitted_on"].append(int(panel.fitted_on))  # the windows PCA (and the others) were fitted on
+        located_scores = located_many(panel.errors, values, w)  # every baseline's rows from one pass
         for base in baselines.NAMES:
-            located_scores[base] = located(lambda x, b=base, p=panel: p.errors(x)[b], values, w)
             out["baselines"].setdefault(base, []).append(ranking(labels, located_scores[base], w))
         # Ensembling (issue #47's candidate): PCA and the nearest neighbour, each error over its median on the
         # windows this seed held out, averaged; measured here, not a candidate of the verdict (docs/benchmarks.md).
@@ -209,6 +286,13 @@ def _median(values: list) -> float | None:
 
 
 def table(results: list[dict]) -> str:
+    """The univariate sets' table, then (when the multivariate set ran) ``mv_table``'s."""
+    uni = [r for r in results if r.get("set") != MULTIVARIATE]
+    multi = [r for r in results if r.get("set") == MULTIVARIATE]
+    return "\n\n".join(t for t in ([uni_table(uni)] if uni else []) + ([mv_table(multi)] if multi else []))
+
+
+def uni_table(results: list[dict]) -> str:
     lines = ["| series | window | option | champion VUS-PR, median [min-max] | picked | model | mean window | PCA | "
              "nearest | PCA+NN | TSB-AD best | Sub-PCA | AutoEncoder | median of 32 | goal | tau |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -217,6 +301,14 @@ def table(results: list[dict]) -> str:
         detectors = {k: v for k, v in pub.items() if k not in FIGURES}
         best = max(detectors.items(), key=lambda kv: kv[1]) if detectors else None
         base = {b: float(np.median([x["vus_pr"] for x in f])) for b, f in r["baselines"].items()}
+        if not r["runs"]:  # --baselines-only: the baselines and the published figures, no champion
+            lines.append(
+                f"| {r['series']} | {r['window']} | baselines only | - | - | - | {base['mean_window']:.3f} | "
+                f"{base['pca']:.3f} | {base['nearest_neighbour']:.3f} | "
+                + (f"{base[ENSEMBLE]:.3f} | " if ENSEMBLE in base else "- | ")
+                + (f"{best[1]:.3f} ({best[0]}) | {pub['Sub-PCA']:.3f} | {pub['AutoEncoder']:.3f} | "
+                   f"{float(np.median(list(detectors.values()))):.3f}" if best else "- | - | - | -")
+                + " | - | - |")
         for option, runs in r["runs"].items():
             champ = [(x["champion"] or {}).get("vus_pr") for x in runs]
             model = _median([(x["model"] or {}).get("vus_pr") for x in runs])
@@ -237,22 +329,78 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def mv_table(results: list[dict]) -> str:
+    """The multivariate set: per series and option (one row per series with ``--baselines-only``), the champion, the
+    model and every in-run baseline (medians over the seeds), then TSB-AD-M's published best and ``MV_PUBLISHED``; a
+    last row, the means over the series. ``goal``: the champion's median at least the better of in-run PCA and nearest
+    neighbour (issue #55)."""
+    names = list(dict.fromkeys(b for r in results for b in r["baselines"]))  # in-run: the registered baselines
+    head = (["series", "rows x channels", "window", "fitted on", "option", "champion VUS-PR, median [min-max]",
+             "picked", "model", *names, "TSB-AD-M best", *(f"TSB {d}" for d in MV_PUBLISHED), "goal"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    sums: dict[str, list[float]] = {}
+    for r in results:
+        pub = r["published"] or {}
+        best = max(pub.items(), key=lambda kv: kv[1]) if pub else None
+        base = {b: float(np.median([x["vus_pr"] for x in f])) for b, f in r["baselines"].items()}
+        published = [f"{best[1]:.3f} ({best[0]})" if best else "-", *(_f(pub.get(d)) for d in MV_PUBLISHED)]
+        for key, value in [*base.items(), ("TSB-AD-M best", best[1] if best else None),
+                           *((f"TSB {d}", pub.get(d)) for d in MV_PUBLISHED)]:
+            if value is not None:
+                sums.setdefault(key, []).append(value)
+        fitted = ",".join(str(n) for n in sorted(set(r.get("fitted_on") or [])))
+        lead = [r["series"], f"{r['rows']} x {r['channels']}", str(r["window"]), fitted or "-"]
+        rows = list(r["runs"].items()) or [("baselines only", [])]
+        for option, runs in rows:
+            champ = [c for c in ((x["champion"] or {}).get("vus_pr") for x in runs) if c is not None]
+            med = _median(champ)
+            need = max(base.get("pca", 0.0), base.get("nearest_neighbour", 0.0))
+            goal = "-" if med is None else ("met" if med >= need - 1e-9 else f"NOT met ({need - med:.3f} short)")
+            lines.append("| " + " | ".join([
+                *lead, option, f"{med:.3f} [{min(champ):.3f}-{max(champ):.3f}]" if champ else "-",
+                ",".join(sorted({str(x["detector"]) for x in runs})) or "-",
+                _f(_median([(x["model"] or {}).get("vus_pr") for x in runs])), *(_f(base.get(b)) for b in names),
+                *published, goal]) + " |")
+            if med is not None:
+                sums.setdefault(f"champion {option}", []).append(med)
+    if len(results) > 1:
+        mean = {k: float(np.mean(v)) for k, v in sums.items() if len(v) == len(results)}
+        champs = ", ".join(f"{k.split(' ', 1)[1]} {v:.3f}" for k, v in mean.items() if k.startswith("champion "))
+        lines.append("| " + " | ".join([
+            f"**mean of {len(results)}**", "", "", "", "", champs or "-", "", "",
+            *(_f(mean.get(b)) for b in names), _f(mean.get("TSB-AD-M best")),
+            *(_f(mean.get(f"TSB {d}")) for d in MV_PUBLISHED), ""]) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="landfall bench detect", description=__doc__.split("\n", 1)[0])
-    p.add_argument("--set", default="dev,aeon", help="dev (the NAB series of nab-dev), aeon, or both")
+    p.add_argument("--set", default="dev,aeon",
+                   help="dev (the NAB series of nab-dev), aeon, multivariate (TSB-AD-M's recordings), comma-separated")
     p.add_argument("--series", default="", help="names to run (default: every series of the sets)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=60, help="the ceiling (early stopping decides)")
     p.add_argument("--options", default="default,gru")
+    p.add_argument("--baselines-only", action="store_true",
+                   help="no trainer run: only the baselines as the verdict fits them (minutes on a CPU)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
-    args.options = option_list(p, args.options, OPTIONS)
+    args.options = [] if args.baselines_only else option_list(p, args.options, OPTIONS)
     sets = args.set.split(",")
     names: list[tuple[str, str]] = []
     if "dev" in sets:
         names += [("dev", n) for n in json.loads((dev_root() / "series.json").read_text())]
     if "aeon" in sets:
         names += [("aeon", n) for n in LABELLED]
+    if MULTIVARIATE in sets:
+        names += [(MULTIVARIATE, n) for n in sorted(mv_docs())]
+    unknown = set(sets) - {"dev", "aeon", MULTIVARIATE}
+    if unknown:
+        p.error(f"--set: no set {', '.join(sorted(unknown))} (dev, aeon, {MULTIVARIATE})")
     if args.series:
         wanted = set(args.series.split(","))
         names = [(s, n) for s, n in names if n in wanted or n.split("_")[0] in wanted]
@@ -260,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     results = []
     for which, name in names:
-        data = dev_series(name) if which == "dev" else aeon_series(name)
+        data = {"dev": dev_series, "aeon": aeon_series, MULTIVARIATE: mv_series}[which](name)
         results.append(run_series(name, data, args, root))
         (root / "protocol.json").write_text(json.dumps(results, indent=2, default=float))
     print(table(results))

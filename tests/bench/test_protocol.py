@@ -39,8 +39,64 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
     out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(seeds=1, options=[], epochs=1),
                               tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
-    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", protocol.ENSEMBLE}
+    assert set(vus) == {"mean_window", "pca", "pca_variance", "nearest_neighbour", "kmeans", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
     assert min(vus["pca"], vus["nearest_neighbour"]) <= vus[protocol.ENSEMBLE]
     assert vus[protocol.ENSEMBLE] == pytest.approx(vus["nearest_neighbour"], abs=0.01)
     assert "| PCA+NN |" in protocol.table([out]).splitlines()[0]
+
+
+def test_located_many_is_located_per_detector():
+    """One pass over the windows gives every detector's row scores exactly as a pass of its own does."""
+    from landfall_bench.detect import located
+
+    rows = np.random.default_rng(7).normal(size=(9_000, 2)).astype(np.float32)  # 3 blocks of the Locator's 4,096
+
+    def errors(x):
+        return {"sum": x.sum(axis=(1, 2)), "max": x.max(axis=(1, 2))}
+
+    many = protocol.located_many(errors, rows, 16)
+    assert set(many) == {"sum", "max"}
+    for name, scores in many.items():
+        assert np.array_equal(scores, located(lambda x, n=name: errors(x)[n], rows, 16))
+
+
+def test_the_shipped_multivariate_recording_is_tsb_ads(monkeypatch):
+    """``bench/data/multivariate-dev/``: MSL's recording unchanged (series.json's digest), cut as TSB-AD cuts it."""
+    import hashlib
+
+    monkeypatch.setenv("LANDFALL_MV_DEV", str(protocol.MV_DEV))
+    assert protocol.mv_root() == protocol.MV_DEV
+    docs = protocol.mv_docs()
+    assert list(docs) == ["002_MSL_id_1_Sensor_tr_500_1st_900"]  # series.json lists six; the one shipped is read
+    doc = docs["002_MSL_id_1_Sensor_tr_500_1st_900"]
+    assert hashlib.sha256((protocol.MV_DEV / doc["csv"]).read_bytes()).hexdigest() == doc["csv_sha256"]
+    data = protocol.mv_series("002_MSL_id_1_Sensor_tr_500_1st_900")
+    assert data["values"].shape == (1827, 55) and data["train_rows"] == 500
+    assert int(data["labels"].sum()) == 11 and int(np.argmax(data["labels"])) == doc["first_anomaly"] == 900
+    assert len(data["published"]) == 23 and data["published"]["KMeansAD"] == pytest.approx(0.9960656085287)
+
+
+def test_the_multivariate_set_with_baselines_only_on_the_shipped_msl(tmp_path, monkeypatch, capsys):
+    """``landfall bench detect --set multivariate --baselines-only`` on the one recording a clone has: no trainer run,
+    the baselines as the verdict fits them (the segment hold-out of seed 0), TSB-AD-M's published figures beside them.
+    About 2 minutes on 2 cores: PCA's D x D eigendecomposition, D = 125 rows x 55 channels."""
+    monkeypatch.setenv("LANDFALL_MV_DEV", str(protocol.MV_DEV))
+    assert protocol.main(["--set", "multivariate", "--baselines-only", "--seeds", "1", "--out", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    row = dict(zip(head, (c.strip() for c in lines[2].strip("|").split("|")), strict=True))
+    assert len(lines) == 3  # the header, its rule, one series (no mean row for one)
+    assert head[:8] == ["series", "rows x channels", "window", "fitted on", "option",
+                        "champion VUS-PR, median [min-max]", "picked", "model"]
+    assert head[-9:] == ["TSB-AD-M best", *(f"TSB {d}" for d in protocol.MV_PUBLISHED), "goal"]
+    assert {"mean_window", "pca", "nearest_neighbour", protocol.ENSEMBLE} <= set(head)
+    assert row["series"] == "002_MSL_id_1_Sensor_tr_500_1st_900" and row["rows x channels"] == "1827 x 55"
+    assert row["window"] == "125" and row["option"] == "baselines only" and row["model"] == "-"
+    assert row["TSB-AD-M best"] == "0.996 (KMeansAD)" and row["TSB PCA"] == "0.128"
+    (result,) = json.loads((tmp_path / "protocol.json").read_text())
+    assert result["set"] == protocol.MULTIVARIATE and result["runs"] == {} and result["fitted_on"] == [213]
+    for name, figures in result["baselines"].items():
+        (vus,) = [f["vus_pr"] for f in figures]
+        assert np.isfinite(vus) and 0.0 <= vus <= 1.0, name
+        assert row[name] == f"{vus:.3f}"

@@ -84,6 +84,7 @@ def test_the_readme_records_each_file_and_its_digest():
     digests = dict(re.findall(r"\| `([^`]+)` \| `([0-9a-f]{64})` \|", readme))
     files = {p.name for p in realdata.DATA.iterdir() if p.suffix in (".ts", ".csv")}
     files |= {f"nab-dev/{p.name}" for p in (realdata.DATA / "nab-dev").iterdir()}  # the NAB dev set, every file
+    files |= {f"multivariate-dev/{p.name}" for p in (realdata.DATA / "multivariate-dev").iterdir()}  # MSL (#55)
     assert set(digests) == files == {"BasicMotions_TRAIN.ts", "BasicMotions_TEST.ts", "S06R02E0.csv",
                                      "135_UCR_Anomaly_InternalBleeding16_TRAIN.csv",
                                      "135_UCR_Anomaly_InternalBleeding16_TEST.csv",
@@ -93,6 +94,8 @@ def test_the_readme_records_each_file_and_its_digest():
                                                                 "art_increase_spike_density.csv",
                                                                 "art_load_balancer_spikes.csv",
                                                                 "exchange-3_cpm_results.csv",
-                                                                "rogue_agent_key_hold.csv"))}
+                                                                "rogue_agent_key_hold.csv")),
+                                     *(f"multivariate-dev/{n}" for n in ("README.md", "series.json",
+                                                                         "002_MSL_id_1_Sensor_tr_500_1st_900.csv"))}
     for name, digest in digests.items():
         assert hashlib.sha256((realdata.DATA / name).read_bytes()).hexdigest() == digest
