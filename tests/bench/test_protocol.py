@@ -39,7 +39,7 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
     out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(seeds=1, options=[], epochs=1),
                               tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
-    assert set(vus) == {"mean_window", "pca", "pca_variance", "nearest_neighbour", "kmeans", protocol.ENSEMBLE}
+    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
     assert min(vus["pca"], vus["nearest_neighbour"]) <= vus[protocol.ENSEMBLE]
     assert vus[protocol.ENSEMBLE] == pytest.approx(vus["nearest_neighbour"], abs=0.01)

@@ -102,6 +102,32 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
     np.testing.assert_allclose(again.errors(arrival), panel.errors(arrival)[name], rtol=5e-3, atol=1e-5)
 
 
+def test_the_opt_in_pca_variance_keeps_95_percent_and_serves_as_fitted(monkeypatch, tmp_path):
+    """``trainer.baselines.pca_variance`` (opt-in): as many components as explain 95 % of the variance, served as its
+    numpy reconstruction."""
+    from landfall_bench.realdata import daphnet
+    from trainer.baselines import pca_variance
+
+    monkeypatch.setattr(baselines, "KINDS", dict(baselines.KINDS))
+    monkeypatch.setattr(baselines, "NAMES", list(baselines.NAMES))
+    monkeypatch.setattr(baselines, "DESCRIPTIONS", dict(baselines.DESCRIPTIONS))
+    baselines.register(pca_variance.Detector)
+    _, values, _ = daphnet()
+    x = windows(values[:TRAIN_ROWS])
+    flat = x.reshape(-1, values.shape[1]).astype(np.float64)
+    panel = baselines.Panel.fit([x], len(x), flat.mean(0), flat.std(0), (T, values.shape[1]), UNITS[-1])
+    fitted = panel.kinds[pca_variance.NAME]
+    z = panel.standardise(x)
+    centred = z - z.mean(0)
+    spectrum = np.sort(np.linalg.eigvalsh(centred.T @ centred / (len(z) - 1)))[::-1]
+    share = np.cumsum(spectrum) / spectrum.sum()
+    k = len(fitted.components)
+    assert share[k - 1] >= 0.95 > share[k - 2] and k != UNITS[-1]
+    served = Scorer.load(Storage(), str(detectors.save(panel, pca_variance.NAME, tmp_path / "pv")))
+    arrival = windows(values[TRAIN_ROWS:TRAIN_ROWS + 400])
+    np.testing.assert_allclose(served.errors(arrival), panel.errors(arrival)[pca_variance.NAME], rtol=5e-3, atol=1e-5)
+
+
 def test_a_plugin_is_loaded_by_name_from_the_environment():
     """``LANDFALL_DETECTORS`` (what a deployment sets to ship its own detector): the module is imported and registered
     when the trainer's registry loads, so `python -m trainer.task` fits it like the built-in ones."""

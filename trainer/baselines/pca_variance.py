@@ -3,7 +3,9 @@ the fitted windows' variance (scikit-learn's ``n_components=0.95`` rule) instead
 multivariate dev set the code size (32) keeps a quarter to three quarters of the variance of 38-channel server
 windows, and the variance rule changes Landfall's PCA by recording and by seed (``landfall bench pca-gap``,
 docs/benchmarks.md: mean VUS-PR 0.478 -> 0.517 over the six at seed 0, 0.508 -> 0.475 at seed 2): a candidate the
-selection weighs, not a default.
+selection weighs only where a deployment opts in (``LANDFALL_DETECTORS=trainer.baselines.pca_variance``), not a
+default: registered by default it won the surrogate by 0.002 on a gait recording and then flagged 15 % of a clean
+arrival (tests/trainer/test_champion_view.py).
 
 A detector module of ``trainer.baselines``: it reconstructs and serves as ``pca`` does.
 """
