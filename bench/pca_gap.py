@@ -266,10 +266,12 @@ def measure(name: str, data: dict, seed: int = 0, check: bool = True) -> dict:
 def panel_check(values: np.ndarray, x_train: np.ndarray, trained: np.ndarray, mean: np.ndarray, std: np.ndarray,
                 w: int, errors) -> float:
     """The largest relative difference between ``today`` here and ``trainer.baselines.Panel``'s PCA errors (fitted
-    as ``landfall bench detect`` fits it) on ``CHECK_WINDOWS`` windows spread over the whole series."""
+    as ``landfall bench detect`` fits it, measured in original units as the served detector did before issue #55
+    changed the error's space: ``today`` is that recipe) on ``CHECK_WINDOWS`` windows spread over the whole series."""
     from trainer import baselines
 
-    panel = baselines.Panel.fit([x_train[trained]], int(trained.sum()), mean, std, (w, values.shape[1]), CODE_SIZE)
+    panel = baselines.Panel.fit([x_train[trained]], int(trained.sum()), mean, std, (w, values.shape[1]), CODE_SIZE,
+                                scale=np.ones(values.shape[1]))
     starts = np.unique(np.linspace(0, len(values) - w, CHECK_WINDOWS).astype(np.int64))
     x = values[starts[:, None] + np.arange(w)[None, :]]
     theirs = panel.errors(x)[baselines.PCA]

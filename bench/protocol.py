@@ -67,6 +67,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
+from landfall_bench import controls
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 
@@ -168,12 +169,18 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
     return job
 
 
-def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
-    """Which of the arrival's windows the run trained on: the trainer's ``segment`` hold-out (with its rescue)."""
+def split_masks(seed: int, count: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the arrival's windows the run trained on and which it held out: the trainer's ``segment`` hold-out
+    (with its rescue; the gap between them in neither)."""
     from landfall.core.rules import holdout
 
     split = holdout.Split(seed, holdout.VALIDATION_FRACTION, holdout.SEGMENT, window).rescued([("train", count)])
-    return split.sides("train", np.arange(count), count)[0]
+    return split.sides("train", np.arange(count), count)
+
+
+def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
+    """Which of the arrival's windows the run trained on (``split_masks``)."""
+    return split_masks(seed, count, window)[0]
 
 
 def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int
@@ -232,7 +239,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
     if not labels.sum():
         raise SystemExit(f"{name}: no labelled row")
     for seed in range(args.seeds):  # the baselines as the run's verdict fits them: on that seed's training windows
-        train_mask = trained_mask(seed, len(x_train), w)
+        train_mask, held_mask = split_masks(seed, len(x_train), w)
         panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
                                     (w, values.shape[1]), 32)
         out["fitted_on"].append(int(panel.fitted_on))  # the windows PCA (and the others) were fitted on
@@ -246,6 +253,9 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
             parts = [located_scores[b] / max(float(np.median(held[b])), 1e-12) for b in (baselines.PCA,
                                                                                          baselines.NEAREST)]
             out["baselines"].setdefault(ENSEMBLE, []).append(ranking(labels, (parts[0] + parts[1]) / 2, w))
+        # The verdict's label-free choice among these candidates and the ensemble of all (landfall_bench.controls).
+        out.setdefault("controls", []).append(controls.seed_figures(
+            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w)))
     for option in args.options:
         runs = []
         for seed in range(args.seeds):
@@ -289,7 +299,11 @@ def table(results: list[dict]) -> str:
     """The univariate sets' table, then (when the multivariate set ran) ``mv_table``'s."""
     uni = [r for r in results if r.get("set") != MULTIVARIATE]
     multi = [r for r in results if r.get("set") == MULTIVARIATE]
-    return "\n\n".join(t for t in ([uni_table(uni)] if uni else []) + ([mv_table(multi)] if multi else []))
+    tables = ([uni_table(uni)] if uni else []) + ([mv_table(multi)] if multi else [])
+    if any(r.get("controls") for r in results):  # the choice against its controls, over every series run
+        tables.append("The verdict's choice against its controls (landfall_bench.controls), VUS-PR medians over the "
+                      "seeds:\n\n" + controls.table([r for r in results if r.get("controls")]))
+    return "\n\n".join(tables)
 
 
 def uni_table(results: list[dict]) -> str:

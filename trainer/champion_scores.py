@@ -4,9 +4,11 @@ A verdict may compare with more than one champion: a job that loses the promotio
 and compares again (``landfall.core.artifacts.champion.promote_evaluated``). Each champion's model is loaded once, from
 the
 job's cache folder, and scored on what the verdict judges by:
-- its reconstruction loss on the held-out windows (the same instances as the challenger's, in original units);
-- its figures on the labelled set at its own threshold, when the job has one (``labelled_figures``);
-- its figures on the surrogate set, under ``--select detection`` (``trainer.surrogate``).
+- its reconstruction loss on the held-out windows (the same instances as the challenger's, measured in the job's
+  ``error_scale``: ``trainer.scoring.Scorer.measured_in``, so the two losses are on one scale);
+- its figures on the labelled set at its own threshold, when the job has one (``labelled_figures``: as it serves,
+  in its own scale, which its threshold is in);
+- its figures on the surrogate set, under ``--select detection`` (``trainer.surrogate``), in the job's scale.
 A champion that cannot score (its model gone or unloadable) is ``None`` throughout: the challenger replaces it. A
 temporary error (the bucket answering 503) is raised: the platform retries the job's verdict.
 """
@@ -54,8 +56,9 @@ class ChampionScores:
     order they were scored (the last is the one the verdict compared with)."""
 
     def __init__(self, storage: Storage, cache_dir: str, held_out: Callable[[], Iterator[np.ndarray]], run: str,
-                 dataset: str, labelled_set: Any = None, surrogate_set: Any = None) -> None:
+                 dataset: str, labelled_set: Any = None, surrogate_set: Any = None, scale: Any = None) -> None:
         self.storage, self.cache_dir, self.held_out = storage, cache_dir, held_out
+        self.scale = scale  # the job's error_scale (None: original units)
         self.run, self.dataset = run, dataset
         self.labelled_set, self.surrogate_set = labelled_set, surrogate_set
         self.losses: dict[str, float | None] = {}
@@ -71,10 +74,11 @@ class ChampionScores:
         try:
             with timeline.span(SPAN):
                 scorer = scoring.Scorer.load(self.storage, current.model, self.cache_dir)
+                judged = scorer.measured_in(self.scale)
                 if self.surrogate_set is not None:
                     self.surrogate[current.model] = self.surrogate_set.figures(
-                        scorer.errors(self.surrogate_set.instances))
-                loss = float(scorer.errors_of(self.held_out()).mean())  # type: ignore[arg-type]
+                        judged.errors(self.surrogate_set.instances))
+                loss = float(judged.errors_of(self.held_out()).mean())  # type: ignore[arg-type]
                 if self.labelled_set is not None:  # at the champion's own threshold
                     self.labelled[current.model] = labelled_figures(
                         scorer, self.labelled_set, (scorer.threshold or {}).get("value"), self.run,

@@ -27,7 +27,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 
 from landfall.core.artifacts.champion import NORMALIZATION
-from trainer import baselines
+from trainer import baselines, scoring
 
 FOLDER = "detectors"  # runs/<job>/detectors/<name>
 
@@ -78,7 +78,8 @@ def save(panel: baselines.Panel, name: str, local: str | Path) -> Path:
     tf.saved_model.save(module, str(local), signatures={"serving_default": serve})
     (local / NORMALIZATION).write_text(json.dumps({
         "shape": [t, f], "dtype": "float32", "normalized": True, "mean": panel.mean.tolist(),
-        "std": panel.std.tolist(), "kind": name, "description": baselines.DESCRIPTIONS[name],
+        "std": panel.std.tolist(), scoring.ERROR_SCALE: panel.scale.tolist() if panel.scale is not None else None,
+        "kind": name, "description": baselines.DESCRIPTIONS[name],
         "statistics": "this job's inputs (count-weighted over its manifests)", "training_instances": (
             panel.describe()[name].get("training_instances")),
     }, indent=2))

@@ -60,10 +60,13 @@ class MeanWindow:
             raise ValueError("no training instance to average")
         return self.total / self.count
 
-    def errors(self, x: np.ndarray) -> np.ndarray:
-        """Per-instance MSE of reconstructing ``x`` as the mean window, float64 ``[n]`` (the verdict's metric)."""
-        x = np.asarray(x, np.float64)
-        return ((x - self.window[None]) ** 2).mean(axis=(1, 2))
+    def errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        """Per-instance MSE of reconstructing ``x`` as the mean window, float64 ``[n]`` (the verdict's metric: each
+        feature's residual divided by ``scale``, ``trainer.scoring``; None: original units)."""
+        residual = np.asarray(x, np.float64) - self.window[None]
+        if scale is not None:
+            residual /= scale
+        return (residual ** 2).mean(axis=(1, 2))
 
 
 def skill(loss: float, baseline_loss: float) -> float | None:

@@ -95,8 +95,13 @@ class Inputs:
         (``landfall.core.rules.moments``: the Chan merge of the arrivals' statistics)."""
         parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
         mean, std = moments.pooled(parts)
-        std = np.where(std > 1e-12, std, 1.0)  # a constant feature is left unscaled
-        return mean.tolist(), std.tolist()
+        return mean.tolist(), moments.scaled(std).tolist()  # a constant feature is left unscaled
+
+    def error_scale(self) -> list[float]:
+        """Each feature's unit for the detection error (``landfall.core.rules.moments.error_scale``), from the same
+        pooled statistics: what ``normalization.json``'s ``error_scale`` holds and the verdict measures in."""
+        parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
+        return moments.error_scale(moments.pooled(parts)[1]).tolist()
 
 
 def shard_uri(manifest_uri: str, uri: str) -> str:

@@ -1,9 +1,15 @@
-"""Reconstruction errors in the data's original units, for the verdict and for ``landfall score``.
+"""Reconstruction errors, for the verdict and for ``landfall score``.
 
 A ``Scorer`` wraps one model with its own normalisation: instances (float32 ``[n, T, F]`` in original
 units) are normalised with the model's ``normalization.json`` statistics, reconstructed, the reconstruction
-de-normalised, and each instance's error is the mean squared difference over its ``T x F`` values. So two
-models trained with different statistics are compared on the same scale.
+de-normalised, and each instance's error is the mean squared difference over its ``T x F`` values, each feature's
+residual divided by its ``error_scale`` (``normalization.json``; ``landfall.core.rules.moments.error_scale``: the
+feature's training standard deviation, a constant feature's a small one), so every feature counts in its own spread:
+``mse_standardised`` (issue #55: in original units one channel of a server machine decides the error, and the
+detectors' VUS-PR fall to half of a plain windowed PCA's, docs/benchmarks.md). A model saved without
+``error_scale`` (before it) is scored in original units (``mse_original_units``), as it was. The verdict measures
+every candidate, a champion saved by another job included, in the job's own scale (``measured_in``), so they are
+compared on one scale.
 
 ``score_chunks`` streams: it writes a Parquet row group per input chunk (``index``, ``error``, ``anomaly``)
 and keeps only a fixed-size log-spaced histogram of the errors for the summary quantiles, so its memory
@@ -34,6 +40,8 @@ PREDICT_BATCH = 1024
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 # Summary histogram: log10(error) from 1e-12 to 1e12, 200 bins a decade (quantiles within ~1.2 %).
 HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
+ERROR_SCALE = "error_scale"  # normalization.json: each feature's error unit
+STANDARDISED, ORIGINAL_UNITS = "mse_standardised", "mse_original_units"  # the error's metric, with and without it
 
 
 @dataclasses.dataclass
@@ -44,15 +52,16 @@ class Scorer:
     shape: tuple[int, int] | None = None
     threshold: dict[str, Any] | None = None  # threshold.json of the model, when it has one
     uri: str = ""
+    scale: np.ndarray | None = None  # each feature's error unit (None: original units)
 
     @classmethod
     def from_model(cls, model: Any, mean: Any = None, std: Any = None, shape: tuple[int, int] | None = None,
-                   uri: str = "") -> Scorer:
+                   uri: str = "", scale: Any = None) -> Scorer:
         """A Keras model in memory (the challenger, just trained)."""
         def predict(x: np.ndarray) -> np.ndarray:
             return np.asarray(model(x, training=False))
 
-        return cls(predict, _vector(mean), _vector(std), shape, None, uri)
+        return cls(predict, _vector(mean), _vector(std), shape, None, uri, _vector(scale))
 
     @classmethod
     def load(cls, storage: Storage, model_uri: str, cache_dir: str | Path | None = None) -> Scorer:
@@ -97,11 +106,22 @@ class Scorer:
 
         normalized = bool(norm.get("normalized"))
         shape = tuple(norm["shape"]) if norm.get("shape") else None
-        return cls(predict, _vector(norm.get("mean")) if normalized else None,
-                   _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri)  # type: ignore[arg-type]
+        return cls(predict, _vector(norm.get("mean")) if normalized else None,  # type: ignore[arg-type]
+                   _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri,
+                   _vector(norm.get(ERROR_SCALE)))
+
+    @property
+    def metric(self) -> str:
+        """What ``errors`` returns: ``mse_standardised`` or, for a model saved without ``error_scale``,
+        ``mse_original_units``."""
+        return STANDARDISED if self.scale is not None else ORIGINAL_UNITS
+
+    def measured_in(self, scale: Any) -> Scorer:
+        """The same model, its errors measured in ``scale`` (another job's, to compare on one scale)."""
+        return dataclasses.replace(self, scale=_vector(scale))
 
     def errors(self, x: np.ndarray) -> np.ndarray:
-        """Per-instance MSE in original units, float64 ``[n]``."""
+        """Per-instance MSE (``metric``), float64 ``[n]``."""
         x = np.asarray(x, np.float32)
         if self.shape is not None and tuple(x.shape[1:]) != tuple(self.shape):
             raise Invalid(f"instances of shape {list(x.shape[1:])}, the model {self.uri or ''} expects "
@@ -113,7 +133,10 @@ class Scorer:
             recon = self.predict(np.ascontiguousarray(z, np.float32)).astype(np.float64)
             if self.mean is not None:
                 recon = recon * self.std + self.mean
-            out[start:start + len(batch)] = ((recon - batch.astype(np.float64)) ** 2).mean(axis=(1, 2))
+            residual = recon - batch.astype(np.float64)
+            if self.scale is not None:
+                residual /= self.scale
+            out[start:start + len(batch)] = (residual ** 2).mean(axis=(1, 2))
         return out
 
     def errors_of(self, blocks: Iterable[np.ndarray]) -> np.ndarray:
@@ -129,11 +152,11 @@ def quantiles(errors: np.ndarray) -> dict[str, float]:
     return {k: float(np.quantile(errors, q)) for k, q in QUANTILES.items()} if len(errors) else {}
 
 
-def threshold_doc(errors: np.ndarray, quantile: float) -> dict[str, Any]:
+def threshold_doc(errors: np.ndarray, quantile: float, metric: str = STANDARDISED) -> dict[str, Any]:
     """``threshold.json`` (``landfall.threshold/v1``): the anomaly threshold and the error quantiles."""
     from landfall.core.artifacts.champion import THRESHOLD_SCHEMA
 
-    return {"schema": THRESHOLD_SCHEMA, "metric": "mse_original_units", "quantile": quantile,
+    return {"schema": THRESHOLD_SCHEMA, "metric": metric, "quantile": quantile,
             "value": float(np.quantile(errors, quantile)), "quantiles": quantiles(errors),
             "instances": len(errors)}
 

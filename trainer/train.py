@@ -26,7 +26,7 @@ from landfall.core.artifacts.champion import NORMALIZATION
 from landfall.core.contracts.messages import utc_now
 from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from trainer import faults, iterators, pipeline, preemption, stopping, timeline, verdict, warmstart
+from trainer import faults, iterators, pipeline, preemption, scoring, stopping, timeline, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -553,7 +553,8 @@ def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, me
     np.savez(local / warmstart.WEIGHTS, *weights)  # what a later job's warm start reads
     (local / NORMALIZATION).write_text(json.dumps({
         "shape": list(inputs.shape), "dtype": "float32", "normalized": mean is not None,
-        "mean": mean, "std": std, "units": [int(u) for u in _units(model)], "kind": model_mod.kind_of(model),
+        "mean": mean, "std": std, scoring.ERROR_SCALE: inputs.error_scale() if mean is not None else None,
+        "units": [int(u) for u in _units(model)], "kind": model_mod.kind_of(model),
         # Even after a warm start the statistics are this job's inputs', not the predecessor's: the data
         # moved on, and the weights adapt within the first epoch.
         "statistics": "this job's inputs (count-weighted over its manifests)" if mean is not None else None,

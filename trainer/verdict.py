@@ -4,9 +4,10 @@
 1. Evaluation on common ground. The challenger (the model in memory) and the dataset's champion (the model
    ``models/<dataset>/champion.json`` names) are scored on the same instances: the held-out records of this
    job's plan that the chief holds. Each model normalises with its own statistics and its reconstructions
-   are de-normalised, so the loss is the reconstruction MSE in the data's original units
-   (``trainer.scoring``). On several workers the chief evaluates its own share of the held-out split
-   (``Plan.val_slices`` of worker 0, about ``1/num_workers`` of it): the split is a deterministic function of
+   are de-normalised, so the loss is the reconstruction MSE with each feature in this job's ``error_scale``
+   (``trainer.scoring``: the champion too, whatever scale it serves in). On several workers the chief evaluates
+   its own share of the held-out split (``Plan.val_slices`` of worker 0, about ``1/num_workers`` of it): the split
+   is a deterministic function of
    (seed, shard URI, record index) and the shares are contiguous runs of it, so both models see exactly the
    same instances and a rerun sees them again; staging the other workers' shards would cost a second
    download for a sample that is already unbiased. The held-out windows are read once and kept in memory
@@ -18,7 +19,7 @@
    more); the write is conditional on ``champion.json``'s generation, and a job that loses the race
    evaluates the new champion and compares again.
 4. An absolute floor before any comparison (``trainer.floor``): a naive baseline, the training set's mean
-   window in original units, is scored on the same held-out instances; the challenger's ``skill`` is
+   window, is scored on the same held-out instances; the challenger's ``skill`` is
    ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default 0.1:
    ``TrainerConfig.min_skill``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
    first model, and the champion (still evaluated on the same instances, for the record) is kept. So a model
@@ -73,7 +74,6 @@ from trainer.jobdir import MODEL, JobDir
 
 log = logs.get("trainer.verdict")
 
-METRIC = "mse_original_units"
 # The passes of ``conclude``, each timed in the job's timeline (``trainer.timeline``, issue #42).
 LOAD = "loading the challenger"
 BASELINES = "fitting the baselines"
@@ -132,13 +132,15 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             challenger.uri = model_uri
         else:
             challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
+        # Every candidate is measured in this job's error_scale (trainer.scoring), as train.save_model serves it.
+        challenger = challenger.measured_in(inputs.error_scale() if mean is not None else None)
     datasets = inputs.datasets
     # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted
     # in one pass over the chief's training share, only for a job that can be judged; their errors are taken in the
     # same pass over the held-out instances as the challenger's.
     with timeline.span(BASELINES):
         panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
-                                     cfg.units[-1]) if len(datasets) == 1 else None)
+                                     cfg.units[-1], challenger.scale) if len(datasets) == 1 else None)
     tally = baselines.Tally(panel) if panel is not None else None
     with timeline.span(READ_HELD_OUT):  # once, for every pass below (None: too large to keep, read per pass)
         held = _held_out_once(plan, paths, shape)
@@ -162,7 +164,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
 
         with timeline.span(HELD_OUT):  # one pass: the challenger's errors and the baselines' together
             errors = challenger.errors_of(tallied())  # type: ignore[arg-type]
-    evaluation: dict[str, Any] = {"metric": METRIC, "instances": len(errors),
+    evaluation: dict[str, Any] = {"metric": challenger.metric, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
     if not len(errors) or len(datasets) != 1:
         why = "no held-out instance" if not len(errors) else f"trained on {len(datasets)} datasets"
@@ -172,7 +174,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "min_skill": cfg.min_skill, "evaluation": {**evaluation, "reason": why}}
     loss = float(errors.mean())
     with timeline.span(THRESHOLD):
-        threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
+        threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, challenger.metric)
         job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
     assert panel is not None and tally is not None  # one dataset
@@ -197,7 +199,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                                  "challenger_loss": loss, **gates, "threshold": threshold,
                                  "evaluation": {**evaluation, "tolerance": cfg.promote_tolerance}})
     champions = ChampionScores(storage, cache_dir, held_out, run, dataset,
-                               labelled_set=labelled["set"] if labelled is not None else None)
+                               labelled_set=labelled["set"] if labelled is not None else None, scale=challenger.scale)
     if refusal is not None:  # below the floor: nothing is promoted; the champion is still scored, for the record
         verdict, why = refusal
         current, _ = champion_mod.read(storage, models_root(cfg), dataset)
@@ -218,7 +220,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             outcome, champion_loss = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=champions.score,
                 tolerance=cfg.promote_tolerance,
-                evaluation={"instances": len(errors), "metric": METRIC, "threshold": threshold["value"],
+                evaluation={"instances": len(errors), "metric": challenger.metric, "threshold": threshold["value"],
                             "quantiles": threshold["quantiles"], **gates})
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -401,7 +403,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
     current, _ = champion_mod.read(storage, models_root(cfg), dataset)
     champions = ChampionScores(storage, cache_dir, held_out, run, dataset,
                                labelled_set=labelled["set"] if use_labels else None,  # type: ignore[index]
-                               surrogate_set=sset)
+                               surrogate_set=sset, scale=challenger.scale)
 
     def score_champion(champion: champion_mod.Champion) -> float | None:
         """1 - the champion's score (a loss for the promotion rule); None: it cannot score, so it is replaced."""
@@ -462,7 +464,8 @@ def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: base
     """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
     its errors on the held-out windows; returns its URI and threshold."""
     errors = np.concatenate(tally.parts[name])
-    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile)
+    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile,
+                                      scoring.STANDARDISED if panel.scale is not None else scoring.ORIGINAL_UNITS)
     local = tempfile.mkdtemp(prefix=f"landfall-{name}-")
     try:
         folder = detectors.save(panel, name, os.path.join(local, name))

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from landfall_bench import protocol
+from landfall_bench import controls, protocol
 
 
 @pytest.mark.parametrize("name", sorted(json.loads((protocol.dev_root() / "series.json").read_text())))
@@ -39,11 +39,19 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
     out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(seeds=1, options=[], epochs=1),
                               tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
-    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", protocol.ENSEMBLE}
+    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", "pca_variance", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
     assert min(vus["pca"], vus["nearest_neighbour"]) <= vus[protocol.ENSEMBLE]
     assert vus[protocol.ENSEMBLE] == pytest.approx(vus["nearest_neighbour"], abs=0.01)
     assert "| PCA+NN |" in protocol.table([out]).splitlines()[0]
+    # The verdict's label-free choice on the seed's surrogate set, and the ensemble of every candidate
+    # (landfall_bench.controls): the choice is one of the candidates, and its VUS-PR is that candidate's.
+    (seed,) = out["controls"]
+    assert seed["chosen"] in vus and set(seed["surrogate"]) == set(vus) - {protocol.ENSEMBLE}
+    assert 0.0 < seed["ensemble"]["vus_pr"] <= 1.0
+    rules = controls.rules([out])[name]
+    assert rules[controls.CHOICE] == vus[seed["chosen"]] and rules[controls.ENSEMBLE] == seed["ensemble"]["vus_pr"]
+    assert rules[controls.FIXED] == rules[controls.BEST] == max(v for b, v in vus.items() if b != protocol.ENSEMBLE)
 
 
 def test_located_many_is_located_per_detector():
@@ -83,7 +91,9 @@ def test_the_multivariate_set_with_baselines_only_on_the_shipped_msl(tmp_path, m
     Seconds: 213 fitted windows of D = 125 x 55 values, so PCA takes the SVD of the windows, not a D x D eigh."""
     monkeypatch.setenv("LANDFALL_MV_DEV", str(protocol.MV_DEV))
     assert protocol.main(["--set", "multivariate", "--baselines-only", "--seeds", "1", "--out", str(tmp_path)]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.split("choice against its controls")[0].splitlines() if line.startswith("|")]
+    assert "| **mean of 1** |" in printed.split("choice against its controls")[1]  # the controls' table follows
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     row = dict(zip(head, (c.strip() for c in lines[2].strip("|").split("|")), strict=True))
     assert len(lines) == 3  # the header, its rule, one series (no mean row for one)

@@ -79,7 +79,11 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     caught = set(flagged[uris[1]])
     assert len(caught & set(burst.tolist())) >= 0.95 * len(burst), (len(caught), len(burst))
     assert dirty["flagged"] == len(caught) and 0.045 <= dirty["fraction"] <= 0.12, dirty
-    assert clean["fraction"] <= 0.06, clean  # a p99 threshold on a recording that moves on: a few, not 5 %
+    # A p99 threshold on a recording that moves on (the clean arrival is the gait's later activity): a tenth at most.
+    # Measured (issue #55): under 6 % in original units, where the two loudest channels decided alone; 6.9 % with
+    # every channel in its own spread (error_scale) and pca the champion; 10.4 % with pca_variance the champion
+    # (95 % of the variance fits the first 3,600 rows tighter), as on the dirty arrival's clean windows.
+    assert clean["fraction"] <= 0.12, clean
     assert view["flagged"] == dirty["flagged"] + clean["flagged"]
 
     # exclude_flagged: the flagged windows are in neither split, and the plan's counts say so exactly.
@@ -101,7 +105,9 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     assert again.champion_view is not None and again.champion_view["flagged"] == view["flagged"]
     assert [a["arrival"] for a in again.champion_view["arrivals"]] == ["a2", "a3"]
     line = results.champion_view_line(view)
-    assert f"{view['flagged']} of {view['instances']}" in line and "demo-1" in line and "a2" in line
+    most = max(view["arrivals"], key=lambda a: a["fraction"])  # the line names the arrival flagged most (its share)
+    assert f"{view['flagged']} of {view['instances']}" in line and "demo-1" in line
+    assert f"most: {most['arrival']}, {most['flagged']} of {most['instances']}" in line
     assert "none (dataset demo has no champion)" in results.champion_view_line(first["champion_view"])
     assert line in html.unescape(report.skill_html({"champion_view": view}))
 

@@ -102,16 +102,13 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
     np.testing.assert_allclose(again.errors(arrival), panel.errors(arrival)[name], rtol=5e-3, atol=1e-5)
 
 
-def test_the_opt_in_pca_variance_keeps_95_percent_and_serves_as_fitted(monkeypatch, tmp_path):
-    """``trainer.baselines.pca_variance`` (opt-in): as many components as explain 95 % of the variance, served as its
-    numpy reconstruction."""
+def test_pca_variance_keeps_95_percent_at_most_its_cap_and_serves_as_fitted(monkeypatch, tmp_path):
+    """``trainer.baselines.pca_variance`` (registered by default): as many components as explain 95 % of the
+    variance, at most ``CAP``, served as its numpy reconstruction."""
     from landfall_bench.realdata import daphnet
     from trainer.baselines import pca_variance
 
-    monkeypatch.setattr(baselines, "KINDS", dict(baselines.KINDS))
-    monkeypatch.setattr(baselines, "NAMES", list(baselines.NAMES))
-    monkeypatch.setattr(baselines, "DESCRIPTIONS", dict(baselines.DESCRIPTIONS))
-    baselines.register(pca_variance.Detector)
+    assert pca_variance.NAME in baselines.NAMES and pca_variance.NAME in selection.candidates()
     _, values, _ = daphnet()
     x = windows(values[:TRAIN_ROWS])
     flat = x.reshape(-1, values.shape[1]).astype(np.float64)
@@ -126,6 +123,9 @@ def test_the_opt_in_pca_variance_keeps_95_percent_and_serves_as_fitted(monkeypat
     served = Scorer.load(Storage(), str(detectors.save(panel, pca_variance.NAME, tmp_path / "pv")))
     arrival = windows(values[TRAIN_ROWS:TRAIN_ROWS + 400])
     np.testing.assert_allclose(served.errors(arrival), panel.errors(arrival)[pca_variance.NAME], rtol=5e-3, atol=1e-5)
+    monkeypatch.setattr(pca_variance, "CAP", k - 3)  # the cap binds: fewer components than the variance asks for
+    capped = baselines.Panel.fit([x], len(x), flat.mean(0), flat.std(0), (T, values.shape[1]), UNITS[-1])
+    assert len(capped.kinds[pca_variance.NAME].components) == k - 3
 
 
 def test_a_plugin_is_loaded_by_name_from_the_environment():

@@ -102,3 +102,26 @@ def test_the_specs_schema_says_the_model_margins_default():
     (said,) = re.findall(r"default ([0-9.]+)", json.loads(described))
     default = {f.name: f.default for f in dataclasses.fields(TrainerConfig)}["model_margin"]
     assert float(said) == default
+
+
+def test_the_served_error_is_in_the_jobs_scale_and_a_model_saved_without_one_keeps_original_units(panel, tmp_path):
+    import json
+
+    held = _sines(50, seed=1)
+    local = detectors.save(panel, baselines.PCA, tmp_path / "pca")
+    norm = json.loads((local / "normalization.json").read_text())
+    np.testing.assert_allclose(norm["error_scale"], panel.scale)
+    scorer = Scorer.load(Storage(), str(local))
+    assert scorer.metric == "mse_standardised"
+    np.testing.assert_allclose(scorer.scale, panel.scale)
+    # The second channel's spread is 30x the first's: in original units it alone decides the error.
+    in_original = scorer.measured_in(None)
+    assert in_original.metric == "mse_original_units"
+    ratio = in_original.errors(held) / scorer.errors(held)
+    assert ratio.min() > 1.0 and not np.allclose(ratio, ratio[0])  # not one factor: the weights differ by channel
+    # A model saved before error_scale existed is served as it was: original units.
+    del norm["error_scale"]
+    (local / "normalization.json").write_text(json.dumps(norm))
+    legacy = Scorer.load(Storage(), str(local))
+    assert legacy.scale is None and legacy.metric == "mse_original_units"
+    np.testing.assert_allclose(legacy.errors(held), in_original.errors(held), rtol=1e-6)

@@ -110,10 +110,14 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
     assert u["evaluation"]["baseline"]["training_instances"] == sum(s["plan"].train_counts)
     assert champion.read(s["storage"], root, "demo")[0] is None
     assert Path(job_u.path(MODEL, "threshold.json")).exists()
-    # The baseline is the training set's mean window, scored on the same held-out instances in original units.
+    # The baseline is the training set's mean window, scored on the same held-out instances, every feature in the
+    # job's error scale (each feature's standard deviation: none is constant here).
     x_train, x_val = _split(s)
     window = x_train.astype(np.float64).mean(axis=0)
-    assert u["baseline_loss"] == pytest.approx(float(((x_val - window) ** 2).mean()), rel=1e-6)
+    scale = np.asarray(s["inputs"].error_scale())
+    np.testing.assert_allclose(scale, s["std"])
+    assert u["evaluation"]["metric"] == "mse_standardised"
+    assert u["baseline_loss"] == pytest.approx(float((((x_val - window) / scale) ** 2).mean()), rel=1e-6)
     # 2. the trained model beats the baseline: the dataset's first champion, with its threshold beside it.
     _, job_a, a = _conclude(s, "job-a", s["trained"])
     assert a["verdict"] == "promoted" and a["champion_loss"] is None and a["champion_run"] == "job-a"
@@ -124,7 +128,9 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
     assert threshold["quantiles"]["p50"] <= threshold["value"] <= threshold["quantiles"]["p99.9"]
     current, _ = champion.read(s["storage"], root, "demo")
     assert current.evaluation["skill"] == a["skill"] and current.evaluation["baseline_loss"] == a["baseline_loss"]
-    # 3. a model with no skill after it: the champion stays, and is still scored on the same instances.
+    # 3. a model with no skill after it: the champion stays, and is still scored on the same instances, in this job's
+    #    scale although its folder (saved as before error_scale existed) serves in original units.
+    assert "error_scale" not in json.loads(Path(job_a.path(MODEL, "normalization.json")).read_text())
     _, _, n = _conclude(s, "job-n", s["untrained"])
     assert n["verdict"] == "no_skill" and n["champion_run"] == "job-a"
     assert n["champion_loss"] == pytest.approx(a["challenger_loss"], rel=1e-4)
@@ -135,7 +141,7 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
     # 5. ... unless the tolerance lets it through ...
     _, _, d = _conclude(s, "job-d", s["untrained"], promote_tolerance=1e6, min_skill=-1e9)
     assert d["verdict"] == "promoted" and d["champion_run"] == "job-d"
-    # 6. ... and a better model (with the floor back) replaces that one, on the same instances, in original units.
+    # 6. ... and a better model (with the floor back) replaces that one, on the same instances, in the job's scale.
     _, _, b = _conclude(s, "job-b", s["trained"])
     assert b["verdict"] == "promoted" and b["champion_run"] == "job-b"
     assert b["champion_loss"] == pytest.approx(d["challenger_loss"], rel=1e-4) and b["challenger_loss"] < b[

@@ -6,11 +6,11 @@ what costs nothing to fit. Beside the training set's mean window (``trainer.floo
 job that can be judged fits each registered detector (``KINDS``, in the tie order simplest first):
 
 - ``pca`` (``trainer.baselines.pca``): principal components at the model's code size, a linear autoencoder;
-- ``pca_variance`` (``trainer.baselines.pca_variance``), opt-in (``LANDFALL_DETECTORS=trainer.baselines.pca_variance``):
-  as many components as explain 95 % of the variance; its evidence is mixed (docs/benchmarks.md), and as a default
-  candidate it won the surrogate by 0.002 on a gait recording and then flagged 15 % of a clean arrival;
 - ``nearest_neighbour`` (``trainer.baselines.nearest_neighbour``): the nearest of a bounded sample of training windows;
-- ``kmeans`` (``trainer.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids.
+- ``kmeans`` (``trainer.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids;
+- ``pca_variance`` (``trainer.baselines.pca_variance``): principal components to 95 % of the variance, at most 256:
+  the one detector best on average over both dev sets (univariate and multivariate) now that every feature counts in
+  its own spread (issue #55, ``landfall bench detect --set dev,multivariate --baselines-only``, docs/benchmarks.md).
 
 **To add a detector**, write one module beside these with a class ``Detector`` (scikit-learn's shape: ``fit``, then
 use) that has ``name`` and ``description``, and
@@ -27,9 +27,10 @@ extra modules to import and register, ``module[,module]``, as a plug-in that shi
 verdict, the selection, the export or the scorer changes: each candidate is fitted, scored on the surrogate and
 labelled sets, chosen, saved and served through this interface.
 
-Every detector's loss is the verdict's metric (``trainer.scoring``: per-window MSE over the ``T x F`` values in
-original units, averaged over the chief's held-out windows), and the model's skill over each is ``1 - loss /
-baseline_loss``. The gate (``--min-skill-over``, spec ``verdict.min_skill_over``) says which of ``pca`` and
+Every detector's loss is the verdict's metric (``trainer.scoring``: per-window MSE over the ``T x F`` values, each
+feature's residual in its ``error_scale``, averaged over the chief's held-out windows), and the model's skill over
+each is ``1 - loss / baseline_loss``. The gate (``--min-skill-over``, spec ``verdict.min_skill_over``) says which
+of ``pca`` and
 ``nearest_neighbour`` promotion must beat and by how much; the mean window keeps its own gate (``--min-skill``).
 
 Bounded cost (a small fraction of an epoch, whatever the dataset's size): the detectors are fitted on a systematic
@@ -51,8 +52,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from landfall.core.rules import moments
 from trainer import floor
-from trainer.baselines import kmeans, nearest_neighbour, pca
+from trainer.baselines import kmeans, nearest_neighbour, pca, pca_variance
 
 
 class Detector(Protocol):
@@ -88,7 +90,7 @@ def register(kind: type[Detector]) -> type[Detector]:
     return kind
 
 
-for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector):
+for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector, pca_variance.Detector):
     register(_kind)
 for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
     register(importlib.import_module(_module).Detector)
@@ -107,19 +109,24 @@ class Panel:
     shape: tuple[int, int]
     code_size: int
     mean_window: floor.MeanWindow
+    scale: np.ndarray | None = None  # each feature's error unit (trainer.scoring; None: original units)
     kinds: dict[str, Detector] = dataclasses.field(default_factory=dict)  # the fitted detectors, by name
     fitted_on: int = 0
 
     @classmethod
     def fit(cls, blocks: Iterable[np.ndarray], total: int, mean: Sequence[float] | None, std: Sequence[float] | None,
-            shape: tuple[int, int], code_size: int) -> Panel:
+            shape: tuple[int, int], code_size: int, scale: Sequence[float] | None = None) -> Panel:
         """Fits on ``blocks`` (float32 ``[n, T, F]`` in original units, ``total`` windows in all, in a deterministic
-        order): the mean window on all of them, every registered detector on every ``m``-th."""
+        order): the mean window on all of them, every registered detector on every ``m``-th. The errors are measured
+        in ``scale`` (the job's ``error_scale``; by default the one ``std`` gives, or original units without
+        ``std``)."""
         t, f = int(shape[0]), int(shape[1])
         mu = np.asarray(mean if mean is not None else np.zeros(f), np.float64)
-        sd = np.asarray(std if std is not None else np.ones(f), np.float64)
-        sd = np.where(sd > 1e-12, sd, 1.0)
-        panel = cls(mu, sd, (t, f), max(1, int(code_size)), floor.MeanWindow())
+        if scale is None and std is not None:
+            scale = moments.error_scale(std)
+        sd = moments.scaled(std if std is not None else np.ones(f))
+        panel = cls(mu, sd, (t, f), max(1, int(code_size)), floor.MeanWindow(),
+                    np.asarray(scale, np.float64) if scale is not None else None)
         every = max(1, -(-int(total) // FIT_SAMPLE))
         kept: list[np.ndarray] = []
         seen = 0
@@ -148,14 +155,18 @@ class Panel:
         self.kinds = {name: kind().fit(z, self.code_size) for name, kind in KINDS.items()}
 
     def errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Each baseline's per-window MSE over the ``T x F`` values in original units, float64 ``[n]``."""
+        """Each baseline's per-window MSE over the ``T x F`` values (the verdict's metric, in ``scale``), float64
+        ``[n]``."""
         x = np.asarray(x, np.float64)
-        out = {MEAN_WINDOW: self.mean_window.errors(x)}
+        out = {MEAN_WINDOW: self.mean_window.errors(x, self.scale)}
         if not self.kinds:
             return out
         z = self.standardise(x)
         for name, fitted in self.kinds.items():
-            out[name] = ((x - self._original(fitted.reconstruct(z))) ** 2).mean(axis=(1, 2))
+            residual = x - self._original(fitted.reconstruct(z))
+            if self.scale is not None:
+                residual /= self.scale
+            out[name] = (residual ** 2).mean(axis=(1, 2))
         return out
 
     def describe(self) -> dict[str, dict]:

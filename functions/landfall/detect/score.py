@@ -6,8 +6,9 @@ Two kinds, by the dataset's spec:
   given) is read as the converter reads a series arrival (``landfall.arrival.series``: the spec's time column and
   channels, ISO-8601 or numeric times, sorted in memory when it is not), windowed with the spec's window (at
   ``stride``, default the spec's stride) without crossing a gap longer than ``max_gap``, every window scored with the
-  model (``trainer.scoring.Scorer``: its reconstruction MSE in original units), and the windows' errors combined into
-  a score per row of the time-sorted series (``landfall.detect.located``: the mean of the windows covering it, or
+  model (``trainer.scoring.Scorer``: its reconstruction MSE, each feature in its ``error_scale``), and the windows'
+  errors combined into a score per row of the time-sorted series (``landfall.detect.located``: the mean of the
+  windows covering it, or
   ``combine="max"``; the rows of one time merged first, by the spec's ``duplicate_times``, and non-finite rows
   dropped under ``LANDFALL_DROP_NONFINITE``, as the converter stores them). Writes ``out`` with **one row per data
   row of the file, in the file's order** (issue #55: a user's rows and labels line up with the scores): ``row`` (the

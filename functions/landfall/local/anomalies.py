@@ -2,8 +2,9 @@
 
 ``score_injected`` spikes a few instances of normal data (``magnitude`` standard deviations of each feature
 at a few timesteps), writes the file (``.npy``), reads it back with the converter's streaming reader, scores
-every instance with the model (``trainer.scoring``: reconstruction MSE in original units, anomaly = error >
-the model's ``threshold.json``) into a Parquet file, and returns which instances were flagged, which were
+every instance with the model (``trainer.scoring``: reconstruction MSE, each feature in its ``error_scale``,
+anomaly = error > the model's ``threshold.json``) into a Parquet file, and returns which instances were flagged,
+which were
 injected, and a plot-sized histogram of the errors with the threshold.
 """
 

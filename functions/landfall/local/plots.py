@@ -85,7 +85,7 @@ def anomaly_scores(scored: Any, path: Path) -> Path:
     caught = len(set(s["flagged"]) & injected)
     ax_err.set(title=f"{caught} of {len(injected)} injected flagged, "
                      f"{len(set(s['flagged']) - injected)} false alarms of {len(errors) - len(injected)}",
-               xlabel="instance", ylabel="MSE (original units)")
+               xlabel="instance", ylabel="reconstruction MSE")
     ax_err.grid(alpha=0.3)  # the histogram's panel has its grid and legend from _error_histogram
     ax_err.legend(fontsize=8)
     return _save(plt, fig, path)
@@ -120,7 +120,7 @@ def series_scores(s: dict[str, Any], path: Path) -> Path:
 
         title += (f"; point-wise P {f(m['point']['precision'])} R {f(m['point']['recall'])}, range-based "
                   f"P {f(m['range']['precision'])} R {f(m['range']['recall'])}")
-    ax.set(title=title, xlabel="time", ylabel="reconstruction MSE (original units)")
+    ax.set(title=title, xlabel="time", ylabel="reconstruction MSE")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(plt, fig, path)
@@ -140,6 +140,6 @@ def _error_histogram(ax: Any, s: dict[str, Any]) -> None:
         ax.set_xscale("log")
     quantile = f"p{s['quantile'] * 100:g}" if s.get("quantile") else "threshold"
     ax.axvline(s["threshold"], color="red", linestyle="--", label=f"threshold ({quantile} of held-out errors)")
-    ax.set(title="Reconstruction error of a scored file", xlabel="MSE (original units)", ylabel="instances")
+    ax.set(title="Reconstruction error of a scored file", xlabel="reconstruction MSE", ylabel="instances")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -39,3 +39,14 @@ def test_nothing_to_pool_is_an_error():
 
     with pytest.raises(ValueError):
         moments.pooled([])
+
+
+def test_the_error_scale_is_each_features_spread_and_a_constant_ones_a_small_varying_spread():
+    std = np.array([0.5, 0.0, 2.0, 1e-13, 0.1, 0.3])
+    scale = moments.error_scale(std)
+    varying = std[[0, 2, 4, 5]]
+    floor = np.quantile(varying, moments.FLOOR_QUANTILE)
+    np.testing.assert_array_equal(scale, [0.5, floor, 2.0, floor, 0.1, 0.3])
+    assert 0.1 < floor < 0.3  # between the smallest and the next: a small spread, not 1 and not 0
+    np.testing.assert_array_equal(moments.scaled(std), [0.5, 1.0, 2.0, 1.0, 0.1, 0.3])  # what a model normalises by
+    np.testing.assert_array_equal(moments.error_scale([0.0, 0.0]), [1.0, 1.0])  # nothing varies: original units

@@ -34,3 +34,26 @@ def pooled(parts: Iterable[tuple[int, Sequence[float], Sequence[float]]]) -> tup
     if mean is None or not n:
         raise ValueError("no part with a row to pool")
     return mean, np.sqrt(np.maximum(m2 / n, 0.0))
+
+
+CONSTANT_STD = 1e-12  # a feature whose standard deviation is at most this is constant (left unscaled: std 1)
+FLOOR_QUANTILE = 0.1  # a constant feature's error scale: this quantile of the varying features' standard deviations
+
+
+def scaled(std: Sequence[float]) -> np.ndarray:
+    """The standard deviations a model normalises with: a constant feature's (``<= CONSTANT_STD``) replaced by 1."""
+    sd = np.asarray(std, np.float64)
+    return np.where(sd > CONSTANT_STD, sd, 1.0)
+
+
+def error_scale(std: Sequence[float]) -> np.ndarray:
+    """Each feature's unit for the detection error (``trainer.scoring``: residuals divided by it, then squared): its
+    standard deviation, so every feature counts in its own spread whatever its units (issue #55: in original units
+    the server machines' channels, min-max scaled, weigh 1e-10 to 0.08 each and one channel decides); a feature
+    constant in training counts in units of the ``FLOOR_QUANTILE`` quantile of the varying features' deviations,
+    so that its first move later (MSL's channel 0: -1 for 500 rows, then +1 inside the anomaly) still shows, without
+    its deviation being divided by zero. With no varying feature: 1 (original units)."""
+    sd = np.asarray(std, np.float64)
+    varying = sd > CONSTANT_STD
+    floor = float(np.quantile(sd[varying], FLOOR_QUANTILE)) if varying.any() else 1.0
+    return np.where(varying, sd, floor)
