@@ -13,9 +13,10 @@ an ensemble beat both. So a label-free choice counts only where it beats:
 Per seed (``seed_figures``), as the verdict chooses (``trainer.verdict``'s ``_by_detection``): the surrogate set built
 from the seed's held-out windows (``trainer.surrogate.build`` with the panel's statistics, seeded by the seed and the
 series' name), every candidate's surrogate average precision over kinds, ``trainer.selection.choose`` with no gate.
-The candidates are the fixed detectors the verdict fits (``trainer.baselines.NAMES``), not the trained model (a
-``--baselines-only`` run trains none). ``table`` prints, per series, each rule's VUS-PR (medians over the seeds) and
-its regret against the labelled best candidate, then the means.
+The candidates are the fixed detectors the verdict fits (``trainer.baselines.NAMES``); a run that trains (an option
+such as ``default``) gets a second table per option where the model is a candidate too and the choice is the run's
+own champion (its verdict's pick among the model and the fixed detectors). ``table`` prints, per series, each rule's
+VUS-PR (medians over the seeds) and its regret against the labelled best candidate, then the means.
 """
 
 from __future__ import annotations
@@ -28,9 +29,17 @@ CHOICE, FIXED, ENSEMBLE, BEST = "choice", "(a) best fixed", "(b) ensemble", "lab
 SCALE_FLOOR = 1e-12  # a candidate whose held-out errors do not vary is centred, not divided by zero
 
 
+def ensemble(located: dict[str, np.ndarray], held: dict[str, np.ndarray],
+             rank: Callable[[np.ndarray], dict[str, float]]) -> dict[str, float]:
+    """Control (b): the mean of every candidate's row scores, each z-scored with its errors on the held-out windows."""
+    parts = [(located[n] - held[n].mean()) / max(float(held[n].std()), SCALE_FLOOR) for n in located if n in held]
+    return rank(np.mean(parts, axis=0))
+
+
 def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray, seed: int, name: str,
-                 rank: Callable[[np.ndarray], dict[str, float]]) -> dict:
-    """The verdict's choice on this seed and the ensemble's figures (``rank``: row scores -> AP and VUS-PR)."""
+                 rank: Callable[[np.ndarray], dict[str, float]], held: dict[str, np.ndarray] | None = None) -> dict:
+    """The verdict's choice among the fixed detectors on this seed and their ensemble's figures (``rank``: row scores
+    -> AP and VUS-PR; ``held``: the panel's errors on ``held_windows``, when already computed)."""
     from trainer import selection, surrogate
 
     out: dict = {"chosen": None, "surrogate": {}, "ensemble": None}
@@ -41,37 +50,58 @@ def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray
         found = {n: sset.figures(e)[surrogate.KIND_AP] for n, e in panel.errors(sset.instances).items()}
         out["surrogate"] = found
         out["chosen"] = selection.choose(found, selection.SURROGATE, lambda _: None).chosen
-    held = panel.errors(held_windows)
-    parts = [(located[n] - held[n].mean()) / max(float(held[n].std()), SCALE_FLOOR) for n in located if n in held]
-    out["ensemble"] = rank(np.mean(parts, axis=0))
+    out["ensemble"] = ensemble(located, held if held is not None else panel.errors(held_windows), rank)
     return out
 
 
-def rules(results: list[dict]) -> dict[str, dict[str, float | str | None]]:
-    """Per series: each rule's VUS-PR (median over the seeds) and the candidate behind it."""
-    medians = {r["series"]: {b: float(np.median([x["vus_pr"] for x in f])) for b, f in r["baselines"].items()
-                             if not b.startswith("pca+")} for r in results}
-    names = [n for n in next(iter(medians.values()), {})]
-    fixed = max(names, key=lambda n: np.mean([m.get(n, 0.0) for m in medians.values()])) if names else None
+def seeds_of(result: dict, option: str | None) -> list[dict]:
+    """Per seed: every candidate's labelled VUS-PR, the choice (name, VUS-PR) and the ensemble's VUS-PR. With
+    ``option`` (a trained run): the run's champion as the choice, the model among the candidates; without: the
+    fixed detectors and the choice ``seed_figures`` made among them."""
+    out = []
+    if option is None:
+        for i, s in enumerate(result.get("controls") or []):
+            cands = {b: f[i]["vus_pr"] for b, f in result["baselines"].items() if not b.startswith("pca+")}
+            chosen = s.get("chosen")
+            out.append({"candidates": cands, "chosen": chosen, "choice": cands.get(chosen) if chosen else None,
+                        "ensemble": (s.get("ensemble") or {}).get("vus_pr")})
+        return out
+    for run in result["runs"].get(option) or []:
+        cands = {c: v for c, v in (run.get("labelled_vus_pr") or {}).items() if v is not None}
+        out.append({"candidates": cands, "chosen": run.get("detector"),
+                    "choice": (run.get("champion") or {}).get("vus_pr"),
+                    "ensemble": (run.get("ensemble") or {}).get("vus_pr")})
+    return out
+
+
+def rules(results: list[dict], option: str | None = None) -> dict[str, dict[str, float | str | None]]:
+    """Per series: each rule's VUS-PR (median over the seeds) and the candidate behind it (``seeds_of``)."""
+    seeds = {r["series"]: seeds_of(r, option) for r in results}
+    medians = {series: {c: float(np.median([s["candidates"][c] for s in got if c in s["candidates"]]))
+                        for c in dict.fromkeys(c for s in got for c in s["candidates"])}
+               for series, got in seeds.items()}
+    names = list(dict.fromkeys(c for m in medians.values() for c in m))
+    scored = [n for n in names if all(n in m for m in medians.values())]
+    fixed = max(scored, key=lambda n: np.mean([m[n] for m in medians.values()])) if scored else None
     out: dict[str, dict] = {}
-    for r in results:
-        seeds = r.get("controls") or []
-        med = medians[r["series"]]
-        picked = [s["chosen"] for s in seeds if s.get("chosen")]
-        choice = [r["baselines"][s["chosen"]][i]["vus_pr"] for i, s in enumerate(seeds) if s.get("chosen")]
-        ensemble = [s["ensemble"]["vus_pr"] for s in seeds if s.get("ensemble")]
+    for series, got in seeds.items():
+        med = medians[series]
+        choice = [s["choice"] for s in got if s["choice"] is not None]
+        ensembles = [s["ensemble"] for s in got if s["ensemble"] is not None]
         best = max(med, key=med.get) if med else None
-        out[r["series"]] = {
-            CHOICE: float(np.median(choice)) if choice else None, "picked": ",".join(sorted(set(picked))) or None,
+        out[series] = {
+            CHOICE: float(np.median(choice)) if choice else None,
+            "picked": ",".join(sorted({str(s["chosen"]) for s in got if s["chosen"]})) or None,
             FIXED: med.get(fixed) if fixed else None, "fixed": fixed,
-            ENSEMBLE: float(np.median(ensemble)) if ensemble else None,
+            ENSEMBLE: float(np.median(ensembles)) if ensembles else None,
             BEST: med[best] if best else None, "best": best}
     return out
 
 
-def table(results: list[dict]) -> str:
-    """Per series: the choice, control (a), control (b) and the labelled best, each with its regret; the means."""
-    found = rules(results)
+def table(results: list[dict], option: str | None = None) -> str:
+    """Per series: the choice, control (a), control (b) and the labelled best, each with its regret; the means. With
+    ``option``: the trained runs of that option (the model a candidate), else the fixed detectors alone."""
+    found = rules(results, option)
     head = ["series", "choice (picked)", "regret", "(a) best fixed", "regret", "(b) ensemble", "regret",
             "labelled best"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

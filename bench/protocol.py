@@ -238,6 +238,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                  "window": w, "published": data["published"], "runs": {}, "baselines": {}, "fitted_on": []}
     if not labels.sum():
         raise SystemExit(f"{name}: no labelled row")
+    kept: list[tuple[dict, dict, np.ndarray]] = []  # per seed: the baselines' row scores, held-out errors, mask
     for seed in range(args.seeds):  # the baselines as the run's verdict fits them: on that seed's training windows
         train_mask, held_mask = split_masks(seed, len(x_train), w)
         panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
@@ -254,8 +255,10 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                                                                                          baselines.NEAREST)]
             out["baselines"].setdefault(ENSEMBLE, []).append(ranking(labels, (parts[0] + parts[1]) / 2, w))
         # The verdict's label-free choice among these candidates and the ensemble of all (landfall_bench.controls).
+        held_errors = panel.errors(x_train[held_mask])
         out.setdefault("controls", []).append(controls.seed_figures(
-            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w)))
+            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w), held_errors))
+        kept.append((located_scores, held_errors, held_mask))  # for the ensemble with each run's model
     for option in args.options:
         runs = []
         for seed in range(args.seeds):
@@ -264,11 +267,16 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
             metrics = json.loads((job / "metrics.json").read_text())
             detection = metrics.get("detection") or {}
             champion = metrics.get("champion")
-            scored = {}
+            scored, ensemble = {}, None
             for who, uri in (("champion", champion), ("model", str(job / "model"))):
                 if uri:
                     scorer = Scorer.load(Storage(), uri)
-                    scored[who] = ranking(labels, located(scorer.errors, values, w), w)
+                    rows = located(scorer.errors, values, w)
+                    scored[who] = ranking(labels, rows, w)
+                    if who == "model":  # control (b) with the model among its candidates
+                        located_scores, held_errors, held_mask = kept[seed]
+                        ensemble = controls.ensemble({**located_scores, "model": rows}, {
+                            **held_errors, "model": scorer.errors(x_train[held_mask])}, lambda s: ranking(labels, s, w))
             labelled_vus = {"model": scored.get("model", {}).get("vus_pr"),
                             **{b: out["baselines"][b][seed]["vus_pr"] for b in baselines.NAMES}}
             basis_key = detection.get("key") or "average_precision"  # the figure the verdict ranked by
@@ -279,6 +287,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                          "surrogate_ap": surrogate_ap, "labelled_vus_pr": labelled_vus,
                          "candidates": detection.get("candidates"),  # every surrogate figure (by_kind, vus_pr)
                          "kendall_tau": kendall([surrogate_ap[c] for c in both], [labelled_vus[c] for c in both]),
+                         "ensemble": ensemble,
                          "epochs_run": metrics.get("epochs_run"), "stopped_early": metrics.get("stopped_early"),
                          "seconds": round(time.monotonic() - t0, 1)})
             r = runs[-1]
@@ -301,8 +310,11 @@ def table(results: list[dict]) -> str:
     multi = [r for r in results if r.get("set") == MULTIVARIATE]
     tables = ([uni_table(uni)] if uni else []) + ([mv_table(multi)] if multi else [])
     if any(r.get("controls") for r in results):  # the choice against its controls, over every series run
-        tables.append("The verdict's choice against its controls (landfall_bench.controls), VUS-PR medians over the "
-                      "seeds:\n\n" + controls.table([r for r in results if r.get("controls")]))
+        tables.append("The verdict's choice among the fixed detectors against its controls (landfall_bench.controls), "
+                      "VUS-PR medians over the seeds:\n\n" + controls.table([r for r in results if r.get("controls")]))
+    for option in dict.fromkeys(o for r in results for o in r["runs"]):  # with the model among the candidates
+        tables.append(f"The verdict's choice against its controls, option {option} (its champion; the model a "
+                      "candidate):\n\n" + controls.table([r for r in results if option in r["runs"]], option))
     return "\n\n".join(tables)
 
 

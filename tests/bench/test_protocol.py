@@ -92,8 +92,8 @@ def test_the_multivariate_set_with_baselines_only_on_the_shipped_msl(tmp_path, m
     monkeypatch.setenv("LANDFALL_MV_DEV", str(protocol.MV_DEV))
     assert protocol.main(["--set", "multivariate", "--baselines-only", "--seeds", "1", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    lines = [line for line in printed.split("choice against its controls")[0].splitlines() if line.startswith("|")]
-    assert "| **mean of 1** |" in printed.split("choice against its controls")[1]  # the controls' table follows
+    lines = [line for line in printed.split("against its controls")[0].splitlines() if line.startswith("|")]
+    assert "| **mean of 1** |" in printed.split("against its controls")[1]  # the controls' table follows
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     row = dict(zip(head, (c.strip() for c in lines[2].strip("|").split("|")), strict=True))
     assert len(lines) == 3  # the header, its rule, one series (no mean row for one)
@@ -110,3 +110,26 @@ def test_the_multivariate_set_with_baselines_only_on_the_shipped_msl(tmp_path, m
         (vus,) = [f["vus_pr"] for f in figures]
         assert np.isfinite(vus) and 0.0 <= vus <= 1.0, name
         assert row[name] == f"{vus:.3f}"
+
+
+def test_with_a_trained_run_the_choice_is_its_champion_and_the_model_a_candidate():
+    """``landfall_bench.controls`` on runs that trained (made-up figures, two series, two seeds): control (a) is the
+    candidate best on average over the series (the model here), the choice the run's champion, regret against the
+    labelled best per series."""
+    def run(champion: str, vus: dict, ensemble: float) -> dict:
+        return {"detector": champion, "champion": {"vus_pr": vus[champion]}, "labelled_vus_pr": vus,
+                "ensemble": {"vus_pr": ensemble}}
+
+    a = {"series": "a", "baselines": {}, "runs": {"default": [
+        run("pca", {"model": 0.6, "pca": 0.5, "nearest_neighbour": 0.9}, 0.7),
+        run("model", {"model": 0.8, "pca": 0.5, "nearest_neighbour": 0.9}, 0.5)]}}
+    b = {"series": "b", "baselines": {}, "runs": {"default": [
+        run("nearest_neighbour", {"model": 0.9, "pca": 0.3, "nearest_neighbour": 0.2}, 0.4),
+        run("model", {"model": 0.7, "pca": 0.3, "nearest_neighbour": 0.2}, 0.6)]}}
+    found = controls.rules([a, b], "default")
+    assert found["a"]["fixed"] == found["b"]["fixed"] == "model"  # mean of medians: model 0.75, nn 0.55, pca 0.4
+    assert found["a"][controls.CHOICE] == pytest.approx(0.65) and found["a"]["picked"] == "model,pca"
+    assert found["a"][controls.FIXED] == pytest.approx(0.7) and found["a"][controls.BEST] == pytest.approx(0.9)
+    assert found["b"][controls.ENSEMBLE] == pytest.approx(0.5) and found["b"]["best"] == "model"
+    lines = controls.table([a, b], "default").splitlines()
+    assert lines[-1] == "| **mean of 2** | 0.550 | 0.300 | 0.750 | 0.100 | 0.550 | 0.300 | 0.850 |"
