@@ -20,6 +20,17 @@ Once its job made a champion:
 
 Also the scorer's peak memory (``VmHWM`` of its process) and what the figures cost on Cloud Run (``COST``). Prints a
 table, and ``--json`` the raw figures.
+
+``--recording NAME`` (issue #55, part 6: detection on arrival at the seed's shape): instead of the ECG series, one
+recording of the multivariate dev set (``landfall_bench.protocol.mv_series``; ``063`` is a Server Machine Dataset
+machine of 23,694 rows x 38 channels), dataset ``recording``: the window one period of its first channel at stride a
+quarter of it, its ``tr_N`` training prefix uploaded first, then the whole recording ``--uploads`` times. Each latency
+row is split into its phases (``phases``): **convert** (the upload's start to its manifest's ``created_at``),
+**request** (the manifest to the scorer's start: the notification, the score request and its delivery), **load**
+(the champion's load, 0 when cached), **score** (reading, windowing and scoring the rows), **write** (the rest of the
+scorer's own time: the scores' upload), **publish** (the summary's ``scored_at`` to the message pulled).
+``--beside-retrain``: the same uploads with every one of them starting a retrain of the dataset (``retrain`` allows a
+job per arrival), so the scorer shares the machine with a training job, as the issue's user measured.
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from landfall.core import logs
 from landfall_bench.stack import landfall, local_stack, wait_for
 
 DATASET = "ecg"
+RECORDING = "recording"  # --recording's dataset
 SPEC = {"apiVersion": "landfall.dataset/v1", "name": DATASET,
         "shape": {"window": {"length": 64, "stride": 4}, "features": 1},
         "arrival": {"series": {"time_column": "t", "drop_columns": ["is_anomaly"]}},
@@ -56,7 +68,9 @@ COST = {"vcpu_s": 0.000024, "gib_s": 0.0000025, "request": 0.40 / 1e6, "vcpu": 2
 
 
 def csv_of(values: np.ndarray, labels: np.ndarray, start: int = 0) -> bytes:
-    frame = pd.DataFrame({"t": np.arange(start, start + len(values), dtype=float), "value": values[:, 0],
+    channels = {"value": values[:, 0]} if values.shape[1] == 1 else {f"c{j}": values[:, j]
+                                                                       for j in range(values.shape[1])}
+    frame = pd.DataFrame({"t": np.arange(start, start + len(values), dtype=float), **channels,
                           "is_anomaly": labels.astype(int)})
     return frame.to_csv(index=False).encode()
 
@@ -93,38 +107,76 @@ def peak_rss_mib(pgid: int) -> float | None:
     return max(peaks) if peaks else None
 
 
+def recording(name: str, beside_retrain: bool) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, str]:
+    """The spec, training rows, test rows, labels and source of ``--recording NAME`` (module doc)."""
+    from landfall.arrival import period
+    from landfall_bench import protocol
+
+    found = [n for n in protocol.mv_docs() if n == name or n.split("_")[0] == name]
+    if len(found) != 1:
+        raise SystemExit(f"--recording {name}: one of {', '.join(sorted(protocol.mv_docs()))}")
+    data = protocol.mv_series(found[0])
+    values, labels = data["values"], data["labels"]
+    w = period.length(values[:, 0])
+    spec = {**SPEC, "name": RECORDING,
+            "shape": {"window": {"length": w, "stride": max(1, w // 4)}, "features": int(values.shape[1])},
+            "retrain": {"max_jobs_per_day": 1000 if beside_retrain else 1}}
+    return spec, values[:data["train_rows"]], values, labels, f"{found[0]}: {data['source']}"
+
+
+def phases(upload_started: float, manifest_created: str, summary: Any, pulled: float) -> dict[str, float]:
+    """One latency split into its phases (module doc), seconds."""
+    def at(text: str) -> float:
+        from datetime import datetime
+
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+
+    timing, scored = summary.timing, at(summary.message["scored_at"])
+    started = scored - float(timing["total_s"])
+    load, score = float(timing["model_load_s"]), float(timing["scoring_s"])
+    return {"convert": round(at(manifest_created) - upload_started, 2),
+            "request": round(started - at(manifest_created), 2), "load": round(load, 2), "score": round(score, 2),
+            "write": round(float(timing["total_s"]) - load - score, 2), "publish": round(pulled - scored, 2)}
+
+
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.core.artifacts import champion, detections
     from landfall.core.contracts import layout
+    from landfall.core.contracts.messages import Manifest
     from landfall.core.services.pubsub import PubSub
     from landfall.core.services.storage import Storage
     from landfall.local.detections import wait_for as wait_detection
     from landfall_bench import realdata
 
-    train, test, labels = realdata.labelled_series("ecg3")
+    if args.recording:
+        spec, train, test, labels, source = recording(args.recording, args.beside_retrain)
+    else:
+        train, test, labels = realdata.labelled_series("ecg3")
+        spec, source = SPEC, "GutenTAG ecg-diff-count-3 (aeon 1.6.0 UnitTest; bench/data)"
+    dataset = args.dataset = spec["name"]
     truth = episodes(labels)
-    out: dict[str, Any] = {"data": "GutenTAG ecg-diff-count-3 (aeon 1.6.0 UnitTest; bench/data)", "spec": SPEC,
-                           "test_rows": len(test), "labelled_episodes": truth}
+    out: dict[str, Any] = {"data": source, "spec": spec, "test_rows": len(test), "channels": int(test.shape[1]),
+                           "labelled_episodes": truth, "beside_retrain": bool(args.beside_retrain)}
     with local_stack(work / "state") as (info, env):
         storage, pubsub = Storage(info["project"]), PubSub(info["project"])
         bucket = info["bucket"]
         (work / "datasets").mkdir(exist_ok=True)
-        (work / "datasets" / f"{DATASET}.json").write_text(json.dumps(SPEC))
+        (work / "datasets" / f"{dataset}.json").write_text(json.dumps(spec))
         applied = landfall(env, "datasets", "apply", str(work / "datasets"))
         assert applied.returncode == 0, applied.stderr
         pubsub.ensure_subscription("bench-detections", "landfall-detections")
         pubsub.ensure_subscription("bench-notifications", "landfall-gcs-notifications")
-        storage.write_bytes(f"gs://{bucket}/incoming/{DATASET}/train.csv", csv_of(train, np.zeros(len(train))))
+        storage.write_bytes(f"gs://{bucket}/incoming/{dataset}/train.csv", csv_of(train, np.zeros(len(train))))
         t0 = time.monotonic()
-        current = wait_for(lambda: champion.read(storage, champion.bucket_root(bucket), DATASET)[0], 900,
+        current = wait_for(lambda: champion.read(storage, champion.bucket_root(bucket), dataset)[0], 1800,
                            "the first job's champion")
         out["champion"] = {"run": current.run, "after_s": round(time.monotonic() - t0, 1)}
 
         def upload(name: str, data: bytes) -> tuple[str, float]:
-            uri = f"gs://{bucket}/incoming/{DATASET}/{name}"
+            uri = f"gs://{bucket}/incoming/{dataset}/{name}"
             started = time.time()
             storage.write_bytes(uri, data)
-            return layout.arrival_id(f"incoming/{DATASET}/{name}", storage.stat(uri).generation), started
+            return layout.arrival_id(f"incoming/{dataset}/{name}", storage.stat(uri).generation), started
 
         latencies = []
         body = csv_of(test, labels)
@@ -132,8 +184,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             aid, started = upload(f"test-{i}.csv", body)
             message, at = wait_detection(pubsub, "bench-detections", aid, 600)
             summary = detections.Summary.from_json(storage.read_bytes(message["summary"]))
+            manifest = Manifest.from_json(storage.read_bytes(message["manifest"]), message["manifest"])
             message["summary_ranges"] = summary.scoring["ranges"]
             latencies.append({"upload": i, "latency_s": round(at - started, 2), "rows": message["count"],
+                              "phases": phases(started, manifest.created_at, summary, at),
                               "anomalous_rows": message["anomalies"], "ranges": message["ranges_total"],
                               "episodes_covered": covered(message, truth),
                               "scoring_s": summary.timing["scoring_s"], "model_load_s": summary.timing["model_load_s"],
@@ -192,8 +246,9 @@ def burst(args: argparse.Namespace, info: dict[str, Any], storage: Any, pubsub: 
         if not got:
             time.sleep(0.5)
     wall_s = time.monotonic() - t0
-    summaries = [s for s in detections.listing(storage, bucket, Layout(), DATASET) if s.arrival in aids]
-    markers = storage.list(f"gs://{bucket}/scores/{DATASET}/", suffix="/published.json")
+    dataset = args.dataset
+    summaries = [s for s in detections.listing(storage, bucket, Layout(), dataset) if s.arrival in aids]
+    markers = storage.list(f"gs://{bucket}/scores/{dataset}/", suffix="/published.json")
     marked = {m.split("/")[-3] for m in markers} & aids
     scoring = [s.timing.get("scoring_s") or 0.0 for s in summaries]
     return {"arrivals": n, "rows_each": rows, "uploaded_s": round(uploaded_s, 1), "wall_s": round(wall_s, 1),
@@ -230,7 +285,16 @@ def print_table(out: dict[str, Any]) -> None:
         print(f"{r['upload']:>6} | {r['latency_s']:>9} | {r['rows']:>5} | {r['anomalous_rows']:>14} | "
               f"{r['ranges']:>6} | {r['episodes_covered']} of {len(out['labelled_episodes'])} | "
               f"{r['scoring_s']:>9} | {r['model_load_s']}")
-    print(f"median latency, upload to detection message: {out['latency_median_s']} s")
+    print(f"median latency, upload to detection message: {out['latency_median_s']} s "
+          f"({out['test_rows']} rows x {out['channels']} channels"
+          + (", a retrain beside each" if out.get("beside_retrain") else "") + ")")
+    names = list((out["latency"][0].get("phases") or {}) if out["latency"] else [])
+    if names:
+        print("phase | " + " | ".join(names))
+        for r in out["latency"]:
+            print(f"{r['upload']:>5} | " + " | ".join(f"{r['phases'][n]:.2f}" for n in names))
+        print("median | " + " | ".join(f"{statistics.median(r['phases'][n] for r in out['latency']):.2f}"
+                                       for n in names))
     if out.get("burst"):
         b = out["burst"]
         print(f"burst: {b['arrivals']} arrivals of {b['rows_each']} rows, {b['notifications_replayed']} notifications "
@@ -249,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burst", type=int, default=0, help="arrivals in the burst (0: none)")
     p.add_argument("--burst-rows", type=int, default=200, help="rows per burst arrival")
     p.add_argument("--burst-timeout", type=float, default=1800)
+    p.add_argument("--recording", default="",
+                   help="a multivariate dev recording (its name or number, e.g. 063) instead of the ECG series")
+    p.add_argument("--beside-retrain", action="store_true", help="every upload also starts a retrain")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="landfall-bench-detections-") as tmp:
