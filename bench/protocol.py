@@ -74,7 +74,10 @@ from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
 DEV = Path(__file__).resolve().parent / "data" / "nab-dev"  # bench/data/README.md: copied unchanged
 OPTIONS = {"default": ["--model-kind", str(specs.SERIES_MODEL["kind"]),
                        "--dropout", str(specs.SERIES_MODEL["dropout"])],
-           "gru": []}
+           "gru": [],
+           # issue #55's candidates for the kind a GPU trains (trainer.model_kinds), at the series defaults' dropout
+           "conv": ["--model-kind", "conv", "--dropout", str(specs.SERIES_MODEL["dropout"])],
+           "forecast": ["--model-kind", "forecast", "--dropout", str(specs.SERIES_MODEL["dropout"])]}
 PUBLISHED = ("Sub-PCA", "AutoEncoder")
 ENSEMBLE = "pca+nearest_neighbour"  # the mean of the two, each error scaled by its held-out median
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")

@@ -10,6 +10,7 @@ import dataclasses
 
 from landfall.core.config import Seed, Settings, default_project
 from landfall.core.rules import holdout
+from trainer import model_kinds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +34,7 @@ class TrainerConfig(Settings):
     features: int = Seed.FEATURES
     units: tuple[int, ...] = Seed.UNITS
     dropout: float = 0.2
-    # gru (the seed's recurrent autoencoder) | dense (trainer.model.build_dense: the same widths over the flat window)
+    # trainer.model_kinds: gru (the seed's recurrent autoencoder) | dense | conv | forecast
     model_kind: str = "gru"
     normalize: bool = True  # per-feature (x - mean) / std from the manifests' stats
     warm_start: str = "auto"  # auto (the dataset's newest succeeded model) | none | a model URI
@@ -116,8 +117,8 @@ class TrainerConfig(Settings):
             problems.append(f"holdout must be one of {', '.join(holdout.MODES)}, got {self.holdout!r}")
         if self.learning_rate <= 0:
             problems.append(f"learning rate must be > 0, got {self.learning_rate}")
-        if self.model_kind not in ("gru", "dense"):
-            problems.append(f"model kind must be gru or dense, got {self.model_kind!r}")
+        if self.model_kind not in model_kinds.KINDS:
+            problems.append(f"model kind must be one of {', '.join(model_kinds.KINDS)}, got {self.model_kind!r}")
         if not 0.0 <= self.dropout < 1.0:
             problems.append(f"dropout must be in [0, 1), got {self.dropout}")
         if len(self.units) < 1 or any(u < 1 for u in self.units):

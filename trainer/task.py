@@ -108,7 +108,7 @@ from landfall.core.contracts.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import cost, holdout
 from landfall.core.services.storage import Storage
-from trainer import champion_view, faults, timeline, verdict, warmstart
+from trainer import champion_view, faults, model_kinds, timeline, verdict, warmstart
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="random records; segment, one run per arrival with a gap of one window (overlapping windows); blocks")
     a("--units", type=lambda s: tuple(int(u) for u in s.split(",") if u.strip()), metavar="U1,U2")
     a("--dropout", type=float)
-    a("--model-kind", choices=["gru", "dense"], help="gru: the seed's recurrent autoencoder; dense: fully connected")
+    a("--model-kind", choices=list(model_kinds.KINDS),
+      help="; ".join(f"{name}: {kind.DESCRIPTION}" for name, kind in model_kinds.KINDS.items()))
     a("--timesteps", type=int)
     a("--features", type=int)
     a("--normalize", action=argparse.BooleanOptionalAction, default=None)

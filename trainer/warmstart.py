@@ -124,7 +124,7 @@ def _fits(storage: Storage, model: str, cfg: TrainerConfig) -> tuple[str | None,
         return None, f"its instances are {list(shape)}, this job's {list(cfg.shape)}"
     kind = norm.get("kind") or "gru"  # models saved before kinds existed are the seed's GRU
     if kind != cfg.model_kind:
-        return None, f"it is a {kind} autoencoder, this job's is {cfg.model_kind}"
+        return None, f"it is a {kind} model, this job's is {cfg.model_kind}"
     units = tuple(norm.get("units") or ())
     if units != tuple(cfg.units):
         return None, f"its widths are {list(units)}, this job's {list(cfg.units)}"
