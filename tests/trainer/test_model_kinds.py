@@ -17,7 +17,8 @@ from trainer import model_kinds
 from trainer.model import build_model, encoder_units, kind_of
 from trainer.model_kinds import forecast
 
-SCHEMA = Path(__file__).resolve().parents[2] / "functions" / "landfall" / "core" / "artifacts" / "dataset-v1.schema.json"
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = REPO / "functions" / "landfall" / "core" / "artifacts" / "dataset-v1.schema.json"
 
 
 def test_the_spec_schema_names_every_kind_and_the_trainer_refuses_others():
