@@ -35,7 +35,7 @@ SPEC = {"apiVersion": "landfall.dataset/v1", "name": "gait",
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.core.artifacts import champion
     from landfall.core.services.storage import Storage
-    from landfall.submit import tfjob
+    from landfall.submit import jobmeta, tfjob
     from landfall.submit.backends.local import LocalBackend
     from landfall_bench import realdata
 
@@ -70,8 +70,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         job = wait_for(lambda: [j for j in backend.list("gait") if tfjob.is_finished(j)], args.train_timeout,
                     "the training job")[0]
         out["train_s"] = round(time.monotonic() - t1, 1)
-        name = tfjob.name_of(job)
-        metrics = json.loads(storage.read_bytes(tfjob.job_dir(bucket, name) + "/metrics.json"))
+        name = jobmeta.name_of(job)
+        metrics = json.loads(storage.read_bytes(jobmeta.job_dir(bucket, name) + "/metrics.json"))
         out["job"] = {"name": name, "state": tfjob.state(job), "epochs_run": metrics.get("epochs_run"),
                       "stopped_early": metrics.get("stopped_early"), "verdict": metrics.get("verdict"),
                       "skill": metrics.get("skill"), "loss": (metrics.get("epochs") or [{}])[-1].get("loss"),

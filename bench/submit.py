@@ -46,7 +46,7 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import FeatureStats, Manifest, Shard, Source, TrainingRequest
 from landfall.core.services.storage import Storage
 from landfall.local import emulators
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
@@ -106,7 +106,7 @@ def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: 
     assert coalesce.submit(history[-1], cfg, backend, storage).outcome == "submitted"
     first_release_s = time.perf_counter() - start
     (job,) = backend.list(dataset)
-    set_state(backend, tfjob.name_of(job), "Running")
+    set_state(backend, jobmeta.name_of(job), "Running")
     fresh = arrivals(bucket, dataset, prior, requests)
     latencies, spec_latencies, floor = [], [], []
     for i, r in enumerate(fresh):  # today's and specs on alternate, so a busy machine slows both alike
@@ -116,13 +116,13 @@ def one_point(storage: Storage, backend: Any, bucket: str, dataset: str, prior: 
             (spec_latencies if i % 2 else latencies).append(time.perf_counter() - start)
         assert outcome == "coalesced", outcome
         start = time.perf_counter()
-        backend.get(tfjob.name_of(job))
+        backend.get(jobmeta.name_of(job))
         floor.append(time.perf_counter() - start)
-    set_state(backend, tfjob.name_of(job), "Succeeded")
+    set_state(backend, jobmeta.name_of(job), "Succeeded")
     start = time.perf_counter()
     (released,) = coalesce.reconcile(backend, storage, cfg, dataset=dataset)
     release_s = time.perf_counter() - start
-    sizes = [len(json.dumps(backend.get(name), separators=(",", ":"))) for name in (tfjob.name_of(job), released)]
+    sizes = [len(json.dumps(backend.get(name), separators=(",", ":"))) for name in (jobmeta.name_of(job), released)]
     return {"prior": prior, "p50_ms": 1e3 * statistics.median(latencies), "p99_ms": 1e3 * percentile(latencies, 0.99),
             "specs_p50_ms": 1e3 * statistics.median(spec_latencies),
             "floor_p50_ms": 1e3 * statistics.median(floor), "first_release_ms": 1e3 * first_release_s,

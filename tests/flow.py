@@ -42,7 +42,7 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series
 from landfall.reconcile import announce, loop
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import runtime, set_state
@@ -142,9 +142,9 @@ def build(emu, tmp: Path) -> Flow:
         assert handle(arrive("trained", "sensors", "part-1.npy", _npy(tmp, 96, 1)), arrival_rt) == "converted"
         assert submit_published(1) == ["submitted"]
         (job1,) = backend.list("sensors")
-        jobs["trained"] = tfjob.name_of(job1)
-        inputs_uri = tfjob.inputs_of(job1)
-        proc = run_trainer(["--inputs", inputs_uri, "--job-dir", tfjob.job_dir(bucket, jobs["trained"]),
+        jobs["trained"] = jobmeta.name_of(job1)
+        inputs_uri = jobmeta.inputs_of(job1)
+        proc = run_trainer(["--inputs", inputs_uri, "--job-dir", jobmeta.job_dir(bucket, jobs["trained"]),
                             "--job-name", jobs["trained"], "--epochs", str(EPOCHS), "--batch-size-per-worker", "16",
                             "--units", "4,2", "--warm-start", "none",
                             # 2 epochs of a toy model check the plumbing, not learning: the naive baseline's floor
@@ -156,7 +156,7 @@ def build(emu, tmp: Path) -> Flow:
 
         assert handle(arrive("running", "sensors", "part-2.npy", _npy(tmp, 64, 2)), arrival_rt) == "converted"
         assert submit_published(1) == ["submitted"]
-        jobs["running"] = next(n for n in (tfjob.name_of(j) for j in backend.list("sensors")) if n != jobs["trained"])
+        jobs["running"] = next(n for n in (jobmeta.name_of(j) for j in backend.list("sensors")) if n != jobs["trained"])
         set_state(backend, jobs["running"], "Running")
 
         old = arrive("retracted", "sensors", "old.npy", _npy(tmp, 64, 3))
@@ -170,7 +170,7 @@ def build(emu, tmp: Path) -> Flow:
         assert handle(arrive("failed", "pumps", "p-1.npy", _npy(tmp, 64, 5)), arrival_rt) == "converted"
         assert submit_published(1) == ["submitted"]
         (failed,) = backend.list("pumps")
-        jobs["failed"] = tfjob.name_of(failed)
+        jobs["failed"] = jobmeta.name_of(failed)
         set_state(backend, jobs["failed"], "Failed")
         assert announce.announce_finished(backend, emu.storage, emu.pubsub, submit_rt.config) == [jobs["failed"]]
 

@@ -22,7 +22,7 @@ from landfall.core.contracts.messages import JobInputs, Manifest, TrainingReques
 from landfall.core.errors import TemporaryError
 from landfall.core.runtime import Runtime
 from landfall.local.synthetic import time_series
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
@@ -138,7 +138,7 @@ def set_state(backend, name: str, kind: str) -> None:
 
 def inputs_of(storage, job: dict) -> JobInputs:
     """What a released TFJob trains on: the ``inputs.json`` its annotation names."""
-    uri = tfjob.inputs_of(job)
+    uri = jobmeta.inputs_of(job)
     return JobInputs.from_json(storage.read_bytes(uri), uri)
 
 

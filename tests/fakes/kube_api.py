@@ -24,7 +24,7 @@ the result of a merge PATCH, and (size only) on the status subresource:
 - ``metadata.name``: required, a DNS-1123 subdomain (lowercase ``[a-z0-9]([-a-z0-9]*[a-z0-9])?`` labels
   joined by ``.``) of at most 253 characters: what the API server asks of any custom resource. The fake
   applies no stricter TFJob rule (the training operator's optional admission webhook, which asks for a
-  DNS-1035 label, is not modelled; ``landfall.submit.tfjob.job_name`` already keeps to a 47-character
+  DNS-1035 label, is not modelled; ``landfall.submit.jobmeta.job_name`` already keeps to a 47-character
   DNS-1035 label).
 - ``metadata.labels``: keys are qualified names (an optional DNS-1123 subdomain prefix of at most 253
   characters and ``/``, then a name of at most 63 characters matching

@@ -21,7 +21,7 @@ from functions_framework import create_app
 
 from landfall.core.contracts.messages import TrainingRequest
 from landfall.submit import handler as submit
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from tests.fakes.kube_api import JOBSETS, FakeKubeAPI
 from tests.functions.test_main import MAIN, golden, post
@@ -92,8 +92,8 @@ def test_a_request_makes_one_tfjob(emulator_stack, bucket, deploy, tmp_path, fix
     assert deliver(make(), event).status_code == 200
     (job,) = deployment.jobs()
     assert deployment.jobs("sensors") == [job]
-    assert job["metadata"]["labels"][tfjob.DATASET_LABEL] == "sensors"
-    assert job["metadata"]["labels"][tfjob.REQUEST_LABEL] == request.request_id
+    assert job["metadata"]["labels"][jobmeta.DATASET_LABEL] == "sensors"
+    assert job["metadata"]["labels"][jobmeta.REQUEST_LABEL] == request.request_id
     inputs = inputs_of(emulator_stack.storage, job)
     assert [(r["request_id"], r["manifest"], r["reason"]) for r in inputs.requests] == [
         (request.request_id, request.manifest, "arrival")]
@@ -128,7 +128,7 @@ def test_a_burst_delivered_twice_shuffled_and_concurrently_makes_one_follow_up(e
     first = convert_arrival(storage, bucket, "burst", tmp_path)
     assert deliver(client, request_event(PUSH, emulator_stack.project, first)).status_code == 200
     (active,) = deployment.jobs("burst")
-    set_state(LocalBackend(deployment.state), tfjob.name_of(active), "Running")
+    set_state(LocalBackend(deployment.state), jobmeta.name_of(active), "Running")
 
     burst = [copy_arrival(storage, first, k) for k in range(20)]
     deliveries = [request_event(fixture, emulator_stack.project, r) for r in burst for fixture in (CLOUD_EVENT, PUSH)]
@@ -140,10 +140,10 @@ def test_a_burst_delivered_twice_shuffled_and_concurrently_makes_one_follow_up(e
     assert deployment.jobs("burst") == [deployment.jobs("burst")[0]]  # the follow-up waits as pending requests
     assert pending_of(storage, bucket, "burst") == sorted(r.request_id for r in burst)
     # The running job ends: one delivery more (a redelivery) releases one follow-up covering the whole burst.
-    set_state(LocalBackend(deployment.state), tfjob.name_of(active), "Succeeded")
+    set_state(LocalBackend(deployment.state), jobmeta.name_of(active), "Succeeded")
     assert deliver(client, deliveries[0]).status_code == 200
-    (follow,) = [j for j in deployment.jobs("burst") if tfjob.name_of(j) != tfjob.name_of(active)]
-    assert tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
+    (follow,) = [j for j in deployment.jobs("burst") if jobmeta.name_of(j) != jobmeta.name_of(active)]
+    assert jobmeta.annotations(follow)[jobmeta.AFTER_ANNOTATION] == jobmeta.name_of(active)
     assert {r["request_id"] for r in inputs_of(storage, follow).requests} == {r.request_id for r in burst}
     assert rejections(storage, bucket) == {}
 

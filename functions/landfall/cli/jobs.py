@@ -29,7 +29,7 @@ from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, TrainingRequest, utc_now
 from landfall.core.errors import NotFound
-from landfall.submit import coalesce, engine, tfjob
+from landfall.submit import coalesce, engine, jobmeta
 from landfall.submit.config import JobConfig
 
 
@@ -101,10 +101,10 @@ def render_tfjob(args: argparse.Namespace) -> int:
                                   **flags)
     request_id = request_id or "manual"
     name = coalesce.job_name_for(dataset, cfg.concurrency, request_id=request_id, seq=seq)
-    inputs_uri = tfjob.job_dir(bucket, name, lay.runs_prefix) + "/inputs.json"
+    inputs_uri = jobmeta.job_dir(bucket, name, lay.runs_prefix) + "/inputs.json"
     job = engine.render(cfg, name=name, dataset=dataset, request_id=request_id, inputs_uri=inputs_uri,
                         released_at=utc_now(), runs_prefix=lay.runs_prefix)
-    sys.stdout.write(tfjob.to_yaml(job))
+    sys.stdout.write(jobmeta.to_yaml(job))
     return 0
 
 

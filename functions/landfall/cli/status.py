@@ -38,7 +38,7 @@ from landfall.core.quality import quarantine
 from landfall.core.rules import cost
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
-from landfall.submit import coalesce, engine, tfjob
+from landfall.submit import coalesce, engine, jobmeta
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 LATEST = 5  # retractions and rejections shown per dataset, newest first
 def shown_metrics(storage: Any, bucket: str, job: str, lay: Layout) -> dict[str, Any] | None:
     """A job's ``metrics.json`` as ``landfall status`` shows it (None: none yet; ``invalid``: why it is unreadable)."""
-    uri = tfjob.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"
+    uri = jobmeta.job_dir(bucket, job, lay.runs_prefix) + "/metrics.json"
     try:
         raw = loads_object(storage.read_bytes(uri), uri)
     except NotFound:
@@ -269,7 +269,7 @@ def _pending(storage: Any, info: Any) -> dict[str, Any]:
 def _inputs(storage: Any, job: dict[str, Any]) -> dict[str, Any]:
     """What the job trains on, from its ``inputs.json`` (the TFJob only names it)."""
     try:
-        inputs = JobInputs.from_json(storage.read_bytes(tfjob.inputs_of(job)))
+        inputs = JobInputs.from_json(storage.read_bytes(jobmeta.inputs_of(job)))
     except (LandfallError, ValueError):
         return {"manifests": None, "requests": [], "seq": None}
     return {"manifests": len(inputs.manifests), "requests": [r["request_id"] for r in inputs.requests],
@@ -360,14 +360,14 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
         jobs = []              # says so among its dataset's rejections)
         out["jobs_error"] = f"{type(exc).__name__}: {exc}"
     for job in jobs:
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         bucket = cfg.bucket or engine.bucket_of(job)
         out["jobs"].append({
             "name": name,
-            "dataset": job["metadata"]["labels"].get(tfjob.DATASET_LABEL),
+            "dataset": job["metadata"]["labels"].get(jobmeta.DATASET_LABEL),
             "state": engine.state(job),
-            "created": tfjob.created_at(job),
-            "after": tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION),
+            "created": jobmeta.created_at(job),
+            "after": jobmeta.annotations(job).get(jobmeta.AFTER_ANNOTATION),
             **_inputs(storage, job),
             "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
             "metrics": shown_metrics(storage, bucket, name, lay) if bucket else None,

@@ -45,7 +45,7 @@ from landfall.core.errors import LandfallError, NotFound
 from landfall.core.quality import quarantine
 from landfall.core.services.storage import Storage
 from landfall.local.reader import Reader
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 
 MAX_JOBS = 20  # jobs looked at, newest first, for the one that covered an arrival
 MAX_ARRIVALS = 50  # arrivals of a job listed one by one
@@ -312,7 +312,7 @@ def _g(v: Any) -> str:
 def _covering_job(r: Reader, dataset: str, rid: str, manifest_uri: str,
                   created_at: str) -> tuple[str | None, JobInputs | None, int]:
     """The job whose inputs list request ``rid``: its own job (policy allow), else newest first from the head."""
-    own = tfjob.job_name(dataset, "request:" + rid)
+    own = jobmeta.job_name(dataset, "request:" + rid)
     inputs = r.inputs(own)
     if inputs is not None:
         return own, inputs, 1

@@ -46,7 +46,7 @@ from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.reader import Reader
 from landfall.local.stack import Stack, StackConfig, read_running, wait_for_signal
 from landfall.local.synthetic import time_series
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta
 from landfall.submit.backends.local import LocalBackend
 
 
@@ -123,10 +123,10 @@ class Follower:
             self.say(f"training request published: {body['request_id']} ({body['reason']})")
             self.pubsub.ack(self.watch, [msg.ack_id])
         for job in self.backend.list(self.opts.dataset):
-            name, state = tfjob.name_of(job), engine.state(job)
+            name, state = jobmeta.name_of(job), engine.state(job)
             if self.states.get(name) != state:
                 if name not in self.states:
-                    after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
+                    after = jobmeta.annotations(job).get(jobmeta.AFTER_ANNOTATION)
                     self.say(f"{job['kind']} {name} created" + (f" as the follow-up of {after}" if after else "")
                              + f" ({engine.workers_of(job)} workers)")
                 self.states[name] = state
@@ -137,14 +137,14 @@ class Follower:
 
     def _inputs(self, job: dict) -> JobInputs | None:
         try:
-            return JobInputs.from_json(self.storage.read_bytes(tfjob.inputs_of(job)))
+            return JobInputs.from_json(self.storage.read_bytes(jobmeta.inputs_of(job)))
         except (LandfallError, ValueError):
             return None
 
     def _epochs(self, name: str) -> None:
         """One line per finished epoch of the job (not one per worker), from its metrics.json."""
         try:
-            m = json.loads(self.storage.read_bytes(tfjob.job_dir(self.stack.cfg.bucket, name) + "/metrics.json"))
+            m = json.loads(self.storage.read_bytes(jobmeta.job_dir(self.stack.cfg.bucket, name) + "/metrics.json"))
         except (LandfallError, ValueError):
             return  # not written yet
         if name not in self.warm_said and "warm_start" in m:
@@ -173,7 +173,7 @@ class Follower:
             result = done()
             if result:
                 return result
-            failed = [tfjob.name_of(j) for j in self.jobs() if engine.state(j) == "Failed"]
+            failed = [jobmeta.name_of(j) for j in self.jobs() if engine.state(j) == "Failed"]
             if failed:
                 raise StageFailed(stage, f"{self.backend.api.kind} {failed[0]} failed "
                                          f"(logs: {self.stack.info['local_state']}/logs)")
@@ -311,11 +311,11 @@ def detect_injected(follower: Follower, stack: Stack, opts: DemoOptions,
 def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
                  scored: InjectedScore | None = None, trained: list[Any] | None = None,
                  detected: str | None = None) -> str:
-    jobs = sorted(follower.jobs() if trained is None else trained, key=tfjob.created_at)
+    jobs = sorted(follower.jobs() if trained is None else trained, key=jobmeta.created_at)
     metrics = []
     for job in jobs:
-        name = tfjob.name_of(job)
-        raw = follower.storage.read_bytes(tfjob.job_dir(stack.cfg.bucket, name) + "/metrics.json")
+        name = jobmeta.name_of(job)
+        raw = follower.storage.read_bytes(jobmeta.job_dir(stack.cfg.bucket, name) + "/metrics.json")
         (out / "metrics" / f"{name}.json").write_bytes(raw)
         metrics.append(json.loads(raw))
     png = plots.training_curves(metrics, out / "training.png", scored)
@@ -325,7 +325,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
     for job, m in zip(jobs, metrics, strict=True):
         epochs = m.get("epochs") or []
         last = epochs[-1] if epochs else {}
-        after = tfjob.annotations(job).get(tfjob.AFTER_ANNOTATION)
+        after = jobmeta.annotations(job).get(jobmeta.AFTER_ANNOTATION)
         lines.append(
             f"- {m['job']}: {engine.state(job)}, {m['num_workers']} workers x batch {m['batch_size_per_worker']} "
             f"(global {m['global_batch_size']}), {len(m.get('manifests') or [])} manifest(s), "

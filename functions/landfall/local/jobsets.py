@@ -45,7 +45,7 @@ from typing import Any
 
 from landfall.local.emulators import free_ports
 from landfall.local.operator import Operator, RunningJob, command_of
-from landfall.submit import jobset, tfjob
+from landfall.submit import jobmeta, jobset
 from landfall.submit.backends.local import k8s_time
 
 log = logging.getLogger("landfall.local.operator")
@@ -96,7 +96,7 @@ class JobSetOperator(Operator):
     # -- status -----------------------------------------------------------------------------------------
     def _condition(self, job: dict[str, Any], kind: str, reason: str, message: str, status: str = "True",
                    extra: dict[str, Any] | None = None) -> dict[str, Any]:
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         current = self.backend.get(name)
         conds = [dict(c) for c in jobset.conditions(current)]
         now = k8s_time()
@@ -115,7 +115,7 @@ class JobSetOperator(Operator):
         if status == "True":
             log.log(logging.ERROR if kind == "Failed" else logging.INFO, "%s: %s (%s) %s", name, kind, reason,
                     message, extra={"job": name, "dataset": current["metadata"].get("labels", {}).get(
-                        tfjob.DATASET_LABEL), "fields": {"condition": kind, "reason": reason}})
+                        jobmeta.DATASET_LABEL), "fields": {"condition": kind, "reason": reason}})
         return self.backend.patch_status(name, patch)
 
     def _suspended(self, job: dict[str, Any]) -> None:
@@ -134,14 +134,14 @@ class JobSetOperator(Operator):
         for rj in job["spec"]["replicatedJobs"]:
             spec = rj["template"]["spec"]
             containers = spec["template"]["spec"]["containers"]
-            container = next((c for c in containers if c.get("name") == jobset.CONTAINER), containers[0])
+            container = next((c for c in containers if c.get("name") == jobmeta.CONTAINER), containers[0])
             for j in range(int(rj.get("replicas", 1))):
                 for i in range(int(spec.get("parallelism", 1))):
                     out.append((str(rj["name"]), j, i, spec, container))
         return out
 
     def _start(self, job: dict[str, Any], restarts: int, reason: str) -> None:
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         subdomain = (job["spec"].get("network") or {}).get("subdomain") or name
         pods = self._pods(job)
         ports = free_ports(len(pods))
@@ -176,7 +176,7 @@ class JobSetOperator(Operator):
         pods = self._pods(job)
         for (rjob, j, i, spec, container), r in zip(pods, rj.replicas, strict=True):
             code = r.proc.poll()
-            job_name = f"{tfjob.name_of(job)}-{rjob}-{j}"
+            job_name = f"{jobmeta.name_of(job)}-{rjob}-{j}"
             if code not in (None, 0):
                 action = pod_failure_action(spec, str(container.get("name")), exit_code(code))
                 why = f"pod {i} exited with code {exit_code(code)}"

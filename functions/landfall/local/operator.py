@@ -50,7 +50,7 @@ from landfall.core.errors import LandfallError, NotFound
 from landfall.core.services.storage import Storage
 from landfall.local import leash
 from landfall.local.emulators import free_ports
-from landfall.submit import coalesce, engine, tfjob
+from landfall.submit import coalesce, engine, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend, k8s_time
 from landfall.submit.config import JobConfig
 
@@ -112,7 +112,7 @@ class Operator:
     # -- status -----------------------------------------------------------------------------------------
     def _set_condition(self, job: dict[str, Any], kind: str, reason: str, message: str,
                        extra: dict[str, Any] | None = None, status: str = "True") -> dict[str, Any]:
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         current = self.backend.get(name)
         conds = [dict(c) for c in tfjob.conditions(current)]
         now = k8s_time()
@@ -134,7 +134,7 @@ class Operator:
         if kind != "Suspended" or status == "True":
             level = logging.ERROR if kind == "Failed" else logging.INFO
             log.log(level, "%s: %s (%s) %s", name, kind, reason, message,
-                    extra={"job": name, "dataset": current["metadata"].get("labels", {}).get(tfjob.DATASET_LABEL),
+                    extra={"job": name, "dataset": current["metadata"].get("labels", {}).get(jobmeta.DATASET_LABEL),
                            "fields": {"condition": kind, "reason": reason}})
         return self.backend.patch_status(name, patch)
 
@@ -145,11 +145,11 @@ class Operator:
 
     # -- replicas ---------------------------------------------------------------------------------------
     def _start(self, job: dict[str, Any], restarts: int, reason: str) -> None:
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         worker = job["spec"]["tfReplicaSpecs"]["Worker"]
         n = int(worker.get("replicas", 1))
         containers = worker["template"]["spec"]["containers"]
-        container = next((c for c in containers if c.get("name") == tfjob.CONTAINER), containers[0])
+        container = next((c for c in containers if c.get("name") == jobmeta.CONTAINER), containers[0])
         command = command_of(container)
         ports = free_ports(n)
         status = job.get("status") or {}
@@ -159,7 +159,7 @@ class Operator:
         for i in range(n):
             env = dict(self.env)
             env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "name" in e})
-            if container.get("name") == tfjob.CONTAINER:  # the training operator sets TF_CONFIG on this name only
+            if container.get("name") == jobmeta.CONTAINER:  # the training operator sets TF_CONFIG on this name only
                 env["TF_CONFIG"] = tf_config(ports, i)
             replicas.append(self._spawn(name, i, ports[i], command, env,
                                         f"attempt {restarts + 1} ({reason}) TF_CONFIG={env.get('TF_CONFIG')}"))
@@ -206,7 +206,7 @@ class Operator:
 
     def _compact(self, job: dict[str, Any]) -> None:
         """As the Cloud Run job does past its thresholds: compacts the dataset of a job that just ended."""
-        dataset = job["metadata"].get("labels", {}).get(tfjob.DATASET_LABEL)
+        dataset = job["metadata"].get("labels", {}).get(jobmeta.DATASET_LABEL)
         if self.config is None or self.storage is None or not self.config.bucket or not dataset:
             return
         try:
@@ -275,7 +275,7 @@ class Operator:
             self.cloud_run.tick()
         except Exception:  # an odd record must not stop the TFJobs this operator runs
             log.exception("local Cloud Run tick failed (will retry)")
-        jobs = {tfjob.name_of(j): j for j in self.backend.list()}
+        jobs = {jobmeta.name_of(j): j for j in self.backend.list()}
         for name, rj in list(self.running.items()):
             job = jobs.get(name)
             if job is None or job["metadata"].get("uid") != rj.uid:
@@ -294,7 +294,7 @@ class Operator:
                 continue  # deleted meanwhile
 
     def _suspended(self, job: dict[str, Any]) -> None:
-        self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {tfjob.name_of(job)} is suspended.")
+        self._set_condition(job, "Suspended", "TFJobSuspended", f"TFJob {jobmeta.name_of(job)} is suspended.")
 
     @staticmethod
     def finished_at(job: dict[str, Any]) -> float | None:
@@ -314,7 +314,7 @@ class Operator:
         ttl = spec.get("ttlSecondsAfterFinished", (spec.get("runPolicy") or {}).get("ttlSecondsAfterFinished"))
         done = self.finished_at(job)
         if ttl is not None and done is not None and time.time() - done >= float(ttl):
-            name = tfjob.name_of(job)
+            name = jobmeta.name_of(job)
             log.info("%s: deleted %ss after it finished (ttlSecondsAfterFinished)", name, ttl, extra={"job": name})
             self.backend.delete(name)
 

@@ -15,14 +15,15 @@ from landfall.local.operator import Operator
 from landfall.submit import engine
 from landfall.submit.config import JobConfig
 
+# The controller that plays each engine on this machine, by engine (every name of landfall.core.config.ENGINES).
+OPERATORS: dict[str, type[Operator]] = {"tfjob": Operator, "jobset": JobSetOperator}
+
 
 def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-training",
                   config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
                   env: dict[str, str] | None = None, engine_name: str | None = None) -> Operator:
-    """The controller of ``engine_name`` (default: the config's, else ``tfjob``): ``Operator`` for TFJobs,
-    ``landfall.local.jobsets.JobSetOperator`` for JobSets."""
+    """The controller of ``engine_name`` (default: the config's, else ``tfjob``): ``OPERATORS``' (``Operator`` for
+    TFJobs, ``landfall.local.jobsets.JobSetOperator`` for JobSets); ``ValueError`` naming the engines for another."""
     name = engine_name or (config.engine if config is not None else "tfjob")
-    if name == "jobset":
-        return JobSetOperator(state_dir, namespace, config, storage, poll_s, env)
     engine.module(name)
-    return Operator(state_dir, namespace, config, storage, poll_s, env)
+    return OPERATORS[name](state_dir, namespace, config, storage, poll_s, env)

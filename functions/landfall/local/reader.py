@@ -11,7 +11,7 @@ from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import Invalid, LandfallError, NotFound
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta
 from landfall.submit.ledger import Ledger
 
 
@@ -36,7 +36,7 @@ class Reader:
         return raw if isinstance(raw, dict) else {"invalid": "not a JSON object"}
 
     def job_dir(self, job: str) -> str:
-        return tfjob.job_dir(self.bucket, job, self.lay.runs_prefix)
+        return jobmeta.job_dir(self.bucket, job, self.lay.runs_prefix)
 
     def inputs(self, job: str) -> JobInputs | None:
         try:

@@ -33,7 +33,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.services.storage import Storage
 from landfall.local import emulators, plots
 from landfall.local.synthetic import time_series
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta
 from landfall.submit.config import JobConfig
 
 
@@ -119,8 +119,8 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
                 cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
                                      batch_size_per_worker=opts.batch_size_per_worker, engine=eng,
                                      trainer_args=("--units", opts.units, "--verbose", "0"))
-                name = tfjob.job_name("scaling", f"{eng}-{k}-{time.time()}")
-                inputs_uri = tfjob.job_dir(bucket, name) + "/inputs.json"
+                name = jobmeta.job_name("scaling", f"{eng}-{k}-{time.time()}")
+                inputs_uri = jobmeta.job_dir(bucket, name) + "/inputs.json"
                 storage.write_bytes(inputs_uri, JobInputs(dataset="scaling", job=name, seq=0, manifests=inputs,
                                                           requests=[]).to_json())
                 backend.create(engine.render(cfg, name=name, dataset="scaling", request_id=name,
@@ -135,7 +135,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
                     time.sleep(0.5)
                 if engine.state(backend.get(name)) != "Succeeded":
                     raise LandfallError(f"{name} failed (logs: {state / 'local' / 'logs' / name})")
-                metrics = json.loads(storage.read_bytes(tfjob.job_dir(bucket, name) + "/metrics.json"))
+                metrics = json.loads(storage.read_bytes(jobmeta.job_dir(bucket, name) + "/metrics.json"))
                 rows.append({**summarize(metrics), "engine": eng})
         return rows
     finally:

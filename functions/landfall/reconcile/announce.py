@@ -21,7 +21,7 @@ from landfall.core.artifacts import results
 from landfall.core.contracts.layout import Layout
 from landfall.core.errors import LandfallError, TemporaryError
 from landfall.core.services.storage import Storage
-from landfall.submit import engine, spend, tfjob
+from landfall.submit import engine, jobmeta, spend
 from landfall.submit.config import JobConfig
 
 log = logging.getLogger("landfall.reconcile.announce")
@@ -46,11 +46,11 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
     for job in backend.list(dataset):
         if not engine.is_finished(job):
             continue
-        name = tfjob.name_of(job)
+        name = jobmeta.name_of(job)
         bucket = cfg.bucket or engine.bucket_of(job)
         if not bucket:
             continue
-        job_dir = tfjob.job_dir(bucket, name, layout.runs_prefix)
+        job_dir = jobmeta.job_dir(bucket, name, layout.runs_prefix)
         try:
             marker = results.read_marker(storage, job_dir)
             if marker and marker.get("published_at"):
@@ -58,8 +58,8 @@ def announce_finished(backend: Any, storage: Storage, pubsub: Any, cfg: JobConfi
             doc = spend.job_metrics(storage, job_dir)
             status = "succeeded" if engine.state(job) == "Succeeded" else "failed"
             message = results.from_metrics(
-                doc, job=name, dataset=str(job.get("metadata", {}).get("labels", {}).get(tfjob.DATASET_LABEL) or ""),
-                status=status, inputs_uri=tfjob.inputs_of(job) or None, storage=storage, published_by="reconciler",
+                doc, job=name, dataset=str(job.get("metadata", {}).get("labels", {}).get(jobmeta.DATASET_LABEL) or ""),
+                status=status, inputs_uri=jobmeta.inputs_of(job) or None, storage=storage, published_by="reconciler",
                 error=None if status == "succeeded" else str(doc.get("error") or _failure(job)),
                 estimate=spend.estimate(job, cfg)[0])
             if results.announce(storage, pubsub, cfg.results_topic, job_dir, message):

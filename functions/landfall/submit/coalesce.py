@@ -85,7 +85,7 @@ from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentErro
 from landfall.core.rules import holdout
 from landfall.core.rules.cost import epoch as cost_epoch
 from landfall.core.services.storage import Storage
-from landfall.submit import engine, spend, sufficient, tfjob
+from landfall.submit import engine, jobmeta, spend, sufficient
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
@@ -130,8 +130,8 @@ def manifests_for(dataset: str, bucket: str, window: int, storage: Storage, layo
 def job_name_for(dataset: str, policy: str, *, request_id: str = "", seq: int = 1) -> str:
     """The one naming rule: under ``allow`` a job is named from its request, otherwise from its number."""
     if policy == "allow":
-        return tfjob.job_name(dataset, "request:" + request_id)
-    return tfjob.job_name(dataset, f"seq:{seq}")
+        return jobmeta.job_name(dataset, "request:" + request_id)
+    return jobmeta.job_name(dataset, f"seq:{seq}")
 
 
 def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: Storage,
@@ -156,7 +156,7 @@ def submit(request: TrainingRequest, cfg: JobConfig, backend: Backend, storage: 
     recorded, state = False, "ended"
     if head is not None:
         state, job = _state(head, cfg, backend, ledger)
-        if job is not None and tfjob.made_for(job, request.request_id):
+        if job is not None and jobmeta.made_for(job, request.request_id):
             return Decision("duplicate", head, "this job was made for it")
         if state == "created" and _covers(ledger.read_inputs(head), request):  # a crash left it without TFJob
             return Decision("submitted", head, "released before; its TFJob created now")

@@ -15,13 +15,44 @@ readers), so callers never branch on the engine.
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Any, NamedTuple
+import importlib
+from typing import Any, NamedTuple, Protocol, cast
 
-from landfall.submit import jobset, tfjob
-from landfall.submit.config import JobConfig
+from landfall.submit import jobmeta
+from landfall.submit.config import ENGINES, JobConfig
 
-MODULES: dict[str, ModuleType] = {"tfjob": tfjob, "jobset": jobset}
+
+class Engine(Protocol):
+    """What an engine module provides (``landfall.submit.tfjob`` and ``landfall.submit.jobset`` are two): where its
+    objects live, what serves them, the object a released job is, and its readers. The names, labels, annotations
+    and the trainer's container are every engine's (``landfall.submit.jobmeta``). **To add an engine**, write
+    ``landfall/submit/<name>.py`` with these and add ``<name>`` to ``landfall.core.config.ENGINES`` (the one list the
+    config, a dataset spec, this module and the local operators read)."""
+
+    GROUP: str
+    VERSION: str
+    PLURAL: str
+    KIND: str
+    INSTALL: str  # what serves the kind, at the release the docs pin
+
+    def render(self, cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_uri: str,
+               after: str | None = None, released_at: str | None = None,
+               runs_prefix: str = "runs/") -> dict[str, Any]: ...
+
+    def state(self, job: dict[str, Any]) -> str: ...
+
+    def is_suspended(self, job: dict[str, Any]) -> bool: ...
+
+    def conditions(self, job: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def containers_of(self, job: dict[str, Any]) -> list[dict[str, Any]]: ...
+
+    def workers_of(self, job: dict[str, Any]) -> int: ...
+
+
+MODULES: dict[str, Engine] = {name: cast(Engine, importlib.import_module(f"landfall.submit.{name}"))
+                              for name in ENGINES}
+TFJOB = MODULES["tfjob"]  # an object that names no kind is a TFJob (the first engine)
 _BY_KIND = {m.KIND: m for m in MODULES.values()}
 
 
@@ -38,7 +69,7 @@ class Api(NamedTuple):
         return f"{self.group}/{self.version}"
 
 
-def module(engine: str) -> ModuleType:
+def module(engine: str) -> Engine:
     try:
         return MODULES[engine]
     except KeyError:
@@ -58,19 +89,19 @@ def missing_hint(engine: str) -> str:
     return f"install {m.INSTALL} (k8s/README.md), or deploy with LANDFALL_ENGINE={other}"
 
 
-def of(job: dict[str, Any]) -> ModuleType:
+def of(job: dict[str, Any]) -> Engine:
     """The module of a job object, by its ``kind`` (a TFJob when it names none)."""
-    return _BY_KIND.get(str(job.get("kind") or tfjob.KIND), tfjob)
+    return _BY_KIND.get(str(job.get("kind") or TFJOB.KIND), TFJOB)
 
 
 def render(cfg: JobConfig, **kwargs: Any) -> dict[str, Any]:
     """The job ``cfg.engine`` names, as ``tfjob.render`` takes its arguments."""
-    return module(cfg.engine).render(cfg, **kwargs)  # type: ignore[no-any-return]
+    return module(cfg.engine).render(cfg, **kwargs)
 
 
 def state(job: dict[str, Any]) -> str:
     """``Pending``, ``Suspended``, ``Running``, ``Restarting`` (TFJob only), ``Succeeded`` or ``Failed``."""
-    return of(job).state(job)  # type: ignore[no-any-return]
+    return of(job).state(job)
 
 
 def is_finished(job: dict[str, Any]) -> bool:
@@ -78,22 +109,22 @@ def is_finished(job: dict[str, Any]) -> bool:
 
 
 def is_suspended(job: dict[str, Any]) -> bool:
-    return of(job).is_suspended(job)  # type: ignore[no-any-return]
+    return of(job).is_suspended(job)
 
 
 def conditions(job: dict[str, Any]) -> list[dict[str, Any]]:
-    return of(job).conditions(job)  # type: ignore[no-any-return]
+    return of(job).conditions(job)
 
 
 def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
-    return of(job).containers_of(job)  # type: ignore[no-any-return]
+    return of(job).containers_of(job)
 
 
 def workers_of(job: dict[str, Any]) -> int:
     """How many training processes (workers) the job runs."""
-    return of(job).workers_of(job)  # type: ignore[no-any-return]
+    return of(job).workers_of(job)
 
 
 def bucket_of(job: dict[str, Any]) -> str:
     """The bucket from the job's ``--job-dir gs://BUCKET/...`` argument (when the config names none)."""
-    return tfjob.bucket_in(containers_of(job))
+    return jobmeta.bucket_in(containers_of(job))

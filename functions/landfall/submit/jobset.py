@@ -25,7 +25,7 @@ The same training as the TFJob, with nothing deprecated in the path (Kueue v0.19
   action, ``RestartJobSet``, recreates all workers, which resume from their backup.
 - ``ttlSecondsAfterFinished``: the finished JobSet (and its Jobs and pods) is deleted after it.
 
-Names: the JobSet is named as the TFJob would be (``tfjob.job_name``, at most 47 characters), and JobSet's
+Names: the JobSet is named as the TFJob would be (``jobmeta.job_name``, at most 47 characters), and JobSet's
 webhook asks that ``<name>-worker-<j>-<i>-abcde`` be a DNS-1035 label: a name of at most 46 characters for
 up to 10 workers, 43 for up to 10,000. Names come from the dataset (a slug of at most 36 characters and 11
 for the hash), so only datasets whose names are 33 characters or longer can be too long; ``render`` refuses
@@ -48,14 +48,13 @@ from __future__ import annotations
 from typing import Any
 
 from landfall.core.errors import Invalid
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.config import JobConfig
 
 API_VERSION = "jobset.x-k8s.io/v1alpha2"
 GROUP, VERSION, PLURAL, KIND = "jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"
 # What serves the JobSet: the release k8s/README.md pins (its install line, checked against the upstream tags).
 INSTALL = "JobSet v0.12.0"
-CONTAINER = tfjob.CONTAINER  # the same container as the TFJob's; the podFailurePolicy names it
 REPLICATED_JOB = "worker"
 TF_PORT = 2222  # the training operator's default TFJob port
 
@@ -120,7 +119,7 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
     (container,) = pod_spec["containers"]
     container = {**container, "env": container["env"] + pod_env(cfg)}
     pod_spec.update(containers=[container], restartPolicy="Never")
-    pod_labels = {k: v for k, v in twin["metadata"]["labels"].items() if k != tfjob.QUEUE_LABEL}
+    pod_labels = {k: v for k, v in twin["metadata"]["labels"].items() if k != jobmeta.QUEUE_LABEL}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -146,7 +145,7 @@ def render(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inputs_u
                         "activeDeadlineSeconds": cfg.active_deadline_seconds,
                         "podFailurePolicy": {"rules": [{
                             "action": "FailJob",
-                            "onExitCodes": {"containerName": CONTAINER, "operator": "In",
+                            "onExitCodes": {"containerName": jobmeta.CONTAINER, "operator": "In",
                                             "values": PERMANENT_EXIT_CODES},
                         }]},
                         "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec},

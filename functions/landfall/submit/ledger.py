@@ -35,7 +35,7 @@ from landfall.core.contracts.layout import Layout, gs
 from landfall.core.contracts.messages import JobInputs, TrainingRequest
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.services.storage import ObjectInfo, Storage
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 
 DELETE_WORKERS = 16
 RECORDED_AT = "recorded_at"
@@ -117,13 +117,13 @@ class Ledger:
 
     # -- released jobs -----------------------------------------------------------------------------------
     def job_name(self, dataset: str, seq: int) -> str:
-        return tfjob.job_name(dataset, f"seq:{seq}")
+        return jobmeta.job_name(dataset, f"seq:{seq}")
 
     def inputs_uri(self, job: str) -> str:
-        return tfjob.job_dir(self.bucket, job, self.layout.runs_prefix) + "/inputs.json"
+        return jobmeta.job_dir(self.bucket, job, self.layout.runs_prefix) + "/inputs.json"
 
     def _submitted_uri(self, job: str) -> str:
-        return tfjob.job_dir(self.bucket, job, self.layout.runs_prefix) + "/submitted.json"
+        return jobmeta.job_dir(self.bucket, job, self.layout.runs_prefix) + "/submitted.json"
 
     def _hint_uri(self, dataset: str) -> str:
         return gs(self.bucket, f"{self.layout.requests_prefix}{dataset}/head.json")

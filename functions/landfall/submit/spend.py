@@ -36,7 +36,7 @@ from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.rules import cost
 from landfall.core.services.storage import Storage
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta
 from landfall.submit.config import JobConfig
 from landfall.submit.policy import DAY_S, PastJob, RetrainPolicy
 
@@ -160,7 +160,7 @@ def ended(storage: Storage, bucket: str, layout: Layout, inputs: JobInputs, job:
 def measure(storage: Storage, bucket: str, layout: Layout, name: str, job: dict[str, Any] | None, defaults: JobConfig,
             released_at: float, now: float) -> dict[str, Any]:
     """An ended job's ``ended_at`` and cost fields: the chief's record, else an estimate (module docstring)."""
-    doc = job_metrics(storage, tfjob.job_dir(bucket, name, layout.runs_prefix))
+    doc = job_metrics(storage, jobmeta.job_dir(bucket, name, layout.runs_prefix))
     ended_at = cost.epoch(doc.get("ended_at"))
     if isinstance(doc.get("gpu_seconds"), int | float) and not isinstance(doc.get("gpu_seconds"), bool):
         return {"ended_at": min(now, ended_at) if ended_at is not None else now,

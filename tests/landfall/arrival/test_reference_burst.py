@@ -23,7 +23,7 @@ from landfall.core.quality import quarantine
 from landfall.core.quality.profile import Profile
 from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta
 from landfall.submit.backends.kubernetes import KubeBackend
 from tests.fakes.gcs_rate import RULE, rate_limited_client
 from tests.fakes.kube_api import FakeKubeAPI
@@ -87,7 +87,7 @@ def test_a_burst_of_1000_arrivals_under_the_write_rate_of_one_object_name(emulat
 
         assert event(0, arrive) == "first" and event(0, submit) == "submitted"
         (job1,) = backend.list(DATASET)
-        set_state(backend, tfjob.name_of(job1), "Running")
+        set_state(backend, jobmeta.name_of(job1), "Running")
 
         started = time.monotonic()
         with ThreadPoolExecutor(WORKERS) as pool:
@@ -95,9 +95,9 @@ def test_a_burst_of_1000_arrivals_under_the_write_rate_of_one_object_name(emulat
         seconds = time.monotonic() - started
         assert all(outcome == "coalesced" for _, outcome in statuses)
 
-        set_state(backend, tfjob.name_of(job1), "Succeeded")
+        set_state(backend, jobmeta.name_of(job1), "Succeeded")
         assert coalesce.reconcile(backend, storage, rt.config, rt.layout) != []
-        (job2,) = [j for j in backend.list(DATASET) if tfjob.name_of(j) != tfjob.name_of(job1)]
+        (job2,) = [j for j in backend.list(DATASET) if jobmeta.name_of(j) != jobmeta.name_of(job1)]
         inputs = inputs_of(storage, job2)
         # trained exactly once: every arrival's manifest in the follow-up, once; each screened once (one manifest)
         assert sorted(inputs.manifest_uris) == sorted(request(k).manifest for k in range(BURST))

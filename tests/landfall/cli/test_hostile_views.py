@@ -9,7 +9,7 @@ import json
 import re
 
 from landfall import cli
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, runtime, set_state
@@ -29,7 +29,7 @@ def test_status_trace_and_report_show_hostile_records_and_dead_letters(emulator_
     state = tmp_path / "state"
     rt = runtime(emulator_stack, bucket, LocalBackend(state))
     assert handle_message(request.to_json(), {}, rt) == "submitted"
-    name = tfjob.name_of(rt.backend.list("hostile")[0])
+    name = jobmeta.name_of(rt.backend.list("hostile")[0])
     set_state(rt.backend, name, "Succeeded")
     dead = f"dl-{bucket}"
     ps.ensure_topic(dead)

@@ -12,7 +12,7 @@ from landfall.arrival import route
 from landfall.core.artifacts import rejections, retractions
 from landfall.core.contracts.layout import Arrival, Layout
 from landfall.core.contracts.messages import Rejection
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.fakes.kube_api import validate
@@ -38,14 +38,14 @@ def test_render_tfjob_prints_what_the_consumer_submits(emulator_stack, bucket, t
     assert submitted["metadata"]["name"] == printed["metadata"]["name"]
     assert submitted["metadata"]["labels"] == printed["metadata"]["labels"]
     assert submitted["spec"] == printed["spec"]
-    assert tfjob.inputs_of(submitted) == tfjob.inputs_of(printed)
+    assert jobmeta.inputs_of(submitted) == jobmeta.inputs_of(printed)
 
 
 def test_republish_publishes_a_manual_rerun(emulator_stack, bucket, topic, tmp_path, capsys, monkeypatch):
     request = convert_arrival(emulator_stack.storage, bucket, "again", tmp_path)
     rt = runtime(emulator_stack, bucket, LocalBackend(tmp_path / "state"))
     assert handle_message(request.to_json(), {}, rt) == "submitted"
-    set_state(rt.backend, tfjob.name_of(rt.backend.list("again")[0]), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(rt.backend.list("again")[0]), "Succeeded")
     monkeypatch.setenv("LANDFALL_BUCKET", bucket)
     monkeypatch.setenv("LANDFALL_REQUEST_TOPIC", topic)
     assert cli.main(["republish", "--dataset", "again"]) == 0
@@ -70,7 +70,7 @@ def test_status_shows_arrivals_jobs_metrics_and_dead_letters(emulator_stack, buc
     state = tmp_path / "state"
     rt = runtime(emulator_stack, bucket, LocalBackend(state))
     assert handle_message(request.to_json(), {}, rt) == "submitted"
-    name = tfjob.name_of(rt.backend.list("shown")[0])
+    name = jobmeta.name_of(rt.backend.list("shown")[0])
     set_state(rt.backend, name, "Running")
     storage.write_bytes(f"gs://{bucket}/runs/{name}/metrics.json", json.dumps({
         "schema": "landfall.metrics/v1", "status": "running", "restarts": 0,

@@ -6,7 +6,7 @@ import json
 
 from landfall import cli
 from landfall.core.artifacts import champion, results
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, runtime, set_state
@@ -17,7 +17,7 @@ def test_status_shows_the_champion_and_the_verdicts(emulator_stack, bucket, tmp_
     state = tmp_path / "state"
     rt = runtime(emulator_stack, bucket, LocalBackend(state))
     assert handle_message(convert_arrival(storage, bucket, "champ", tmp_path, n=8).to_json(), {}, rt) == "submitted"
-    name = tfjob.name_of(rt.backend.list("champ")[0])
+    name = jobmeta.name_of(rt.backend.list("champ")[0])
     set_state(rt.backend, name, "Succeeded")
     storage.write_bytes(f"gs://{bucket}/runs/{name}/metrics.json", json.dumps({
         "status": "succeeded", "verdict": "kept_champion", "challenger_loss": 0.9, "champion_loss": 0.4,
@@ -73,7 +73,7 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     state = tmp_path / "state"
     rt = runtime(emulator_stack, bucket, LocalBackend(state))
     assert handle_message(request.to_json(), {}, rt) == "submitted"
-    job = tfjob.name_of(rt.backend.list("noise")[0])
+    job = jobmeta.name_of(rt.backend.list("noise")[0])
     job_dir = f"gs://{bucket}/runs/{job}"
     proc = run_trainer(["--inputs", f"{job_dir}/inputs.json", "--job-dir", job_dir, "--epochs", "6",
                         "--batch-size-per-worker", "128", "--units", "32,8", "--learning-rate", "0.01",

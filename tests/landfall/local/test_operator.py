@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from landfall.local.operator import Operator
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
@@ -114,19 +114,19 @@ def test_a_follow_up_waits_as_pending_requests_and_is_released_when_its_predeces
     wait = f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists(): time.sleep(0.05)"
     containers = active["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     containers[0]["command"], containers[0]["args"] = ["python", "-c", wait], []
-    rt.backend.patch(tfjob.name_of(active), {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {
+    rt.backend.patch(jobmeta.name_of(active), {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {
         "containers": containers}}}}}})
     op = Operator(tmp_path / "state", config=rt.config, storage=storage, poll_s=0.1)
-    run_until(op, tfjob.name_of(active), ("Running",))
+    run_until(op, jobmeta.name_of(active), ("Running",))
     second = copy_arrival(storage, first, 1)
     assert handle_message(second.to_json(), {}, rt) == "coalesced"
     op.tick()
-    assert [tfjob.name_of(j) for j in rt.backend.list("chain")] == [tfjob.name_of(active)]
+    assert [jobmeta.name_of(j) for j in rt.backend.list("chain")] == [jobmeta.name_of(active)]
     assert pending_of(storage, bucket, "chain") == [second.request_id]
     gate.touch()
-    run_until(op, tfjob.name_of(active), ("Succeeded",))
+    run_until(op, jobmeta.name_of(active), ("Succeeded",))
     op.tick()  # the operator's reconcile releases the follow-up, which then starts
-    (follow,) = [j for j in op.backend.list("chain") if tfjob.name_of(j) != tfjob.name_of(active)]
+    (follow,) = [j for j in op.backend.list("chain") if jobmeta.name_of(j) != jobmeta.name_of(active)]
     op.stop_all()
     assert set(inputs_of(storage, follow).manifest_uris) == {first.manifest, second.manifest}
     assert pending_of(storage, bucket, "chain") == []
@@ -208,7 +208,7 @@ def uninterrupted(job: dict, job_dir: str, tmp_path: Path) -> None:
     from landfall.local.operator import command_of
     from tests.trainer.test_distributed import Cluster
 
-    (container,) = [c for c in _containers(job) if c.get("name") == tfjob.CONTAINER]
+    (container,) = [c for c in _containers(job) if c.get("name") == jobmeta.CONTAINER]
     args = command_of(container)[3:]  # after python -m trainer.task
     args[args.index("--job-dir") + 1] = job_dir
     env = {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
@@ -266,7 +266,7 @@ def test_local_backend_trains_two_workers_to_succeeded(emulator_stack, bucket, t
     assert handle_message(request.to_json(), {}, rt) == "submitted"  # only records the job
     (job,) = rt.backend.list("train")
     assert job["kind"] == {"tfjob": "TFJob", "jobset": "JobSet"}[engine_name]
-    name = tfjob.name_of(job)
+    name = jobmeta.name_of(job)
     assert engine.state(job) == "Pending"
     metrics_uri = f"gs://{bucket}/runs/{name}/metrics.json"
     proc = operator_process(state, tmp_path / "operator.log", {"TF_CPP_MIN_LOG_LEVEL": "2",

@@ -26,7 +26,7 @@ from landfall.core.services.storage import Storage
 from landfall.local import detections
 from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from tests.support import stack_ready, wait_for
 
@@ -106,7 +106,7 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     assert status["state"] == "Succeeded" and len(status["tasks"]) == 3
     storage = Storage(info["project"])
     assert len(storage.list(f"gs://{info['bucket']}/tfrecords/plant/", suffix="manifest.json")) == 1
-    metrics = json.loads(storage.read_bytes(tfjob.job_dir(info["bucket"], tfjob.name_of(job)) + "/metrics.json"))
+    metrics = json.loads(storage.read_bytes(jobmeta.job_dir(info["bucket"], jobmeta.name_of(job)) + "/metrics.json"))
     assert metrics["status"] == "succeeded" and [e["epoch"] for e in metrics["epochs"]] == [1, 2]
     assert all(np.isfinite(e["loss"]) for e in metrics["epochs"]) and metrics["num_workers"] == 2
 
@@ -115,7 +115,7 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
                            text=True, env={**env, "LANDFALL_STATE_DIR": str(state)}, timeout=60)
     assert shown.returncode == 0, shown.stderr
     report = json.loads(shown.stdout)
-    assert [(j["name"], j["state"]) for j in report["jobs"]] == [(tfjob.name_of(job), "Succeeded")]
+    assert [(j["name"], j["state"]) for j in report["jobs"]] == [(jobmeta.name_of(job), "Succeeded")]
     assert report["datasets"]["plant"]["arrivals"] == 1 and report["jobs"][0]["metrics"]["epochs"] == 2
 
     # Only incoming/ starts work: the job's runs/, the converter's tfrecords/ and tmp/, and these writes
@@ -133,11 +133,11 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     # With a champion (this tiny 2-epoch job is not one by its verdict: promoted by hand, as an operator does), the
     # next arrival is scored by the stack's scorer and its detections published.
     promoted = subprocess.run([sys.executable, "-m", "landfall.cli", "promote", "--dataset", "plant", "--run",
-                               tfjob.name_of(job)], capture_output=True, text=True,
+                               jobmeta.name_of(job)], capture_output=True, text=True,
                               env={**env, "LANDFALL_STATE_DIR": str(state)}, timeout=120)
     assert promoted.returncode == 0, promoted.stderr
     current, _ = champion.read(storage, champion.bucket_root(info["bucket"]), "plant")
-    assert current is not None and current.run == tfjob.name_of(job)
+    assert current is not None and current.run == jobmeta.name_of(job)
     spiked, injected = inject(time_series(512, seed=4, anomaly_fraction=0.0)[:64], 3, magnitude=50.0)
     buf = io.BytesIO()
     np.save(buf, spiked)

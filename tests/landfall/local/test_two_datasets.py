@@ -21,7 +21,7 @@ import pytest
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from tests.support import stack_ready, wait_for
 
@@ -117,7 +117,7 @@ def test_two_datasets_of_different_shapes_each_run_with_their_own_spec(stack, tm
         job = jobs[dataset]
         assert tfjob.state(job) == "Succeeded", dataset
         assert engine.workers_of(job) == 1
-        run = tfjob.job_dir(bucket, tfjob.name_of(job))
+        run = jobmeta.job_dir(bucket, jobmeta.name_of(job))
         metrics = json.loads(storage.read_bytes(run + "/metrics.json"))
         shape = [sections["shape"]["timesteps"], sections["shape"]["features"]]
         (manifest_uri,) = metrics["manifests"]

@@ -9,7 +9,7 @@ import threading
 
 from landfall.core.artifacts import results
 from landfall.reconcile import announce, loop
-from landfall.submit import tfjob
+from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.conftest import pull_all, unique
@@ -20,8 +20,8 @@ def _job(emulator_stack, bucket, backend, rt, tmp_path, dataset: str) -> tuple[s
     request = convert_arrival(emulator_stack.storage, bucket, dataset, tmp_path, n=8)
     assert handle_message(request.to_json(), {}, rt) == "submitted"
     (job,) = backend.list(dataset)
-    name = tfjob.name_of(job)
-    return name, tfjob.job_dir(bucket, name)
+    name = jobmeta.name_of(job)
+    return name, jobmeta.job_dir(bucket, name)
 
 
 def test_one_result_per_finished_job_under_restarts_and_redelivery(emulator_stack, bucket, tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import time
 from landfall import cli
 from landfall.core.errors import TemporaryError
 from landfall.reconcile import loop
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, copy_arrival, inputs_of, runtime, set_state
@@ -41,10 +41,10 @@ def test_the_loop_survives_a_failed_pass_and_releases_the_follow_up(emulator_sta
     first = convert_arrival(storage, bucket, "loop", tmp_path)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
     (active,) = backend.list("loop")
-    set_state(backend, tfjob.name_of(active), "Running")
+    set_state(backend, jobmeta.name_of(active), "Running")
     assert handle_message(copy_arrival(storage, first, 1).to_json(), {}, rt) == "coalesced"
     assert len(backend.list("loop")) == 1  # the follow-up waits as a pending request
-    set_state(backend, tfjob.name_of(active), "Succeeded")
+    set_state(backend, jobmeta.name_of(active), "Succeeded")
 
     monkeypatch.setattr(loop, "MIN_POLL_S", 0.1)
     flaky, stop = FlakyFirstGet(backend), threading.Event()
@@ -59,7 +59,7 @@ def test_the_loop_survives_a_failed_pass_and_releases_the_follow_up(emulator_sta
         thread.join(timeout=10)
     assert not thread.is_alive()
     assert flaky.failed == 1
-    (released,) = [j for j in backend.list("loop") if tfjob.name_of(j) != tfjob.name_of(active)]
+    (released,) = [j for j in backend.list("loop") if jobmeta.name_of(j) != jobmeta.name_of(active)]
     assert len(inputs_of(storage, released).manifests) == 2
 
 

@@ -19,7 +19,7 @@ from landfall.core.artifacts import specs
 from landfall.core.contracts import layout
 from landfall.core.errors import Invalid
 from landfall.core.rules import holdout
-from landfall.submit import coalesce, sufficient, tfjob
+from landfall.submit import coalesce, jobmeta, sufficient
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import FakeClock, convert_arrival, inputs_of, pending_of, runtime, set_state
@@ -35,7 +35,7 @@ def _hold_on(monkeypatch):
 
 def _trainable(storage, job: dict, workers: int = 1, batch: int = BATCH) -> int:
     """What the trainer does first with the job's inputs: plan them (raises ``Invalid``, exit 3, when too little)."""
-    inputs = load_manifests(storage, [tfjob.inputs_of(job)], (36, 10))
+    inputs = load_manifests(storage, [jobmeta.inputs_of(job)], (36, 10))
     args = job_args(job)
     plan = plan_inputs(inputs, workers, 0, batch, float(_flag(args, "--validation-fraction")),
                        int(_flag(args, "--seed")), _flag(args, "--holdout"))
@@ -91,11 +91,11 @@ def test_a_burst_of_small_first_arrivals_makes_no_job_before_each_dataset_holds_
         assert _trainable(storage, job) == split.training_records([a for a in arrived[d] if a[0] in covered]) >= BATCH
         assert outcomes[d].count("submitted") == 1 and outcomes[d][0] == "held"
         # The arrivals after the release wait for it; the follow-up is released (it has enough) once it ends.
-        set_state(rt.backend, tfjob.name_of(job), "Succeeded")
+        set_state(rt.backend, jobmeta.name_of(job), "Succeeded")
     released = coalesce.reconcile(rt.backend, storage, rt.config, rt.layout)
     assert len(released) == len(names)
     for d in names:
-        follow = [j for j in rt.backend.list(d) if tfjob.name_of(j) in released]
+        follow = [j for j in rt.backend.list(d) if jobmeta.name_of(j) in released]
         assert _trainable(storage, follow[0]) == split.training_records(arrived[d])
         assert pending_of(storage, bucket, d) == []
 
@@ -188,7 +188,7 @@ def test_a_dataset_with_no_hold_out_yet_is_held_saying_so_and_released_once_an_a
             break
         assert outcome == "held" and k < 200
     (job,) = rt.backend.list(dataset)
-    inputs = load_manifests(storage, [tfjob.inputs_of(job)], (36, 10))
+    inputs = load_manifests(storage, [jobmeta.inputs_of(job)], (36, 10))
     plan = plan_inputs(inputs, 1, 0, 32, 0.1, seed, _flag(job_args(job), "--holdout"))
     assert plan.split.mode == holdout.SEGMENT and min(plan.val_counts) == n and sum(plan.train_counts) == n * k
 

@@ -18,7 +18,7 @@ from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import NotFound, TemporaryError
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -58,7 +58,7 @@ def test_the_same_request_three_times_makes_one_job(emulator_stack, bucket, topi
     assert inputs.manifests[0].count == 64  # from the manifest object's metadata: listed, not read
     assert [r["request_id"] for r in inputs.requests] == [request.request_id]
     assert not tfjob.is_suspended(job)
-    assert job["metadata"]["labels"][tfjob.REQUEST_LABEL] == request.request_id
+    assert job["metadata"]["labels"][jobmeta.REQUEST_LABEL] == request.request_id
     assert pending_of(emulator_stack.storage, bucket, "dups") == []
 
 
@@ -69,7 +69,7 @@ def test_a_burst_of_50_while_a_job_runs_makes_exactly_one_follow_up(emulator_sta
     rt = runtime(emulator_stack, bucket, backend)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
     (active,) = backend.list("burst")
-    set_state(backend, tfjob.name_of(active), "Running")
+    set_state(backend, jobmeta.name_of(active), "Running")
 
     burst = [copy_arrival(storage, first, k) for k in range(50)]
     for r in burst:
@@ -87,20 +87,20 @@ def test_a_burst_of_50_while_a_job_runs_makes_exactly_one_follow_up(emulator_sta
     assert len(backend.list("burst")) == 1
 
     # The active job ends; the next request (or a reconcile) releases the follow-up, which trains on all.
-    set_state(backend, tfjob.name_of(active), "Succeeded")
+    set_state(backend, jobmeta.name_of(active), "Succeeded")
     late = copy_arrival(storage, first, 99)
     assert handle_message(late.to_json(), {}, rt) == "submitted"
-    (follow,) = [j for j in backend.list("burst") if tfjob.name_of(j) != tfjob.name_of(active)]
-    assert tfjob.annotations(follow)[tfjob.AFTER_ANNOTATION] == tfjob.name_of(active)
+    (follow,) = [j for j in backend.list("burst") if jobmeta.name_of(j) != jobmeta.name_of(active)]
+    assert jobmeta.annotations(follow)[jobmeta.AFTER_ANNOTATION] == jobmeta.name_of(active)
     inputs = inputs_of(storage, follow)
     assert {r["request_id"] for r in inputs.requests} == {r.request_id for r in [*burst, late]}
     assert {r.manifest for r in [first, *burst, late]} == set(inputs.manifest_uris)
     args = follow["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"]
-    assert "--manifest" not in args and args[args.index("--inputs") + 1] == tfjob.inputs_of(follow)
+    assert "--manifest" not in args and args[args.index("--inputs") + 1] == jobmeta.inputs_of(follow)
     assert pending_of(storage, bucket, "burst") == []
     # Redelivering any of them now starts nothing: they wait, and the next release finds them covered.
     assert {handle_message(r.to_json(), {}, rt) for r in burst[:5]} <= {"duplicate", "coalesced"}
-    set_state(backend, tfjob.name_of(follow), "Succeeded")
+    set_state(backend, jobmeta.name_of(follow), "Succeeded")
     assert coalesce.reconcile(backend, storage, rt.config, rt.layout) == []
     assert len(backend.list("burst")) == 2 and pending_of(storage, bucket, "burst") == []
 
@@ -112,10 +112,10 @@ def test_two_datasets_in_parallel_never_block_each_other(emulator_stack, bucket,
         publish(emulator_stack, topic, r)
     rt = runtime(emulator_stack, bucket, backend)
     assert sorted(consume(emulator_stack, topic, rt, expect=2, workers=2)) == ["submitted", "submitted"]
-    set_state(backend, tfjob.name_of(backend.list("alpha")[0]), "Running")
+    set_state(backend, jobmeta.name_of(backend.list("alpha")[0]), "Running")
     # alpha is busy: its next arrival waits; beta's first job finished: beta's next arrival starts at once.
     (beta_first,) = backend.list("beta")
-    set_state(backend, tfjob.name_of(beta_first), "Succeeded")
+    set_state(backend, jobmeta.name_of(beta_first), "Succeeded")
     a2, b2 = copy_arrival(storage, a, 1), copy_arrival(storage, b, 1)
     for r in (a2, b2):
         publish(emulator_stack, topic, r)
@@ -123,7 +123,7 @@ def test_two_datasets_in_parallel_never_block_each_other(emulator_stack, bucket,
     assert [tfjob.state(j) for j in backend.list("alpha")] == ["Running"]
     assert pending_of(storage, bucket, "alpha") == [a2.request_id]
     beta = backend.list("beta")
-    (beta_next,) = [j for j in beta if tfjob.name_of(j) != tfjob.name_of(beta_first)]
+    (beta_next,) = [j for j in beta if jobmeta.name_of(j) != jobmeta.name_of(beta_first)]
     assert len(beta) == 2 and set(inputs_of(storage, beta_next).manifest_uris) == {b.manifest, b2.manifest}
 
 
@@ -224,7 +224,7 @@ def test_a_window_and_manual_reruns(emulator_stack, bucket, tmp_path):
     (job,) = window.backend.list("win")
     assert inputs_of(storage, job).manifest_uris == [third.manifest]
     # A manual rerun of covered data runs again (a fresh request_id), once.
-    set_state(window.backend, tfjob.name_of(job), "Succeeded")
+    set_state(window.backend, jobmeta.name_of(job), "Succeeded")
     manual = TrainingRequest("win", third.manifest, "manual-0001", reason="manual")
     assert handle_message(third.to_json(), {}, window) == "duplicate"
     assert handle_message(manual.to_json(), {}, window) == "submitted"
@@ -245,7 +245,7 @@ def test_a_late_redelivery_after_later_jobs_runs_nothing_again(emulator_stack, b
         if request == "second":  # arrives after the others' jobs, so the window leaves the first out
             request = copy_arrival(storage, first, 2)
         assert handle_message(request.to_json(), {}, rt) == "submitted"
-        (made,) = {tfjob.name_of(j) for j in backend.list("late")} - set(names)
+        (made,) = {jobmeta.name_of(j) for j in backend.list("late")} - set(names)
         names.append(made)
         set_state(backend, names[-1], "Succeeded")
     backend.delete(names[0])  # ttlSecondsAfterFinished
@@ -254,7 +254,7 @@ def test_a_late_redelivery_after_later_jobs_runs_nothing_again(emulator_stack, b
         assert handle_message(request.to_json(), {}, rt) == "duplicate"
     assert pending_of(storage, bucket, "late") == []
     assert coalesce.reconcile(backend, storage, rt.config) == []
-    assert sorted(tfjob.name_of(j) for j in backend.list("late")) == [names[2]]
+    assert sorted(jobmeta.name_of(j) for j in backend.list("late")) == [names[2]]
 
 
 def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket, tmp_path):
@@ -263,7 +263,7 @@ def test_racing_consumers_on_a_finished_head_make_one_job(emulator_stack, bucket
     state = tmp_path / "state"
     rt = runtime(emulator_stack, bucket, LocalBackend(state))
     assert handle_message(first.to_json(), {}, rt) == "submitted"
-    set_state(rt.backend, tfjob.name_of(rt.backend.list("race")[0]), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(rt.backend.list("race")[0]), "Succeeded")
     arrivals = [copy_arrival(storage, first, k) for k in range(12)]
     barrier = threading.Barrier(12)
 
@@ -292,7 +292,7 @@ def test_a_job_created_between_a_consumers_two_reads_is_not_taken_for_deleted(em
     first = convert_arrival(storage, bucket, "between", tmp_path)
     rt = runtime(emulator_stack, bucket, backend)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
-    set_state(backend, tfjob.name_of(backend.list("between")[0]), "Succeeded")
+    set_state(backend, jobmeta.name_of(backend.list("between")[0]), "Succeeded")
     second = copy_arrival(storage, first, 1)
     real_create, real_get = backend.create, backend.get
 
@@ -338,12 +338,12 @@ def test_a_job_deleted_by_hand_or_by_ttl_counts_as_finished(emulator_stack, buck
     rt = runtime(emulator_stack, bucket, backend)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
     (job,) = backend.list("gone")
-    backend.delete(tfjob.name_of(job))  # the TTL controller, or someone with kubectl
+    backend.delete(jobmeta.name_of(job))  # the TTL controller, or someone with kubectl
     again = copy_arrival(storage, first, 1)
     assert handle_message(again.to_json(), {}, rt) == "submitted"
     (second,) = backend.list("gone")
-    assert inputs_of(storage, second).seq == 2 and tfjob.annotations(second)[tfjob.AFTER_ANNOTATION] == \
-        tfjob.name_of(job)
+    assert inputs_of(storage, second).seq == 2 and jobmeta.annotations(second)[jobmeta.AFTER_ANNOTATION] == \
+        jobmeta.name_of(job)
 
 
 def test_a_release_that_crashed_before_its_tfjob_is_completed(emulator_stack, bucket, backend, tmp_path,

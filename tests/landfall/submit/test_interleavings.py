@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import utc_now
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from tests.conftest import unique
@@ -92,8 +92,8 @@ def test_unordered_duplicated_concurrent_deliveries(emulator_stack, consumers, n
     def end_running_jobs() -> None:
         for job in backend.list(dataset):
             if not tfjob.is_finished(job):
-                ended_at[tfjob.name_of(job)] = utc_now()
-                set_state(backend, tfjob.name_of(job), "Succeeded")
+                ended_at[jobmeta.name_of(job)] = utc_now()
+                set_state(backend, jobmeta.name_of(job), "Succeeded")
 
     for i, request in enumerate(deliveries):
         if i in ends:
@@ -109,7 +109,7 @@ def test_unordered_duplicated_concurrent_deliveries(emulator_stack, consumers, n
     cfg = JobConfig.load({}, bucket=bucket, project=emulator_stack.project, gpus_per_worker=0, local_state=str(state))
     coalesce.reconcile(backend, storage, cfg, Layout(), dataset=dataset)
     assert pending_of(storage, bucket, dataset) == []
-    jobs = {tfjob.name_of(j): inputs_of(storage, j) for j in backend.list(dataset)}
+    jobs = {jobmeta.name_of(j): inputs_of(storage, j) for j in backend.list(dataset)}
     by_seq = sorted(jobs.values(), key=lambda i: i.seq)
     assert [i.seq for i in by_seq] == list(range(1, len(by_seq) + 1))  # numbered without gaps
     for before, after in itertools.pairwise(by_seq):
@@ -173,8 +173,8 @@ def test_with_a_retrain_policy_every_request_is_covered_by_one_job_once_time_pas
     def end_running_jobs() -> None:
         for job in backend.list(dataset):
             if not tfjob.is_finished(job):
-                ended_at[tfjob.name_of(job)] = _stamp(clock.now)
-                set_state(backend, tfjob.name_of(job), "Succeeded")
+                ended_at[jobmeta.name_of(job)] = _stamp(clock.now)
+                set_state(backend, jobmeta.name_of(job), "Succeeded")
 
     def unfinished() -> int:
         return sum(not tfjob.is_finished(j) for j in backend.list(dataset))

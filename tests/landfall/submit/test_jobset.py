@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
-from landfall.submit import engine, jobset, tfjob
+from landfall.submit import engine, jobmeta, jobset, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.config import JobConfig
 from tests.fakes.kube_api import JOBSETS, FakeKubeAPI
@@ -153,7 +153,7 @@ def test_same_workers_labels_and_annotations_as_the_tfjob() -> None:
     js = render()
     twin = tfjob.render(cfg(), name="ds-0123456789", dataset="ds", request_id="req-1",
                         inputs_uri="gs://bkt/runs/ds-0123456789/inputs.json", after="ds-prev", released_at="t")
-    assert js["metadata"] == twin["metadata"] and js["metadata"]["labels"][tfjob.QUEUE_LABEL] == "landfall-gpu"
+    assert js["metadata"] == twin["metadata"] and js["metadata"]["labels"][jobmeta.QUEUE_LABEL] == "landfall-gpu"
     (rj,) = js["spec"]["replicatedJobs"]
     assert rj["name"] == jobset.REPLICATED_JOB == "worker" and rj["replicas"] == 1
     spec = rj["template"]["spec"]
@@ -171,8 +171,8 @@ def test_same_workers_labels_and_annotations_as_the_tfjob() -> None:
     assert tc["env"] == c["env"][: len(tc["env"])]
     # Kueue queues the JobSet as a whole: neither its Jobs nor its pods carry the queue label (Kueue's default
     # Configuration enables the "pod" integration, which would queue each labelled pod on its own).
-    assert tfjob.QUEUE_LABEL not in spec["template"]["metadata"]["labels"]
-    assert tfjob.QUEUE_LABEL not in rj["template"].get("metadata", {}).get("labels", {})
+    assert jobmeta.QUEUE_LABEL not in spec["template"]["metadata"]["labels"]
+    assert jobmeta.QUEUE_LABEL not in rj["template"].get("metadata", {}).get("labels", {})
     assert js["spec"]["network"] == {"enableDNSHostnames": True, "subdomain": "ds-0123456789"}
     assert js["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["worker"]}
 
@@ -182,7 +182,7 @@ def test_the_failure_policy_is_the_trainers_exit_code_contract() -> None:
     js = render(cfg(backoff_limit=4))
     spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]
     (rule,) = spec["podFailurePolicy"]["rules"]
-    assert rule["action"] == "FailJob" and rule["onExitCodes"]["containerName"] == tfjob.CONTAINER
+    assert rule["action"] == "FailJob" and rule["onExitCodes"]["containerName"] == jobmeta.CONTAINER
     assert rule["onExitCodes"]["operator"] == "In" and set(rule["onExitCodes"]["values"]) == set(TRAINER_PERMANENT)
     policy = js["spec"]["failurePolicy"]
     assert policy["maxRestarts"] == 4
@@ -194,13 +194,13 @@ def test_the_failure_policy_is_the_trainers_exit_code_contract() -> None:
 
 
 def test_long_names_are_refused_before_the_webhook_would() -> None:
-    long = tfjob.job_name("d" * 60, "seq:1")
-    assert len(long) == tfjob.MAX_NAME
+    long = jobmeta.job_name("d" * 60, "seq:1")
+    assert len(long) == jobmeta.MAX_NAME
     with pytest.raises(Invalid, match="longer than 63"):
         render(name=long)
-    render(cfg(workers=10), name=tfjob.job_name("d" * 35, "seq:1"))  # 46 characters: fits up to 10 workers
+    render(cfg(workers=10), name=jobmeta.job_name("d" * 35, "seq:1"))  # 46 characters: fits up to 10 workers
     with pytest.raises(Invalid):
-        render(cfg(workers=11), name=tfjob.job_name("d" * 35, "seq:1"))
+        render(cfg(workers=11), name=jobmeta.job_name("d" * 35, "seq:1"))
 
 
 def test_engine_reads_state_by_kind() -> None:
@@ -264,7 +264,7 @@ def test_the_fake_api_server_serves_jobsets_with_the_same_limits() -> None:
         assert created["metadata"]["uid"] and api.names(res=JOBSETS) == ["ds-0123456789"] and api.names() == []
         with pytest.raises(AlreadyExists):
             backend.create(render())
-        assert [tfjob.name_of(j) for j in backend.list("ds")] == ["ds-0123456789"]
+        assert [jobmeta.name_of(j) for j in backend.list("ds")] == ["ds-0123456789"]
         assert backend.list("other") == []
         with pytest.raises(NotFound):
             KubeBackend.for_host(api.host).get("ds-0123456789")  # not a TFJob

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.backends import Conflict
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.config import JobConfig
@@ -31,11 +31,11 @@ def test_create_get_list_patch_delete(api):
         kb.create(job())
     assert kb.get("sensors-abc")["metadata"]["uid"] == created["metadata"]["uid"]
     kb.create(job("other-abc", "other"))
-    assert [tfjob.name_of(j) for j in kb.list("sensors")] == ["sensors-abc"]
+    assert [jobmeta.name_of(j) for j in kb.list("sensors")] == ["sensors-abc"]
     assert len(kb.list()) == 2
     patched = kb.patch("sensors-abc", {"metadata": {"annotations": {"x": "1"}}})
     assert patched["metadata"]["annotations"]["x"] == "1"
-    assert patched["metadata"]["annotations"][tfjob.INPUTS_ANNOTATION]  # merged, not replaced
+    assert patched["metadata"]["annotations"][jobmeta.INPUTS_ANNOTATION]  # merged, not replaced
     with pytest.raises(Conflict):
         kb.patch("sensors-abc", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}})
     kb.delete("sensors-abc")

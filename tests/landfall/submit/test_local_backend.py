@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.backends import Conflict
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
@@ -39,7 +39,7 @@ def test_get_list_patch_conflict_delete(tmp_path):
         b.get("nope")
     first = b.create(job())
     b.create(job("other-abc", "other"))
-    assert [tfjob.name_of(j) for j in b.list("sensors")] == ["sensors-abc"]
+    assert [jobmeta.name_of(j) for j in b.list("sensors")] == ["sensors-abc"]
     assert len(b.list()) == 2
     patched = b.patch("sensors-abc", {"metadata": {"annotations": {"x": "1"}}})
     assert patched["metadata"]["annotations"]["x"] == "1" and patched["metadata"]["resourceVersion"] == "2"

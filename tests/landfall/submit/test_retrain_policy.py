@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from landfall.cli import status
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import TrainingRequest
-from landfall.submit import coalesce, spend, tfjob
+from landfall.submit import coalesce, jobmeta, spend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import FakeClock, convert_arrival, copy_arrival, inputs_of, pending_of, runtime, set_state
@@ -71,7 +71,7 @@ def test_fifty_arrivals_over_thirty_seconds_with_quiet_s_10_make_one_job_about_1
         released = _reconcile(rt, clock)
         at = clock.now
     (job,) = _jobs(rt, "burst")
-    assert released == [tfjob.name_of(job)]
+    assert released == [jobmeta.name_of(job)]
     assert last + 10 <= at <= last + 10.25, at - last  # released about 10 s after the last arrival
     inputs = inputs_of(rt.storage, job)
     assert sorted(r["request_id"] for r in inputs.requests) == sorted(r.request_id for r in requests)
@@ -91,9 +91,9 @@ def test_a_gpu_budget_one_job_exhausts_holds_the_next_until_the_window_frees_and
     a1 = arrive()
     assert handle_message(a1.to_json(), {}, rt) == "submitted"
     (job1,) = _jobs(rt, "budget")
-    name1 = tfjob.name_of(job1)
+    name1 = jobmeta.name_of(job1)
     # The chief's record: 1 GPU-hour (say 2 workers x 1 GPU for 30 minutes), ended 10 minutes after its release.
-    rt.storage.write_bytes(tfjob.job_dir(bucket, name1) + "/metrics.json", json.dumps({
+    rt.storage.write_bytes(jobmeta.job_dir(bucket, name1) + "/metrics.json", json.dumps({
         "status": "succeeded", "started_at": _iso(t0 + 600 - 1800), "ended_at": _iso(t0 + 600),
         "gpu_seconds": 3600.0, "accelerator": "nvidia-l4", "estimated_cost": 0.56}).encode())
     set_state(rt.backend, name1, "Succeeded")
@@ -121,7 +121,7 @@ def test_a_gpu_budget_one_job_exhausts_holds_the_next_until_the_window_frees_and
     clock.now = frees
     (name2,) = _reconcile(rt, clock)  # no new arrival needed
     jobs = _jobs(rt, "budget")
-    assert [tfjob.name_of(j) for j in jobs] == [name1, name2]
+    assert [jobmeta.name_of(j) for j in jobs] == [name1, name2]
     covered = [sorted(r["request_id"] for r in inputs_of(rt.storage, j).requests) for j in jobs]
     assert covered == [[a1.request_id], sorted([a2.request_id, a3.request_id])]
     assert pending_of(rt.storage, bucket, "budget") == []
@@ -139,7 +139,7 @@ def test_max_jobs_per_day_holds_the_third_job_until_the_first_leaves_the_window(
     for i in range(2):
         clock.now = t0 + 10 * i
         assert handle_message(arrive().to_json(), {}, rt) == "submitted"
-        set_state(rt.backend, tfjob.name_of(_jobs(rt, "capped")[-1]), "Succeeded")
+        set_state(rt.backend, jobmeta.name_of(_jobs(rt, "capped")[-1]), "Succeeded")
     clock.now = t0 + 20
     third = arrive()
     assert handle_message(third.to_json(), {}, rt) == "held"
@@ -168,7 +168,7 @@ def test_min_new_instances_waits_for_enough_data_or_max_wait_s_and_a_manual_requ
     assert handle_message(arrive().to_json(), {}, rt) == "submitted"  # 48: enough
     (job1,) = _jobs(rt, "small")
     assert len(inputs_of(rt.storage, job1).requests) == 3
-    set_state(rt.backend, tfjob.name_of(job1), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(job1), "Succeeded")
     # Too little again: released max_wait_s after it was recorded, by the reconciler.
     clock.now = t0 + 100
     assert handle_message(arrive().to_json(), {}, rt) == "held"
@@ -176,7 +176,7 @@ def test_min_new_instances_waits_for_enough_data_or_max_wait_s_and_a_manual_requ
     assert _reconcile(rt, clock) == []
     clock.now = t0 + 700
     assert len(_reconcile(rt, clock)) == 1
-    set_state(rt.backend, tfjob.name_of(_jobs(rt, "small")[-1]), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(_jobs(rt, "small")[-1]), "Succeeded")
     # Someone asked for a run: a manual request is not held for what it adds.
     ask = TrainingRequest(dataset="small", manifest=arrive().manifest, request_id=layout.request_id(bucket, "m", 1),
                           reason="manual")
@@ -194,12 +194,12 @@ def test_a_release_whose_spend_entry_was_lost_is_still_counted_from_its_inputs(e
     assert handle_message(arrive().to_json(), {}, rt) == "submitted"
     rt.storage.delete(spend.uri(bucket, rt.layout, "crashed"))  # as if the releaser died before writing it
     (job1,) = _jobs(rt, "crashed")
-    set_state(rt.backend, tfjob.name_of(job1), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(job1), "Succeeded")
     clock.now = t0 + 60
     assert handle_message(arrive().to_json(), {}, rt) == "held"
     record, _ = spend.read(rt.storage, bucket, rt.layout, "crashed")
     (entry,) = record.jobs
-    assert entry["job"] == tfjob.name_of(job1) and abs(entry["released_at"] - t0) < 1
+    assert entry["job"] == jobmeta.name_of(job1) and abs(entry["released_at"] - t0) < 1
     assert entry["cost_basis"] == "job_object" and entry["gpu_seconds"] == 0  # no GPU in this test's jobs
     clock.now = entry["released_at"] + DAY
     assert len(_reconcile(rt, clock)) == 1

@@ -15,7 +15,7 @@ from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, TrainingRequest
 from landfall.core.services.storage import Storage
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta
 from landfall.submit.backends.kubernetes import KubeBackend
 from tests.fakes.kube_api import FakeKubeAPI
 from tests.support import convert_arrival, inputs_of, pending_of, runtime, set_state
@@ -61,7 +61,7 @@ def test_ten_thousand_arrivals_and_a_burst_of_two_thousand(emulator_stack, bucke
         submit = lambda r: coalesce.submit(r, rt.config, backend, storage, rt.layout).outcome  # noqa: E731
         assert submit(first) == "submitted"
         (job1,) = backend.list("scale")
-        set_state(backend, tfjob.name_of(job1), "Running")
+        set_state(backend, jobmeta.name_of(job1), "Running")
 
         # A bulk upload while the first job runs: every arrival joins the one follow-up.
         history = arrivals(storage, first, 1, ARRIVALS - BURST - 1)
@@ -71,14 +71,14 @@ def test_ten_thousand_arrivals_and_a_burst_of_two_thousand(emulator_stack, bucke
         assert outcomes == ["coalesced"] * BURST
         assert len(pending_of(storage, bucket, "scale")) == BURST and len(backend.list("scale")) == 1
 
-        set_state(backend, tfjob.name_of(job1), "Succeeded")
+        set_state(backend, jobmeta.name_of(job1), "Succeeded")
         assert coalesce.reconcile(backend, storage, rt.config, rt.layout) != []
-        (job2,) = [j for j in backend.list("scale") if tfjob.name_of(j) != tfjob.name_of(job1)]
+        (job2,) = [j for j in backend.list("scale") if jobmeta.name_of(j) != jobmeta.name_of(job1)]
         inputs = inputs_of(storage, job2)
         assert len(inputs.manifests) == ARRIVALS and len(inputs.requests) == BURST
         assert {r.manifest for r in [first, *history, *burst]} == set(inputs.manifest_uris)
         assert pending_of(storage, bucket, "scale") == []
         # The object the API server stores does not grow with what the job covers.
-        sizes = [len(json.dumps(j)) for j in (backend.get(tfjob.name_of(job1)), backend.get(tfjob.name_of(job2)))]
+        sizes = [len(json.dumps(j)) for j in (backend.get(jobmeta.name_of(job1)), backend.get(jobmeta.name_of(job2)))]
         assert max(sizes) <= MAX_TFJOB_BYTES and abs(sizes[0] - sizes[1]) < 256, sizes
-        assert sum(len(k) + len(v) for k, v in tfjob.annotations(job2).items()) < 1024
+        assert sum(len(k) + len(v) for k, v in jobmeta.annotations(job2).items()) < 1024

@@ -10,7 +10,7 @@ import pytest
 from landfall.cli import status
 from landfall.core.artifacts import specs
 from landfall.core.errors import Invalid
-from landfall.submit import coalesce, engine, tfjob
+from landfall.submit import coalesce, engine, jobmeta
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
@@ -56,7 +56,7 @@ def test_a_spec_changed_between_two_arrivals_reaches_the_next_job_only(emulator_
     first = convert_arrival(storage, bucket, dataset, tmp_path)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
     (running,) = backend.list(dataset)
-    set_state(backend, tfjob.name_of(running), "Running")
+    set_state(backend, jobmeta.name_of(running), "Running")
     args = args_of(running)
     assert (flag(args, "--units"), flag(args, "--epochs"), flag(args, "--learning-rate"),
             flag(args, "--threshold-quantile"), flag(args, "--seed"), flag(args, "--spec-generation")) == (
@@ -71,9 +71,9 @@ def test_a_spec_changed_between_two_arrivals_reaches_the_next_job_only(emulator_
     assert shown == {"uri": specs.spec_uri(bucket, dataset, rt.layout), "generation": g2} and g2 != g1
     second = copy_arrival(storage, first, 1)
     assert handle_message(second.to_json(), {}, rt) == "coalesced"
-    kept = backend.get(tfjob.name_of(running))  # the job already running keeps the old generation
+    kept = backend.get(jobmeta.name_of(running))  # the job already running keeps the old generation
     assert args_of(kept) == args and engine.workers_of(kept) == 2
-    set_state(backend, tfjob.name_of(running), "Succeeded")
+    set_state(backend, jobmeta.name_of(running), "Succeeded")
     (follow_up,) = coalesce.reconcile(backend, storage, rt.config, dataset=dataset)
     job = backend.get(follow_up)
     args = args_of(job)
@@ -92,7 +92,7 @@ def test_a_job_recreated_after_a_crash_keeps_the_generation_it_was_released_with
     request = convert_arrival(storage, bucket, dataset, tmp_path)
     assert handle_message(request.to_json(), {}, rt) == "submitted"
     (job,) = backend.list(dataset)
-    name = tfjob.name_of(job)
+    name = jobmeta.name_of(job)
     backend.delete(name)  # as if the release had died between inputs.json and the job
     storage.delete(Ledger(storage, bucket, rt.layout).inputs_uri(name).replace("inputs.json", "submitted.json"))
     specs.apply(storage, bucket, spec(dataset, training={"epochs": 9}))

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from landfall.submit import tfjob
+from landfall.submit import jobmeta, tfjob
 from landfall.submit.config import JobConfig
 
 
@@ -19,12 +19,12 @@ def test_names_are_deterministic_dns1035_and_short_enough_for_pod_names():
     long = "A" * 30 + "_weird.Name-" + "9" * 30
     for dataset in ("sensors", long, "9starts-with-digit", "x"):
         for key in ("r1", "r2", "a" * 200):
-            name = tfjob.job_name(dataset, key)
-            assert name == tfjob.job_name(dataset, key)
+            name = jobmeta.job_name(dataset, key)
+            assert name == jobmeta.job_name(dataset, key)
             assert re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", name), name
             assert len(f"{name}-worker-9999") <= 63
-    assert tfjob.job_name("sensors", "r1") != tfjob.job_name("sensors", "r2")
-    assert tfjob.job_name("sensors", "r1") != tfjob.job_name("Sensors", "r1")
+    assert jobmeta.job_name("sensors", "r1") != jobmeta.job_name("sensors", "r2")
+    assert jobmeta.job_name("sensors", "r1") != jobmeta.job_name("Sensors", "r1")
 
 
 def test_render_has_every_field_the_issue_asks_for():
@@ -39,7 +39,7 @@ def test_render_has_every_field_the_issue_asks_for():
     assert meta["labels"]["landfall.dev/dataset"] == "sensors"
     assert meta["labels"]["landfall.dev/request-id"] == "rid1"
     assert meta["annotations"]["landfall.dev/inputs"] == "gs://bkt/runs/sensors-abc/inputs.json"
-    assert tfjob.QUEUE_LABEL not in meta["labels"]
+    assert jobmeta.QUEUE_LABEL not in meta["labels"]
     worker = job["spec"]["tfReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 3 and worker["restartPolicy"] == "ExitCode"
     pod = worker["template"]["spec"]
@@ -78,10 +78,10 @@ def test_config_from_env_and_validation():
 def test_a_queue_name_labels_the_job_for_kueue_and_the_size_is_flat():
     job = tfjob.render(cfg(queue_name="landfall-gpu"), name="a-b", dataset="a", request_id="r",
                        inputs_uri="gs://b/runs/a-b/inputs.json")
-    assert job["metadata"]["labels"][tfjob.QUEUE_LABEL] == "landfall-gpu"
+    assert job["metadata"]["labels"][jobmeta.QUEUE_LABEL] == "landfall-gpu"
     # Kueue v0.19's default Configuration enables the "pod" integration (tests/infra/crds/kueue): a labelled pod
     # would be queued on its own, so only the job carries the label.
-    assert tfjob.QUEUE_LABEL not in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+    assert jobmeta.QUEUE_LABEL not in job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
     assert "suspend" not in job["spec"]["runPolicy"]
     assert len(json.dumps(job)) < 4096  # whatever the job covers: its inputs live in the bucket
     with pytest.raises(ValueError, match="queue_name"):
@@ -106,4 +106,4 @@ def test_yaml_round_trips():
     import yaml
 
     job = tfjob.render(cfg(), name="a-b", dataset="a", request_id="r", inputs_uri="gs://b/i.json")
-    assert yaml.safe_load(tfjob.to_yaml(job)) == job
+    assert yaml.safe_load(jobmeta.to_yaml(job)) == job

@@ -15,7 +15,7 @@ from landfall.cli import status
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import TrainingRequest
 from landfall.core.errors import TemporaryError
-from landfall.submit import coalesce, tfjob
+from landfall.submit import coalesce, jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, copy_arrival, inputs_of, pending_of, runtime, set_state
@@ -31,7 +31,7 @@ def _waiting_behind_a_running_job(emulator_stack, bucket, dataset, tmp_path):
     first = convert_arrival(storage, bucket, dataset, tmp_path)
     assert handle_message(first.to_json(), {}, rt) == "submitted"
     (head,) = rt.backend.list(dataset)
-    set_state(rt.backend, tfjob.name_of(head), "Running")
+    set_state(rt.backend, jobmeta.name_of(head), "Running")
     return rt, first, head
 
 
@@ -47,12 +47,12 @@ def test_a_pending_request_whose_manifest_was_deleted_is_rejected_and_the_datase
     report = status.collect(rt.config, storage, rt.backend, "lost")
     (shown,) = report["datasets"]["lost"]["latest_pending"]
     assert shown["request_id"] == doomed.request_id and shown["manifest_missing"] is True
-    set_state(rt.backend, tfjob.name_of(head), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(head), "Succeeded")
 
     if then == "a_new_request":
         later = copy_arrival(storage, first, 1)
         assert handle_message(later.to_json(), {}, rt) == "submitted"
-        (follow,) = [j for j in rt.backend.list("lost") if tfjob.name_of(j) != tfjob.name_of(head)]
+        (follow,) = [j for j in rt.backend.list("lost") if jobmeta.name_of(j) != jobmeta.name_of(head)]
         assert [r["request_id"] for r in inputs_of(storage, follow).requests] == [later.request_id]
         assert doomed.manifest not in inputs_of(storage, follow).manifest_uris
     else:
@@ -82,14 +82,14 @@ def test_an_existing_manifest_the_listing_lacks_is_retried_within_the_bound_then
     assert coalesce.submit(odd, rt.config, rt.backend, storage, rt.layout).outcome == "coalesced"
     good = copy_arrival(storage, first, 0)
     assert handle_message(good.to_json(), {}, rt) == "coalesced"
-    set_state(rt.backend, tfjob.name_of(head), "Succeeded")
+    set_state(rt.backend, jobmeta.name_of(head), "Succeeded")
 
     with pytest.raises(TemporaryError, match=r"listing lag.*retried for 300 s"):
         coalesce.reconcile(rt.backend, storage, rt.config)
     assert pending_of(storage, bucket, "lag") == sorted([odd.request_id, good.request_id])
     monkeypatch.setattr(coalesce, "LISTING_LAG_S", 0.0)  # the bound has passed
     (released,) = coalesce.reconcile(rt.backend, storage, rt.config)
-    (follow,) = [j for j in rt.backend.list("lag") if tfjob.name_of(j) == released]
+    (follow,) = [j for j in rt.backend.list("lag") if jobmeta.name_of(j) == released]
     assert [r["request_id"] for r in inputs_of(storage, follow).requests] == [good.request_id]
     assert pending_of(storage, bucket, "lag") == []
     record = _record(storage, bucket, "lag", odd.request_id)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from landfall.submit import engine, tfjob
+from landfall.submit import engine, jobmeta
 from landfall.submit.backends import kube
 from landfall.submit.config import JobConfig
 
@@ -53,7 +53,7 @@ class KubeBackend:
     def list(self, dataset: str | None = None) -> list[dict[str, Any]]:
         selector = "app.kubernetes.io/managed-by=landfall"
         if dataset:
-            selector += f",{tfjob.DATASET_LABEL}={tfjob.label_value(dataset)}"
+            selector += f",{jobmeta.DATASET_LABEL}={jobmeta.label_value(dataset)}"
         return self.objects.list(selector)
 
     def patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:

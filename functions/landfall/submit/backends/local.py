@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall.core.errors import AlreadyExists, Conflict, Invalid, NotFound
-from landfall.submit import engine, jobset, tfjob
+from landfall.submit import engine, jobmeta, jobset
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -129,7 +129,7 @@ class LocalBackend:
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         _check(job, self.api)
         obj = copy.deepcopy(job)
-        name = tfjob.name_of(obj)
+        name = jobmeta.name_of(obj)
         meta = obj["metadata"]
         if meta.get("namespace", self.namespace) != self.namespace:
             raise Invalid(f"{self.api.kind} {name}: namespace {meta['namespace']!r} is not {self.namespace!r}")
@@ -162,10 +162,10 @@ class LocalBackend:
             labels = job.get("metadata", {}).get("labels") or {}
             if labels.get("app.kubernetes.io/managed-by") != "landfall":
                 continue
-            if dataset is not None and labels.get(tfjob.DATASET_LABEL) != tfjob.label_value(dataset):
+            if dataset is not None and labels.get(jobmeta.DATASET_LABEL) != jobmeta.label_value(dataset):
                 continue
             out.append(job)
-        return sorted(out, key=lambda j: (tfjob.created_at(j), tfjob.name_of(j)))
+        return sorted(out, key=lambda j: (jobmeta.created_at(j), jobmeta.name_of(j)))
 
     def patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         patch = copy.deepcopy(patch)
