@@ -127,9 +127,9 @@ def recording(name: str, beside_retrain: bool) -> tuple[dict, np.ndarray, np.nda
 def phases(upload_started: float, manifest_created: str, summary: Any, pulled: float) -> dict[str, float]:
     """One latency split into its phases (module doc), seconds."""
     def at(text: str) -> float:
-        from datetime import datetime
+        from landfall.core.rules import timestamps
 
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+        return timestamps.parse(text).timestamp()
 
     timing, scored = summary.timing, at(summary.message["scored_at"])
     started = scored - float(timing["total_s"])

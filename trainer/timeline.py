@@ -19,7 +19,7 @@ from typing import Any
 
 from landfall.core import logs
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.rules import cost
+from landfall.core.rules import timestamps
 
 log = logs.get("trainer.timeline")
 
@@ -140,7 +140,7 @@ def gather(job: Any, num_workers: int, wait_s: float = 10.0, poll_s: float = 0.2
 def _this_attempt(found: dict[str, Any]) -> bool:
     """A worker's file from an earlier attempt ended before this chief started (the operator restarts every
     worker after the failed ones are gone)."""
-    began = cost.epoch(found.get("started_at"))
+    began = timestamps.epoch(found.get("started_at"))
     total = found.get("total_s")
     return began is None or not isinstance(total, int | float) or began + total >= _current.wall0 - 1.0
 

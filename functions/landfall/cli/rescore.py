@@ -15,12 +15,13 @@ import argparse
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime
 
 from landfall.core.artifacts import champion, detections, retractions
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.rules import timestamps
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -37,11 +38,10 @@ def parse_since(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return timestamps.parse(text)
     except ValueError:
         raise Invalid(f"--since {text!r} is not an ISO-8601 date or time (e.g. 2026-12-01 or 2026-12-01T08:00Z)") \
             from None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +71,7 @@ def rescore(args: argparse.Namespace) -> int:
     for listed in sorted(listing.live + listing.quarantined, key=lambda m: m.uri):
         if since is not None:
             created = Manifest.from_json(storage.read_bytes(listed.uri), listed.uri).created_at
-            if datetime.fromisoformat(created.replace("Z", "+00:00")) < since:
+            if timestamps.parse(created) < since:
                 continue
         chosen.append(listed.uri)
     topic = args.topic or os.environ.get("LANDFALL_SCORE_REQUESTS_TOPIC", detections.SCORE_REQUESTS_TOPIC)

@@ -54,6 +54,7 @@ from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound, PermanentError, TemporaryError
+from landfall.core.rules import timestamps
 from landfall.core.runtime import Runtime
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
@@ -216,12 +217,7 @@ def announce(summary: Summary, rt: DetectRuntime, *, fresh: bool) -> Outcome:
 
 
 def _timestamp(text: Any) -> float:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    return timestamps.epoch(text) or 0.0
 
 
 def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Champion, aid: str,

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from landfall.core.errors import LandfallError, NotFound
+from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
 from landfall.local import leash
 from landfall.local.emulators import free_ports
@@ -368,9 +369,5 @@ class Operator:
 
 
 def _epoch(ts: str) -> float:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return time.time()
+    found = timestamps.epoch(ts)
+    return time.time() if found is None else found

@@ -45,7 +45,7 @@ from landfall.core.contracts.messages import MISSHAPEN, dead_letters, misshapen,
 from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
 from landfall.core.quality.profile import Profile
-from landfall.core.rules import cost
+from landfall.core.rules import cost, timestamps
 from landfall.local.reader import Reader
 
 RECENT_JOBS = 8
@@ -510,7 +510,7 @@ def shift_svg(bins: dict[str, Any], width: int = 320, height: int = 110) -> str:
 
 def arrivals_svg(arrivals: list[dict[str, Any]], width: int = 660, height: int = 60) -> str:
     """Each arrival as a dot on a time axis, coloured by what became of it."""
-    times = [(datetime.fromisoformat(a["at"].replace("Z", "+00:00")), a) for a in arrivals if a.get("at")]
+    times = [(timestamps.parse(a["at"]), a) for a in arrivals if a.get("at")]
     if not times:
         return '<p class="muted">no arrival times recorded</p>'
     t0, t1 = min(t for t, _ in times), max(t for t, _ in times)

@@ -83,7 +83,7 @@ from landfall.core.contracts.layout import Layout, dataset_prefix, gs
 from landfall.core.contracts.messages import InputManifest, JobInputs, Manifest, Rejection, TrainingRequest
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.rules import holdout
-from landfall.core.rules.cost import epoch as cost_epoch
+from landfall.core.rules.timestamps import epoch
 from landfall.core.services.storage import Storage
 from landfall.submit import engine, jobmeta, spend, sufficient
 from landfall.submit.backends import Backend
@@ -359,7 +359,7 @@ def explain(dataset: str, cfg: JobConfig, backend: Backend, storage: Storage, la
     state, job = ("ended", None) if head is None else _peek(head, backend, ledger)
     entry = record.entry(head) if head else None
     if head is not None and state == "ended" and (entry is None or entry.get("ended_at") is None):
-        released = cost_epoch(ledger.read_inputs(head).released_at) if entry is None else float(entry["released_at"])
+        released = epoch(ledger.read_inputs(head).released_at) if entry is None else float(entry["released_at"])
         entry = entry or {"job": head, "seq": seq, "released_at": min(now, released or now)}
         entry.update(spend.measure(storage, ledger.bucket, ledger.layout, head, job, cfg, float(entry["released_at"]),
                                    now))
@@ -559,7 +559,7 @@ def _own_job(request: TrainingRequest, cfg: JobConfig, backend: Backend, ledger:
 
 
 def _epoch(stamp: str) -> float:
-    t = cost_epoch(stamp)
+    t = epoch(stamp)
     return time.time() if t is None else t
 
 

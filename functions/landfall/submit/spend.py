@@ -34,7 +34,7 @@ from landfall.core import logs
 from landfall.core.contracts.layout import Layout, gs
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.core.rules import cost
+from landfall.core.rules import cost, timestamps
 from landfall.core.services.storage import Storage
 from landfall.submit import engine, jobmeta
 from landfall.submit.config import JobConfig
@@ -148,7 +148,7 @@ def ended(storage: Storage, bucket: str, layout: Layout, inputs: JobInputs, job:
         if entry and entry.get("ended_at") is not None:
             return False
         if entry is None:  # its releaser died before recording it
-            at = cost.epoch(inputs.released_at)
+            at = timestamps.epoch(inputs.released_at)
             entry = {"job": inputs.job, "seq": inputs.seq, "released_at": min(now, at if at is not None else now)}
             record.jobs.append(entry)
         entry.update(measure(storage, bucket, layout, inputs.job, job, defaults, float(entry["released_at"]), now))
@@ -161,7 +161,7 @@ def measure(storage: Storage, bucket: str, layout: Layout, name: str, job: dict[
             released_at: float, now: float) -> dict[str, Any]:
     """An ended job's ``ended_at`` and cost fields: the chief's record, else an estimate (module docstring)."""
     doc = job_metrics(storage, jobmeta.job_dir(bucket, name, layout.runs_prefix))
-    ended_at = cost.epoch(doc.get("ended_at"))
+    ended_at = timestamps.epoch(doc.get("ended_at"))
     if isinstance(doc.get("gpu_seconds"), int | float) and not isinstance(doc.get("gpu_seconds"), bool):
         return {"ended_at": min(now, ended_at) if ended_at is not None else now,
                 **{k: doc.get(k) for k in ("gpu_seconds", "accelerator", "estimated_cost")}, "cost_basis": "chief"}
@@ -181,10 +181,11 @@ def measure(storage: Storage, bucket: str, layout: Layout, name: str, job: dict[
 def estimate(job: dict[str, Any], defaults: JobConfig) -> tuple[dict[str, Any], float | None]:
     """Cost fields for a job object that ended (its start to its end, its workers and GPUs), and its end."""
     status = job.get("status") or {}
-    start = cost.epoch(status.get("startTime")) or cost.epoch(job.get("metadata", {}).get("creationTimestamp"))
-    end = cost.epoch(status.get("completionTime"))
+    start = (timestamps.epoch(status.get("startTime"))
+             or timestamps.epoch(job.get("metadata", {}).get("creationTimestamp")))
+    end = timestamps.epoch(status.get("completionTime"))
     if end is None:
-        stamps = [cost.epoch(c.get("lastTransitionTime")) for c in engine.conditions(job)
+        stamps = [timestamps.epoch(c.get("lastTransitionTime")) for c in engine.conditions(job)
                   if c.get("status") == "True" and c.get("type") in ("Succeeded", "Failed", "Completed")]
         end = max((s for s in stamps if s is not None), default=None)
     containers = engine.containers_of(job)

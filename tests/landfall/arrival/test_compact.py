@@ -20,7 +20,7 @@ from landfall.core.artifacts import retractions, snapshots
 from landfall.core.artifacts.snapshots import Snapshot
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.contracts.records import RecordFramer, decode_example, iter_records
-from landfall.core.rules import cost
+from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
 from tests.conftest import unique
 from tests.landfall.arrival.compact_helpers import LAYOUT, SHAPE, add_arrival, arrival_of, release
@@ -155,7 +155,7 @@ def test_the_collection_rule():
     was superseded at least the grace period ago."""
     t = "2026-01-01T00:00:00.000Z"
     later = "2026-01-01T02:00:00.000Z"
-    now = cost.epoch(later) + 10
+    now = timestamps.epoch(later) + 10
     snaps = [_snap(1, t), _snap(2, t), _snap(3, later)]
     assert [s.seq for s in snapshots.collectable(snaps, set(), now)] == [1]  # 2 was superseded 10 s ago
     assert [s.seq for s in snapshots.collectable(snaps, set(), now + 3600)] == [1, 2]
@@ -173,7 +173,7 @@ def test_collect_deletes_only_what_no_kept_snapshot_names(emulator_stack, bucket
         assert compact.compact(storage, bucket, "ds", 20 * RECORD).snapshot
         jobs.append(release(storage, bucket, "ds", round_ + 1))
     reading = JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot  # job 2 is still running
-    far = cost.epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
+    far = timestamps.epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
     # What a compactor that lost the race for snapshot 3 left, and one still running for snapshot 4.
     lost = f"gs://{bucket}/compacted/ds/00000003-deadbeef/part-00000.tfrecord"
     running = f"gs://{bucket}/compacted/ds/00000004-feedface/part-00000.tfrecord"

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from landfall import cli
+from trainer import baselines
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     step = next(s for s in report["steps"] if s["what"] == "baselines")
     beaten = step["detail"]["beaten_by"]
     assert ("BEATEN BY " + ", ".join(beaten) in report["stop"]) if beaten else ("BEATEN" not in report["stop"])
-    assert set(step["detail"]["baselines"]) == {"mean_window", "pca", "nearest_neighbour", "kmeans"}
+    assert set(step["detail"]["baselines"]) == set(baselines.NAMES)
     assert step["detail"]["instances"]["validation"] > 0  # the job's held-out count
     whats = [s["what"] for s in report["steps"]]
     assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "detection",

@@ -60,3 +60,20 @@ def test_one_line_and_the_compact_form_agree():
 @pytest.mark.parametrize("name", ["reading the manifests", "the labelled check"])
 def test_every_phase_has_a_short_name(name):
     assert timeline.SHORT[name] != name
+
+
+def test_one_reading_of_a_timestamp():
+    """``landfall.core.rules.timestamps``: what ``utc_now`` writes, an offset, a naive time (UTC) and a date alone;
+    ``epoch`` gives None for what is not a timestamp, ``parse`` raises."""
+    import pytest
+
+    from landfall.core.contracts.messages import utc_now
+    from landfall.core.rules import timestamps
+
+    assert timestamps.epoch("2026-12-05T10:00:00.000Z") == timestamps.epoch("2026-12-05T11:00:00+01:00") == 1796464800.0
+    assert timestamps.parse("2026-12-05T10:00:00") == timestamps.parse("2026-12-05T10:00:00Z")
+    assert timestamps.epoch("2026-12-05") == 1796428800.0
+    assert abs(timestamps.epoch(utc_now()) - __import__("time").time()) < 5
+    assert timestamps.epoch("yesterday") is None and timestamps.epoch(None) is None and timestamps.epoch("") is None
+    with pytest.raises(ValueError):
+        timestamps.parse("yesterday")

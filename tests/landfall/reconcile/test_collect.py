@@ -13,7 +13,7 @@ from landfall.arrival import compact
 from landfall.core.artifacts import snapshots
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.contracts.records import RecordFramer
-from landfall.core.rules import cost
+from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
 from landfall.reconcile import collect, loop
 from landfall.submit import coalesce
@@ -52,7 +52,7 @@ def two_compactions(storage: Storage, bucket: str, dataset: str) -> dict:
         jobs.append(release(storage, bucket, dataset, round_ + 1))
     old, new = snapshots.listed(storage, bucket, LAYOUT, dataset)
     assert JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot == new
-    superseded_at = cost.epoch(snapshots.read(storage, new).created_at)
+    superseded_at = timestamps.epoch(snapshots.read(storage, new).created_at)
     return {"old": old, "new": new, "old_named": named(storage, old), "new_named": named(storage, new),
             "head": jobs[1], "past_grace": superseded_at + snapshots.GRACE_S + 1, "superseded_at": superseded_at}
 

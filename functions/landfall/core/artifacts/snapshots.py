@@ -50,13 +50,13 @@ import itertools
 import json
 import secrets
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from typing import Any
 
 from landfall.core.artifacts.retractions import Listing
 from landfall.core.contracts.layout import Layout, gs
 from landfall.core.contracts.messages import INPUTS_SNAPSHOT_SCHEMA, JobInputs, decode, utc_now
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
 
 SNAPSHOT_SCHEMA = "landfall.snapshot/v1"
@@ -240,7 +240,7 @@ def collectable(snapshots: list[Snapshot], named_by_unfinished: set[int], now: f
 
 
 def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return timestamps.parse(stamp).timestamp()
 
 
 def check_shape(snapshot: Snapshot, shape: tuple[int, int], where: str) -> None:

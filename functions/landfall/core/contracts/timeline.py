@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from landfall.core.rules import cost
+from landfall.core.rules import cost, timestamps
 
 FIELD = "timeline"
 EPOCH = "epoch"  # an epoch's span: {"phase": "epoch", "epoch": n}
@@ -64,7 +64,7 @@ def merge(workers: list[dict[str, Any] | None], num_workers: int, doc: dict[str,
     report), with every start counted from the earliest worker's. ``doc`` (metrics.json) gives the job's epochs and
     wall time for its ``epochs_s`` and ``outside_epochs_s``."""
     mine = {int(w["worker"]): w for w in workers if isinstance(w, dict) and isinstance(w.get("worker"), int)}
-    starts = [cost.epoch(w.get("started_at")) for w in mine.values()]
+    starts = [timestamps.epoch(w.get("started_at")) for w in mine.values()]
     known = [s for s in starts if s is not None]
     origin = min(known) if known else None
     out: list[dict[str, Any]] = []
@@ -73,7 +73,7 @@ def merge(workers: list[dict[str, Any] | None], num_workers: int, doc: dict[str,
         if w is None:
             out.append({"worker": i, "missing": missing})
             continue
-        began = cost.epoch(w.get("started_at"))
+        began = timestamps.epoch(w.get("started_at"))
         offset = round(began - origin, 3) if began is not None and origin is not None else 0.0
         phases = [{**p, "start_s": round(float(p.get("start_s") or 0.0) + offset, 3)}
                   for p in w.get("phases") or [] if isinstance(p, dict)]
@@ -86,7 +86,7 @@ def merge(workers: list[dict[str, Any] | None], num_workers: int, doc: dict[str,
 
 def _iso(origin: float | None, workers: dict[int, dict[str, Any]]) -> str | None:
     for w in workers.values():
-        if origin is not None and cost.epoch(w.get("started_at")) == origin:
+        if origin is not None and timestamps.epoch(w.get("started_at")) == origin:
             return str(w["started_at"])
     return None
 

@@ -13,10 +13,10 @@ is a stated default (see ``landfall.core.rules.accelerators``); an accelerator i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from landfall.core.rules import accelerators
+from landfall.core.rules.timestamps import epoch
 
 BASES = ("chief", "job_object", "metrics_times", "released_to_found_ended")
 
@@ -41,16 +41,6 @@ def fields(workers: int, gpus_per_worker: int, wall_s: float, accelerator: str, 
     seconds = gpu_seconds(workers, gpus_per_worker, wall_s)
     return {"gpu_seconds": seconds, "accelerator": accelerator or None,
             "estimated_cost": estimated_cost(seconds, accelerator, env), "cost_basis": basis}
-
-
-def epoch(stamp: Any) -> float | None:
-    """Seconds since the epoch from an ISO 8601 timestamp (``...Z`` or with an offset); ``None`` if it is not one."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def wall_s(started_at: Any, ended_at: Any) -> float | None:
