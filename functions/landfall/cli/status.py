@@ -32,7 +32,7 @@ from landfall.core.artifacts import champion, detections, failing, results, spec
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
 from landfall.core.contracts.layout import ADMISSION, DISPATCH, FAILING, MANIFEST, RETRACTION, Layout
-from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
+from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, holds_back, loads_object, misshapen
 from landfall.core.errors import LandfallError, MissingCRD, NotFound
 from landfall.core.quality import quarantine
 from landfall.core.rules import cost
@@ -203,7 +203,7 @@ def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> di
             entry(ds)["arrivals"] += 1
             if (records[MANIFEST].metadata or {}).get("checks") == "warned":  # flagged by a check, trained on
                 entry(ds)["warned"] = entry(ds).get("warned", 0) + 1
-            if ADMISSION not in records and _held(storage, records[MANIFEST]):  # checks hold it: not trained on
+            if ADMISSION not in records and holds_back(storage, records[MANIFEST]):  # checks hold it: not trained on
                 entry(ds)["quarantined"] = entry(ds).get("quarantined", 0) + 1
                 held.setdefault(ds, []).append(records[MANIFEST])
         elif DISPATCH in records:  # dispatched to the Cloud Run job, no manifest yet: converting, or failed for good
@@ -240,13 +240,6 @@ def _failing(storage: Any, uri: str) -> dict[str, Any]:
     source = raw.get("source") if isinstance(raw.get("source"), dict) else {}
     return {"record": uri, **({"name": source.get("name"), "generation": source.get("generation")} if source else {}),
             **{k: raw.get(k) for k in ("kind", "error", "attempts", "first_failed_at", "failed_at")}}
-
-
-def _held(storage: Any, info: Any) -> bool:
-    """Whether a listed manifest's checks quarantined its arrival (its metadata; on local disk, the manifest)."""
-    if info.metadata is not None or info.uri.startswith("gs://"):
-        return (info.metadata or {}).get("quarantined") == "true"
-    return quarantine.summary(storage, info.uri).get("status") == "quarantined"
 
 
 def _pending(storage: Any, info: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from landfall.core.artifacts import champion, detections, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
 from landfall.core.contracts.layout import ADMISSION, DISPATCH, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.contracts.messages import MISSHAPEN, dead_letters, misshapen, utc_now
+from landfall.core.contracts.messages import MISSHAPEN, dead_letters, holds_back, misshapen, utc_now
 from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
 from landfall.core.quality.profile import Profile
@@ -85,7 +85,7 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
         if first is None:
             continue  # an admission record alone: not an arrival
         state = "retracted" if RETRACTION in recs else "converted" if MANIFEST in recs else "converting"
-        if state == "converted" and ADMISSION not in recs and (recs[MANIFEST].metadata or {}).get("quarantined"):
+        if state == "converted" and ADMISSION not in recs and holds_back(r.storage, recs[MANIFEST]):
             state = "quarantined"
             held.setdefault(name, []).append(recs[MANIFEST])
         ds(name)["arrivals"].append({"arrival_id": aid, "state": state, "at": _time(first.generation)})

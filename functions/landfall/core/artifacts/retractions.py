@@ -14,8 +14,7 @@ import logging
 
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import ADMISSION, MANIFEST, RETRACTION, Arrival, Layout
-from landfall.core.contracts.messages import Manifest, Retraction
-from landfall.core.errors import Invalid, NotFound
+from landfall.core.contracts.messages import Retraction, holds_back
 from landfall.core.services.storage import ObjectInfo, Storage
 
 log = logging.getLogger("landfall.retractions")
@@ -96,20 +95,9 @@ class Listing:
     quarantined: list[ListedManifest] = dataclasses.field(default_factory=list)
 
 
-def _held(storage: Storage, info: ObjectInfo) -> bool:
-    """Whether the manifest's checks quarantined its arrival: its object's metadata says so (``quarantined``); on
-    local disk, which keeps no metadata, the manifest itself is read."""
-    if info.metadata is not None or info.uri.startswith("gs://"):
-        return (info.metadata or {}).get("quarantined") == "true"
-    try:
-        return bool(Manifest.from_json(storage.read_bytes(info.uri), info.uri).quarantined)
-    except (Invalid, NotFound):
-        return False
-
-
 def list_dataset(storage: Storage, prefix: str) -> Listing:
     manifests, retracted, admitted = _listed_all(storage, prefix)
-    current = [(folder, info, _held(storage, info) and folder not in admitted)
+    current = [(folder, info, holds_back(storage, info) and folder not in admitted)
                for folder, info in sorted(manifests.items()) if folder not in retracted]
     live = [_listed_manifest(info) for _, info, hold in current if not hold]
     held = [_listed_manifest(info) for _, info, hold in current if hold]

@@ -370,3 +370,21 @@ class JobInputs:
     def from_json(cls, text: str | bytes, where: str = "inputs") -> JobInputs:
         return decode(cls, text, (INPUTS_SCHEMA, INPUTS_SNAPSHOT_SCHEMA), where,  # type: ignore[no-any-return]
                       lambda raw: cls(**{**raw, "manifests": [InputManifest(**m) for m in raw["manifests"]]}))
+
+
+def holds_back(storage: Any, info: Any) -> bool:
+    """Whether a listed manifest object (``info``: ``uri``, ``metadata``; ``storage``: what lists and reads it) holds
+    its arrival back from training because its checks quarantined it: Cloud Storage keeps that in the object's
+    metadata (``quarantined: "true"``, written with the manifest); where no metadata is kept (local disk), the
+    manifest's own ``checks`` say it. The one answer every reader gives (the training listing, the reference's
+    refresh, ``landfall status``, ``trace`` and ``report``; issue #56). **A manifest that cannot be read or parsed holds
+    its arrival back too**: no job could load it, so counting it live would fail every job of its dataset, and the
+    views list it as held instead of live. Whether an operator admitted it is the caller's (its admission record)."""
+    if info.metadata is not None or str(info.uri).startswith("gs://"):
+        return (info.metadata or {}).get("quarantined") == "true"
+    from landfall.core.errors import LandfallError
+
+    try:
+        return Manifest.from_json(storage.read_bytes(info.uri), info.uri).quarantined
+    except LandfallError:
+        return True

@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 
 from landfall.core.contracts.layout import ADMISSION, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.contracts.messages import Manifest, Retraction, loads_object, text_of, utc_now
+from landfall.core.contracts.messages import Manifest, Retraction, holds_back, loads_object, text_of, utc_now
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.quality.profile import REFERENCE_SCHEMA, Profile
-from landfall.core.services.storage import ObjectInfo, Storage, is_gs
+from landfall.core.services.storage import ObjectInfo, Storage
 
 log = logging.getLogger("landfall.quarantine")
 
@@ -123,17 +123,6 @@ def merge_into_reference(storage: Storage, manifest_uri: str, arrival_id: str,
 PUBLISHED = ("through", "near", "published_s")  # what refresh_reference records of how far it got
 
 
-def _held(storage: Storage, info: ObjectInfo) -> bool:
-    """Quarantined by its checks (admitted or not: an admission merges its arrival itself): the manifest object's
-    metadata; on local disk, which keeps none, the manifest."""
-    if is_gs(info.uri):
-        return (info.metadata or {}).get("quarantined") == "true"
-    try:
-        return bool(read_manifest(storage, info.uri).quarantined)
-    except (Invalid, NotFound):
-        return True
-
-
 def _arrival_of(info: ObjectInfo) -> str:
     return info.uri.rsplit("/", 2)[-2]
 
@@ -158,7 +147,7 @@ def refresh_reference(storage: Storage, dataset_uri: str, *, cadence_s: float = 
     prefix = dataset_uri.rstrip("/") + "/"
     listed = [i for i in storage.list_objects(prefix, suffix="/" + MANIFEST) if "/" not in i.uri[len(prefix):-len(
         "/" + MANIFEST)] and i.generation > through - NEAR_US and _arrival_of(i) not in near]
-    fresh = sorted((i for i in listed if not _held(storage, i)), key=lambda i: (i.generation, i.uri))
+    fresh = sorted((i for i in listed if not holds_back(storage, i)), key=lambda i: (i.generation, i.uri))
     if not fresh:
         return 0
 
