@@ -32,7 +32,7 @@ from landfall.arrival.columns import Chunks
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
 
-SPLITTABLE = ("npy", "csv", "parquet")
+SPLITTABLE = ("npy", "csv", "parquet")  # the formats whose byte ranges tasks convert apart (the router reads it)
 _SCAN = 64 * 1024
 
 

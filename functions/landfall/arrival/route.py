@@ -64,6 +64,7 @@ import logging
 import time
 from typing import Any, Literal
 
+from landfall.arrival import ranges
 from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Arrival
@@ -85,7 +86,6 @@ RATES = {  # stored bytes per second per vCPU, measured (landfall bench convert 
     "csv.gz": 33e6,
     "npz": 216e6 / NPZ_RATIO,
 }
-SPLITTABLE = ("npy", "csv", "parquet")
 ENV_BUCKET, ENV_NAME, ENV_GENERATION = "LANDFALL_SOURCE_BUCKET", "LANDFALL_SOURCE_NAME", "LANDFALL_SOURCE_GENERATION"
 DISPATCH_SCHEMA = "landfall.dispatch/v1"
 CLAIM_GRACE_S = 120.0  # a marker without an execution older than this was left by a crash
@@ -110,7 +110,7 @@ def converts_inline(fmt: str, size: int, cfg: ConverterConfig) -> bool:
 
 
 def task_count(fmt: str, size: int, cfg: ConverterConfig) -> int:
-    if fmt not in SPLITTABLE:
+    if fmt not in ranges.SPLITTABLE:
         return 1
     return max(1, min(cfg.max_tasks, -(-size // cfg.task_bytes)))
 
