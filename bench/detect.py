@@ -16,7 +16,7 @@ GutenTAG ecg-diff-count-3 and BasicMotions' Walking with Running put in, all fro
 3. every detector scores the test part's stride-1 windows (reconstruction MSE in original units) and each row gets
    the mean of the errors of the windows covering it (``landfall score``'s ``mean`` location, TimeEval's reverse
    windowing);
-4. against the test part's labels per row: **AP** (average precision, ``trainer.labelled.average_precision``, as
+4. against the test part's labels per row: **AP** (average precision, ``trainer.labelled_check.average_precision``, as
    scikit-learn defines it) and **VUS-PR** (``landfall.core.rules.vus``, buffers 0 to the window length).
 
 It prints one table per series (the model's figures as medians over the seeds, with their range) and writes
@@ -60,7 +60,7 @@ def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window
 
 
 def figures(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
-    from trainer.labelled import ranking
+    from trainer.labelled_check import ranking
 
     return ranking(labels, scores, window)
 

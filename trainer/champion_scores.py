@@ -25,8 +25,7 @@ from landfall.core import logs
 from landfall.core.artifacts import champion as champion_mod
 from landfall.core.errors import TemporaryError
 from landfall.core.services.storage import Storage
-from trainer import labelled as labelled_check
-from trainer import scoring, timeline
+from trainer import labelled_check, scoring, timeline
 
 log = logs.get("trainer.verdict")
 

@@ -63,7 +63,7 @@ class TrainerConfig(Settings):
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
     model_margin: float = 0.01  # select detection: the model ranks above a baseline when it scores this much more
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
-    # The labelled check (trainer.labelled): the set `landfall datasets apply` stored
+    # The labelled check (trainer.labelled_check): the set `landfall datasets apply` stored
     # (landfall.core.artifacts.labelled), scored
     # by every job with the challenger and the champion; below min_average_precision (when set) nothing is promoted.
     labelled: str = ""

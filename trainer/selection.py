@@ -6,7 +6,7 @@ neighbour, KMeansAD, ...), each a detector served the
 same way (``trainer.detectors``). Each is scored on the same windows:
 
 - **basis**: with a labelled set (spec ``verdict.labelled``) that the candidates could score, its **labelled average
-  precision** (``trainer.labelled``); else its **surrogate average precision over kinds**, on synthetic anomalies
+  precision** (``trainer.labelled_check``); else its **surrogate average precision over kinds**, on synthetic anomalies
   injected into held-out windows (``trainer.surrogate``: the mean of each anomaly kind's average precision against
   all the clean windows). Reconstruction loss is recorded, never the basis: a detector that
   reconstructs normal windows well may reconstruct anomalies as well (issues #38, #47).

@@ -19,7 +19,7 @@ Flags
     --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.floor``)
     --labelled URI            a labelled set (``landfall.core.artifacts.labelled``) the verdict scores: precision,
     recall,
-                              average precision of challenger and champion (``trainer.labelled``)
+                              average precision of challenger and champion (``trainer.labelled_check``)
     --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)
     --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers

@@ -25,7 +25,7 @@
    first model, and the champion (still evaluated on the same instances, for the record) is kept. So a model
    that learned nothing (noise data, a broken scaling, a model stopped far too early) never becomes a champion,
    and two bad models in a row cannot compare as "fine".
-5. The labelled check (``trainer.labelled``), when the job has a labelled set (``--labelled``, from the spec's
+5. The labelled check (``trainer.labelled_check``), when the job has a labelled set (``--labelled``, from the spec's
    ``verdict.labelled``): the challenger (at its threshold) and the champion it is compared with (at the champion's
    own threshold) are scored on it: precision, recall, average precision. A champion that cannot score it is
    unknown (null), never zero. With ``min_average_precision`` (spec ``verdict.min_average_precision``) a challenger
@@ -65,8 +65,7 @@ from landfall.core.artifacts import results
 from landfall.core.errors import TemporaryError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage, is_gs
-from trainer import baselines, detectors, floor, iterators, scoring, selection, surrogate, timeline
-from trainer import labelled as labelled_check
+from trainer import baselines, detectors, floor, iterators, labelled_check, scoring, selection, surrogate, timeline
 from trainer.champion_scores import ChampionScores, labelled_figures
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
@@ -187,7 +186,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     compared = baselines.report(panel, held_losses, loss)
     gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,
              "min_skill_over": cfg.skill_margins(), "beaten_by": baselines.beaten_by(compared)}
-    # The labelled check (trainer.labelled): the spec's labelled set, scored by the challenger and each champion.
+    # The labelled check (trainer.labelled_check): the spec's labelled set, scored by the challenger and each champion.
     with timeline.span(LABELLED):
         labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")

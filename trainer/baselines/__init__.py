@@ -39,7 +39,7 @@ window already makes; each bounds its own work beyond that (the nearest neighbou
 scikit-learn with fixed seeds: no TensorFlow, so a restarted chief computes the same.
 
 The same detectors score a labelled set (``scores``), so its average precision and VUS-PR sit beside the model's
-(``trainer.labelled``).
+(``trainer.labelled_check``).
 """
 
 from __future__ import annotations

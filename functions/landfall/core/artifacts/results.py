@@ -7,7 +7,7 @@ The message (topic ``landfall-training-results``, ordering key = dataset, attrib
 with the ``min_skill`` it was held to, how its epochs ended (``epochs_run``, ``epochs_ceiling``, ``stopped_early``,
 ``best_epoch``, ``ceiling_gpu_seconds``: what training to the ceiling would have cost), ``labelled`` (the labelled
 check's precision, recall and average precision of the challenger and the champion, when the spec names a labelled
-set: ``trainer.labelled``; null otherwise), ``model``
+set: ``trainer.labelled_check``; null otherwise), ``model``
 (this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
 ``threshold``, ``champion_view`` (what the champion flagged in the job's new arrivals before training:
 ``trainer.champion_view``; a bounded copy, ``champion_view_summary``), ``error`` (a failure's message),
@@ -95,9 +95,9 @@ class Result:
     baselines: dict[str, Any] | None = None
     min_skill_over: dict[str, float] | None = None
     beaten_by: list[str] | None = None
-    # The labelled check (trainer.labelled), when the dataset's spec names a labelled set: {challenger: {precision,
-    # recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated against
-    # labels), instances, positives, min_average_precision}; null without one.
+    # The labelled check (trainer.labelled_check), when the dataset's spec names a labelled set: {challenger:
+    # {precision, recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated
+    # against labels), instances, positives, min_average_precision}; null without one.
     labelled: dict[str, Any] | None = None
     # The champion's view of the job's new arrivals (trainer.champion_view), bounded (champion_view_summary):
     # {champion_run, threshold, instances, flagged, fraction, arrival_count, arrivals (the first MAX_IDS), reason};

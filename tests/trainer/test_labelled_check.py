@@ -1,4 +1,4 @@
-"""The labelled check (trainer.labelled): precision and recall at the threshold, average precision (cross-checked
+"""The labelled check (trainer.labelled_check): precision and recall at the threshold, average precision (cross-checked
 with scikit-learn), and BasicMotions through the trainer: standing is the normal activity, the others anomalous."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, precision_score, recall_score
 
-from trainer import labelled
+from trainer import labelled_check as labelled
 
 
 @pytest.mark.parametrize("seed", range(6))
