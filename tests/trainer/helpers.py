@@ -83,6 +83,7 @@ def run_trainer(args: list[str], timeout: float = 300, **env: str | None) -> sub
 # -- a GKE metadata server -------------------------------------------------------------------------
 
 SERVICE_ACCOUNTS = "/computeMetadata/v1/instance/service-accounts/"
+EMAIL = "trainer@landfall-test.iam.gserviceaccount.com"  # the Workload Identity service account it serves
 
 
 class MetadataServer:
@@ -137,10 +138,14 @@ class MetadataServer:
                     return self._send(403, "text/plain", b"Missing Metadata-Flavor:Google header.")
                 if path == "/":
                     return self._send(200, "application/text", b"computeMetadata/")
-                if path == SERVICE_ACCOUNTS + "default/":
-                    return self._json({"aliases": ["default"], "email": "trainer@landfall-test.iam.gserviceaccount.com",
+                # The account answers by its alias and by its email, as the metadata server does (google-auth asks
+                # by the email once a refresh has read it: two threads refreshing at once under load do).
+                account = path[len(SERVICE_ACCOUNTS):].split("/", 1)[0] if path.startswith(SERVICE_ACCOUNTS) else ""
+                rest = path[len(SERVICE_ACCOUNTS) + len(account):] if account in ("default", EMAIL) else None
+                if rest == "/":
+                    return self._json({"aliases": ["default"], "email": EMAIL,
                                        "scopes": ["https://www.googleapis.com/auth/cloud-platform"]})
-                if path == SERVICE_ACCOUNTS + "default/token":
+                if rest == "/token":
                     with owner.lock:
                         owner.tokens += 1
                     return self._json({"access_token": f"ya29.test-{owner.tokens}", "expires_in": 3599,
