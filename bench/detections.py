@@ -29,8 +29,10 @@ row is split into its phases (``phases``): **convert** (the upload's start to it
 **request** (the manifest to the scorer's start: the notification, the score request and its delivery), **load**
 (the champion's load, 0 when cached), **score** (reading, windowing and scoring the rows), **write** (the rest of the
 scorer's own time: the scores' upload), **publish** (the summary's ``scored_at`` to the message pulled).
-``--beside-retrain``: the same uploads with every one of them starting a retrain of the dataset (``retrain`` allows a
-job per arrival), so the scorer shares the machine with a training job, as the issue's user measured.
+``--beside-retrain``: the same uploads, each made while a retrain of the dataset trains (``retrain`` allows a job per
+arrival; when none is running, the training prefix is uploaded again and the upload waits for its job to run), so the
+scorer shares the machine with a training job, as the issue's user measured; ``retrains_running`` counts the jobs
+training both when the upload started and when its message came.
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.core.services.pubsub import PubSub
     from landfall.core.services.storage import Storage
     from landfall.local.detections import wait_for as wait_detection
+    from landfall.submit import engine
+    from landfall.submit.backends.local import LocalBackend
     from landfall_bench import realdata
 
     if args.recording:
@@ -180,13 +184,24 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
         latencies = []
         body = csv_of(test, labels)
+        backend = LocalBackend(info["local_state"])
+
+        def running() -> int:
+            return sum(1 for job in backend.list(dataset) if engine.state(job) == "Running")
+
         for i in range(args.uploads):
+            if args.beside_retrain and not running():  # a retrain training while this upload is scored
+                upload(f"retrain-{i}.csv", csv_of(train, np.zeros(len(train))))
+                wait_for(lambda: running() or None, 300, "a retrain running")
+            busy = running()
             aid, started = upload(f"test-{i}.csv", body)
             message, at = wait_detection(pubsub, "bench-detections", aid, 600)
+            busy = min(busy, running())  # training at the upload and still at its message
             summary = detections.Summary.from_json(storage.read_bytes(message["summary"]))
             manifest = Manifest.from_json(storage.read_bytes(message["manifest"]), message["manifest"])
             message["summary_ranges"] = summary.scoring["ranges"]
             latencies.append({"upload": i, "latency_s": round(at - started, 2), "rows": message["count"],
+                              "retrains_running": busy,
                               "phases": phases(started, manifest.created_at, summary, at),
                               "anomalous_rows": message["anomalies"], "ranges": message["ranges_total"],
                               "episodes_covered": covered(message, truth),
@@ -280,11 +295,12 @@ def cost(out: dict[str, Any]) -> dict[str, Any] | None:
 
 def print_table(out: dict[str, Any]) -> None:
     print(f"data: {out['data']}; champion {out['champion']['run']} after {out['champion']['after_s']} s")
-    print("upload | latency s | rows | anomalous rows | ranges | labelled episodes covered | scoring s | model load s")
+    print("upload | latency s | rows | anomalous rows | ranges | labelled episodes covered | scoring s | model load s "
+          "| retrains training throughout")
     for r in out["latency"]:
         print(f"{r['upload']:>6} | {r['latency_s']:>9} | {r['rows']:>5} | {r['anomalous_rows']:>14} | "
               f"{r['ranges']:>6} | {r['episodes_covered']} of {len(out['labelled_episodes'])} | "
-              f"{r['scoring_s']:>9} | {r['model_load_s']}")
+              f"{r['scoring_s']:>9} | {r['model_load_s']} | {r.get('retrains_running', 0)}")
     print(f"median latency, upload to detection message: {out['latency_median_s']} s "
           f"({out['test_rows']} rows x {out['channels']} channels"
           + (", a retrain beside each" if out.get("beside_retrain") else "") + ")")
