@@ -29,6 +29,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from landfall.core.rules import moments
+
 NAME = "mean_window"
 DESCRIPTION = "the training set's per-timestep, per-feature mean window, in original units"
 
@@ -63,10 +65,7 @@ class MeanWindow:
     def errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Per-instance MSE of reconstructing ``x`` as the mean window, float64 ``[n]`` (the verdict's metric: each
         feature's residual divided by ``scale``, ``trainer.scoring``; None: original units)."""
-        residual = np.asarray(x, np.float64) - self.window[None]
-        if scale is not None:
-            residual /= scale
-        return (residual ** 2).mean(axis=(1, 2))
+        return moments.scaled_mse(np.asarray(x, np.float64) - self.window[None], scale)
 
 
 def skill(loss: float, baseline_loss: float) -> float | None:

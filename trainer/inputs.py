@@ -93,15 +93,18 @@ class Inputs:
     def feature_stats(self) -> tuple[list[float], list[float]]:
         """Count-weighted mean and standard deviation per feature over all manifests and the snapshot's shards
         (``landfall.core.rules.moments``: the Chan merge of the arrivals' statistics)."""
-        parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
-        mean, std = moments.pooled(parts)
+        mean, std = self.pooled()
         return mean.tolist(), moments.scaled(std).tolist()  # a constant feature is left unscaled
 
     def error_scale(self) -> list[float]:
         """Each feature's unit for the detection error (``landfall.core.rules.moments.error_scale``), from the same
         pooled statistics: what ``normalization.json``'s ``error_scale`` holds and the verdict measures in."""
-        parts = [(m.count, m.stats.mean, m.stats.std) for m in self.manifests] + list(self.snapshot_stats)
-        return moments.error_scale(moments.pooled(parts)[1]).tolist()
+        return moments.error_scale(self.pooled()[1]).tolist()
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """The count-weighted mean and (raw) standard deviation per feature over the manifests and the snapshot."""
+        return moments.pooled([(m.count, m.stats.mean, m.stats.std) for m in self.manifests]
+                              + list(self.snapshot_stats))
 
 
 def shard_uri(manifest_uri: str, uri: str) -> str:

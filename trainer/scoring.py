@@ -34,6 +34,7 @@ import numpy as np
 
 from landfall.core.artifacts.champion import NORMALIZATION, THRESHOLD
 from landfall.core.errors import Invalid, NotFound
+from landfall.core.rules import moments
 from landfall.core.services.storage import Storage, is_gs
 
 PREDICT_BATCH = 1024
@@ -114,7 +115,7 @@ class Scorer:
     def metric(self) -> str:
         """What ``errors`` returns: ``mse_standardised`` or, for a model saved without ``error_scale``,
         ``mse_original_units``."""
-        return STANDARDISED if self.scale is not None else ORIGINAL_UNITS
+        return metric_of(self.scale)
 
     def measured_in(self, scale: Any) -> Scorer:
         """The same model, its errors measured in ``scale`` (another job's, to compare on one scale)."""
@@ -133,15 +134,17 @@ class Scorer:
             recon = self.predict(np.ascontiguousarray(z, np.float32)).astype(np.float64)
             if self.mean is not None:
                 recon = recon * self.std + self.mean
-            residual = recon - batch.astype(np.float64)
-            if self.scale is not None:
-                residual /= self.scale
-            out[start:start + len(batch)] = (residual ** 2).mean(axis=(1, 2))
+            out[start:start + len(batch)] = moments.scaled_mse(recon - batch.astype(np.float64), self.scale)
         return out
 
     def errors_of(self, blocks: Iterable[np.ndarray]) -> np.ndarray:
         parts = [self.errors(b) for b in blocks if len(b)]
         return np.concatenate(parts) if parts else np.empty(0, np.float64)
+
+
+def metric_of(scale: Any) -> str:
+    """The error's metric with ``scale`` (an ``error_scale``, or None: original units)."""
+    return STANDARDISED if scale is not None else ORIGINAL_UNITS
 
 
 def _vector(values: Any) -> np.ndarray | None:

@@ -163,10 +163,7 @@ class Panel:
             return out
         z = self.standardise(x)
         for name, fitted in self.kinds.items():
-            residual = x - self._original(fitted.reconstruct(z))
-            if self.scale is not None:
-                residual /= self.scale
-            out[name] = (residual ** 2).mean(axis=(1, 2))
+            out[name] = moments.scaled_mse(x - self._original(fitted.reconstruct(z)), self.scale)
         return out
 
     def describe(self) -> dict[str, dict]:

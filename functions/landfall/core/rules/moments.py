@@ -57,3 +57,11 @@ def error_scale(std: Sequence[float]) -> np.ndarray:
     varying = sd > CONSTANT_STD
     floor = float(np.quantile(sd[varying], FLOOR_QUANTILE)) if varying.any() else 1.0
     return np.where(varying, sd, floor)
+
+
+def scaled_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """Each window's MSE over its ``T x F`` residuals (float64 ``[n, T, F]``), each feature's divided by its
+    ``error_scale`` first (None: original units): the one definition of a detection error (``trainer.scoring``)."""
+    if scale is not None:
+        residual = residual / scale
+    return (residual ** 2).mean(axis=(1, 2))
