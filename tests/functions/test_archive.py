@@ -34,7 +34,7 @@ FUNCTIONS = REPO / "functions"
 MODULE_TF = INFRA / "modules" / "functions" / "main.tf"
 ENV_ROOTS = sorted(p.parent for p in (INFRA / "envs").glob("*/functions/variables.tf"))
 DEPLOYED = ("landfall/core/", "landfall/arrival/", "landfall/submit/")
-NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/reconcile/", "landfall/detect/")
+NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/views/", "landfall/reconcile/", "landfall/detect/")
 
 
 # --- doublestar globs ---------------------------------------------------------------------------------

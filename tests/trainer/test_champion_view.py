@@ -15,7 +15,7 @@ import pytest
 from landfall.core.artifacts import results
 from landfall.core.contracts.messages import InputManifest, JobInputs
 from landfall.core.services.storage import Storage
-from landfall.local import report
+from landfall.views import page
 from landfall_bench import realdata
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
 from trainer import champion_view
@@ -109,7 +109,7 @@ def test_new_arrivals_are_scored_by_the_champion(tmp_path):
     assert f"{view['flagged']} of {view['instances']}" in line and "demo-1" in line
     assert f"most: {most['arrival']}, {most['flagged']} of {most['instances']}" in line
     assert "none (dataset demo has no champion)" in results.champion_view_line(first["champion_view"])
-    assert line in html.unescape(report.skill_html({"champion_view": view}))
+    assert line in html.unescape(page.skill_html({"champion_view": view}))
 
 
 def test_a_restarted_job_reuses_its_first_record(tmp_path):

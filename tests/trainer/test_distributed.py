@@ -178,7 +178,7 @@ def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
     from landfall.cli import status, trace
     from landfall.core.contracts import timeline as core_timeline
     from landfall.core.contracts.layout import Layout
-    from landfall.local import report
+    from landfall.views import page
 
     t = metrics["timeline"]
     assert [w["worker"] for w in t["workers"]] == [0, 1] and not any("missing" in w for w in t["workers"]), t
@@ -236,7 +236,7 @@ def check_timeline(storage: Storage, job_dir: str, metrics: dict) -> None:
     [step] = [s for s in trace.metrics_steps(metrics, f"{job_dir}/metrics.json") if s.what == "timeline"]
     assert step.text == line and dataclasses.asdict(step)["detail"]["phases"] == shown["phases"]
     # the report: a bar per phase and worker, the rows and axes named
-    svg = report.timeline_svg(t)
+    svg = page.timeline_svg(t)
     assert svg.count('class="phase"') == sum(len(w["phases"]) for w in t["workers"])
     assert 'data-worker="1"' in svg and "worker 0</text>" in svg and "worker 1</text>" in svg
     assert "seconds from the job" in svg and svg.count("data-phase=") == len(t["summary"])

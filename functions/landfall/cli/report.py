@@ -1,5 +1,5 @@
 """``landfall report [--out report.html] [--dataset ...]``: the bucket as one self-contained HTML page
-(``landfall.local.report``): arrivals, champions, recent jobs with loss curves and verdicts, thresholds,
+(``landfall.views.page``): arrivals, champions, recent jobs with loss curves and verdicts, thresholds,
 rejections, dead letters and pending requests, and ``--scored`` series files with their ranges. Read-only; next
 to a ``landfall up`` stack it reads that stack unless a flag or variable names a target. Prints the page's path."""
 
@@ -33,14 +33,14 @@ def write_report(args: argparse.Namespace) -> int:
     """The command on its target (``run`` picks it): the page written, its path printed."""
     from landfall.cli.trace import open_reader
     from landfall.core.services.pubsub import PubSub
-    from landfall.local import report
+    from landfall.views import page
 
     cfg = job_config(args, "bucket", "backend", "local_state", "namespace", "project")
     if not cfg.bucket:
         raise NotFound("name the bucket: --bucket or LANDFALL_BUCKET")
     scorer = os.environ.get("LANDFALL_SCORER_DEAD_LETTER_SUBSCRIPTION", detections.SCORER_DEAD_LETTER)
     subscriptions = () if args.no_dead_letter else tuple(args.dead_letter or [cfg.dead_letter_subscription, scorer])
-    path = report.write(Path(args.out), open_reader(cfg, cfg.bucket), None if args.no_dead_letter else
+    path = page.write(Path(args.out), open_reader(cfg, cfg.bucket), None if args.no_dead_letter else
                         PubSub(cfg.project), subscriptions, tuple(args.scored))
     print(path.resolve())
     return 0

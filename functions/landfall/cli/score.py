@@ -132,12 +132,13 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
         if getattr(args, "plot", None):
             import pyarrow.parquet as pq
 
-            from landfall.local import plots, report
+            from landfall.local import plots
+            from landfall.views import page
 
             table = pq.read_table(summary["out"], columns=["time", "score"] + (["label"] if summary["label"] else []))
             if not summary["sorted"]:  # one row per row of the file, in its order: drawn in time's
                 table = table.sort_by("time")
-            plots.series_scores(report.scored_series(table, summary, name=summary["src"]), Path(args.plot))
+            plots.series_scores(page.scored_series(table, summary, name=summary["src"]), Path(args.plot))
         return summary
     from landfall.detect.score import score_instances
 

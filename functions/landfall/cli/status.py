@@ -31,8 +31,8 @@ from landfall.cli.common import job_config, on_the_stack
 from landfall.core.artifacts import champion, detections, failing, results, specs
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import ADMISSION, DISPATCH, FAILING, MANIFEST, RETRACTION, Layout
-from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, holds_back, loads_object, misshapen
+from landfall.core.contracts.layout import DISPATCH, FAILING, MANIFEST, RETRACTION, Layout
+from landfall.core.contracts.messages import MISSHAPEN, JobInputs, dead_letters, loads_object, misshapen
 from landfall.core.errors import LandfallError, MissingCRD, NotFound
 from landfall.core.quality import quarantine
 from landfall.core.rules import cost
@@ -41,6 +41,7 @@ from landfall.core.services.storage import Storage
 from landfall.submit import coalesce, engine, jobmeta
 from landfall.submit.backends import open_backend
 from landfall.submit.config import JobConfig
+from landfall.views import arrivals, waiting
 
 SCORER_DEAD_LETTER = detections.SCORER_DEAD_LETTER  # what the scorer (landfall.detect) dead-letters
 LATEST_DETECTIONS = 3  # anomalous arrivals shown per dataset, the newest
@@ -167,48 +168,38 @@ def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
 
 
 def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
-    """Per dataset: live and retracted arrivals, rejections, and the latest few of each with their reasons."""
+    """Per dataset: live and retracted arrivals, rejections, and the latest few of each with their reasons
+    (``landfall.views.arrivals``: each arrival listed and classified once, as trace and report show it)."""
     out: dict[str, dict[str, Any]] = {}
 
     def entry(ds: str) -> dict[str, Any]:
         return out.setdefault(ds, {"arrivals": 0, "retracted": 0, "rejected": 0})
 
-    tprefix = layout.gs(bucket, lay.tfrecords_prefix)
-    folders: dict[tuple[str, str], dict[str, Any]] = {}
-    records = ("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH, "/" + ADMISSION, "/" + FAILING)
-    for info in storage.list_objects(tprefix + (f"{dataset}/" if dataset else ""), suffix=records):
-        parts = info.uri[len(tprefix):].split("/")
-        if len(parts) == 3:  # <dataset>/<arrival-id>/<record>
-            folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
-    rprefix = layout.gs(bucket, lay.rejected_prefix)
-    rejected: dict[str, list[Any]] = {}
-    for info in storage.list_objects(rprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
-        ds = info.uri[len(rprefix):].split("/", 1)[0]
-        entry(ds)["rejected"] += 1
-        rejected.setdefault(ds, []).append(info)
-    refused = {(ds, i.uri.rsplit("/", 1)[-1].removesuffix(".json")) for ds, infos in rejected.items() for i in infos}
+    rejected = arrivals.rejections(storage, bucket, lay, dataset)
+    for ds, infos in rejected.items():
+        entry(ds)["rejected"] += len(infos)
     retracted: dict[str, list[Any]] = {}
     converting: dict[str, list[Any]] = {}
     held: dict[str, list[Any]] = {}
     failed: dict[str, list[Any]] = {}
-    for (ds, aid), records in folders.items():
-        if failing.current(records.get(FAILING), records.get(DISPATCH), superseded=(ds, aid) in refused
-                           or MANIFEST in records or RETRACTION in records):
+    for a in arrivals.listing(storage, bucket, lay, dataset, rejected):
+        ds = a.dataset
+        if a.failing:
             entry(ds)["failing"] = entry(ds).get("failing", 0) + 1  # its event raised: retried, or dead-lettered
-            failed.setdefault(ds, []).append(records[FAILING])
-        if RETRACTION in records:
+            failed.setdefault(ds, []).append(a.records[FAILING])
+        if a.state == arrivals.RETRACTED:
             entry(ds)["retracted"] += 1
-            retracted.setdefault(ds, []).append(records[RETRACTION])
-        elif MANIFEST in records:
+            retracted.setdefault(ds, []).append(a.records[RETRACTION])
+        elif a.state in (arrivals.CONVERTED, arrivals.QUARANTINED):
             entry(ds)["arrivals"] += 1
-            if (records[MANIFEST].metadata or {}).get("checks") == "warned":  # flagged by a check, trained on
+            if a.warned:  # flagged by a check, trained on
                 entry(ds)["warned"] = entry(ds).get("warned", 0) + 1
-            if ADMISSION not in records and holds_back(storage, records[MANIFEST]):  # checks hold it: not trained on
+            if a.state == arrivals.QUARANTINED:  # checks hold it: not trained on
                 entry(ds)["quarantined"] = entry(ds).get("quarantined", 0) + 1
-                held.setdefault(ds, []).append(records[MANIFEST])
-        elif DISPATCH in records:  # dispatched to the Cloud Run job, no manifest yet: converting, or failed for good
+                held.setdefault(ds, []).append(a.records[MANIFEST])
+        elif a.state == arrivals.CONVERTING:  # dispatched to the Cloud Run job, no manifest yet: or failed for good
             entry(ds)["converting"] = entry(ds).get("converting", 0) + 1
-            converting.setdefault(ds, []).append(records[DISPATCH])
+            converting.setdefault(ds, []).append(a.records[DISPATCH])
     qprefix = layout.gs(bucket, lay.requests_prefix)
     waiting: dict[str, list[Any]] = {}
     for info in storage.list_objects(qprefix + (f"{dataset}/" if dataset else ""), suffix=".json"):
@@ -287,11 +278,8 @@ def _summary(storage: Any, uri: str, keys: tuple[str, ...]) -> dict[str, Any]:
 
 def _retrain(cfg: JobConfig, storage: Any, backend: Any, ds: str, lay: Layout, clock: Any) -> dict[str, Any]:
     """The retrain policy, the spend over 24 h and 30 days against the budget, and why the next release waits
-    (``landfall.submit.coalesce.explain``)."""
-    try:
-        return coalesce.explain(ds, cfg, backend, storage, lay, clock)
-    except LandfallError as exc:
-        return {"error": str(exc)}
+    (``landfall.views.waiting``)."""
+    return waiting.explain(ds, cfg, backend, storage, lay, clock)
 
 
 def _spec(storage: Any, bucket: str, ds: str, lay: Layout) -> dict[str, Any]:
@@ -394,14 +382,11 @@ def retrain_lines(r: dict[str, Any]) -> list[str]:
     if "error" in r:
         return [f"retrain   unavailable: {r['error']}"]
     lines = []
-    nxt = r.get("next") or {}
-    if nxt.get("state") == "held" and nxt.get("data"):  # too little data (landfall.submit.sufficient)
-        lines.append(f"held      next release {nxt['reason']}; released once there is enough (requests retired "
-                     f"{nxt['retired_at']})")
-    elif nxt.get("state") == "held":
-        lines.append(f"held      next release held until {nxt['until']}: {nxt['reason']}")
-    elif nxt.get("state") == "waiting_for_job":
-        lines.append(f"waiting   next release once {nxt['job']} ends")
+    state, why = (r.get("next") or {}).get("state"), waiting.why(r)
+    if state == "held":
+        lines.append(f"held      next release {why}")
+    elif state == "waiting_for_job":
+        lines.append(f"waiting   next release {why}")
     sp = r.get("spend") or {}
     day, month, budget = sp.get("last_24h") or {}, sp.get("last_30d") or {}, sp.get("budget") or {}
     if r.get("policy") or day.get("jobs_released") or month.get("jobs"):

@@ -32,20 +32,21 @@ import argparse
 import dataclasses
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from landfall.cli.common import add_target_arguments, job_config, on_the_stack
 from landfall.core.artifacts import champion, detections, failing, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import DISPATCH, Layout
+from landfall.core.contracts.layout import DISPATCH, MANIFEST, Layout
 from landfall.core.contracts.messages import MISSHAPEN, JobInputs, misshapen
 from landfall.core.errors import LandfallError, NotFound
 from landfall.core.quality import quarantine
+from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
-from landfall.local.reader import Reader
 from landfall.submit import jobmeta
+from landfall.views import arrivals
+from landfall.views.reader import Reader
 
 MAX_JOBS = 20  # jobs looked at, newest first, for the one that covered an arrival
 MAX_ARRIVALS = 50  # arrivals of a job listed one by one
@@ -73,16 +74,6 @@ class Trace:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _gen_time(generation: int | None) -> str | None:
-    """A Cloud Storage generation is its write time in microseconds since the epoch."""
-    if not isinstance(generation, int) or generation < 10**15:
-        return None
-    try:
-        return datetime.fromtimestamp(generation / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):  # not a time this writer could have meant: shown as a number only
-        return None
 
 
 # -- an arrival ---------------------------------------------------------------------------------------------
@@ -115,6 +106,9 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
     retraction_uri = r.uri(folder + layout.RETRACTION)
     rejection, manifest = r.json(rejection_uri), r.json(manifest_uri)
     retraction = r.json(retraction_uri)
+    listed = arrivals.one(r.storage, r.bucket, r.lay, dataset, aid)  # classified as status and report classify it
+    if manifest is None and MANIFEST in listed.records:  # listed, and gone when read
+        manifest = {"invalid": "listed, and not found when read"}
     if name is None:
         name, generation = _source_of(manifest, rejection, retraction)
     subject = f"{dataset}/{aid}"
@@ -133,7 +127,7 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
         state = ("the live generation" if live == generation else
                  f"overwritten by generation {live}" if live else "deleted (no live generation)")
         steps.append(Step("object", f"gs://{r.bucket}/{name} generation {generation}: {state}",
-                          _gen_time(generation), r.uri(name), {"name": name, "generation": generation,
+                          timestamps.of_generation(generation), r.uri(name), {"name": name, "generation": generation,
                                                                "live_generation": live}))
     # 2. rejected
     if rejection is not None:
@@ -178,14 +172,19 @@ def _trace_arrival(r: Reader, dataset: str, aid: str, name: str | None = None,
         return Trace(subject, "arrival", dataset, steps,
                      retracted_note or "not converted: no manifest, rejection or dispatch record yet (its event may "
                      "still be retried, or was dead-lettered: landfall status shows the dead letters)")
-    steps.append(Step("manifest", f"converted: {manifest.get('count')} instances in "
-                                  f"{len(manifest.get('shards') or [])} shards", manifest.get("created_at"),
-                      manifest_uri, {"count": manifest.get("count"), "shape": manifest.get("shape")}))
-    held = _checks_steps(r, manifest, manifest_uri, steps)
-    if held and retraction is None:
+    if "invalid" in manifest:
+        steps.append(Step("manifest", f"its manifest cannot be read: {manifest['invalid']}", None, manifest_uri,
+                          {"invalid": manifest["invalid"]}))
+        held = "its manifest cannot be read: no job could load it"
+    else:
+        steps.append(Step("manifest", f"converted: {manifest.get('count')} instances in "
+                                      f"{len(manifest.get('shards') or [])} shards", manifest.get("created_at"),
+                          manifest_uri, {"count": manifest.get("count"), "shape": manifest.get("shape")}))
+        held = _checks_steps(r, manifest, manifest_uri, steps)
+    if listed.state == arrivals.QUARANTINED:
         return Trace(subject, "arrival", dataset, steps,
-                     f"quarantined ({held}): not trained on until `landfall admit {aid} --dataset {dataset}` "
-                     "(or `landfall reject`)")
+                     f"quarantined ({held or 'its checks hold it back'}): not trained on until "
+                     f"`landfall admit {aid} --dataset {dataset}` (or `landfall reject`)")
     if not name or not generation:
         return Trace(subject, "arrival", dataset, steps, "converted; the manifest names no source object")
     # 5. the request
@@ -539,8 +538,8 @@ def _trace_object(r: Reader, name: str, generation: int | None) -> Trace:
                                                        "is recorded", found=False)
     found = trace_arrival(r, dataset, layout.arrival_id(name, generation), name, generation)
     if not found.found and not found.steps:
-        found.steps = [Step("object", f"gs://{r.bucket}/{name} generation {generation}", _gen_time(generation),
-                            r.uri(name))]
+        found.steps = [Step("object", f"gs://{r.bucket}/{name} generation {generation}",
+                            timestamps.of_generation(generation), r.uri(name))]
         found.stop = ("arrived, and no stage has recorded anything for it yet (its event may still be retrying, or "
                       "was dead-lettered: landfall status shows the dead letters)")
         found.found = True

@@ -41,13 +41,14 @@ from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import LandfallError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
-from landfall.local import detections, emulators, plots, report
+from landfall.local import detections, emulators, plots
 from landfall.local.anomalies import InjectedScore, score_injected
-from landfall.local.reader import Reader
 from landfall.local.stack import Stack, StackConfig, read_running, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, jobmeta
 from landfall.submit.backends.local import LocalBackend
+from landfall.views import page
+from landfall.views.reader import Reader
 
 
 class StageFailed(LandfallError):
@@ -319,7 +320,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
         (out / "metrics" / f"{name}.json").write_bytes(raw)
         metrics.append(json.loads(raw))
     png = plots.training_curves(metrics, out / "training.png", scored)
-    page = report.write(out / "report.html", Reader(follower.storage, stack.cfg.bucket, Layout(), follower.backend),
+    html_path = page.write(out / "report.html", Reader(follower.storage, stack.cfg.bucket, Layout(), follower.backend),
                         follower.pubsub, (stack.cfg.dead_letter_topic, stack.cfg.scorer_dead_letter_topic))
     lines = [f"Landfall demo: {len(jobs)} job(s) for dataset '{follower.opts.dataset}' in {elapsed_s:.0f}s"]
     for job, m in zip(jobs, metrics, strict=True):
@@ -348,7 +349,7 @@ def write_report(out: Path, stack: Stack, follower: Follower, elapsed_s: float,
                      f"at threshold {scored.threshold:.4g}")
     if detected:
         lines.append(detected)
-    lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"report:  {page}", f"state:   {stack.cfg.state}"]
+    lines += [f"metrics: {out / 'metrics'}", f"plot:    {png}", f"report:  {html_path}", f"state:   {stack.cfg.state}"]
     text = "\n".join(lines)
     (out / "summary.txt").write_text(text + "\n")
     return text

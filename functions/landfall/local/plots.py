@@ -92,7 +92,7 @@ def anomaly_scores(scored: Any, path: Path) -> Path:
 
 
 def series_scores(s: dict[str, Any], path: Path) -> Path:
-    """A scored series (``landfall.local.report.read_scored``): the score over time, the threshold, the anomalous
+    """A scored series (``landfall.views.page.read_scored``): the score over time, the threshold, the anomalous
     ranges shaded and the labelled ranges, if any, as a band along the bottom."""
     from datetime import UTC, datetime
 

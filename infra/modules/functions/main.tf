@@ -3,7 +3,7 @@
 # redeploy, and an unchanged tree is a no-op.
 
 # Only main.py, requirements.txt and landfall/{core,arrival,submit} deploy. The laptop stack
-# (landfall/local), the command line (landfall/cli), the reconciler (it runs in the trainer
+# (landfall/local), the command line (landfall/cli) and its read model (landfall/views), the reconciler (it runs in the trainer
 # image) and the scorer (landfall/detect: TensorFlow, its own Cloud Run service) stay out, with build metadata and caches. The excludes are doublestar globs on paths
 # relative to source_dir; tests/functions/test_archive.py builds this archive and imports it.
 data "archive_file" "functions" {
@@ -13,6 +13,7 @@ data "archive_file" "functions" {
   excludes = [
     "landfall/local/**",
     "landfall/cli/**",
+    "landfall/views/**",
     "landfall/reconcile/**",
     "landfall/detect/**",
     "**/*.egg-info/**",

@@ -20,8 +20,8 @@ from landfall.cli import trace as trace_mod
 from landfall.core.artifacts import detections
 from landfall.core.contracts.layout import Layout
 from landfall.detect import handler
-from landfall.local import report
-from landfall.local.reader import Reader
+from landfall.views import page
+from landfall.views.reader import Reader
 from tests.conftest import pull_all, unique
 from tests.landfall.detect.helpers import (
     SERIES_SPEC,
@@ -143,7 +143,7 @@ def test_status_counts_scored_and_anomalous_arrivals_and_the_scorer_dead_letters
 
 def test_the_report_shows_the_newest_detections_with_their_located_scores(scored):
     bucket, aids, storage = scored["bucket"], scored["aids"], scored["storage"]
-    data = report.collect(Reader(storage, bucket, Layout()))
+    data = page.collect(Reader(storage, bucket, Layout()))
     rows = data["detections"]
     assert [(d["dataset"], d["arrival"], d["champion"], d["anomalies"], d["count"], d["ranges_total"])
             for d in rows] == [("pump", aids["c"], "job-1", 7, 40, 1), ("pump", aids["a"], "job-1", 7, 40, 1)]
@@ -157,12 +157,12 @@ def test_the_report_shows_the_newest_detections_with_their_located_scores(scored
     assert [i for i, v in enumerate(a["scores"]) if v > a["threshold"]] == list(range(17, 24))
     assert [(r["first_row"], r["last_row"]) for r in a["ranges"]] == [(17, 23)]
     assert a["labelled_ranges"] == [{"start": a["times"][20], "end": a["times"][20]}]  # the file's label column
-    page = report.render(data)
+    html_text = page.render(data)
     json.dumps(data)
-    section = page[page.index('<section id="detections">'):]
+    section = html_text[html_text.index('<section id="detections">'):]
     section = section[:section.index('<section id="rejections">')]
     assert section.index(f'data-arrival="{aids["c"]}"') < section.index(f'data-arrival="{aids["a"]}"')
     assert re.search(r"2024-05-01T00:00:17\.000Z \.\. 2024-05-01T00:00:23\.000Z \(peak 2\.2\d*\)", section)
     assert "7 / 40 rows" in section and section.count('<svg class="scored"') == 2
-    svgs = re.findall(r"<svg\b.*?</svg>", page, flags=re.S)
+    svgs = re.findall(r"<svg\b.*?</svg>", html_text, flags=re.S)
     assert len(svgs) >= 3 and [p for s in svgs for p in svg_problems(s)] == []

@@ -142,8 +142,9 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
                  str(tmp_path / "state"), "--json"]) == 0
     trace = json.loads(capsys.readouterr().out)
     assert trace["stop"].startswith("quarantined (scale_change on 1: ") and "landfall admit" in trace["stop"]
-    from landfall.local import compaction, report
-    from landfall.local.reader import Reader
+    from landfall.local import compaction
+    from landfall.views import page
+    from landfall.views.reader import Reader
 
     reference_uri = f"gs://{bucket}/tfrecords/watch/_reference.json"
     before = rt.storage.stat(reference_uri).generation
@@ -151,7 +152,7 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     assert compacted["arrivals"] == 4  # the quarantined arrival stays out of the snapshot ...
     assert rt.storage.stat(reference_uri).generation == before  # ... and compaction leaves the reference as it is
 
-    data = report.collect(Reader(rt.storage, bucket, Layout()))
+    data = page.collect(Reader(rt.storage, bucket, Layout()))
     (watch,) = [d for d in data["datasets"] if d["name"] == "watch"]
     assert [a["state"] for a in watch["arrivals"]].count("quarantined") == 1
     (shown,) = watch["quarantined"]
@@ -161,8 +162,9 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     assert len(bins["reference"]) == len(bins["arrival"]) == len(bins["edges"]) + 2
     assert bins["reference"][-1] == 0 and bins["arrival"][-1] > 0.4  # x1000: much of it above all the reference saw
     assert sum(bins["reference"]) == pytest.approx(1, abs=1e-3) and sum(bins["arrival"]) == pytest.approx(1, abs=1e-3)
-    page = report.render(data)
-    assert "Quarantined arrivals" in page and 'aria-label="before/after histogram"' in page and bad in page
+    html_text = page.render(data)
+    assert "Quarantined arrivals" in html_text and 'aria-label="before/after histogram"' in html_text
+    assert bad in html_text
     assert main(["admit", bad, "--dataset", "watch", "--bucket", bucket, "--by", "ops"]) == 0
     assert f"admitted: {bad} of watch by ops" in capsys.readouterr().out
     # A dataset whose spec sets no arrival.checks: the same file is flagged, trained on, and counted

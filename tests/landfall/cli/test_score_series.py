@@ -23,7 +23,8 @@ import pytest
 
 from landfall import cli
 from landfall.detect.located import Locator
-from landfall.local import plots, report
+from landfall.local import plots
+from landfall.views import page
 from landfall_bench import realdata
 
 HAND_SPEC = """apiVersion: landfall.dataset/v1
@@ -255,14 +256,14 @@ def test_daphnet_ranges_name_the_episode_written_into_it(daphnet_model, tmp_path
     assert m["range"]["precision"] == 1 / len(doc["ranges"])
     assert r["start_at"] in text and "range-based precision" in text
     # The report draws it: the score, the threshold, one shaded rect per range, the labelled episode.
-    s = report.read_scored(out, points=500)
+    s = page.read_scored(out, points=500)
     assert len(s["scores"]) <= 500 and s["labelled_ranges"] == [{"start": times[5000], "end": times[5031]}]
     assert max(v for v in s["scores"] if v is not None) == pytest.approx(max(x["peak_score"] for x in doc["ranges"]))
-    svg = report.scored_svg(s)
+    svg = page.scored_svg(s)
     assert svg.count('class="range"') == len(doc["ranges"]) and svg.count('class="labelled"') == 1
-    page = report.render({"bucket": "b", "generated_at": "now", "datasets": [], "rejections": [],
+    html_text = page.render({"bucket": "b", "generated_at": "now", "datasets": [], "rejections": [],
                           "rejections_by_reason": [], "dead_letters": [], "scored": [s]})
-    assert 'id="scored"' in page and r["start_at"] in page
+    assert 'id="scored"' in html_text and r["start_at"] in html_text
     assert (tmp_path / "episode.png").stat().st_size > 10_000
     assert plots.series_scores(s, tmp_path / "again.png").exists()
 

@@ -21,10 +21,10 @@ def test_a_waiting_job_counts_its_queue_so_far_and_a_started_one_splits_queue_fr
 
 
 def test_the_report_shows_the_same_split():
-    from landfall.local import report
+    from landfall.views import page
 
-    assert report.times_html({"queued_s": 90.0, "waiting": True, "training_s": None}) == (
+    assert page.times_html({"queued_s": 90.0, "waiting": True, "training_s": None}) == (
         '<br><span class="queued">queued 90 s so far: waiting for capacity</span>')
-    assert "queued 40 s, then training 30 s" in report.times_html({"queued_s": 40.0, "waiting": False,
+    assert "queued 40 s, then training 30 s" in page.times_html({"queued_s": 40.0, "waiting": False,
                                                                      "training_s": 30.0})
-    assert report.times_html({"queued_s": None}) == ""
+    assert page.times_html({"queued_s": None}) == ""

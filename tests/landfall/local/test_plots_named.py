@@ -1,5 +1,5 @@
 """Every plot the report and the demo draw names its axes and, when it draws more than one series, has a legend that
-names each: the report's inline SVG (``landfall.local.report.*_svg``) read back as XML, and the matplotlib figures of
+names each: the report's inline SVG (``landfall.views.page.*_svg``) read back as XML, and the matplotlib figures of
 ``landfall.local.plots`` inspected before they are saved. Each check is shown to fail on a plot without the names.
 
 Every ``*_svg`` function of the report and every public function of ``plots`` must have an input below, so a new plot
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from landfall.local import plots, report
+from landfall.local import plots
+from landfall.views import page
 
 SVG = "{http://www.w3.org/2000/svg}"
 MARKS = ("polyline", "line", "rect", "circle", "path", "polygon")
@@ -124,8 +125,8 @@ FIGURE_INPUTS: dict[str, tuple[Any, ...]] = {
 
 
 def _svg_functions() -> list[str]:
-    return sorted(n for n, f in inspect.getmembers(report, inspect.isfunction)
-                  if n.endswith("_svg") and f.__module__ == report.__name__)
+    return sorted(n for n, f in inspect.getmembers(page, inspect.isfunction)
+                  if n.endswith("_svg") and f.__module__ == page.__name__)
 
 
 def _figure_functions() -> list[str]:
@@ -140,7 +141,7 @@ def test_every_plot_is_checked():
 
 @pytest.mark.parametrize("name", sorted(SVG_INPUTS))
 def test_each_report_plot_names_its_axes_and_series(name):
-    svg = getattr(report, name)(*SVG_INPUTS[name])
+    svg = getattr(page, name)(*SVG_INPUTS[name])
     assert svg.startswith("<svg"), svg[:200]
     assert svg_problems(svg) == []
 

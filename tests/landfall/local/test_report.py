@@ -115,7 +115,7 @@ def test_chromium_renders_every_dataset_and_job_with_curves(small_flow, page, tm
     assert times and all(a.get("title") for a, _ in times)  # the page's script ran: it localised every time
     text = proc.stdout
     assert "corrupt_npy" in text and f"{small_flow.dead_letter}: 1 waiting" in text
-    assert f"waiting for job {small_flow.jobs['running']} (Running) to finish" in text
+    assert f"released once {small_flow.jobs['running']} ends" in text  # status's explanation (views.waiting)
 
     shot = tmp_path / "report.png"
     browse(page, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1200,2400",
@@ -133,11 +133,11 @@ def test_the_console_check_sees_a_script_error(tmp_path):
 
 def test_the_report_json_shape_is_what_the_page_shows(small_flow):
     from landfall.cli.trace import open_reader
-    from landfall.local import report
     from landfall.submit.config import JobConfig
+    from landfall.views import page
 
     cfg = JobConfig.load(small_flow.env())
-    data = report.collect(open_reader(cfg, small_flow.bucket))
+    data = page.collect(open_reader(cfg, small_flow.bucket))
     sensors = next(d for d in data["datasets"] if d["name"] == "sensors")
     assert sorted(a["state"] for a in sensors["arrivals"]) == ["converted", "converted", "converted", "rejected",
                                                                 "retracted"]

@@ -22,3 +22,22 @@ def epoch(stamp: Any) -> float | None:
         return parse(stamp).timestamp()
     except ValueError:
         return None
+
+
+GENERATION_FLOOR = 10**15  # a Cloud Storage generation is µs since the epoch: any real one is above this (2001)
+
+
+def of_generation(generation: Any) -> str | None:
+    """The time of a Cloud Storage object's write, from its generation (µs since the epoch), as ISO 8601 text to the
+    second (``...Z``); ``None`` when it is not one (absent, not a number, or too small to be a time, as a file's
+    generation on local disk can be)."""
+    try:
+        value = int(generation)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(generation, bool) or value < GENERATION_FLOOR:
+        return None
+    try:
+        return datetime.fromtimestamp(value / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):  # not a time any writer could have meant: shown as a number only
+        return None

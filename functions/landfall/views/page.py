@@ -40,13 +40,15 @@ from typing import Any
 from landfall.core.artifacts import champion, detections, results
 from landfall.core.contracts import layout
 from landfall.core.contracts import timeline as core_timeline
-from landfall.core.contracts.layout import ADMISSION, DISPATCH, MANIFEST, PROFILE, REFERENCE, RETRACTION
-from landfall.core.contracts.messages import MISSHAPEN, dead_letters, holds_back, misshapen, utc_now
+from landfall.core.contracts.layout import MANIFEST, PROFILE, REFERENCE
+from landfall.core.contracts.messages import MISSHAPEN, dead_letters, misshapen, utc_now
 from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
 from landfall.core.quality.profile import Profile
 from landfall.core.rules import cost, timestamps
-from landfall.local.reader import Reader
+from landfall.submit.config import JobConfig
+from landfall.views import arrivals, waiting
+from landfall.views.reader import Reader
 
 RECENT_JOBS = 8
 MAX_REJECTIONS = 200
@@ -59,12 +61,6 @@ QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 
 
 # -- collecting ------------------------------------------------------------------------------------------------
-def _time(generation: int) -> str | None:
-    if generation < 10**15:  # not a Cloud Storage generation (microseconds since the epoch)
-        return None
-    return datetime.fromtimestamp(generation / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str, ...] = ()) -> dict[str, Any]:
     datasets: dict[str, dict[str, Any]] = {}
 
@@ -72,27 +68,19 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
         return datasets.setdefault(name, {"name": name, "arrivals": [], "jobs": [], "champion": None,
                                           "history": [], "threshold": None, "pending": []})
 
-    tprefix = r.uri(r.lay.tfrecords_prefix)
-    folders: dict[tuple[str, str], dict[str, Any]] = {}
-    for info in r.storage.list_objects(tprefix, suffix=("/" + MANIFEST, "/" + RETRACTION, "/" + DISPATCH,
-                                                        "/" + ADMISSION)):
-        parts = info.uri[len(tprefix):].split("/")
-        if len(parts) == 3:
-            folders.setdefault((parts[0], parts[1]), {})[parts[2]] = info
+    found = arrivals.rejections(r.storage, r.bucket, r.lay)
     held: dict[str, list[Any]] = {}
-    for (name, aid), recs in sorted(folders.items()):
-        first = recs.get(MANIFEST) or recs.get(DISPATCH) or recs.get(RETRACTION)
-        if first is None:
-            continue  # an admission record alone: not an arrival
-        state = "retracted" if RETRACTION in recs else "converted" if MANIFEST in recs else "converting"
-        if state == "converted" and ADMISSION not in recs and holds_back(r.storage, recs[MANIFEST]):
-            state = "quarantined"
-            held.setdefault(name, []).append(recs[MANIFEST])
-        ds(name)["arrivals"].append({"arrival_id": aid, "state": state, "at": _time(first.generation)})
+    for a in arrivals.listing(r.storage, r.bucket, r.lay, rejected=found):  # classified once, as status and trace
+        if a.state is None:
+            continue  # an admission or a failing record alone: not an arrival to show
+        if a.state == arrivals.QUARANTINED:
+            held.setdefault(a.dataset, []).append(a.records[MANIFEST])
+        at = a.at if a.state != arrivals.REJECTED else (r.json(a.rejection.uri) or {}).get("rejected_at") or a.at
+        ds(a.dataset)["arrivals"].append({"arrival_id": a.arrival_id, "state": a.state, "at": at})
     for name, infos in held.items():
         ds(name)["quarantined"] = _quarantined(r, name, infos)
     rprefix = r.uri(r.lay.rejected_prefix)
-    rejected = sorted(r.storage.list_objects(rprefix, suffix=".json"), key=lambda i: i.generation)[-MAX_REJECTIONS:]
+    rejected = sorted((i for infos in found.values() for i in infos), key=lambda i: i.generation)[-MAX_REJECTIONS:]
     rejections = []
     for info in rejected:
         name = info.uri[len(rprefix):].split("/", 1)[0]
@@ -100,9 +88,6 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
         rejections.append({"dataset": name, "record": info.uri, "stage": doc.get("stage"),
                            "reason": doc.get("reason") or doc.get("invalid"), "detail": doc.get("detail"),
                            "name": (doc.get("source") or {}).get("name"), "at": doc.get("rejected_at")})
-        if name != layout.INVALID_DATASET and doc.get("stage") == "arrival":
-            aid = info.uri.rsplit("/", 1)[-1].removesuffix(".json")
-            ds(name)["arrivals"].append({"arrival_id": aid, "state": "rejected", "at": doc.get("rejected_at")})
     qprefix = r.uri(r.lay.requests_prefix)
     for uri in r.storage.list(qprefix, suffix=".json"):
         name, _, rest = uri[len(qprefix):].partition("/")
@@ -117,17 +102,12 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
             if inputs is not None:
                 entry["jobs"].append(_job(r, inputs))
         _champion(r, name, entry)
-        if entry["pending"]:
-            seq = r.ledger.head_seq(name)
-            head = r.ledger.job_name(name, seq) if seq else None
-            state = r.job_state(head)[0] if head else None
-            why = (f"waiting for job {head} ({state}) to finish; then the next job covers them" if head and state
-                   not in ("Succeeded", "Failed", "Ended") else
-                   f"job {head} ended ({state}): the next reconcile pass releases them" if head else
-                   "no job released yet: the next request or reconcile pass releases one")
-            short = _data_hold(r, name) if not head or state in ("Succeeded", "Failed", "Ended") else None
-            why = why if short is None else f"{short.reason}: the next job is released once there is enough"
-            entry["pending_reason"] = why
+        if entry["pending"]:  # the one explanation status gives (landfall.views.waiting)
+            try:
+                explained = waiting.explain(name, JobConfig.load(bucket=r.bucket), r.backend, r.storage, r.lay)
+            except ValueError as exc:  # a malformed LANDFALL_* setting: said, and the page still written
+                explained = {"error": str(exc)}
+            entry["pending_reason"] = waiting.why(explained)
         entry["arrivals"].sort(key=lambda a: a["at"] or "")
     dead = [_peek(pubsub, sub) for sub in dead_letter_subscriptions] if pubsub is not None else []
     found, plots = _detections(r)
@@ -192,18 +172,6 @@ def _quarantined(r: Reader, dataset: str, infos: list[Any]) -> list[dict[str, An
                                    "reference": (ref / ref.sum()).round(4).tolist()}
         out.append(entry)
     return out
-
-
-def _data_hold(r: Reader, dataset: str) -> Any:
-    """Too little data for the dataset's next job (``landfall.submit.sufficient``), with the deployment's settings
-    from the environment, as ``landfall status`` reads them; None when there is enough or it cannot be told."""
-    from landfall.submit import coalesce
-    from landfall.submit.config import JobConfig
-
-    try:
-        return coalesce.data_hold(dataset, JobConfig.load(bucket=r.bucket), r.storage, r.lay)
-    except (LandfallError, ValueError):
-        return None
 
 
 def _by_reason(rejections: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Named reads of one bucket's records, and the state of its jobs: what ``landfall trace`` and ``landfall report``
-(``landfall.local.report``, which the demo writes too) read. Read-only: nothing here writes."""
+(``landfall.views.page``, which the demo writes too) read. Read-only: nothing here writes."""
 
 from __future__ import annotations
 
