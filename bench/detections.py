@@ -147,7 +147,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from landfall.core.contracts.messages import Manifest
     from landfall.core.services.pubsub import PubSub
     from landfall.core.services.storage import Storage
-    from landfall.local.detections import wait_for as wait_detection
+    from landfall.local.detection_feed import wait_for as wait_detection
     from landfall.submit import engine
     from landfall.submit.backends.local import LocalBackend
     from landfall_bench import realdata

@@ -12,7 +12,7 @@ callers that must start one per event guard it themselves (``landfall.arrival.ro
 server over REST with anonymous credentials: the tests' fake (``tests/fakes/cloud_run.py``).
 
 ``LocalJobs`` plays Cloud Run on one machine (``landfall up``): ``run`` records the execution as
-``<state>/cloudrun/executions/<execution>.json`` and the local operator (``landfall.local.cloudrun``) starts
+``<state>/cloudrun/executions/<execution>.json`` and the local operator (``landfall.local.executions``) starts
 its tasks as processes.
 
 Errors keep their retry class: 404 -> ``NotFound``; 409 -> ``AlreadyExists``; 429, 5xx, deadlines and

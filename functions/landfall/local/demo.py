@@ -41,7 +41,7 @@ from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import LandfallError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
-from landfall.local import detections, emulators, plots
+from landfall.local import detection_feed, emulators, plots
 from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.stack import Stack, StackConfig, read_running, wait_for_signal
 from landfall.local.synthetic import time_series
@@ -297,13 +297,13 @@ def detect_injected(follower: Follower, stack: Stack, opts: DemoOptions,
     aid = layout.arrival_id(name, follower.storage.stat(uri).generation)
     follower.say(f"uploaded the file with {len(scored.injected)} injected anomalies as arrival {aid}")
     try:
-        message, at = detections.wait_for(follower.pubsub, stack.cfg.detections_topic, aid, opts.stage_timeout)
-    except detections.NoDetection as exc:
+        message, at = detection_feed.wait_for(follower.pubsub, stack.cfg.detections_topic, aid, opts.stage_timeout)
+    except detection_feed.NoDetection as exc:
         raise StageFailed("detection", f"{exc} (scorer log: {stack.cfg.state / 'logs'})") from None
     caught = set()
     for r in message.get("ranges") or []:
         caught |= set(range(int(r["first_row"]), int(r["last_row"]) + 1)) & set(scored.injected)
-    line = (detections.describe(message) + f"; {len(caught)} of the {len(scored.injected)} injected instances "
+    line = (detection_feed.describe(message) + f"; {len(caught)} of the {len(scored.injected)} injected instances "
             f"in its ranges, {at - t0:.1f} s after the upload")
     follower.say(line)
     return line

@@ -21,7 +21,7 @@ environment as the functions; SIGTERM or SIGINT stops it: it stops its replicas'
 4. enforces ``activeDeadlineSeconds`` from the job's first start (``Failed``, ``DeadlineExceeded``);
 5. stops the replicas of a job that was suspended or deleted;
 6. plays Cloud Run for the arrival stage's large objects: runs the job executions recorded in the same
-   state folder (``landfall.local.cloudrun``: one process per task, ``python -m landfall.arrival.task``).
+   state folder (``landfall.local.executions``: one process per task, ``python -m landfall.arrival.task``).
 
 Status is recorded in the TFJob object as the training operator records it: ``status.conditions``
 (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``; one entry per type,
@@ -106,7 +106,7 @@ class Operator:
         self.env = dict(os.environ if env is None else env)
         self.running: dict[str, RunningJob] = {}
         self.stopping = threading.Event()
-        from landfall.local.cloudrun import LocalCloudRun
+        from landfall.local.executions import LocalCloudRun
 
         self.cloud_run = LocalCloudRun(state_dir, self.env)
 

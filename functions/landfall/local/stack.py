@@ -14,7 +14,7 @@ Processes (each its own process group, stopped by its own id, logs under ``<stat
 - the local operator (``landfall operator``), the ``local`` backend's controller, which runs the TFJobs
   the submit function records, and plays Cloud Run for objects above the inline threshold
   (``LANDFALL_INLINE_MAX_BYTES``, ``StackConfig.inline_max_bytes``): the arrival function records one job
-  execution and the operator runs its tasks as processes (``landfall.local.cloudrun``).
+  execution and the operator runs its tasks as processes (``landfall.local.executions``).
 
 Everything lives under one state folder; ``<state>/stack.json`` describes the running stack (endpoints,
 pids) and doubles as the lock: a second ``up`` on the same folder while one runs says so and stops.
@@ -252,7 +252,7 @@ class Stack:
             "LANDFALL_BATCH_SIZE_PER_WORKER": str(cfg.batch_size_per_worker),
             "LANDFALL_TRAINER_ARGS": json.dumps(list(cfg.trainer_args)),
             "LANDFALL_TRAINER_IMAGE": "local",
-            "LANDFALL_JOBS_BACKEND": "local",  # the local operator plays Cloud Run (landfall.local.cloudrun)
+            "LANDFALL_JOBS_BACKEND": "local",  # the local operator plays Cloud Run (landfall.local.executions)
             **({"LANDFALL_INLINE_MAX_BYTES": str(cfg.inline_max_bytes)} if cfg.inline_max_bytes is not None else {}),
             **({"LANDFALL_TASK_BYTES": str(cfg.task_bytes)} if cfg.task_bytes is not None else {}),
             "PYTHONUNBUFFERED": "1",

@@ -23,7 +23,7 @@ from landfall.core.artifacts import champion
 from landfall.core.contracts import layout
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
-from landfall.local import detections
+from landfall.local import detection_feed
 from landfall.local.anomalies import inject
 from landfall.local.synthetic import time_series
 from landfall.submit import jobmeta, tfjob
@@ -144,7 +144,7 @@ def test_up_runs_an_upload_to_succeeded_once_and_stops_cleanly(stack, tmp_path, 
     storage.write_bytes(f"gs://{info['bucket']}/incoming/plant/next.npy", buf.getvalue())
     aid = layout.arrival_id("incoming/plant/next.npy", storage.stat(f"gs://{info['bucket']}/incoming/plant/next.npy")
                             .generation)
-    message, _ = detections.wait_for(pubsub, "landfall-detections", aid, 120)
+    message, _ = detection_feed.wait_for(pubsub, "landfall-detections", aid, 120)
     assert message["champion"]["run"] == current.run and message["count"] == 64 and message["kind"] == "instances"
     flagged = {i for r in message["ranges"] for i in range(r["first_row"], r["last_row"] + 1)}
     assert set(injected) <= flagged, (injected, message["ranges"])

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from landfall.local import leash
 
-log = logging.getLogger("landfall.local.cloudrun")
+log = logging.getLogger("landfall.local.executions")
 
 TASK_COMMAND = (sys.executable, "-m", "landfall.arrival.task")
 FINISHED = ("Succeeded", "Failed")

@@ -1,4 +1,4 @@
-"""The local operator plays Cloud Run (``landfall.local.cloudrun``): executions recorded by ``LocalJobs`` run as
+"""The local operator plays Cloud Run (``landfall.local.executions``): executions recorded by ``LocalJobs`` run as
 one process per task with Cloud Run's variables, failed tasks are retried up to max_retries; and the whole
 large-file path on one machine: an arrival above a tiny threshold is dispatched by the arrival handler and
 converted by three task processes (``python -m landfall.arrival.task``) into one manifest and one request."""
@@ -15,7 +15,7 @@ from landfall.arrival import handler as arrival
 from landfall.arrival.cloudrun import LocalJobs
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import Manifest
-from landfall.local.cloudrun import LocalCloudRun
+from landfall.local.executions import LocalCloudRun
 from landfall.local.operator import Operator
 from landfall.local.synthetic import time_series
 from tests.conftest import pull_all
