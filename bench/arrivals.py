@@ -3,7 +3,7 @@
 On fake-gcs-server (the local stack's Cloud Storage), for each arrival count N, one dataset of the same
 ``--instances`` seed-shaped instances split into N arrivals (written as the converter writes them: framed
 shards, then the manifest with its statistics and ``count`` metadata, created last), measured before and
-after compaction (``landfall.arrival.compact``, target ``--shard-bytes``):
+after compaction (``landfall.arrival.compaction``, target ``--shard-bytes``):
 - ``inputs_s`` and ``requests``: the trainer's input work before its first step (``load_manifests``,
   ``plan_inputs``, ``stage``) on one worker, in this process, timed, with every HTTP request the Cloud
   Storage client sends counted at its session;
@@ -30,7 +30,7 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 
-from landfall.arrival import compact
+from landfall.arrival import compaction
 from landfall.arrival.converter import RunningStats
 from landfall.core.artifacts import snapshots
 from landfall.core.artifacts.snapshots import CompactedShard, Snapshot
@@ -212,7 +212,7 @@ def run(points: list[int], instances: int, shard_bytes: int, batch: int, train: 
                 for when in ("before", "after"):
                     if when == "after":
                         t0 = time.perf_counter()
-                        result = compact.compact(storage, bucket, ds, shard_bytes)
+                        result = compaction.compact(storage, bucket, ds, shard_bytes)
                         row["compact_s"] = round(time.perf_counter() - t0, 2)
                         row["snapshot"] = snapshot_bytes(storage, result.snapshot) if result.snapshot else None
                     uri = release(storage, bucket, ds, 1 if when == "before" else 2)

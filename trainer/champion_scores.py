@@ -25,11 +25,11 @@ from landfall.core import logs
 from landfall.core.artifacts import champion as champion_mod
 from landfall.core.errors import TemporaryError
 from landfall.core.services.storage import Storage
-from trainer import labelled_check, scoring, timeline
+from trainer import labelled_check, scoring, stopwatch
 
 log = logs.get("trainer.verdict")
 
-SPAN = "scoring the champion"  # its span in the job's timeline (trainer.timeline)
+SPAN = "scoring the champion"  # its span in the job's timeline (trainer.stopwatch)
 
 
 def labelled_figures(scorer: scoring.Scorer, labelled_set: Any, threshold: float | None, run: str,
@@ -71,7 +71,7 @@ class ChampionScores:
         t0 = time.monotonic()
         loss: float | None = None
         try:
-            with timeline.span(SPAN):
+            with stopwatch.span(SPAN):
                 scorer = scoring.Scorer.load(self.storage, current.model, self.cache_dir)
                 judged = scorer.measured_in(self.scale)
                 if self.surrogate_set is not None:

@@ -49,7 +49,7 @@ from collections.abc import Iterator
 
 from landfall.core.errors import Invalid, LandfallError, NotFound, PermanentError, TemporaryError
 from landfall.core.services import google_api
-from trainer import timeline
+from trainer import stopwatch
 
 EXIT_OK = 0
 EXIT_BUG = 1  # unexpected: not retried
@@ -103,7 +103,7 @@ def phase(name: str) -> Iterator[None]:
     traceback and all. Either way the exception is tagged with ``name``.
     """
     try:
-        with timeline.span(name):  # its start and seconds, in metrics.json's timeline (issue #42)
+        with stopwatch.span(name):  # its start and seconds, in metrics.json's timeline (issue #42)
             yield
     except Exception as exc:
         raised = _classed(exc)

@@ -6,7 +6,7 @@
     <job-dir>/tensorboard/     TensorBoard event files, mirrored after every epoch
     <job-dir>/model/           the trained SavedModel and normalization.json, written at the end
     <job-dir>/timeline/        worker-<i>.json: each worker's but the chief's timeline, written as it exits
-                               (trainer.timeline; the chief merges them into metrics.json's ``timeline``)
+                               (trainer.stopwatch; the chief merges them into metrics.json's ``timeline``)
 
 Everything goes through ``landfall.core.services.storage.Storage`` (one code path for Cloud Storage, the emulator
 and local disk); TensorFlow only ever sees local folders that are mirrored to and from the job dir.

@@ -108,7 +108,7 @@ from landfall.core.contracts.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import cost, holdout
 from landfall.core.services.storage import Storage
-from trainer import champion_view, faults, model_kinds, timeline, verdict, warmstart
+from trainer import champion_view, faults, model_kinds, stopwatch, verdict, warmstart
 from trainer import inputs as inputs_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -228,7 +228,7 @@ class Metrics:
 
     def save(self) -> None:
         if self.enabled:
-            timeline.into(self.doc, int(self.doc.get("num_workers") or 1))  # each phase's start and seconds (#42)
+            stopwatch.into(self.doc, int(self.doc.get("num_workers") or 1))  # each phase's start and seconds (#42)
             self.job.write_json(METRICS, self.doc)
 
     def update(self, **fields: Any) -> None:
@@ -373,7 +373,7 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
             flagged = view.flagged if view is not None else champion_view.wait_flagged(job, cfg.collective_timeout_s)
             plan, paths = champion_view.exclude(cfg, storage, inputs, plan, paths, work, flagged, cluster, metrics)
 
-    with timeline.span("loading TensorFlow"):
+    with stopwatch.span("loading TensorFlow"):
         from trainer import train  # TensorFlow from here on
 
     return train.fit(cfg, cluster, job, metrics, plan, [str(p) for p in paths], work, mean, std, inputs,
@@ -396,8 +396,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error(str(exc))
         return EXIT_USAGE
     cluster.export()  # a JobSet pod: the TF_CONFIG built from its labels and JOB_COMPLETION_INDEX
-    timeline.begin(cluster.worker_index)
-    timeline.reset_others()
+    stopwatch.begin(cluster.worker_index)
+    stopwatch.reset_others()
     storage = Storage()
     job = JobDir(storage, cfg.job_dir)
     metrics = Metrics(job, base_metrics(cfg, cluster, list(cfg.manifests), []), enabled=cluster.is_chief)
@@ -421,12 +421,12 @@ def main(argv: list[str] | None = None) -> int:
             log.warning(f"could not record the failure in {METRICS}: {write_exc}")
     if metrics.enabled:  # the chief announces the finished run once (a retryable failure is not the end)
         # the other workers' timelines: each writes its own as it exits, after the last collective (#42)
-        timeline.gather(job, cluster.num_workers, wait_s=10.0 if metrics.doc.get("status") == "succeeded" else 0.0)
+        stopwatch.gather(job, cluster.num_workers, wait_s=10.0 if metrics.doc.get("status") == "succeeded" else 0.0)
         record_cost(cfg, metrics)
         verdict.publish_result(cfg, job, metrics.doc, storage)
         faults.at(faults.ANNOUNCED)
     if not cluster.is_chief:
-        timeline.publish(job, cluster.worker_index)
+        stopwatch.publish(job, cluster.worker_index)
     log.info("trainer exits", extra={"fields": {"worker": cluster.worker_index, "exit_code": code,
                                                  "wall_s": round(time.monotonic() - started, 3)}})
     return code

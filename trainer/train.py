@@ -26,7 +26,7 @@ from landfall.core.artifacts.champion import NORMALIZATION
 from landfall.core.contracts.messages import utc_now
 from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from trainer import faults, iterators, pipeline, preemption, scoring, stopping, timeline, verdict, warmstart
+from trainer import faults, iterators, pipeline, preemption, scoring, stopping, stopwatch, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
@@ -108,22 +108,22 @@ class FitMarks(keras.callbacks.Callback):
             def on_train_end(self, logs=None) -> None:
                 marks.callbacks_ended = time.monotonic()
                 if marks.ended:
-                    timeline.current().add("the callbacks' end of training", marks.ended, marks.callbacks_ended)
+                    stopwatch.current().add("the callbacks' end of training", marks.ended, marks.callbacks_ended)
 
         self.last = Last()
 
     def on_train_begin(self, logs=None) -> None:
         self.began = time.monotonic()
-        timeline.current().add("keras set-up before training", self.called, self.began)
+        stopwatch.current().add("keras set-up before training", self.called, self.began)
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self.first:
             self.first = False
-            timeline.current().add("before the first epoch", self.began, time.monotonic())
+            stopwatch.current().add("before the first epoch", self.began, time.monotonic())
 
     def on_train_end(self, logs=None) -> None:
         self.ended = time.monotonic()
-        recorder = timeline.current()
+        recorder = stopwatch.current()
         epochs = [p for p in recorder.spans if p["phase"] == EPOCH]
         if epochs:  # from where the last epoch's span ends (EpochReporter's, last in the list)
             recorder.add("after the last epoch", recorder.mono0 + epochs[-1]["start_s"] + epochs[-1]["seconds"],
@@ -131,7 +131,7 @@ class FitMarks(keras.callbacks.Callback):
 
     def done(self) -> None:
         if self.callbacks_ended:
-            timeline.current().add("after training ended", self.callbacks_ended, time.monotonic())
+            stopwatch.current().add("after training ended", self.callbacks_ended, time.monotonic())
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -215,7 +215,7 @@ class EpochReporter(keras.callbacks.Callback):
         # each step's logs into numbers, one host sync per step, issue #50)
         steps = int(self.params.get("steps") or self.plan.steps_per_epoch)
         mine = [steps * self.plan.batch_size, self.timer.train_s, now - self.timer.t0]
-        timeline.current().add(EPOCH, self.timer.t0, now, epoch=epoch + 1)  # metrics.json epochs[epoch]
+        stopwatch.current().add(EPOCH, self.timer.t0, now, epoch=epoch + 1)  # metrics.json epochs[epoch]
         rows = per_worker(self.strategy, self.cluster.num_workers, mine)
         examples_per_worker = [int(r[0]) for r in rows]
         train_s = [round(r[1], 3) for r in rows]
@@ -378,7 +378,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         start = warm_start(model, start, weights, cluster, metrics)
     with phase(FIT):
         first_epoch = restored_epochs(backup) if cfg.deterministic else None
-        with timeline.span("building the input pipelines"):
+        with stopwatch.span("building the input pipelines"):
             train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
         # the training iterator is never destroyed (trainer.iterators: up to 60 s otherwise, and never off-thread)
         made = iterators.Kept()

@@ -65,7 +65,7 @@ from landfall.core.artifacts import results
 from landfall.core.errors import TemporaryError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage, is_gs
-from trainer import baselines, detectors, floor, iterators, labelled_check, scoring, selection, surrogate, timeline
+from trainer import baselines, detectors, floor, iterators, labelled_check, scoring, selection, stopwatch, surrogate
 from trainer.champion_scores import ChampionScores, labelled_figures
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
@@ -73,7 +73,7 @@ from trainer.jobdir import MODEL, JobDir
 
 log = logs.get("trainer.verdict")
 
-# The passes of ``conclude``, each timed in the job's timeline (``trainer.timeline``, issue #42).
+# The passes of ``conclude``, each timed in the job's timeline (``trainer.stopwatch``, issue #42).
 LOAD = "loading the challenger"
 BASELINES = "fitting the baselines"
 HELD_OUT = "scoring the held-out windows"
@@ -125,7 +125,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     run = str(metrics.doc.get("job") or job.uri.rstrip("/").rsplit("/", 1)[-1])
     model_uri = job.path(MODEL)
     shape = tuple(inputs.shape)
-    with timeline.span(LOAD):
+    with stopwatch.span(LOAD):
         if isinstance(model, (str, os.PathLike)):  # the chief's saved copy: see below
             challenger = scoring.Scorer.load(storage, str(model))
             challenger.uri = model_uri
@@ -137,21 +137,21 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted
     # in one pass over the chief's training share, only for a job that can be judged; their errors are taken in the
     # same pass over the held-out instances as the challenger's.
-    with timeline.span(BASELINES):
+    with stopwatch.span(BASELINES):
         panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
                                      cfg.units[-1], challenger.scale) if len(datasets) == 1 else None)
     tally = baselines.Tally(panel) if panel is not None else None
-    with timeline.span(READ_HELD_OUT):  # once, for every pass below (None: too large to keep, read per pass)
+    with stopwatch.span(READ_HELD_OUT):  # once, for every pass below (None: too large to keep, read per pass)
         held = _held_out_once(plan, paths, shape)
 
     def held_out():
         return iter(held) if held is not None else _held_out(plan, paths, shape)
 
     if held is not None:
-        with timeline.span(HELD_OUT):
+        with stopwatch.span(HELD_OUT):
             errors = challenger.errors_of(held)
         if tally is not None:
-            with timeline.span(BASELINES_HELD_OUT):
+            with stopwatch.span(BASELINES_HELD_OUT):
                 for block in held:
                     tally.add(block)
     else:
@@ -161,7 +161,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                     tally.add(block)
                 yield block
 
-        with timeline.span(HELD_OUT):  # one pass: the challenger's errors and the baselines' together
+        with stopwatch.span(HELD_OUT):  # one pass: the challenger's errors and the baselines' together
             errors = challenger.errors_of(tallied())  # type: ignore[arg-type]
     evaluation: dict[str, Any] = {"metric": challenger.metric, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
@@ -172,7 +172,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "champion_run": None, "threshold": None, "baseline_loss": None, "skill": None,
                 "min_skill": cfg.min_skill, "evaluation": {**evaluation, "reason": why}}
     loss = float(errors.mean())
-    with timeline.span(THRESHOLD):
+    with stopwatch.span(THRESHOLD):
         threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, challenger.metric)
         job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
@@ -187,7 +187,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,
              "min_skill_over": cfg.skill_margins(), "beaten_by": baselines.beaten_by(compared)}
     # The labelled check (trainer.labelled_check): the spec's labelled set, scored by the challenger and each champion.
-    with timeline.span(LABELLED):
+    with stopwatch.span(LABELLED):
         labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
     refusal = (_refusal(cfg, skill) or _baseline_refusal(cfg, compared) or _labelled_refusal(cfg, labelled)
@@ -215,7 +215,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             k: fields[k] for k in ("verdict", "challenger_loss", "baseline_loss", "skill", "champion_run")}})
         return fields
     try:
-        with timeline.span(PROMOTE):
+        with stopwatch.span(PROMOTE):
             outcome, champion_loss = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=champions.score,
                 tolerance=cfg.promote_tolerance,
@@ -375,7 +375,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
     """``--select detection`` (``trainer.selection``): the candidates scored on the surrogate set (and the labelled
     set, when there is one), the best that may be promoted compared with the champion on the same sets."""
     model_uri = job.path(MODEL)
-    with timeline.span(SURROGATE):
+    with stopwatch.span(SURROGATE):
         sset = surrogate.build(_surrogate_blocks(held, held_out), panel.std,
                                surrogate.seed_of(cfg.seed, (arrival_key(s) for s in plan.shards)))
         assert sset is not None  # the verdict has held-out windows here
@@ -436,11 +436,11 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
             return fields(verdict, current, why)
         uri, threshold = model_uri, recorded["threshold"]
         if choice.chosen != selection.MODEL:  # a baseline detects best: saved as a servable detector
-            with timeline.span(EXPORT):
+            with stopwatch.span(EXPORT):
                 uri, threshold = _export(cfg, job, panel, tally, choice.chosen)
         detection.update(detector=choice.chosen, model=uri, threshold=threshold["value"])
         margin = cfg.promote_margin
-        with timeline.span(PROMOTE):
+        with stopwatch.span(PROMOTE):
             outcome, _ = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=uri, loss=1.0 - float(choice.score or 0.0),
                 evaluate=score_champion, metric="detection_loss",

@@ -92,7 +92,7 @@ READS_SPEC: list[Op] = [("storage.objects.get", SPEC,
 # last; the trainer reads the one its job names (--labelled).
 LABELLED_SET = data(f"config/labelled/pump-7/{'ab' * 32}.npz")
 LABELLED_MANIFEST = data(f"config/labelled/pump-7/{'ab' * 32}.json")
-# Compaction and snapshots (landfall.arrival.compact, landfall.core.artifacts.snapshots): the names the code writes.
+# Compaction and snapshots (landfall.arrival.compaction, landfall.core.artifacts.snapshots): the names the code writes.
 SNAPSHOT = data("snapshots/pump-7/00000003.json")
 NEXT_SNAPSHOT = data("snapshots/pump-7/00000004.json")
 ATTEMPT = "compacted/pump-7/00000004-0a1b2c3d/"
@@ -101,36 +101,36 @@ OLD_SHARD = data("compacted/pump-7/00000003-9f8e7d6c/part-00000.tfrecord")
 ARRIVAL_SHARD = data("tfrecords/pump-7/a1/part-00000-of-00001.tfrecord")
 COMPACTS: list[Op] = [
     ("storage.objects.list", DATA_BUCKET,
-     "core.artifacts.snapshots.listed / arrival.compact.pending_work: the listings"),
+     "core.artifacts.snapshots.listed / arrival.compaction.pending_work: the listings"),
     ("storage.objects.get", SNAPSHOT, "core.artifacts.snapshots.latest: the newest snapshot"),
     ("storage.objects.get", OLD_PART, "core.artifacts.snapshots.read_shards: its parts"),
-    ("storage.objects.create", data(ATTEMPT + "fence"), "arrival.compact: the fence, before the listing"),
-    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "arrival.compact: the new arrivals"),
-    ("storage.objects.get", ARRIVAL_SHARD, "arrival.compact._checked: an arrival's shard, copied"),
-    ("storage.objects.get", OLD_SHARD, "arrival.compact._checked: a small compacted shard, rewritten"),
-    ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord"), "arrival.compact._Writer: a new shard"),
-    ("storage.objects.create", data(ATTEMPT + "part-00000.json"), "arrival.compact: the snapshot's parts"),
-    ("storage.objects.create", NEXT_SNAPSHOT, "arrival.compact: the snapshot, create-only, last"),
-    ("storage.objects.delete", data(ATTEMPT + "fence"), "arrival.compact: the fence, once the snapshot exists"),
+    ("storage.objects.create", data(ATTEMPT + "fence"), "arrival.compaction: the fence, before the listing"),
+    ("storage.objects.get", data("tfrecords/pump-7/a1/manifest.json"), "arrival.compaction: the new arrivals"),
+    ("storage.objects.get", ARRIVAL_SHARD, "arrival.compaction._checked: an arrival's shard, copied"),
+    ("storage.objects.get", OLD_SHARD, "arrival.compaction._checked: a small compacted shard, rewritten"),
+    ("storage.objects.create", data(ATTEMPT + "part-00000.tfrecord"), "arrival.compaction._Writer: a new shard"),
+    ("storage.objects.create", data(ATTEMPT + "part-00000.json"), "arrival.compaction: the snapshot's parts"),
+    ("storage.objects.create", NEXT_SNAPSHOT, "arrival.compaction: the snapshot, create-only, last"),
+    ("storage.objects.delete", data(ATTEMPT + "fence"), "arrival.compaction: the fence, once the snapshot exists"),
 ]
 RELEASES_ON_SNAPSHOT: list[Op] = [
     ("storage.objects.list", DATA_BUCKET, "core.artifacts.snapshots.listed: the dataset's snapshots"),
     ("storage.objects.get", SNAPSHOT, "core.artifacts.snapshots.with_snapshot: the newest one's fence"),
 ]
-# The collection rule in the reconciler (landfall.reconcile.collect, landfall.arrival.compact.collect).
+# The collection rule in the reconciler (landfall.reconcile.collect, landfall.arrival.compaction.collect).
 FENCE = data("compacted/pump-7/00000002-0badf00d/fence")  # what a crashed attempt left
 COLLECTS: list[Op] = [
     ("storage.objects.list", DATA_BUCKET, "reconcile.collect.datasets_with_snapshots: the delimiter listing"),
     ("storage.objects.get", data("requests/pump-7/head.json"), "submit.ledger.head_seq: the head job's hint"),
     ("storage.objects.get", data("runs/pump-7-3/inputs.json"), "reconcile.collect.named_by_live_jobs"),
-    ("storage.objects.list", DATA_BUCKET, "core.artifacts.snapshots.listed, arrival.compact.collect: snapshots/<D>/, "
-     "compacted/<D>/"),
-    ("storage.objects.get", SNAPSHOT, "arrival.compact.collect: every snapshot listed"),
+    ("storage.objects.list", DATA_BUCKET, "core.artifacts.snapshots.listed, arrival.compaction.collect: "
+     "snapshots/<D>/, compacted/<D>/"),
+    ("storage.objects.get", SNAPSHOT, "arrival.compaction.collect: every snapshot listed"),
     ("storage.objects.get", OLD_PART, "core.artifacts.snapshots.read_shards: the kept snapshots' parts"),
-    ("storage.objects.delete", SNAPSHOT, "arrival.compact.collect: a collectable snapshot"),
-    ("storage.objects.delete", OLD_PART, "arrival.compact.collect: a part no kept snapshot names"),
-    ("storage.objects.delete", OLD_SHARD, "arrival.compact.collect: a shard no kept snapshot names"),
-    ("storage.objects.delete", FENCE, "arrival.compact.collect: what a crash or a lost race left"),
+    ("storage.objects.delete", SNAPSHOT, "arrival.compaction.collect: a collectable snapshot"),
+    ("storage.objects.delete", OLD_PART, "arrival.compaction.collect: a part no kept snapshot names"),
+    ("storage.objects.delete", OLD_SHARD, "arrival.compaction.collect: a shard no kept snapshot names"),
+    ("storage.objects.delete", FENCE, "arrival.compaction.collect: what a crash or a lost race left"),
 ]
 # What only the compactor writes, and what a snapshot makes immutable: nobody else may touch them.
 WRITES_SNAPSHOTS = [("storage.objects.create", NEXT_SNAPSHOT), ("storage.objects.delete", SNAPSHOT),

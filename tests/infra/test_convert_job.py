@@ -49,7 +49,7 @@ def _grants_of(account: str) -> list[tuple[str, str, str, str]]:
     return out
 
 
-# Compaction (landfall.arrival.compact) runs on the job only: compacted/ read and written, snapshots/ read and
+# Compaction (landfall.arrival.compaction) runs on the job only: compacted/ read and written, snapshots/ read and
 # created (objectCreator: never replaced or deleted). tests/infra/test_authorization.py checks the operations.
 COMPACTION = [("google_storage_bucket_iam_member", "roles/storage.objectCreator", "${var.bucket_name}",
                '${local.prefix_condition["snapshots"]}'),

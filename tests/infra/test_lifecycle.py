@@ -1,6 +1,6 @@
 """No bucket lifecycle rule deletes what a live snapshot, or a live job's inputs, still names.
 
-Old compacted shards and snapshots are removed only by the collection rule (``landfall.arrival.compact.collect``,
+Old compacted shards and snapshots are removed only by the collection rule (``landfall.arrival.compaction.collect``,
 ``landfall.core.artifacts.snapshots.collectable``), which knows which snapshots a live job may read; a lifecycle rule
 knows
 only names and ages. So every Delete rule of the data bucket that can reach a live (current) object must match

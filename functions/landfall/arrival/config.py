@@ -68,7 +68,7 @@ class ConverterConfig(Settings):
     region: str = "us-central1"
     cloud_run_endpoint: str = ""  # another Cloud Run API endpoint (tests: a fake), REST, anonymous
     # Every this many arrivals (by request id) the function starts a compaction execution of the convert job
-    # for the dataset, which compacts past landfall.arrival.compact's thresholds (0: never). 0 by default, so
+    # for the dataset, which compacts past landfall.arrival.compaction's thresholds (0: never). 0 by default, so
     # the local stack and the job's own tasks start none (locally the operator compacts after each job); infra
     # sets 64 for the deployed function, whose convert job holds the grants on compacted/ and snapshots/.
     compact_every: int = 0

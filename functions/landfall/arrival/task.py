@@ -3,7 +3,7 @@
 Environment: ``CLOUD_RUN_TASK_INDEX``, ``CLOUD_RUN_TASK_COUNT`` (set by Cloud Run); ``LANDFALL_SOURCE_BUCKET``
 (empty: ``LANDFALL_SOURCE_NAME`` is a local path), ``LANDFALL_SOURCE_NAME``, ``LANDFALL_SOURCE_GENERATION``
 (the execution's overrides), or ``LANDFALL_COMPACT_BUCKET`` and ``LANDFALL_COMPACT_DATASET`` (an execution
-the function started to compact the dataset past the thresholds, ``landfall.arrival.compact``);
+the function started to compact the dataset past the thresholds, ``landfall.arrival.compaction``);
 optionally ``LANDFALL_TASK_OUT`` and ``LANDFALL_TASK_DATASET`` (``landfall convert
 --tasks``: an output folder instead of the arrival's, and nothing is published). The converter's settings
 come from ``ConverterConfig.load()`` (``LANDFALL_*``).
@@ -109,16 +109,16 @@ def main(env: dict[str, str] | None = None, argv: list[str] | None = None) -> in
 
 def compact_task(env: dict[str, str]) -> int:
     """Compacts ``LANDFALL_COMPACT_DATASET`` of ``LANDFALL_COMPACT_BUCKET`` if past the thresholds."""
-    from landfall.arrival import compact
+    from landfall.arrival import compaction
 
     bucket, dataset = env.get("LANDFALL_COMPACT_BUCKET", ""), env["LANDFALL_COMPACT_DATASET"]
     try:
         cfg = ConverterConfig.load(env)
         storage = Storage(cfg.project, retry_deadline_s=cfg.storage_retry_s)
-        if not compact.should_compact(storage, bucket, dataset):
+        if not compaction.should_compact(storage, bucket, dataset):
             log.info("compaction of %s: below the thresholds", dataset, extra={"dataset": dataset})
             return 0
-        result = compact.compact(storage, bucket, dataset, cfg.shard_target_bytes)
+        result = compaction.compact(storage, bucket, dataset, cfg.shard_target_bytes)
     except TemporaryError as exc:
         log.warning("compaction of %s: temporary failure, retried: %s", dataset, exc, extra={"dataset": dataset})
         return EX_TEMPFAIL

@@ -1,5 +1,5 @@
 """``landfall compact --bucket B --dataset D``: compacts a dataset's small arrivals into shards of about
-``--target-bytes`` and creates the snapshot that names them (``landfall.arrival.compact``), then deletes
+``--target-bytes`` and creates the snapshot that names them (``landfall.arrival.compaction``), then deletes
 the snapshots and shards the collection rule allows (``landfall.core.artifacts.snapshots``). Prints one JSON line per
 dataset."""
 
@@ -22,7 +22,7 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from landfall.core.services.storage import Storage
-    from landfall.local import compaction
+    from landfall.local import compactor
     from landfall.submit.config import JobConfig
 
     logs.setup()
@@ -33,6 +33,6 @@ def run(args: argparse.Namespace) -> int:
     target = args.target_bytes or ConverterConfig.load().shard_target_bytes
     storage = Storage(cfg.project)
     for dataset in args.dataset:
-        print(json.dumps(compaction.run(storage, cfg.bucket, dataset, target, policy=cfg.concurrency,
+        print(json.dumps(compactor.run(storage, cfg.bucket, dataset, target, policy=cfg.concurrency,
                                         if_needed=args.if_needed)))
     return 0

@@ -1,8 +1,8 @@
-"""``landfall operator [--state DIR]``: the local backend's controller (``landfall.local.operator``).
+"""``landfall operator [--state DIR]``: the local backend's controller (``landfall.local.tfjob_controller``).
 
 It runs the TFJobs the submit function recorded in the state folder, as the training operator runs them
 on a cluster, or with ``--engine jobset`` (``LANDFALL_ENGINE``) the JobSets, as the JobSet controller does
-(``landfall.local.jobsets``). ``--backend kubernetes`` is kept for existing deployments: it runs the
+(``landfall.local.jobset_controller``). ``--backend kubernetes`` is kept for existing deployments: it runs the
 production reconcile loop, which is ``landfall reconcile``.
 """
 
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         from landfall.cli import reconcile
 
         return reconcile.run(args)
-    from landfall.local.operators import make_operator
+    from landfall.local.controllers import make_operator
 
     op = make_operator(cfg.local_state, cfg.namespace, cfg, Storage(cfg.project), poll_s=args.poll_s)
     op.install_signal_handlers()

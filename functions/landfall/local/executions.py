@@ -3,7 +3,7 @@
 On ``landfall up`` the arrival function runs with ``LANDFALL_JOBS_BACKEND=local``: a large object's
 execution is recorded as ``<state>/cloudrun/executions/<execution>.json`` (``landfall.arrival.cloudrun``:
 job, task count, env overrides) instead of being started on Cloud Run. Each operator tick
-(``landfall.local.operator``) plays Cloud Run's part for them, as it plays the training operator's for TFJobs:
+(``landfall.local.tfjob_controller``) plays Cloud Run's part for them, as it plays the training operator's for TFJobs:
 
 - every task of a new execution starts at once (parallelism = task count) as its own process group:
   ``sys.executable -m landfall.arrival.task`` with the operator's environment, the execution's env

@@ -94,7 +94,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
     import os
 
     from landfall.core.contracts.messages import InputManifest, JobInputs
-    from landfall.local.operators import make_operator
+    from landfall.local.controllers import make_operator
 
     gcs, url = emulators.start_gcs(state)
     try:

@@ -4,7 +4,7 @@ Compaction runs on the Cloud Run convert job, which may not read the submit stag
 never imports ``landfall.submit``), so it cannot tell which snapshot a live job reads. The reconciler can: after
 its reconcile pass, and at most once every ``COLLECT_EVERY_S`` (collection is not urgent: a superseded snapshot
 is kept ``snapshots.GRACE_S`` at least anyway), ``Collector`` lists the datasets that have snapshots and applies
-``landfall.arrival.compact.collect`` to each, with its head job's snapshot counted as read by a live job
+``landfall.arrival.compaction.collect`` to each, with its head job's snapshot counted as read by a live job
 (``named_by_live_jobs``: under ``coalesce`` and ``forbid`` only the head can be unfinished; counting it even once
 it ended keeps at most one snapshot more). Under ``allow`` every request has its own job, any number of them
 unfinished, and nothing records which snapshots they read: nothing is collected (decided: keeping data is the
@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from landfall.arrival import compact
+from landfall.arrival import compaction
 from landfall.core.artifacts import snapshots
 from landfall.core.contracts.layout import Layout, gs
 from landfall.core.errors import NotFound
@@ -83,7 +83,7 @@ def collect_all(storage: Storage, cfg: JobConfig, layout: Layout, now: float,
     for dataset in datasets_with_snapshots(storage, cfg.bucket, layout):
         try:
             live = named_by_live_jobs(storage, cfg.bucket, dataset, layout)
-            deleted[dataset] = compact.collect(storage, cfg.bucket, dataset, live, layout, now=now)
+            deleted[dataset] = compaction.collect(storage, cfg.bucket, dataset, live, layout, now=now)
         except Exception as exc:  # any failure: this dataset waits for the next collection, the others go on
             failed[dataset] = f"{type(exc).__name__}: {exc}"
             log.error("collection of %s failed (tried again in %g s): %s", dataset, COLLECT_EVERY_S,

@@ -50,7 +50,7 @@ locals {
     LANDFALL_CONVERT_JOB = google_cloud_run_v2_job.convert.id
     LANDFALL_MAX_TASKS   = tostring(var.convert_job.parallelism)
     # One arrival in 64 (by request id) starts an execution of the job that compacts the dataset past
-    # landfall.arrival.compact's thresholds; the job's account holds compacted/ and snapshots/ (modules/iam).
+    # landfall.arrival.compaction's thresholds; the job's account holds compacted/ and snapshots/ (modules/iam).
     LANDFALL_COMPACT_EVERY = "64"
   }
   # The job's tasks (python -m landfall.arrival.task) read ConverterConfig too; the execution adds

@@ -101,7 +101,7 @@ resource "google_storage_bucket_iam_member" "convert_job_write" {
   }
 }
 
-# Compaction (landfall.arrival.compact, run by this job when the converter function starts an execution
+# Compaction (landfall.arrival.compaction, run by this job when the converter function starts an execution
 # with LANDFALL_COMPACT_DATASET): it reads the newest snapshot and its parts, the dataset's manifests and
 # shards (tfrecords/, above), and writes under its attempt's own folder compacted/<D>/<seq>-<token>/ the
 # fence (deleted once the snapshot exists), the shards and the parts; it reads back what the previous

@@ -20,7 +20,7 @@ resource "google_storage_bucket" "data" {
 
   # No age rule deletes a dataset's data (tfrecords/, compacted/, snapshots/): a snapshot a live job reads
   # may name an arrival's shards and manifest under tfrecords/ however old they are, and its compacted
-  # shards and parts; only the collection rule (landfall.arrival.compact.collect) knows which no live job
+  # shards and parts; only the collection rule (landfall.arrival.compaction.collect) knows which no live job
   # may read. A dataset's data leaves by retraction (delete its incoming/ object). tests/infra/test_lifecycle.py.
 
   lifecycle_rule {

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from landfall.arrival import compact
+from landfall.arrival import compaction
 from landfall.core.artifacts import retractions, snapshots
 from landfall.core.artifacts.snapshots import Snapshot
 from landfall.core.contracts.messages import JobInputs
@@ -69,7 +69,7 @@ def test_compaction_keeps_records_statistics_and_the_holdout(emulator_stack, buc
     files_before = len({s.uri for s in before.shards})
 
     target = 200 * RECORD  # arrivals of under 100 records are copied, larger ones named in place
-    result = compact.compact(storage, bucket, "ds", target)
+    result = compaction.compact(storage, bucket, "ds", target)
     assert result.snapshot and result.arrivals == 41
     after_uri = release(storage, bucket, "ds", 2)
     doc = JobInputs.from_json(storage.read_bytes(after_uri))
@@ -106,7 +106,7 @@ def test_a_retraction_is_skipped_at_once_then_rewritten_out(emulator_stack, buck
     storage = emulator_stack.storage
     for k in range(6):
         add_arrival(storage, bucket, "ds", k, 10)
-    compact.compact(storage, bucket, "ds", 1 << 20)
+    compaction.compact(storage, bucket, "ds", 1 << 20)
     retractions.retract(storage, LAYOUT, arrival_of(bucket, "ds", 2), "deleted")
     uri = release(storage, bucket, "ds", 1)
     doc = JobInputs.from_json(storage.read_bytes(uri))
@@ -116,7 +116,7 @@ def test_a_retraction_is_skipped_at_once_then_rewritten_out(emulator_stack, buck
     live = load_manifests(storage, [f"gs://{bucket}/tfrecords/ds/"], SHAPE)
     for x, y in zip(live.feature_stats(), load_manifests(storage, [uri], SHAPE).feature_stats(), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-9)
-    result = compact.compact(storage, bucket, "ds", 1 << 20)
+    result = compaction.compact(storage, bucket, "ds", 1 << 20)
     assert result.snapshot and result.dropped == 1
     uri = release(storage, bucket, "ds", 2)
     assert JobInputs.from_json(storage.read_bytes(uri)).skip == []
@@ -127,7 +127,7 @@ def test_a_crash_before_the_snapshot_leaves_the_previous_in_force(emulator_stack
     storage = emulator_stack.storage
     for k in range(3):
         add_arrival(storage, bucket, "ds", k, 5)
-    first = compact.compact(storage, bucket, "ds", 1 << 20).snapshot
+    first = compaction.compact(storage, bucket, "ds", 1 << 20).snapshot
     add_arrival(storage, bucket, "ds", 3, 5)
     real = Storage.create
 
@@ -138,7 +138,7 @@ def test_a_crash_before_the_snapshot_leaves_the_previous_in_force(emulator_stack
 
     monkeypatch.setattr(Storage, "create", crash)
     with pytest.raises(RuntimeError):
-        compact.compact(storage, bucket, "ds", 1 << 20)
+        compaction.compact(storage, bucket, "ds", 1 << 20)
     monkeypatch.undo()
     assert snapshots.latest(storage, bucket, LAYOUT, "ds")[0] == first
     uri = release(storage, bucket, "ds", 1)
@@ -170,7 +170,7 @@ def test_collect_deletes_only_what_no_kept_snapshot_names(emulator_stack, bucket
     for round_ in range(3):
         for k in range(round_ * 4, round_ * 4 + 4):
             add_arrival(storage, bucket, "ds", k, 8)
-        assert compact.compact(storage, bucket, "ds", 20 * RECORD).snapshot
+        assert compaction.compact(storage, bucket, "ds", 20 * RECORD).snapshot
         jobs.append(release(storage, bucket, "ds", round_ + 1))
     reading = JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot  # job 2 is still running
     far = timestamps.epoch(snapshots.read(storage, snapshots.listed(storage, bucket, LAYOUT, "ds")[-1]).created_at)
@@ -179,8 +179,8 @@ def test_collect_deletes_only_what_no_kept_snapshot_names(emulator_stack, bucket
     running = f"gs://{bucket}/compacted/ds/00000004-feedface/part-00000.tfrecord"
     for uri in (lost, running):
         storage.write_bytes(uri, b"x")
-    assert compact.collect(storage, bucket, "ds", {1}, now=far + 7200) == [lost]  # a live job reads snapshot 1
-    deleted = compact.collect(storage, bucket, "ds", {snapshots.seq_of(reading)}, now=far + 7200)
+    assert compaction.collect(storage, bucket, "ds", {1}, now=far + 7200) == [lost]  # a live job reads snapshot 1
+    deleted = compaction.collect(storage, bucket, "ds", {snapshots.seq_of(reading)}, now=far + 7200)
     assert deleted and all("00000001" in u for u in deleted)
     assert storage.exists(running)
     assert [snapshots.seq_of(u) for u in snapshots.listed(storage, bucket, LAYOUT, "ds")] == [2, 3]
@@ -242,7 +242,7 @@ def test_any_interleaving_trains_on_exactly_the_live_arrivals(emulator_stack, bu
         elif op == "retract":
             retract(arg)
         elif op == "compact":
-            compact.compact(storage, bucket, ds, arg * 6 * RECORD)
+            compaction.compact(storage, bucket, ds, arg * 6 * RECORD)
         elif op == "compact-racing":
             real = retractions.list_dataset
 
@@ -251,10 +251,10 @@ def test_any_interleaving_trains_on_exactly_the_live_arrivals(emulator_stack, bu
                 return real(*a, **kw)
 
             try:
-                compact.retractions.list_dataset = racing  # the compactor's listing, after its fence
-                compact.compact(storage, bucket, ds, 12 * RECORD)
+                compaction.retractions.list_dataset = racing  # the compactor's listing, after its fence
+                compaction.compact(storage, bucket, ds, 12 * RECORD)
             finally:
-                compact.retractions.list_dataset = real
+                compaction.retractions.list_dataset = real
         elif op == "release" and live:
             seq += 1
             uri = release(storage, bucket, ds, seq)
@@ -286,15 +286,15 @@ def test_landfall_compact_runs_past_its_thresholds_only(emulator_stack, bucket, 
     storage = emulator_stack.storage
     for k in range(4):
         add_arrival(storage, bucket, "ds", k, 6)
-    assert compact.pending_work(storage, bucket, "ds") == (4, 4 * 6 * RECORD)
-    monkeypatch.setattr(compact, "COMPACT_ARRIVALS", 5)
+    assert compaction.pending_work(storage, bucket, "ds") == (4, 4 * 6 * RECORD)
+    monkeypatch.setattr(compaction, "COMPACT_ARRIVALS", 5)
     assert main(["compact", "--bucket", bucket, "--dataset", "ds", "--if-needed"]) == 0
     assert json.loads(capsys.readouterr().out)["snapshot"] is None
     add_arrival(storage, bucket, "ds", 4, 6)
     assert main(["compact", "--bucket", bucket, "--dataset", "ds", "--if-needed", "--target-bytes", "4096"]) == 0
     done = json.loads(capsys.readouterr().out)
     assert done["snapshot"] and done["arrivals"] == 5
-    assert compact.pending_work(storage, bucket, "ds") == (0, 0)
+    assert compaction.pending_work(storage, bucket, "ds") == (0, 0)
 
 
 def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, arrival_runtime, tmp_path,
@@ -325,6 +325,6 @@ def test_arrivals_start_compaction_on_the_convert_job(emulator_stack, bucket, ar
     assert committed(even) == "converted"  # % 2 == 0
     (record,) = [json.loads(p.read_text()) for p in jobs.dir.glob("*.json")]
     assert record["task_count"] == 1 and record["env"]["LANDFALL_COMPACT_DATASET"] == "ds"
-    monkeypatch.setattr(compact, "COMPACT_ARRIVALS", 3)
+    monkeypatch.setattr(compaction, "COMPACT_ARRIVALS", 3)
     assert task.main({**record["env"], "LANDFALL_PROJECT": emulator_stack.project}) == 0
     assert snapshots.latest(storage, bucket, LAYOUT, "ds") is not None

@@ -1,4 +1,4 @@
-"""Series arrivals in snapshots (landfall.arrival.compact, trainer.inputs, trainer.windows), against fake-gcs-server:
+"""Series arrivals in snapshots (landfall.arrival.compaction, trainer.inputs, trainer.windows), against fake-gcs-server:
 small series arrivals' shard files concatenated into compacted files, a large one named in place, and a job reading
 the snapshot gets exactly the windows, the same training and held-out windows and the same statistics as a job
 reading the arrivals' manifests; a retracted arrival is skipped, then rewritten out."""
@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from landfall.arrival import compact, converter
+from landfall.arrival import compaction, converter
 from landfall.arrival.config import ConverterConfig
 from landfall.core.artifacts import retractions, snapshots
 from landfall.core.contracts.messages import JobInputs
@@ -64,7 +64,7 @@ def test_series_arrivals_compact_and_read_as_before(emulator_stack, bucket, tmp_
     train_a, val_a, before = read(storage, before_uri, tmp_path / "a")
 
     target = 4 * CHANNELS * 1800  # arrival 5 (about 9,600 bytes of rows) is named in place, the rest copied
-    result = compact.compact(storage, bucket, "ds", target)
+    result = compaction.compact(storage, bucket, "ds", target)
     assert result.snapshot and result.arrivals == 6
     after_uri = release(storage, bucket, "ds", 2)
     doc = JobInputs.from_json(storage.read_bytes(after_uri))
@@ -92,7 +92,7 @@ def test_series_arrivals_compact_and_read_as_before(emulator_stack, bucket, tmp_
     # Retract a copied arrival: skipped at once, then rewritten out of its compacted file.
     retractions.retract(storage, LAYOUT, arrival_of(bucket, "ds", 2), "deleted")
     skipped = read(storage, release(storage, bucket, "ds", 3), tmp_path / "c")
-    result = compact.compact(storage, bucket, "ds", target)
+    result = compaction.compact(storage, bucket, "ds", target)
     assert result.snapshot and result.dropped == 1
     rewritten = read(storage, release(storage, bucket, "ds", 4), tmp_path / "d")
     expected = {k for k in train_a if k[0] != 2}

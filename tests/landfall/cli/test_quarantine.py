@@ -142,13 +142,13 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
                  str(tmp_path / "state"), "--json"]) == 0
     trace = json.loads(capsys.readouterr().out)
     assert trace["stop"].startswith("quarantined (scale_change on 1: ") and "landfall admit" in trace["stop"]
-    from landfall.local import compaction
+    from landfall.local import compactor
     from landfall.views import page
     from landfall.views.reader import Reader
 
     reference_uri = f"gs://{bucket}/tfrecords/watch/_reference.json"
     before = rt.storage.stat(reference_uri).generation
-    compacted = compaction.run(rt.storage, bucket, "watch", 1 << 20)
+    compacted = compactor.run(rt.storage, bucket, "watch", 1 << 20)
     assert compacted["arrivals"] == 4  # the quarantined arrival stays out of the snapshot ...
     assert rt.storage.stat(reference_uri).generation == before  # ... and compaction leaves the reference as it is
 

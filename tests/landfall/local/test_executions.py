@@ -16,8 +16,8 @@ from landfall.arrival.cloudrun import LocalJobs
 from landfall.core.contracts import layout
 from landfall.core.contracts.messages import Manifest
 from landfall.local.executions import LocalCloudRun
-from landfall.local.operator import Operator
 from landfall.local.synthetic import time_series
+from landfall.local.tfjob_controller import Operator
 from tests.conftest import pull_all
 from tests.landfall.arrival.test_handler import csv_bytes, put
 

@@ -1,5 +1,5 @@
-"""The local JobSet controller (``landfall.local.jobsets``) against JobSet's published behaviour, encoded as data
-with its source: pods per index with the env a pod gets, the Job's podFailurePolicy and backoffLimit, the
+"""The local JobSet controller (``landfall.local.jobset_controller``) against JobSet's published behaviour, encoded as
+data with its source: pods per index with the env a pod gets, the Job's podFailurePolicy and backoffLimit, the
 JobSet's failurePolicy (restarts counted in ``status.restarts``), successPolicy, the conditions and reasons
 JobSet writes, suspend, and ttlSecondsAfterFinished. Scripts stand in for the trainer (cheap); the real
 trainer runs under both engines in tests/landfall/local/test_operator.py."""
@@ -13,8 +13,8 @@ import time
 import pytest
 
 from landfall.core.errors import NotFound
-from landfall.local.jobsets import JobSetOperator, jobset_action, pod_failure_action
-from landfall.local.operators import make_operator
+from landfall.local.controllers import make_operator
+from landfall.local.jobset_controller import JobSetOperator, jobset_action, pod_failure_action
 from landfall.submit import jobset
 from tests.landfall.local.test_operator import run_until, script_job
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from landfall.local.operator import Operator
+from landfall.local.tfjob_controller import Operator
 from landfall.submit import engine, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
@@ -205,7 +205,7 @@ def _containers(obj):
 def uninterrupted(job: dict, job_dir: str, tmp_path: Path) -> None:
     """The job's own trainer command and environment, run once more by two workers on loopback into ``job_dir``,
     with nobody killed: the reference a restarted run must match."""
-    from landfall.local.operator import command_of
+    from landfall.local.tfjob_controller import command_of
     from tests.trainer.test_distributed import Cluster
 
     (container,) = [c for c in _containers(job) if c.get("name") == jobmeta.CONTAINER]
@@ -364,7 +364,7 @@ def test_a_worker_that_dies_of_sigsegv_after_its_results_is_restarted_and_the_jo
     """A native crash after the results are complete (#46): the replica ends by SIGSEGV (the trainer's own crash
     point, ``trainer.faults``), which both engines' ExitCode policies retry (a signal: 128 + 11); the restart finds
     the work done (tests/trainer/test_crash_after_fit.py: it exits 0 without training) and the job succeeds."""
-    from landfall.local.operators import make_operator
+    from landfall.local.controllers import make_operator
     from trainer import faults
 
     marker = tmp_path / "crashed"

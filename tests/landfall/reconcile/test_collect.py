@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from landfall.arrival import compact
+from landfall.arrival import compaction
 from landfall.core.artifacts import snapshots
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.contracts.records import RecordFramer
@@ -48,7 +48,7 @@ def two_compactions(storage: Storage, bucket: str, dataset: str) -> dict:
     for round_ in range(2):
         for k in range(round_ * 4, round_ * 4 + 4):
             add_arrival(storage, bucket, dataset, k, 8)
-        assert compact.compact(storage, bucket, dataset, 20 * RECORD).snapshot
+        assert compaction.compact(storage, bucket, dataset, 20 * RECORD).snapshot
         jobs.append(release(storage, bucket, dataset, round_ + 1))
     old, new = snapshots.listed(storage, bucket, LAYOUT, dataset)
     assert JobInputs.from_json(storage.read_bytes(jobs[1])).snapshot == new

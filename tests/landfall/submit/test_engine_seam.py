@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from landfall.core.config import ENGINES
-from landfall.local.operators import OPERATORS, make_operator
+from landfall.local.controllers import OPERATORS, make_operator
 from landfall.submit import engine, jobmeta
 
 REPO = Path(__file__).resolve().parents[3]

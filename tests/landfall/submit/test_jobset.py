@@ -220,7 +220,7 @@ def test_engine_reads_state_by_kind() -> None:
 # --- TF_CONFIG -------------------------------------------------------------------------------------------
 def pod_env(js: dict, index: int) -> dict[str, str]:
     """The env a pod of ``js`` gets: the container's, the downward API's labels, JOB_COMPLETION_INDEX."""
-    from landfall.local.jobsets import pod_env as resolve
+    from landfall.local.jobset_controller import pod_env as resolve
 
     name = js["metadata"]["name"]
     labels = {"jobset.sigs.k8s.io/jobset-name": name, "jobset.sigs.k8s.io/replicatedjob-name": "worker",

@@ -2,7 +2,7 @@
 
 A snapshot (``landfall.snapshot/v1``, ``gs://B/snapshots/<D>/<seq>.json``) lists a dataset's compacted
 shards (``gs://B/compacted/<D>/<seq>-<token>/part-NNNNN.tfrecord``, written by
-``landfall.arrival.compact``), in parts (``landfall.snapshot-part/v1``) of at most ``PART_RANGES`` arrival
+``landfall.arrival.compaction``), in parts (``landfall.snapshot-part/v1``) of at most ``PART_RANGES`` arrival
 ranges each, so no object grows past a few MB however many arrivals it holds. Every compacted shard
 records the record range of each arrival it holds (``[arrival_id, start, count]``), so an arrival
 retracted after compaction is skipped by range before its shard is rewritten, and the hold-out hash is

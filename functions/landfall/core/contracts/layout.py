@@ -42,7 +42,7 @@ class Layout(Settings):
     # One create-only record per training request ever received (landfall.submit.ledger); kept apart from
     # requests/ because that is listed and these are only ever read by name.
     received_prefix: str = "received/"
-    # Compaction (landfall.arrival.compact): compacted shards, and the snapshots that name them.
+    # Compaction (landfall.arrival.compaction): compacted shards, and the snapshots that name them.
     compacted_prefix: str = "compacted/"
     snapshots_prefix: str = "snapshots/"
     # Dataset specs (landfall.core.artifacts.specs): config/datasets/<dataset>.json, one generation per `landfall

@@ -1,6 +1,6 @@
 """A job's timeline: each phase the trainer names, its start and seconds, on every worker (issue #42).
 
-The trainer records it (``trainer.timeline``: every ``trainer.errors.phase`` is timed, and so are the epochs and
+The trainer records it (``trainer.stopwatch``: every ``trainer.errors.phase`` is timed, and so are the epochs and
 the verdict's passes); the chief writes it into ``metrics.json`` as ``timeline``:
 
     {"origin": ISO time of the earliest worker's start (every ``start_s`` counts from it),
@@ -60,7 +60,7 @@ def _num(value: Any) -> float | None:
 
 def merge(workers: list[dict[str, Any] | None], num_workers: int, doc: dict[str, Any] | None = None,
           missing: str = "not reported") -> dict[str, Any]:
-    """One timeline from each worker's own (``trainer.timeline.Recorder.doc``; ``None`` for a worker that did not
+    """One timeline from each worker's own (``trainer.stopwatch.Recorder.doc``; ``None`` for a worker that did not
     report), with every start counted from the earliest worker's. ``doc`` (metrics.json) gives the job's epochs and
     wall time for its ``epochs_s`` and ``outside_epochs_s``."""
     mine = {int(w["worker"]): w for w in workers if isinstance(w, dict) and isinstance(w.get("worker"), int)}

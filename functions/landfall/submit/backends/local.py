@@ -1,7 +1,7 @@
 """The ``local`` backend: the TFJob (or JobSet) API of a cluster, as files in a state folder (the embedded default).
 
 Like a cluster it splits API and controller: ``LocalBackend`` only records TFJob objects, and the local
-operator (``landfall operator --state DIR``, ``landfall.local.operator``) picks them up and runs them. The
+operator (``landfall operator --state DIR``, ``landfall.local.tfjob_controller``) picks them up and runs them. The
 submit function therefore never runs training inside its own request.
 
 Layout of the state folder (``LANDFALL_LOCAL_STATE``, default ``./.landfall/local``)::

@@ -1,8 +1,8 @@
 """The local controller of an engine: ``make_operator`` (``landfall operator``, ``landfall scaling``, the tests).
 
-``landfall.local.operator.Operator`` runs TFJobs as the training operator does,
-``landfall.local.jobsets.JobSetOperator`` (a subclass) JobSets as the JobSet controller does; this module picks one,
-so the two import no picker of each other.
+``landfall.local.tfjob_controller.Operator`` runs TFJobs as the training operator does,
+``landfall.local.jobset_controller.JobSetOperator`` (a subclass) JobSets as the JobSet controller does; this module
+picks one, so the two import no picker of each other.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 
 from landfall.core.services.storage import Storage
-from landfall.local.jobsets import JobSetOperator
-from landfall.local.operator import Operator
+from landfall.local.jobset_controller import JobSetOperator
+from landfall.local.tfjob_controller import Operator
 from landfall.submit import engine
 from landfall.submit.config import JobConfig
 
@@ -23,7 +23,8 @@ def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-
                   config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
                   env: dict[str, str] | None = None, engine_name: str | None = None) -> Operator:
     """The controller of ``engine_name`` (default: the config's, else ``tfjob``): ``OPERATORS``' (``Operator`` for
-    TFJobs, ``landfall.local.jobsets.JobSetOperator`` for JobSets); ``ValueError`` naming the engines for another."""
+    TFJobs, ``landfall.local.jobset_controller.JobSetOperator`` for JobSets); ``ValueError`` naming the engines for
+    another."""
     name = engine_name or (config.engine if config is not None else "tfjob")
     engine.module(name)
     return OPERATORS[name](state_dir, namespace, config, storage, poll_s, env)

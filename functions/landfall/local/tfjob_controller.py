@@ -55,7 +55,7 @@ from landfall.submit import coalesce, engine, jobmeta, tfjob
 from landfall.submit.backends.local import LocalBackend, k8s_time
 from landfall.submit.config import JobConfig
 
-log = logging.getLogger("landfall.local.operator")
+log = logging.getLogger("landfall.local.tfjob_controller")
 
 SUCCESS_GRACE_S = 15.0
 
@@ -212,9 +212,9 @@ class Operator:
             return
         try:
             from landfall.arrival.config import ConverterConfig
-            from landfall.local import compaction
+            from landfall.local import compactor
 
-            compaction.run(self.storage, self.config.bucket, dataset, ConverterConfig.load().shard_target_bytes,
+            compactor.run(self.storage, self.config.bucket, dataset, ConverterConfig.load().shard_target_bytes,
                            policy=self.config.concurrency, if_needed=True)
         except Exception:  # compaction is an optimisation: it must never stop the jobs this operator runs
             log.exception("compacting %s failed (will retry after its next job)", dataset)

@@ -1,7 +1,7 @@
 """The local JobSet controller: runs the JobSets the ``local`` backend records (``LANDFALL_ENGINE=jobset``), as
 the JobSet controller, the Job controller and the kubelet would together.
 
-``JobSetOperator`` is ``landfall.local.operator.Operator`` (the loop, reconcile, announce, Cloud Run, logs,
+``JobSetOperator`` is ``landfall.local.tfjob_controller.Operator`` (the loop, reconcile, announce, Cloud Run, logs,
 SIGTERM) with the JobSet's semantics instead of the TFJob's:
 
 - **Pods.** For each replicated job, ``replicas`` Jobs; for each Job, ``parallelism`` pods (Indexed), one
@@ -44,11 +44,11 @@ import time
 from typing import Any
 
 from landfall.local.emulators import free_ports
-from landfall.local.operator import Operator, RunningJob, command_of
+from landfall.local.tfjob_controller import Operator, RunningJob, command_of
 from landfall.submit import jobmeta, jobset
 from landfall.submit.backends.local import k8s_time
 
-log = logging.getLogger("landfall.local.operator")
+log = logging.getLogger("landfall.local.tfjob_controller")
 
 # kubernetes-sigs/jobset pkg/constants (main, read 2026-12-01)
 COMPLETED = ("AllJobsCompleted", "jobset completed successfully")
@@ -169,7 +169,7 @@ class JobSetOperator(Operator):
         extra = {**self._rjob_status(job, active=0, succeeded=int(done), failed=int(not done)),
                  **self._local_status(rj)}
         self._condition(job, kind, reason, message, extra=extra)
-        self._compact(job)  # as for a TFJob (landfall.local.operator): the dataset's labels are the same
+        self._compact(job)  # as for a TFJob (landfall.local.tfjob_controller): the dataset's labels are the same
 
     def _job_failure(self, job: dict[str, Any], rj: RunningJob) -> tuple[str, str, str] | None:
         """(replicated job, Job name, failure reason) of the first failed Job of this attempt, else None."""

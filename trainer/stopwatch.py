@@ -21,7 +21,7 @@ from landfall.core import logs
 from landfall.core.contracts import timeline as core_timeline
 from landfall.core.rules import timestamps
 
-log = logs.get("trainer.timeline")
+log = logs.get("trainer.stopwatch")
 
 FOLDER = "timeline"
 
