@@ -36,8 +36,7 @@ from landfall.core.contracts.layout import RETRACTION
 from landfall.core.contracts.messages import JobInputs, Manifest
 from landfall.core.contracts.records import DTYPE
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.rules import holdout, moments
-from landfall.core.rules import series as series_windows
+from landfall.core.rules import holdout, moments, series_windows
 from landfall.core.services.storage import Storage, crc32c_b64, is_gs, join
 
 log = logs.get("trainer.inputs")
@@ -67,7 +66,8 @@ class ShardRef:
     arrival: str = ""  # the arrival id ("" in tests: the URI stands for it)
     arrival_start: int = 0
     whole: bool = False  # the file holds exactly these records (a converted arrival's shard): nothing else
-    # A series arrival's shard (landfall.core.rules.series): its records are windows cut from the rows the file holds.
+    # A series arrival's shard (landfall.core.rules.series_windows): its records are windows cut from the rows the file
+    # holds.
     series: series_windows.Layout | None = None
 
 

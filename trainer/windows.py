@@ -1,4 +1,4 @@
-"""Windows cut from stored series (``landfall.core.rules.series``) in the tf.data pipeline.
+"""Windows cut from stored series (``landfall.core.rules.series_windows``) in the tf.data pipeline.
 
 A series arrival's shard holds rows (records of up to ``BLOCK_ROWS`` rows each) and its records, for the plan, are
 the windows that start in it. ``trainer.pipeline.read_instances`` hands a series plan here; everything else (the plan,

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from landfall.core.errors import Invalid
-from landfall.core.rules import holdout
-from landfall.core.rules import series as series_windows
+from landfall.core.rules import holdout, series_windows
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
 from trainer.config import TrainerConfig

@@ -14,8 +14,8 @@ and the snapshot that names them (``landfall.core.artifacts.snapshots``), create
    crash or a lost race leaves the previous snapshot in force; the loser's folder is never named by any
    snapshot, and ``collect`` removes it once a snapshot of its number or a later one exists.
 
-A series arrival (``landfall.core.rules.series``: rows, windowed when read) is compacted the same way, whole: a large
-one
+A series arrival (``landfall.core.rules.series_windows``: rows, windowed when read) is compacted the same way, whole:
+a large one
 named in place, small ones' shard files concatenated (a compacted file's rows are theirs one after another, each
 range saying where its rows start), with each arrival's series section in the part so a job reads no manifest. A
 snapshot holds one kind, series or instances; an arrival of the other kind stays in the delta.
@@ -48,7 +48,7 @@ from landfall.core.contracts import records
 from landfall.core.contracts.layout import Layout, dataset_prefix, gs, shard_name
 from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import Invalid
-from landfall.core.rules import series
+from landfall.core.rules import series_windows
 from landfall.core.services.storage import Storage, crc32c_b64, join
 
 COMPACT_ARRIVALS = 256  # uncompacted arrivals that trigger a compaction ...
@@ -126,9 +126,9 @@ def _series_section(manifest: Manifest) -> dict[str, Any]:
 
 
 def _series_pieces(manifest: Manifest) -> SeriesPieces:
-    """Each shard file of a series arrival: its windows, its rows (``landfall.core.rules.series``: the rows of its
-    windows, ``[start(first), start(last) + length)``) and its first window's index in the arrival."""
-    layout = series.Layout.of(manifest.series or {}, manifest.shape[0])
+    """Each shard file of a series arrival: its windows, its rows (``landfall.core.rules.series_windows``: the rows of
+    its windows, ``[start(first), start(last) + length)``) and its first window's index in the arrival."""
+    layout = series_windows.Layout.of(manifest.series or {}, manifest.shape[0])
     out, first = [], 0
     for s in manifest.shards:
         r0, r1 = (int(r) for r in layout.starts([first, first + s.count - 1]))

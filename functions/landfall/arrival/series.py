@@ -1,6 +1,6 @@
 """Series arrivals (a dataset whose spec sets ``shape.window`` and ``arrival.series``): a time column and one column
-per channel, as a sensor exports it, stored once as the series itself (``landfall.core.rules.series`` says how), never
-as windows. ``landfall.arrival.converter.convert`` hands such an arrival here.
+per channel, as a sensor exports it, stored once as the series itself (``landfall.core.rules.series_windows`` says
+how), never as windows. ``landfall.arrival.converter.convert`` hands such an arrival here.
 
 Formats: CSV and CSV.gz with a header row naming the columns (read with pyarrow's streaming CSV reader, channels as
 float64; the CSV module's dialect rules of ``csvfile`` do not apply: comma-separated, UTF-8, an optional BOM), and
@@ -21,8 +21,8 @@ Decisions:
 - **Gaps.** A step longer than ``max_gap`` ends a segment (no window spans it); unset, ``max_gap`` is 3 x the median
   step of the arrival's first chunk of stored rows that has a step (``SeriesWriter.feed``; ``head_max_gap`` takes it
   alike for ranged tasks); for an irregularly sampled series whose cuts would drop more than a quarter of
-  those rows, raised until they drop at most 5 % (``landfall.core.rules.series.default_max_gap``; recorded in the
-  manifest). A
+  those rows, raised until they drop at most 5 % (``landfall.core.rules.series_windows.default_max_gap``; recorded in
+  the manifest). A
   segment shorter than one window is dropped (its rows counted in ``dropped_rows``); an arrival whose every segment is,
   while it has enough rows, is ``all_gaps``; an arrival with fewer rows than one window is ``too_short``.
 - **Windows never span two arrivals**: each arrival is its own series (arrivals may overlap in time, come late or be
@@ -60,7 +60,7 @@ from landfall.core.contracts.messages import Manifest, Source
 from landfall.core.errors import BadInput, TemporaryError
 from landfall.core.quality.profile import Profile
 from landfall.core.rules import duplicates
-from landfall.core.rules import series as windows
+from landfall.core.rules import series_windows as windows
 from landfall.core.services.storage import Storage, join
 
 log = logging.getLogger("landfall.arrival")
@@ -257,7 +257,8 @@ def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], boo
 
 # -- segments and shards ----------------------------------------------------------------------------------------
 class SeriesWriter:
-    """Cuts sorted rows into segments at gaps and writes shards of whole windows (``landfall.core.rules.series``)."""
+    """Cuts sorted rows into segments at gaps and writes shards of whole windows
+    (``landfall.core.rules.series_windows``)."""
 
     def __init__(self, storage: Storage, tmp_prefix: str, cfg: ConverterConfig, max_gap: float | None):
         self.storage, self.tmp_prefix, self.cfg = storage, tmp_prefix, cfg

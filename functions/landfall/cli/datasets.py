@@ -8,7 +8,7 @@ docs/datasets.md).
   over that one, for a single file), and leaves an unchanged spec as it is (no new generation).
 - A spec's labelled evaluation file (``verdict.labelled.file``: a path relative to the spec file, inside its
   folder, or a ``gs://`` URI) is read with the converter's readers and its labels checked
-  (``landfall.arrival.labelled``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
+  (``landfall.arrival.labelled_file``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
   written). ``apply`` stores it create-only as ``gs://BUCKET/config/labelled/<name>/<sha256>.npz`` and its manifest
   (``landfall.core.artifacts.labelled``), then records that URI in the stored spec as ``verdict.labelled.uri`` (so the
   job
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from landfall.arrival import labelled as labelled_input
+from landfall.arrival import labelled_file as labelled_input
 from landfall.arrival.config import ConverterConfig
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import logs

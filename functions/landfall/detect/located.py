@@ -1,6 +1,6 @@
 """Scores located in time: a series' window errors turned back into a score per moment, the anomalous ranges, and
-precision and recall against a label column (``landfall score`` on a series file; ``landfall.core.rules.series`` has the
-window arithmetic it mirrors).
+precision and recall against a label column (``landfall score`` on a series file; ``landfall.core.rules.series_windows``
+has the window arithmetic it mirrors).
 
 ``Locator`` is fed a series' rows in time order (bounded chunks) and an ``errors`` function (a window block, float32
 ``[n, length, channels]``, to one error each: ``trainer.scoring.Scorer.errors``). It cuts the rows into segments
@@ -46,7 +46,7 @@ import numpy as np
 
 from landfall.core.errors import BadInput
 from landfall.core.rules import duplicates, vus
-from landfall.core.rules.series import default_max_gap
+from landfall.core.rules.series_windows import default_max_gap
 
 COMBINE = ("mean", "max")
 RANKED_ROWS = 20_000_000  # labelled rows kept (5 bytes each) for the threshold-free figures, AP and VUS-PR

@@ -11,7 +11,7 @@ from landfall.arrival import converter, ranged
 from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import records
 from landfall.core.contracts.messages import Manifest
-from landfall.core.rules import series
+from landfall.core.rules import series_windows as window_rules
 from landfall.core.services.storage import Storage
 from tests.support import read_back
 
@@ -33,7 +33,7 @@ def committed(results: list[ranged.TaskResult]) -> Manifest:
 
 def series_windows(storage: Storage, manifest: Manifest) -> np.ndarray:
     """Every window of a series arrival, cut from its shards as the trainer cuts them (numpy only)."""
-    cut = series.Layout.of(manifest.series or {}, manifest.shape[0])
+    cut = window_rules.Layout.of(manifest.series or {}, manifest.shape[0])
     out, first = [], 0
     for shard in manifest.shards:
         body = storage.read_bytes(shard.uri)

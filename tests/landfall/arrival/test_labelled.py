@@ -1,4 +1,4 @@
-"""Labelled evaluation files (landfall.arrival.labelled): BasicMotions, standing as normal, the other activities
+"""Labelled evaluation files (landfall.arrival.labelled_file): BasicMotions, standing as normal, the other activities
 anomalous, written in every format the converter reads, and each way labels can be wrong."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from landfall.arrival import labelled
+from landfall.arrival import labelled_file
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
 from landfall.core.services.storage import Storage
@@ -56,7 +56,7 @@ def _write(tmp_path: Path, fmt: str, x, y) -> Path:
 def test_every_converter_format_reads_back_exactly(tmp_path, motions, fmt):
     x, y = motions
     path = _write(tmp_path, fmt, x, y)
-    got = labelled.load(Storage(), str(path), CFG, "anomaly" if fmt == "list.parquet" else "label")
+    got = labelled_file.load(Storage(), str(path), CFG, "anomaly" if fmt == "list.parquet" else "label")
     assert got.instances.shape == (40, 100, 6) and got.instances.dtype == np.float32
     np.testing.assert_array_equal(got.instances, x)  # CSV's decimal text parses to the same float32
     np.testing.assert_array_equal(got.labels, y)
@@ -75,7 +75,7 @@ def test_bad_labels_are_refused_with_one_clear_line(tmp_path, motions, labels, r
     x, y = motions
     np.savez(tmp_path / "bad.npz", x=x, label=labels(y))
     with pytest.raises(BadInput) as err:
-        labelled.load(Storage(), str(tmp_path / "bad.npz"), CFG)
+        labelled_file.load(Storage(), str(tmp_path / "bad.npz"), CFG)
     assert err.value.reason == reason and says in str(err.value) and "\n" not in str(err.value)
 
 
@@ -85,7 +85,7 @@ def test_a_missing_label_in_a_csv_is_a_missing_value(tmp_path, motions):
     df.loc[12, "label"] = np.nan
     df.to_csv(tmp_path / "s.csv", index=False)
     with pytest.raises(BadInput, match="non_finite: label 12"):
-        labelled.load(Storage(), str(tmp_path / "s.csv"), CFG)
+        labelled_file.load(Storage(), str(tmp_path / "s.csv"), CFG)
 
 
 @pytest.mark.parametrize(("write", "reason"), [
@@ -103,16 +103,16 @@ def test_files_that_are_not_a_labelled_set_name_the_reason(tmp_path, motions, wr
     write(tmp_path / "f", x, y)
     (path,) = tmp_path.glob("f.*")
     with pytest.raises(BadInput) as err:
-        labelled.load(Storage(), str(path), CFG)
+        labelled_file.load(Storage(), str(path), CFG)
     assert err.value.reason == reason, err.value
 
 
 def test_a_file_over_the_size_bound_is_refused_before_it_is_read(tmp_path, monkeypatch, motions):
     x, y = motions
     path = _write(tmp_path, "npz", x, y)
-    monkeypatch.setattr(labelled, "MAX_BYTES", path.stat().st_size - 1)
+    monkeypatch.setattr(labelled_file, "MAX_BYTES", path.stat().st_size - 1)
     with pytest.raises(BadInput, match=r"too_large: .* more than a labelled evaluation file may have"):
-        labelled.load(Storage(), str(path), CFG)
+        labelled_file.load(Storage(), str(path), CFG)
 
 
 def test_non_finite_instance_values_are_refused(tmp_path, motions):
@@ -121,4 +121,4 @@ def test_non_finite_instance_values_are_refused(tmp_path, motions):
     x[4, 10, 2] = np.nan
     np.savez(tmp_path / "s.npz", x=x, label=y)
     with pytest.raises(BadInput, match=r"non_finite: 1 instances .* instance 4"):
-        labelled.load(Storage(), str(tmp_path / "s.npz"), CFG)
+        labelled_file.load(Storage(), str(tmp_path / "s.npz"), CFG)

@@ -1,5 +1,6 @@
 """A series' period (landfall.arrival.period: TSB-AD's find_length_rank rule) and the default max_gap of an irregularly
-sampled series (landfall.core.rules.series.default_max_gap), on generated and on NAB's recorded series."""
+sampled series (landfall.core.rules.series_windows.default_max_gap), on generated and on NAB's recorded
+series."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pandas as pd
 import pytest
 
 from landfall.arrival import period
-from landfall.core.rules import series
+from landfall.core.rules import series_windows
 from landfall_bench import protocol
 
 
@@ -49,12 +50,13 @@ def test_the_nab_dev_recordings_windows():
 def test_the_default_max_gap_raises_its_cut_for_an_irregular_series_only():
     rng = np.random.default_rng(3)
     regular = np.arange(2000) * 300.0
-    assert series.default_max_gap(regular, 64) == 900.0  # 3 x the step, as before
+    assert series_windows.default_max_gap(regular, 64) == 900.0  # 3 x the step, as before
     # A road sensor: a reading every 600 s, but one step in five much longer (traffic-driven reporting).
     steps = np.where(rng.random(2000) < 0.2, rng.uniform(2000, 30000, 2000), 600.0)
     times = np.concatenate([[0.0], np.cumsum(steps)])
-    gap = series.default_max_gap(times, 128)
-    assert gap > 1800.0 and series.rows_lost(np.diff(times), gap, 128) <= series.GAP_LOSS * len(times)
-    assert series.rows_lost(np.diff(times), 1800.0, 128) > series.GAP_LOSS * len(times)  # 3 x median would shatter it
+    gap = series_windows.default_max_gap(times, 128)
+    assert gap > 1800.0 and series_windows.rows_lost(np.diff(times), gap, 128) <= series_windows.GAP_LOSS * len(times)
+    # 3 x median would shatter it
+    assert series_windows.rows_lost(np.diff(times), 1800.0, 128) > series_windows.GAP_LOSS * len(times)
     # Without a window to fit, the old rule.
-    assert series.default_max_gap(times) == 1800.0
+    assert series_windows.default_max_gap(times) == 1800.0

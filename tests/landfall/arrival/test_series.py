@@ -20,7 +20,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import records
 from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import BadInput
-from landfall.core.rules import series as windows
+from landfall.core.rules import series_windows as windows
 from landfall.core.services.storage import Storage
 
 CFG = ConverterConfig(timesteps=8, features=3, window_stride=2, series_time_column="time",

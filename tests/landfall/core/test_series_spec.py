@@ -1,5 +1,5 @@
 """Series datasets in the spec (shape.window + arrival.series) and the window arithmetic of
-landfall.core.rules.series."""
+landfall.core.rules.series_windows."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from landfall.core.artifacts import specs
 from landfall.core.errors import Invalid
-from landfall.core.rules import series
+from landfall.core.rules import series_windows
 from trainer.config import TrainerConfig
 from trainer.task import parse_config
 
@@ -75,12 +75,12 @@ def test_instance_specs_are_unchanged():
 
 def test_window_starts_follow_the_segments():
     length, stride = 5, 2
-    segs = (series.Segment(0, 9, series.windows_in(9, length, stride), 0.0, 8.0),    # 3 windows
-            series.Segment(9, 5, series.windows_in(5, length, stride), 20.0, 24.0))  # 1 window
-    layout = series.Layout(length, stride, segs)
+    segs = (series_windows.Segment(0, 9, series_windows.windows_in(9, length, stride), 0.0, 8.0),    # 3 windows
+            series_windows.Segment(9, 5, series_windows.windows_in(5, length, stride), 20.0, 24.0))  # 1 window
+    layout = series_windows.Layout(length, stride, segs)
     assert layout.windows == 4
     assert layout.starts([0, 1, 2, 3]).tolist() == [0, 2, 4, 9]
-    assert series.windows_in(np.array([4, 5, 6, 7]), length, stride).tolist() == [0, 1, 1, 2]
+    assert series_windows.windows_in(np.array([4, 5, 6, 7]), length, stride).tolist() == [0, 1, 1, 2]
     good = {"stride": stride, "segments": [s.to_list() for s in segs]}
-    assert series.check(good, [length, 3], 4, "m") is None
-    assert "count says 5" in series.check(good, [length, 3], 5, "m")
+    assert series_windows.check(good, [length, 3], 4, "m") is None
+    assert "count says 5" in series_windows.check(good, [length, 3], 5, "m")

@@ -1,7 +1,7 @@
 """Labelled evaluation sets (a dataset spec's ``verdict.labelled``): the stored format, read by the trainer.
 
 ``landfall datasets apply`` reads a spec's labelled file with the converter's readers
-(``landfall.arrival.labelled``), checks its labels, and stores the set here before it stores the spec:
+(``landfall.arrival.labelled_file``), checks its labels, and stores the set here before it stores the spec:
 
 - ``gs://BUCKET/config/labelled/<dataset>/<sha256>.npz``: ``instances`` float32 ``[n, T, F]`` in original units
   and ``labels`` uint8 ``[n]`` (1: anomalous, 0: normal), written create-only. The bytes are deterministic (an

@@ -73,8 +73,8 @@ class CompactedShard:
     first record's index in its arrival); ``stats`` the Chan merge (count-weighted) of its arrivals' statistics:
     ``{mean, std, min, max}`` per feature.
 
-    A series shard (``landfall.core.rules.series``) holds rows, not records: ``series`` maps each arrival id in it to
-    its
+    A series shard (``landfall.core.rules.series_windows``) holds rows, not records: ``series`` maps each arrival id in
+    it to its
     manifest's series section (``stride``, ``segments``), its ranges' ``count`` and ``first`` are windows, and a
     range's ``start`` is the row its rows start at in the file (the file is its arrivals' shard files, whole, one
     after another). A snapshot holds one kind: series shards or instance shards."""

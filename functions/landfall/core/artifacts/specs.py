@@ -180,7 +180,8 @@ class DatasetSpec:
                 args += [flag, ",".join(pairs) or "none"]
                 continue
             args += [flag, ",".join(str(u) for u in value) if isinstance(value, list | tuple) else str(value)]
-        if self.series:  # the channel count, the honest hold-out (landfall.core.rules.series) and the model, unless set
+        # the channel count, the honest hold-out (landfall.core.rules.series_windows) and the model, unless set
+        if self.series:
             channels = (self.arrival.get("series") or {}).get("channels")
             if channels and "features" not in self.shape:
                 args += ["--features", str(len(channels))]

@@ -21,7 +21,7 @@ from typing import Any
 
 from landfall.core.contracts import layout
 from landfall.core.errors import Invalid
-from landfall.core.rules import series as windows
+from landfall.core.rules import series_windows as windows
 
 MANIFEST_SCHEMA = "landfall.manifest/v1"
 REQUEST_SCHEMA = "landfall.request/v1"
@@ -193,7 +193,7 @@ class Manifest:
     schema: str = MANIFEST_SCHEMA
     # The dataset spec it was converted under (landfall.core.artifacts.specs); None: none.
     spec_generation: int | None = None
-    # A series arrival (landfall.core.rules.series): stored as rows, ``count`` is its windows; None: instances.
+    # A series arrival (landfall.core.rules.series_windows): stored as rows, ``count`` is its windows; None: instances.
     series: dict[str, Any] | None = None
     # The arrival's checks against its dataset's reference (landfall.core.quality.checks, landfall.arrival.screen):
     # {status: first|admitted|warned|quarantined, reference: {arrivals, rows, generation}, findings: [...],
