@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from landfall.arrival import ranged_local, route
+from landfall.arrival import format_registry, ranged_local, route
 from landfall.core.services.storage import Storage
 from landfall.local.synthetic import time_series
 from landfall_bench.timing import interleaved
@@ -63,10 +63,11 @@ def measure(work: Path, csv_path: Path, npy_path: Path, repeat: int) -> dict[str
     for fmt in FORMATS:
         size = paths[fmt].stat().st_size
         rate = size / max(walls[fmt] - startup, 1e-6)
+        used = format_registry.named(fmt).rate
         out[fmt] = {"bytes": size, "wall_s": walls[fmt], "startup_s": startup, "mb_per_s_per_vcpu": rate / 1e6,
-                    "route_mb_per_s": route.RATES[fmt] / 1e6,
+                    "route_mb_per_s": used / 1e6,
                     "threshold_measured_gb": route.SAFETY * route.FUNCTION_TIMEOUT_S * rate / 1e9,
-                    "threshold_deployed_gb": route.SAFETY * route.FUNCTION_TIMEOUT_S * route.RATES[fmt] / 1e9}
+                    "threshold_deployed_gb": route.SAFETY * route.FUNCTION_TIMEOUT_S * used / 1e9}
     return out
 
 

@@ -62,8 +62,8 @@ def test_no_two_modules_share_a_name_unless_in_the_same_role():
 
 def test_the_rule_fails_on_a_deliberate_clash():
     names = modules()
-    assert clashes(names + ["landfall.core.rules.compaction"], command_modules()) == [
+    assert clashes([*names, "landfall.core.rules.compaction"], command_modules()) == [
         "compaction: landfall.arrival.compaction, landfall.core.rules.compaction"]
-    assert clashes(names + ["landfall.cli.timestamps"], command_modules()) == [  # a cli module that is no command
+    assert clashes([*names, "landfall.cli.timestamps"], command_modules()) == [  # a cli module that is no command
         "timestamps: landfall.cli.timestamps, landfall.core.rules.timestamps"]
-    assert clashes(names + ["trainer.handler"], command_modules()) == []  # the same role in each package
+    assert clashes([*names, "trainer.handler"], command_modules()) == []  # the same role in each package

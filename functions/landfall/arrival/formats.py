@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from landfall.arrival import csvfile
+from landfall.arrival import csvfile, format_registry
 from landfall.arrival.columns import Chunks, columns_to_instances, narrowed
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput, TemporaryError
@@ -51,26 +51,17 @@ class Reading:
 
 
 def format_of(name: str) -> str:
-    lower = name.lower()
-    for suffix, fmt in ((".csv.gz", "csv.gz"), (".csv", "csv"), (".npy", "npy"), (".npz", "npz"),
-                        (".parquet", "parquet"), (".pq", "parquet")):
-        if lower.endswith(suffix):
-            return fmt
-    raise BadInput("unsupported_format",
-                   f"{name!r} has an unsupported extension (use .npy, .npz, .csv, .csv.gz or .parquet)")
+    """The name of the format an object name's ending chooses (``format_registry.of_file``)."""
+    return format_registry.of_file(name).name
 
 
 def read(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig) -> Reading:
+    """The instances of a file of format ``fmt``, read by its format's reader (``format_registry``)."""
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
-    src: Any = _Source(fh)
+    reader = format_registry.named(fmt).instances
     try:
-        if fmt == "csv":
-            return Reading(*csvfile.read_csv(src, cfg))
-        if fmt == "csv.gz":
-            return Reading(*read_csv_gz(src, cfg))
-        readers = {"npy": read_npy, "npz": read_npz, "parquet": read_parquet}
-        return Reading(readers[fmt](src, size, cfg))
+        return Reading(*reader(_Source(fh), size, cfg))
     except MemoryError as exc:
         raise out_of_memory(exc) from exc
 

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from landfall.arrival import csvfile, formats
+from landfall.arrival import csvfile, format_registry, formats
 from landfall.arrival.columns import columns_to_instances, narrowed
 from landfall.arrival.config import ConverterConfig
 from landfall.core.artifacts.labelled import MAX_BYTES
@@ -64,22 +64,16 @@ def load(storage: Storage, source: str, cfg: ConverterConfig, label: str = DEFAU
 
 
 def read(fh: BinaryIO, name: str, size: int, cfg: ConverterConfig, label: str = DEFAULT_LABEL) -> Labelled:
-    fmt = formats.format_of(name)
+    fmt = format_registry.of_file(name)  # its reader of labelled files, or why it has none
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
     if size > MAX_BYTES:
         raise BadInput("too_large", f"{size} bytes, more than a labelled evaluation file may have "
                        f"({MAX_BYTES >> 20} MiB)")
+    if fmt.labelled is None:
+        raise BadInput("unsupported_format", fmt.no_labels.format(label=repr(label)))
     try:
-        if fmt == "npy":
-            raise BadInput("unsupported_format", "an .npy holds one array, with no room for labels: write an .npz "
-                           f"with the instances and a {label!r} array (numpy.savez)")
-        if fmt == "npz":
-            x, y = _read_npz(fh, size, cfg, label)
-        elif fmt in ("csv", "csv.gz"):
-            x, y = _read_csv(fmt, fh, size, cfg, label)
-        else:
-            x, y = _read_parquet(fh, size, cfg, label)
+        x, y = fmt.labelled(fh, size, cfg, label)
     except MemoryError as exc:
         raise formats.out_of_memory(exc) from exc
     return check(x, y)
@@ -129,7 +123,7 @@ def _collect(chunks: Iterator[np.ndarray], shape: tuple[int, ...]) -> np.ndarray
     return np.concatenate(parts) if parts else np.empty((0, *shape), np.float32)
 
 
-def _read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tuple[np.ndarray, np.ndarray]:
+def read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tuple[np.ndarray, np.ndarray]:
     src = formats.guarded(fh)
     try:
         zf = zipfile.ZipFile(src)
@@ -162,9 +156,9 @@ def _read_npz(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tupl
     return _collect(chunks, cfg.shape), labels
 
 
-def _first_row(fmt: str, fh: BinaryIO) -> list[str]:
-    """The header cells of a CSV (blank lines skipped, BOM dropped); ``fh`` is left at its start."""
-    stream: Any = gzip.GzipFile(fileobj=fh, mode="rb") if fmt == "csv.gz" else fh
+def _first_row(fh: BinaryIO, gz: bool) -> list[str]:
+    """The header cells of a CSV (gzipped: ``gz``; blank lines skipped, BOM dropped); ``fh`` is left at its start."""
+    stream: Any = gzip.GzipFile(fileobj=fh, mode="rb") if gz else fh
     try:
         line = b""
         for _ in range(1000):
@@ -172,7 +166,7 @@ def _first_row(fmt: str, fh: BinaryIO) -> list[str]:
             if not line or line.strip():
                 break
     except (gzip.BadGzipFile, EOFError, OSError) as exc:
-        if fmt == "csv.gz":
+        if gz:
             raise BadInput("corrupt_gzip", f"{exc}") from None
         raise BadInput("corrupt_csv", f"{exc}") from None
     finally:
@@ -186,9 +180,11 @@ def _first_row(fmt: str, fh: BinaryIO) -> list[str]:
     return [c.strip() for c in next(csv.reader([text]))]
 
 
-def _read_csv(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tuple[np.ndarray, np.ndarray]:
+def read_csv(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str, *, fmt: str = "csv",
+             gz: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A labelled CSV (``fmt``, gzipped: ``gz``), read by the converter's CSV reader."""
     width = cfg.timesteps * cfg.features
-    cells = _first_row(fmt, fh)
+    cells = _first_row(fh, gz)
     if label not in cells:
         raise BadInput("no_label", f"no column {label!r} in the header row ({len(cells)} columns, the first "
                        f"{cells[:3]}): a labelled CSV has a header naming its label column")
@@ -218,7 +214,7 @@ def _parquet_errors() -> Iterator[None]:
         raise BadInput("corrupt_parquet", f"{exc}") from None
 
 
-def _read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tuple[np.ndarray, np.ndarray]:
+def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> tuple[np.ndarray, np.ndarray]:
     width = cfg.timesteps * cfg.features
     src = formats.guarded(fh)
     meta = formats.parquet_metadata(src, size, cfg)  # the converter's footer check

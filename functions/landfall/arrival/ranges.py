@@ -27,12 +27,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, BinaryIO
 
-from landfall.arrival import csvfile, formats
+from landfall.arrival import csvfile, format_registry, formats
 from landfall.arrival.columns import Chunks
 from landfall.arrival.config import ConverterConfig
 from landfall.core.errors import BadInput
 
-SPLITTABLE = ("npy", "csv", "parquet")  # the formats whose byte ranges tasks convert apart (the router reads it)
 _SCAN = 64 * 1024
 
 
@@ -53,16 +52,16 @@ def split(total: int, index: int, count: int) -> tuple[int, int]:
 
 
 def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+    """Task ``index`` of ``count``'s share of an instance file, as its format splits it (``format_registry``:
+    ``.npy`` by instances, CSV by lines, Parquet by row groups); a format that cannot be split is converted whole
+    by task 0."""
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
     src = formats.guarded(fh)
+    split_by = format_registry.named(fmt).ranges
     try:
-        if fmt == "npy":
-            return _npy(src, size, cfg, index, count)
-        if fmt == "csv":
-            return _csv(src, size, cfg, index, count)
-        if fmt == "parquet":
-            return _parquet(src, size, cfg, index, count)
+        if split_by is not None:
+            return split_by(src, size, cfg, index, count)
         if index:
             return Share(iter(()), f"not splittable: task 0 converts the whole {fmt} file", None)
         reading = formats.read(fmt, fh, size, cfg)
@@ -71,14 +70,14 @@ def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, c
         raise formats.out_of_memory(exc) from exc
 
 
-def _npy(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+def npy_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
     header = formats.npy_header(fh, size, cfg)
     start, stop = split(header.shape[0], index, count)
     fh.seek(header.offset + start * header.row_bytes)
     return Share(formats.npy_rows(fh, header, start, stop, cfg), f"instances {start}..{stop - 1}", start)
 
 
-def _parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+def parquet_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
     meta = formats.parquet_metadata(fh, size, cfg)
     g0, g1 = split(meta.num_row_groups, index, count)
     first = sum(meta.row_group(g).num_rows for g in range(g0))
@@ -88,7 +87,7 @@ def _parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: i
     return Share(chunks, f"row groups {g0}..{g1 - 1} (from instance {first})", first)
 
 
-def _csv(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+def csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
     decided, head = csvfile.decide_layout(fh, cfg)
     body = fh.tell()  # after the first line
     lo, hi = split(size, index, count)

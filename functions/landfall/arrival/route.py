@@ -7,7 +7,8 @@ what finishes well inside its timeout.
 
 **Decision: a threshold per format**, on the object's stored size, half of ``timeout x rate x vCPUs``
 (``inline_limit``; the half leaves room for storage latency and a slower machine). The rates are measured
-by ``landfall bench convert`` (its ``--rates`` table: one task pinned to one CPU, as the 1-vCPU function
+by ``landfall bench convert`` and kept in each format's module (``landfall.arrival.format_npy`` ...: its ``rate``,
+``landfall.arrival.format_registry``) (the ``--rates`` table: one task pinned to one CPU, as the 1-vCPU function
 runs, object bytes over the wall time less start-up; 100,000 seed-shaped instances, 2026-11-30, on the
 2-core development machine):
 
@@ -25,10 +26,10 @@ small files take the large-file path).
 **Above the threshold** the function starts one execution of the Cloud Run job ``LANDFALL_CONVERT_JOB``
 (``landfall.arrival.cloudrun``) and returns ``dispatched``. The execution gets ``LANDFALL_SOURCE_BUCKET``,
 ``LANDFALL_SOURCE_NAME`` and ``LANDFALL_SOURCE_GENERATION`` as container env overrides and a task count from
-the size: ``ceil(size / LANDFALL_TASK_BYTES)`` capped by ``LANDFALL_MAX_TASKS`` for splittable formats
-(``.npy``, ``.csv``, ``.parquet``); ``.npz`` and ``.csv.gz`` cannot be split (a zip member or a gzip stream
-is read from its start), so they get one task, which has the job's timeout rather than the function's.
-Each task runs ``python -m landfall.arrival.task`` (``landfall.arrival.ranged``), and the committer
+the size: ``ceil(size / LANDFALL_TASK_BYTES)`` capped by ``LANDFALL_MAX_TASKS`` for splittable formats (those
+whose module gives ``ranges``: ``.npy``, ``.csv``, ``.parquet``); ``.npz`` and ``.csv.gz`` cannot be split (a zip
+member or a gzip stream is read from its start), so they get one task, which has the job's timeout rather than the
+function's. Each task runs ``python -m landfall.arrival.task`` (``landfall.arrival.ranged``), and the committer
 publishes through ``landfall.arrival.handler.after_conversion``, as the in-process path does.
 
 **One execution per arrival: the dispatch marker.** ``RunJobRequest`` has no execution id (checked against
@@ -64,7 +65,7 @@ import logging
 import time
 from typing import Any, Literal
 
-from landfall.arrival import ranges
+from landfall.arrival import format_registry
 from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Arrival
@@ -78,14 +79,6 @@ log = logging.getLogger("landfall.arrival.route")
 FUNCTION_TIMEOUT_S = 540  # infra/modules/functions var.converter.timeout_seconds
 FUNCTION_VCPUS = 1  # var.converter.cpu
 SAFETY = 0.5
-NPZ_RATIO = 4  # a compressible array's stored bytes expand this much: its rate is .npy's over it
-RATES = {  # stored bytes per second per vCPU, measured (landfall bench convert --rates; see the table above)
-    "npy": 216e6,
-    "csv": 115e6,
-    "parquet": 140e6,
-    "csv.gz": 33e6,
-    "npz": 216e6 / NPZ_RATIO,
-}
 ENV_BUCKET, ENV_NAME, ENV_GENERATION = "LANDFALL_SOURCE_BUCKET", "LANDFALL_SOURCE_NAME", "LANDFALL_SOURCE_GENERATION"
 DISPATCH_SCHEMA = "landfall.dispatch/v1"
 CLAIM_GRACE_S = 120.0  # a marker without an execution older than this was left by a crash
@@ -100,7 +93,7 @@ def inline_limit(fmt: str, cfg: ConverterConfig) -> int:
     """The largest object (stored bytes) of format ``fmt`` the function converts in-process."""
     if cfg.inline_max_bytes is not None:
         return cfg.inline_max_bytes
-    return int(SAFETY * FUNCTION_TIMEOUT_S * FUNCTION_VCPUS * RATES[fmt])
+    return int(SAFETY * FUNCTION_TIMEOUT_S * FUNCTION_VCPUS * format_registry.named(fmt).rate)
 
 
 def converts_inline(fmt: str, size: int, cfg: ConverterConfig) -> bool:
@@ -110,7 +103,7 @@ def converts_inline(fmt: str, size: int, cfg: ConverterConfig) -> bool:
 
 
 def task_count(fmt: str, size: int, cfg: ConverterConfig) -> int:
-    if fmt not in ranges.SPLITTABLE:
+    if format_registry.named(fmt).ranges is None:  # not splittable: one task converts it whole
         return 1
     return max(1, min(cfg.max_tasks, -(-size // cfg.task_bytes)))
 

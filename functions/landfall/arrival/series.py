@@ -52,7 +52,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from landfall import __version__
-from landfall.arrival import commit, formats, ranges, screen
+from landfall.arrival import commit, format_registry, formats, ranges, screen
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.stats import RunningStats
 from landfall.core.contracts import records
@@ -158,7 +158,7 @@ def _csv_names(stream: Any) -> list[str]:
     return [n.strip() for n in names]
 
 
-def _csv_chunks(stream: Any, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
+def csv_chunks(stream: Any, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     names = _csv_names(stream)
     yield from _csv_rows(stream, names, _columns(names, cfg), cfg, extra)
 
@@ -191,7 +191,7 @@ def _check_extra(names: list[str], extra: Sequence[str]) -> None:
         raise BadInput("missing_column", f"no column {missing[0]!r} among the columns {names[:12]}")
 
 
-def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
+def parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(fh)
         channels = _columns(pf.schema_arrow.names, cfg)
@@ -205,49 +205,18 @@ def _parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = (
 
 def chunks(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     """The arrival's (times, values) in file order, in bounded chunks. ``extra`` columns (numeric: a label, for
-    ``landfall score``) follow the channels in ``values``."""
+    ``landfall score``) follow the channels in ``values``. The format's reader (``format_registry``) reads them."""
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
-    src = formats.guarded(fh)
-    if fmt == "csv":
-        return _csv_chunks(src, cfg, extra)
-    if fmt == "csv.gz":
-        return formats.guard_gzip(_csv_chunks(formats.gunzipped(src, cfg), cfg, extra))
-    if fmt == "parquet":
-        return _parquet_chunks(src, cfg, extra)
-    raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+    return format_registry.series_reader(fmt).chunks(formats.guarded(fh), cfg, extra)
 
 
 def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], bool]:
     """A series file's column names, and whether its time column holds timestamps (ISO-8601 text or a Parquet
     timestamp) rather than numbers: the first data row decides. Reads the header (and one row) only."""
-    src = formats.guarded(fh)
-    if fmt == "parquet":
-        try:
-            pf = pq.ParquetFile(src)
-            names = pf.schema_arrow.names
-            if cfg.series_time_column not in names:
-                return names, False
-            kind = pf.schema_arrow.field(cfg.series_time_column).type
-            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-                return names, pa.types.is_timestamp(kind) or pa.types.is_date(kind)
-            first = next(pf.iter_batches(batch_size=1, columns=[cfg.series_time_column]), None)
-            value = first.column(0)[0].as_py() if first is not None and first.num_rows else None
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
-    elif fmt in ("csv", "csv.gz"):
-        stream = formats.gunzipped(src, cfg) if fmt == "csv.gz" else src
-        try:
-            names = _csv_names(stream)
-            row = next(csv.reader([stream.readline(16 << 20).decode("utf-8-sig", "replace")]), [])
-        except (OSError, EOFError) as exc:
-            raise BadInput("corrupt_gzip", f"not a readable gzip stream: {exc}") from None
-        at = names.index(cfg.series_time_column) if cfg.series_time_column in names else None
-        value = row[at] if at is not None and at < len(row) else None
-    else:
-        raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
-    if value is None:
-        return names, False
+    names, value = format_registry.series_reader(fmt).head(formats.guarded(fh), cfg)
+    if value is None or isinstance(value, bool):
+        return names, bool(value)
     try:
         float(value)
         return names, False
@@ -255,7 +224,34 @@ def header(fmt: str, fh: BinaryIO, cfg: ConverterConfig) -> tuple[list[str], boo
         return names, True
 
 
-# -- segments and shards ----------------------------------------------------------------------------------------
+def csv_head(stream: Any, cfg: ConverterConfig) -> tuple[list[str], Any]:
+    """A CSV series' header names and its first row's time cell (None without one)."""
+    try:
+        names = _csv_names(stream)
+        row = next(csv.reader([stream.readline(16 << 20).decode("utf-8-sig", "replace")]), [])
+    except (OSError, EOFError) as exc:
+        raise BadInput("corrupt_gzip", f"not a readable gzip stream: {exc}") from None
+    at = names.index(cfg.series_time_column) if cfg.series_time_column in names else None
+    return names, (row[at] if at is not None and at < len(row) else None)
+
+
+def parquet_head(src: Any, cfg: ConverterConfig) -> tuple[list[str], Any]:
+    """A Parquet series' column names and what its time column says: True for a timestamp or date type, False for
+    numbers, else (text) its first value."""
+    try:
+        pf = pq.ParquetFile(src)
+        names = pf.schema_arrow.names
+        if cfg.series_time_column not in names:
+            return names, False
+        kind = pf.schema_arrow.field(cfg.series_time_column).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            return names, pa.types.is_timestamp(kind) or pa.types.is_date(kind)
+        first = next(pf.iter_batches(batch_size=1, columns=[cfg.series_time_column]), None)
+        return names, (first.column(0)[0].as_py() if first is not None and first.num_rows else None)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
+
+
 class SeriesWriter:
     """Cuts sorted rows into segments at gaps and writes shards of whole windows
     (``landfall.core.rules.series_windows``)."""
@@ -455,23 +451,22 @@ class Share:
 
 
 def share(fmt: str, fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
-    """Task ``index`` of ``count``'s share of a series file: a CSV's lines from ``landfall.arrival.ranges``' byte
-    split (every task reads the header from the first line), a Parquet file's row groups; a ``.csv.gz`` is read whole
-    by task 0 (a compressed stream cannot be split)."""
+    """Task ``index`` of ``count``'s share of a series file, as its format splits it (``format_registry``): a CSV's
+    lines from ``landfall.arrival.ranges``' byte split (every task reads the header from the first line), a Parquet
+    file's row groups; a stream that cannot be split (``.csv.gz``) is read whole by task 0 (``whole_share``)."""
     if size == 0:
         raise BadInput("empty_file", "the file is empty")
-    if fmt == "csv":
-        return _csv_share(fh, size, cfg, index, count)
-    if fmt == "parquet":
-        return _parquet_share(formats.guarded(fh), cfg, index, count)
-    if fmt == "csv.gz":
-        if index == 0:
-            return Share(chunks(fmt, fh, size, cfg), lambda: iter(()), "the whole file")
-        return Share(iter(()), lambda: iter(()), "nothing (task 0 reads a compressed stream whole)")
-    raise BadInput("unsupported_format", f"a series arrives as .csv, .csv.gz or .parquet, not .{fmt}")
+    return format_registry.series_reader(fmt).share(fh, size, cfg, index, count)
 
 
-def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
+def whole_share(read: Callable[[], Iterator[Chunk]], index: int) -> Share:
+    """The share of a series file that cannot be split: all of it (``read()``) for task 0, nothing for the others."""
+    if index == 0:
+        return Share(read(), lambda: iter(()), "the whole file")
+    return Share(iter(()), lambda: iter(()), "nothing (task 0 reads a compressed stream whole)")
+
+
+def csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: int) -> Share:
     fh.seek(0)
     names = _csv_names(formats.guarded(fh))
     body = fh.tell()
@@ -511,7 +506,7 @@ def _csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count:
     return Share(own(), ahead, f"bytes {start}..{end - 1}")
 
 
-def _parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Share:
+def parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Share:
     try:
         pf = pq.ParquetFile(fh)
         channels = _columns(pf.schema_arrow.names, cfg)

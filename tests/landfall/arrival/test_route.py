@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
+from landfall.arrival import format_registry, route
 from landfall.arrival import handler as arrival
-from landfall.arrival import route
 from landfall.arrival.cloudrun import CloudRunJobs
 from landfall.arrival.config import ConverterConfig
 from landfall.core.contracts import layout
@@ -61,7 +61,7 @@ def test_default_thresholds_are_half_of_timeout_times_rate() -> None:
     assert route.inline_limit("csv", cfg) == 31_050_000_000 and route.inline_limit("parquet", cfg) == 37_800_000_000
     assert route.inline_limit("csv.gz", cfg) == 8_910_000_000 and route.inline_limit("npz", cfg) == 14_580_000_000
     one = ConverterConfig.load({"LANDFALL_INLINE_MAX_BYTES": "1000"})
-    assert {route.inline_limit(f, one) for f in route.RATES} == {1000}
+    assert {route.inline_limit(f.name, one) for f in format_registry.known()} == {1000}
     assert route.converts_inline("csv", 1000, one) and not route.converts_inline("csv", 1001, one)
 
 
