@@ -12,14 +12,14 @@ import argparse
 
 from landfall.core import logs
 from landfall.core.services.storage import Storage
-from landfall.submit.config import JobConfig
+from landfall.submit.config import BACKENDS, ENGINES, JobConfig
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", dest="local_state", help="state folder (LANDFALL_LOCAL_STATE)")
-    p.add_argument("--backend", choices=["local", "kubernetes"])
+    p.add_argument("--backend", choices=list(BACKENDS))
     p.add_argument("--namespace")
-    p.add_argument("--engine", choices=["tfjob", "jobset"], help="what it runs (LANDFALL_ENGINE, default tfjob)")
+    p.add_argument("--engine", choices=list(ENGINES), help="what it runs (LANDFALL_ENGINE, default tfjob)")
     p.add_argument("--poll-s", type=float, default=0.5)
     p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
 

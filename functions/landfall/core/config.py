@@ -18,6 +18,9 @@ ENV_PREFIX = "LANDFALL_"
 # The engines a job can run on (landfall.submit.engine); here so that a dataset spec (landfall.core.artifacts.specs) can
 # be checked against them without importing the submit stage.
 ENGINES = ("tfjob", "jobset")
+# Where a job's objects live (landfall.submit.backends: one module each, named so): a Kubernetes API server, or a
+# state folder that the local controllers run (landfall up, the tests).
+BACKENDS = ("kubernetes", "local")
 # LANDFALL_DATASETS: open (any dataset, a spec optional) | registered (arrivals of datasets without a spec
 # are rejected, reason unknown_dataset); read by the converter and the submit stage.
 DATASET_MODES = ("open", "registered")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core.config import DATASET_MODES, ENGINES, Seed, Settings, default_project
+from landfall.core.config import BACKENDS, DATASET_MODES, ENGINES, Seed, Settings, default_project
 
 POLICIES = ("coalesce", "allow", "forbid")
-__all__ = ["ENGINES", "POLICIES", "JobConfig"]
+__all__ = ["BACKENDS", "ENGINES", "POLICIES", "JobConfig"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +57,8 @@ class JobConfig(Settings):
     project: str = dataclasses.field(default_factory=default_project)
 
     def __post_init__(self) -> None:
-        if self.backend not in ("kubernetes", "local"):
-            raise ValueError(f"backend must be kubernetes or local, not {self.backend!r}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
         if self.datasets not in DATASET_MODES:

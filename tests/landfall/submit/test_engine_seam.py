@@ -46,3 +46,27 @@ def test_no_module_takes_an_engine_neutral_name_from_an_engine_module():
     found = subprocess.run(["git", "grep", "-n", "-E", r"\b(tfjob|jobset)\.(" + "|".join(shared) + r")\b", "--",
                             "*.py"], cwd=REPO, capture_output=True, text=True).stdout.splitlines()
     assert found == [], found
+
+
+def test_one_list_of_backends_each_one_module_with_connect(tmp_path):
+    """``open_backend`` loads ``landfall.submit.backends.<name>`` by the name ``LANDFALL_BACKEND`` gives (one of
+    ``core.config.BACKENDS``): no if/else per backend; each module's ``connect`` returns what ``Backend`` says."""
+    import importlib
+
+    from landfall.core.config import BACKENDS
+    from landfall.submit.backends import Backend, open_backend
+    from landfall.submit.backends.local import LocalBackend
+    from landfall.submit.config import JobConfig
+
+    members = [n for n in dir(Backend) if not n.startswith("_")]
+    for name in BACKENDS:
+        module = importlib.import_module(f"landfall.submit.backends.{name}")
+        assert list(inspect.signature(module.connect).parameters) == ["cfg"], name
+        connected = inspect.signature(module.connect).return_annotation
+        cls = getattr(module, connected if isinstance(connected, str) else connected.__name__)
+        assert all(hasattr(cls, m) for m in members), (name, [m for m in members if not hasattr(cls, m)])
+    cfg = JobConfig.load({}, backend="local", local_state=str(tmp_path), engine="jobset")
+    opened = open_backend(cfg)
+    assert isinstance(opened, LocalBackend) and opened.engine == "jobset" and opened.root == tmp_path
+    with pytest.raises(ValueError, match=r"backend must be one of \('kubernetes', 'local'\), not 'nomad'"):
+        JobConfig.load({}, backend="nomad")

@@ -1,7 +1,11 @@
-"""Where TFJob (or JobSet, ``LANDFALL_ENGINE``) objects live: the interface both backends implement, and the factory.
+"""Where TFJob (or JobSet, ``LANDFALL_ENGINE``) objects live: the interface every backend implements, and the factory.
 
 - ``kubernetes`` (``landfall.submit.backends.kubernetes``): the TFJob collection of a real API server.
 - ``local`` (``landfall.submit.backends.local``): the same objects in a state folder; ``landfall operator`` runs them.
+
+**To add a backend**, write ``landfall/submit/backends/<name>.py`` with a class that has what ``Backend`` says and a
+function ``connect(cfg) -> Backend``, and add ``<name>`` to ``landfall.core.config.BACKENDS`` (``LANDFALL_BACKEND``
+picks it; ``open_backend`` loads the module by name, so nothing else branches on it).
 
 Both speak plain TFJob dicts and raise the same errors: ``AlreadyExists`` (create on a taken name),
 ``NotFound``, ``Invalid`` (the object breaks the TFJob schema), ``Conflict`` (an update carried a stale
@@ -10,10 +14,11 @@ Both speak plain TFJob dicts and raise the same errors: ``AlreadyExists`` (creat
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Protocol
 
 from landfall.core.errors import Conflict
-from landfall.submit.config import JobConfig
+from landfall.submit.config import BACKENDS, JobConfig
 
 __all__ = ["Backend", "Conflict", "open_backend"]
 
@@ -33,10 +38,8 @@ class Backend(Protocol):
 
 
 def open_backend(cfg: JobConfig) -> Backend:
-    if cfg.backend == "kubernetes":
-        from landfall.submit.backends.kubernetes import KubeBackend
-
-        return KubeBackend.from_config(cfg)
-    from landfall.submit.backends.local import LocalBackend
-
-    return LocalBackend(cfg.local_state, namespace=cfg.namespace, engine_name=cfg.engine)
+    """The configured backend (``cfg.backend``, one of ``BACKENDS``), connected: its module's ``connect``."""
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, not {cfg.backend!r}")
+    connect = importlib.import_module(f"landfall.submit.backends.{cfg.backend}").connect
+    return connect(cfg)

@@ -62,3 +62,8 @@ class KubeBackend:
 
     def delete(self, name: str) -> None:
         self.objects.delete(name)
+
+
+def connect(cfg: JobConfig) -> KubeBackend:
+    """The engine's objects on the configured cluster (``open_backend``)."""
+    return KubeBackend.from_config(cfg)

@@ -43,6 +43,7 @@ from typing import Any
 
 from landfall.core.errors import AlreadyExists, Conflict, Invalid, NotFound
 from landfall.submit import engine, jobmeta, jobset
+from landfall.submit.config import JobConfig
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -197,3 +198,8 @@ class LocalBackend:
     def delete(self, name: str) -> None:
         with self._locked(name), contextlib.suppress(FileNotFoundError):
             self.path(name).unlink()
+
+
+def connect(cfg: JobConfig) -> LocalBackend:
+    """The engine's objects in the configured state folder (``open_backend``)."""
+    return LocalBackend(cfg.local_state, namespace=cfg.namespace, engine_name=cfg.engine)
