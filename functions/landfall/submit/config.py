@@ -7,6 +7,7 @@ import dataclasses
 from landfall.core.config import BACKENDS, DATASET_MODES, ENGINES, Seed, Settings, default_project
 
 POLICIES = ("coalesce", "allow", "forbid")
+CAPACITY_MODES = ("standard", "spot", "flex_start")  # how a managed engine obtains its machines (vertex)
 __all__ = ["BACKENDS", "ENGINES", "POLICIES", "JobConfig"]
 
 
@@ -44,6 +45,14 @@ class JobConfig(Settings):
     backoff_limit: int = 3
     active_deadline_seconds: int = 6 * 3600
     ttl_seconds_after_finished: int = 7 * 86400 + 3600
+    # Vertex AI custom training (landfall.submit.vertex): where and on what the CustomJob runs. The region
+    # (LANDFALL_REGION), the machine type (empty: the published machine for the accelerator and GPU count,
+    # landfall.submit.vertex.MACHINES), and how capacity is obtained: standard (on demand), spot (preemptible,
+    # cheaper) or flex_start (Dynamic Workload Scheduler: waits for the GPUs up to flex_max_wait_seconds, then fails).
+    region: str = "us-central1"
+    machine_type: str = ""
+    capacity: str = "standard"  # standard | spot | flex_start
+    flex_max_wait_seconds: int = 24 * 3600
     # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
     concurrency: str = "coalesce"  # coalesce | allow | forbid
     window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals
@@ -61,6 +70,8 @@ class JobConfig(Settings):
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
+        if self.capacity not in CAPACITY_MODES:
+            raise ValueError(f"capacity must be one of {CAPACITY_MODES}, not {self.capacity!r}")
         if self.datasets not in DATASET_MODES:
             raise ValueError(f"datasets must be one of {DATASET_MODES}, not {self.datasets!r}")
         if self.concurrency not in POLICIES:
