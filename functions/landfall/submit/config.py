@@ -53,6 +53,7 @@ class JobConfig(Settings):
     machine_type: str = ""
     capacity: str = "standard"  # standard | spot | flex_start
     flex_max_wait_seconds: int = 24 * 3600
+    vertex_endpoint: str = ""  # the JobService's host (default <region>-aiplatform.googleapis.com); http://: a stand-in
     # Which manifests and how concurrent requests combine (landfall.submit.coalesce).
     concurrency: str = "coalesce"  # coalesce | allow | forbid
     window: int = 0  # 0: all the dataset's manifests; N: the newest N arrivals

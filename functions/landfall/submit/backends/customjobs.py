@@ -1,0 +1,109 @@
+"""Where the managed engine's jobs live: Vertex AI's ``customJobs`` of the project and region
+(``landfall.submit.backends.aiplatform``, Google's ``JobServiceClient``), behind the same ``Backend`` as a cluster's.
+
+The readers see every engine's job in one shape (``landfall.submit.vertex.render``'s envelope: ``metadata`` with
+the name, labels and annotations of ``landfall.submit.jobmeta``, ``spec`` the CustomJob body, ``status``). Vertex AI
+names a CustomJob itself and keeps neither annotations nor Kubernetes-style labels, so:
+
+- **Finding a job by Landfall's name**: each CustomJob carries the label ``landfall-job`` (``vertex.labels_for``)
+  and its ``displayName`` is the name; ``create`` first looks for one (a retried release finds its job instead of
+  making a second: ``AlreadyExists``, as a cluster answers).
+- **The metadata** rides in every replica's environment as ``LANDFALL_JOB_METADATA`` (JSON: name, labels,
+  annotations), which the trainer ignores and ``get`` and ``list`` read back whole.
+- **No update**: the API has none for a CustomJob, so ``patch`` is refused (``Invalid``); nothing in the stages
+  patches a job.
+- ``delete`` cancels a job that has not ended, and deletes one that has.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.submit.backends.aiplatform import VertexJobs
+from landfall.submit import jobmeta, vertex
+from landfall.submit.config import JobConfig
+
+METADATA_ENV = "LANDFALL_JOB_METADATA"
+OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris",
+               "satisfiesPzs", "satisfiesPzi")
+
+
+def _with_metadata(body: dict[str, Any], metadata: dict[str, Any]) -> dict[str, Any]:
+    carried = json.dumps({k: metadata.get(k) for k in ("name", "labels", "annotations")}, sort_keys=True)
+    out = json.loads(json.dumps(body))
+    for pool in out["jobSpec"]["workerPoolSpecs"]:
+        env = [e for e in pool["containerSpec"].get("env") or [] if e.get("name") != METADATA_ENV]
+        pool["containerSpec"]["env"] = [*env, {"name": METADATA_ENV, "value": carried}]
+    return out
+
+
+def envelope(resource: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """A CustomJob resource in the readers' shape (``vertex.render``'s, with ``status`` from the service)."""
+    pools = resource.get("jobSpec", {}).get("workerPoolSpecs") or [{}]
+    env = (pools[0].get("containerSpec") or {}).get("env") or []
+    carried = next((json.loads(e["value"]) for e in env if e.get("name") == METADATA_ENV), {})
+    spec = {k: v for k, v in resource.items() if k not in OUTPUT_ONLY}
+    return {
+        "apiVersion": vertex.API_VERSION, "kind": vertex.KIND,
+        "metadata": {"name": carried.get("name") or resource.get("displayName"), "namespace": namespace,
+                     "labels": carried.get("labels") or {}, "annotations": carried.get("annotations") or {},
+                     "creationTimestamp": resource.get("createTime")},
+        "spec": spec,
+        "status": {"state": resource.get("state"), "resource": resource.get("name"),
+                   **({"error": resource["error"]} if resource.get("error") else {}),
+                   **{k: resource[k] for k in ("startTime", "endTime") if resource.get(k)}},
+    }
+
+
+class VertexBackend:
+    """The ``Backend`` of the managed engine: the region's CustomJobs."""
+
+    def __init__(self, jobs: VertexJobs):
+        self.jobs = jobs
+        self.namespace = jobs.parent
+
+    def _find(self, name: str) -> dict[str, Any] | None:
+        found = self.jobs.list(f'labels.{vertex.JOB_LABEL}="{vertex.label_value(name)}" AND '
+                               f'display_name="{name}"')
+        return max(found, key=lambda j: j.get("createTime") or "") if found else None
+
+    def create(self, job: dict[str, Any]) -> dict[str, Any]:
+        name = jobmeta.name_of(job)
+        if self._find(name) is not None:
+            raise AlreadyExists(f"CustomJob {name}: already exists in {self.namespace}")
+        return envelope(self.jobs.create(_with_metadata(job["spec"], job["metadata"])), self.namespace)
+
+    def get(self, name: str) -> dict[str, Any]:
+        found = self._find(name)
+        if found is None:
+            raise NotFound(f"CustomJob {name}: not found in {self.namespace}")
+        return envelope(found, self.namespace)
+
+    def list(self, dataset: str | None = None) -> list[dict[str, Any]]:
+        query = f'labels.{vertex.MANAGED_LABEL}="landfall"'
+        if dataset:
+            query += f' AND labels.{vertex.DATASET_LABEL}="{vertex.label_value(dataset)}"'
+        jobs = [envelope(j, self.namespace) for j in self.jobs.list(query)]
+        if dataset:  # the label is made valid for Vertex AI; the carried one is exact
+            jobs = [j for j in jobs if j["metadata"]["labels"].get(jobmeta.DATASET_LABEL)
+                    == jobmeta.label_value(dataset)]
+        return jobs
+
+    def patch(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        raise Invalid(f"CustomJob {name}: a Vertex AI CustomJob cannot be changed once created (the API has no update)")
+
+    def delete(self, name: str) -> None:
+        found = self._find(name)
+        if found is None:
+            raise NotFound(f"CustomJob {name}: not found in {self.namespace}")
+        if vertex.is_finished(envelope(found, self.namespace)):
+            self.jobs.delete(found["name"])
+        else:
+            self.jobs.cancel(found["name"])
+
+
+def connect(cfg: JobConfig) -> VertexBackend:
+    """The CustomJobs of the configured project and region (``LANDFALL_VERTEX_ENDPOINT``: a stand-in's address)."""
+    return VertexBackend(VertexJobs(cfg.project, cfg.region, cfg.vertex_endpoint))

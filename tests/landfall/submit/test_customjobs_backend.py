@@ -1,0 +1,150 @@
+"""The managed engine's backend (``landfall.submit.backends.customjobs``) through Google's own ``JobServiceClient``
+(REST transport) against the stand-in JobService (``landfall.local.vertex_server``), which answers and fails as the
+service does by its published rules: a released job becomes exactly one CustomJob, found again by its name, its
+metadata read back whole; the service's errors arrive with their retry class; the job states move only as the
+service moves them."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, TemporaryError
+from landfall.submit.backends.aiplatform import VertexJobs
+from landfall.local.vertex_server import VertexServer
+from landfall.submit import jobmeta, vertex
+from landfall.submit.backends.customjobs import VertexBackend
+from landfall.submit.config import JobConfig
+
+CFG = JobConfig.load({}, bucket="data-bkt", project="proj-1", region="europe-west4", workers=3,
+                     trainer_image="trainer:v1")
+
+
+@pytest.fixture()
+def server():
+    fake = VertexServer().start()
+    yield fake
+    fake.stop()
+
+
+def backend_of(server: VertexServer) -> VertexBackend:
+    return VertexBackend(VertexJobs("proj-1", "europe-west4", server.url))
+
+
+def released(dataset: str = "Pumps.North", request: str = "req-1", key: str = "k") -> dict:
+    name = jobmeta.job_name(dataset, key)
+    return vertex.render(CFG, name=name, dataset=dataset, request_id=request,
+                         inputs_uri=f"gs://data-bkt/runs/{name}/inputs.json", after="prev-job",
+                         released_at="2026-12-05T20:00:00.000Z")
+
+
+def test_a_released_job_is_one_custom_job_found_again_by_its_name(server):
+    backend, job = backend_of(server), released()
+    name = jobmeta.name_of(job)
+    created = backend.create(job)
+    assert vertex.state(created) == "Suspended" and created["status"]["state"] == "JOB_STATE_QUEUED"
+    assert created["status"]["resource"].startswith("projects/proj-1/locations/europe-west4/customJobs/")
+    with pytest.raises(AlreadyExists):
+        backend.create(job)  # a retried release finds its job
+    assert len(server.jobs) == 1
+    found = backend.get(name)
+    assert found["metadata"]["labels"] == job["metadata"]["labels"]  # read back whole, upper case and dots kept
+    assert jobmeta.annotations(found)[jobmeta.AFTER_ANNOTATION] == "prev-job"
+    assert jobmeta.inputs_of(found) == jobmeta.inputs_of(job)
+    assert vertex.workers_of(found) == 3 and jobmeta.bucket_in(vertex.containers_of(found)) == "data-bkt"
+    assert [jobmeta.name_of(j) for j in backend.list("Pumps.North")] == [name]
+    assert backend.list("Pumps.South") == [] and len(backend.list()) == 1
+    with pytest.raises(NotFound):
+        backend.get(jobmeta.job_name("Pumps.North", "other"))
+
+
+def test_states_move_as_the_service_moves_them_and_the_readers_follow(server):
+    backend, job = backend_of(server), released()
+    name = jobmeta.name_of(job)
+    resource = backend.create(job)["status"]["resource"]
+    seen = []
+    for state in ("JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_FAILED"):
+        server.advance(resource, state, error="replica workerpool0-0 exited with code 1" if "FAILED" in state else None)
+        seen.append(vertex.state(backend.get(name)))
+    assert seen == ["Created", "Running", "Failed"]
+    assert vertex.conditions(backend.get(name))[0]["message"] == "replica workerpool0-0 exited with code 1"
+    with pytest.raises(ValueError, match="JOB_STATE_FAILED never moves to JOB_STATE_RUNNING"):
+        server.advance(resource, "JOB_STATE_RUNNING")
+
+
+def test_delete_cancels_a_running_job_and_removes_an_ended_one(server):
+    backend, job = backend_of(server), released()
+    name = jobmeta.name_of(job)
+    resource = backend.create(job)["status"]["resource"]
+    server.advance(resource, "JOB_STATE_PENDING")
+    backend.delete(name)
+    assert server.jobs[resource]["state"] == "JOB_STATE_CANCELLED" and vertex.is_finished(backend.get(name))
+    backend.delete(name)
+    assert server.jobs == {}
+    with pytest.raises(NotFound):
+        backend.delete(name)
+    with pytest.raises(Invalid, match="cannot be changed once created"):
+        backend.patch(name, {"spec": {}})
+
+
+def test_the_services_errors_arrive_with_their_retry_class(server):
+    backend = backend_of(server)
+    server.quota = {"NVIDIA_L4": 4}  # three replicas of one L4 fit; a second job does not
+    backend.create(released(key="a"))
+    with pytest.raises(TemporaryError, match="custom_model_training_nvidia_l4_gpus"):
+        backend.create(released(key="b"))
+    server.quota = {}
+    server.denied = True
+    with pytest.raises(AccessDenied, match=r"aiplatform\.customJobs\.create"):
+        backend.create(released(key="c"))
+    server.denied = False
+    jobs = VertexJobs("proj-1", "europe-west4", server.url)
+    body = released(key="d")["spec"]
+    body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["machineType"] = "n1-standard-8"  # no L4 on N1
+    with pytest.raises(Invalid, match="1 x NVIDIA_L4 cannot attach to n1-standard-8"):
+        jobs.create(body)
+    with pytest.raises(ValueError, match='no field named "workerPools"'):
+        jobs.create({**body, "workerPools": []})  # refused by the client's own message, before sending
+
+
+def test_the_stand_in_refuses_what_the_api_refuses_over_http(server):
+    """Straight to the stand-in, past the client: its answers are Google's error shape."""
+    def post(body: dict) -> tuple[int, dict]:
+        request = urllib.request.Request(f"{server.url}/v1/projects/p/locations/l/customJobs",
+                                         data=json.dumps(body).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(request) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    good = released()["spec"]
+    assert post(good)[0] == 200
+    code, doc = post({**good, "workerPools": []})
+    assert code == 400 and doc["error"]["status"] == "INVALID_ARGUMENT" and "workerPools" in doc["error"]["message"]
+    code, doc = post({"jobSpec": good["jobSpec"]})
+    assert (code, doc["error"]["message"]) == (400, "displayName is required")
+    two_chiefs = json.loads(json.dumps(good))
+    two_chiefs["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] = "2"
+    assert post(two_chiefs)[0] == 400
+    bad_label = {**good, "labels": {"Landfall.dev/dataset": "x"}}
+    assert post(bad_label)[0] == 400
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(order=st.permutations(list(range(6))), repeats=st.lists(st.integers(0, 5), max_size=6))
+def test_duplicated_and_reordered_releases_make_one_custom_job_each(server, order, repeats):
+    """Each release (a job name) delivered in any order, some more than once: exactly one CustomJob per name."""
+    server.jobs.clear()
+    backend = backend_of(server)
+    for i in [*order, *repeats]:
+        with contextlib.suppress(AlreadyExists):
+            backend.create(released(key=f"k{i}"))
+    names = sorted(j["displayName"] for j in server.jobs.values())
+    assert names == sorted({jobmeta.job_name("Pumps.North", f"k{i}") for i in range(6)})
