@@ -19,25 +19,49 @@ What it enforces (``RULES``):
 - ``list`` with the API's filter for what Landfall asks (``labels.KEY="VALUE"`` and ``display_name="NAME"`` terms
   joined by ``AND``); any other filter is refused (400), so a query the fake cannot answer is never answered wrong.
 
+**Running the replicas** (``replicas_dir`` set, as ``landfall up`` runs it): each job the service would start is
+moved ``QUEUED`` -> ``PENDING`` -> ``RUNNING`` and each replica of each pool runs as a local process (the
+container's command and arguments, its environment, and what Vertex AI adds: ``TF_CONFIG`` with pool 0 as
+``chief`` and pool 1 as ``worker`` (``landfall.submit.vertex.tf_config``), ``CLUSTER_SPEC`` with the pools by name,
+``AIP_MODEL_DIR``, ``AIP_CHECKPOINT_DIR`` and ``AIP_TENSORBOARD_LOG_DIR`` under the job's ``baseOutputDirectory``).
+The primary replica reports for the job as a whole (DOCS["pools"]): its exit 0 ends the job ``SUCCEEDED`` (the
+others are stopped); any replica's non-zero exit ends it ``FAILED`` with the service's message ("The replica
+workerpool1-0 exited with a non-zero status of 1"); past ``scheduling.timeout`` it ends ``FAILED``; ``:cancel``
+stops its replicas. Each replica's output is in ``replicas_dir/<job id>/workerpool<P>-<I>.log``.
+
 What it cannot do: bill, provision real machines, honour ``maxWaitDuration`` by the clock of real capacity, or
 answer filters beyond the subset above.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
+import os
 import re
+import subprocess
 import threading
+import time
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 from urllib.parse import parse_qs, unquote, urlparse
 
+from landfall.core.rules import timestamps
+from landfall.local import leash
+from landfall.local.emulators import free_ports
+from landfall.local.tfjob_controller import command_of
+from landfall.submit import vertex
 from landfall.submit.backends.aiplatform import as_dict, parse_custom_job
 
 DOCS = {
+    "pools": "https://cloud.google.com/vertex-ai/docs/training/distributed-training (read 2026-12-05: the primary "
+             "replica reports status for the job as a whole; CLUSTER_SPEC and TF_CONFIG)",
+    "env": "https://cloud.google.com/vertex-ai/docs/training/code-requirements#environment-variables "
+           "(read 2026-12-05: AIP_MODEL_DIR, AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR)",
     "rest": "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/projects.locations.customJobs (read 2026-12-05)",
     "compute": "https://cloud.google.com/vertex-ai/docs/training/configure-compute (read 2026-12-05)",
     "labels": "https://cloud.google.com/vertex-ai/docs/general/resource-labels (read 2026-12-05)",
@@ -133,16 +157,30 @@ def gpus_by_kind(job: dict[str, Any]) -> dict[str, int]:
 
 
 @dataclasses.dataclass
+class Replica:
+    pool: int
+    index: int
+    proc: subprocess.Popen[bytes]
+    log: TextIO
+    log_path: Path
+
+
+@dataclasses.dataclass
 class VertexServer:
     """The fake JobService. ``quota``: GPUs per accelerator type the region grants (absent: unlimited);
     ``denied``: refuse every create with 403 (a missing ``aiplatform.customJobs.create``)."""
 
     quota: dict[str, int] = dataclasses.field(default_factory=dict)
     denied: bool = False
+    replicas_dir: Path | None = None  # set: run each job's replicas as local processes, their logs here
+    env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(os.environ))  # what every replica inherits
+    poll_s: float = 0.2
     jobs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     _ids: Any = dataclasses.field(default_factory=lambda: itertools.count(1000))
-    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    _lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
     _httpd: ThreadingHTTPServer | None = None
+    _running: dict[str, list[Replica]] = dataclasses.field(default_factory=dict)
+    _stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     # -- the service's operations ----------------------------------------------------------------------------
     def create(self, parent: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +244,7 @@ class VertexServer:
                            "FAILED_PRECONDITION")
         if job["state"] != "JOB_STATE_CANCELLING":
             self.advance(name, "JOB_STATE_CANCELLING")
+        self._stop_replicas(name)
         self.advance(name, "JOB_STATE_CANCELLED")
 
     def delete(self, name: str) -> dict[str, Any]:
@@ -217,6 +256,95 @@ class VertexServer:
             del self.jobs[name]
         return {"name": f"{name}/operations/{next(self._ids)}", "done": True,
                 "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
+
+    # -- the replicas, run here ------------------------------------------------------------------------------
+    def _spawn(self, name: str, job: dict[str, Any]) -> list[Replica]:
+        pools = [p for p in job["jobSpec"]["workerPoolSpecs"]]
+        counts = [int(p.get("replicaCount") or 0) if p else 0 for p in pools]
+        ports = free_ports(sum(counts))
+        addresses, at = [], 0
+        for n in counts:
+            addresses.append([f"127.0.0.1:{port}" for port in ports[at:at + n]])
+            at += n
+        cluster_spec = {"cluster": {f"workerpool{i}": a for i, a in enumerate(addresses) if a},
+                        "environment": "cloud"}
+        output = ((job["jobSpec"].get("baseOutputDirectory") or {}).get("outputUriPrefix") or "").rstrip("/")
+        folder = Path(self.replicas_dir or ".") / name.rsplit("/", 1)[-1]
+        folder.mkdir(parents=True, exist_ok=True)
+        replicas = []
+        for pool, spec in enumerate(pools):
+            for index in range(counts[pool]):
+                container = spec["containerSpec"]
+                env = {**self.env, **{e["name"]: str(e.get("value", "")) for e in container.get("env") or []},
+                       "TF_CONFIG": vertex.tf_config(addresses, pool, index),
+                       "CLUSTER_SPEC": json.dumps({**cluster_spec, "task": {"type": f"workerpool{pool}",
+                                                                            "index": index}})}
+                if output:
+                    env.update(AIP_MODEL_DIR=f"{output}/model", AIP_CHECKPOINT_DIR=f"{output}/checkpoints",
+                               AIP_TENSORBOARD_LOG_DIR=f"{output}/logs")
+                command = command_of({"command": container.get("command") or ["python"],
+                                      "args": container.get("args") or []})
+                path = folder / f"workerpool{pool}-{index}.log"
+                log = open(path, "a")  # noqa: SIM115 (kept open while the replica runs)
+                proc = leash.popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                replicas.append(Replica(pool, index, proc, log, path))
+        return replicas
+
+    def replicas_of(self, name: str) -> list[Replica]:
+        """The replicas of job ``name`` running here now (none once it has ended)."""
+        return list(self._running.get(name, []))
+
+    def _stop_replicas(self, name: str) -> None:
+        for r in self._running.pop(name, []):
+            leash.stop_group(r.proc)
+            with contextlib.suppress(OSError):
+                r.log.close()
+
+    def _tick(self) -> None:
+        with self._lock:
+            names = [n for n, j in self.jobs.items() if j["state"] in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING")]
+        for name in names:
+            job = self.jobs.get(name)
+            if job is None:
+                continue
+            if job["state"] == "JOB_STATE_QUEUED":
+                self.advance(name, "JOB_STATE_PENDING")
+                self._running[name] = self._spawn(name, job)
+                self.advance(name, "JOB_STATE_RUNNING")
+                continue
+            replicas = self._running.get(name)
+            if replicas is None:
+                continue  # run elsewhere (a test moves it)
+            ended = self._outcome(job, replicas)
+            if ended is not None:
+                self._stop_replicas(name)
+                self.advance(name, *ended)
+
+    @staticmethod
+    def _outcome(job: dict[str, Any], replicas: list[Replica]) -> tuple[str, str | None] | None:
+        """How the job ends now, or None while it runs (the module docstring)."""
+        for r in replicas:
+            code = r.proc.poll()
+            if code not in (None, 0):
+                return "JOB_STATE_FAILED", (f"The replica workerpool{r.pool}-{r.index} exited with a non-zero "
+                                            f"status of {code}.")
+        primary = replicas[0]
+        if primary.proc.poll() == 0:
+            return "JOB_STATE_SUCCEEDED", None
+        timeout = str((job["jobSpec"].get("scheduling") or {}).get("timeout") or "").removesuffix("s")
+        started = timestamps.epoch(job.get("startTime"))
+        if timeout and started is not None and time.time() - started > float(timeout):
+            return "JOB_STATE_FAILED", f"Job exceeded its timeout of {timeout} s."
+        return None
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self.poll_s):
+            try:
+                self._tick()
+            except Exception:
+                import logging
+
+                logging.getLogger("landfall.local.vertex_server").exception("the replica runner's tick failed")
 
     # -- HTTP ------------------------------------------------------------------------------------------------
     def start(self) -> VertexServer:
@@ -269,6 +397,8 @@ class VertexServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._httpd.serve_forever, daemon=True, name="vertex-server").start()
+        if self.replicas_dir is not None:
+            threading.Thread(target=self._loop, daemon=True, name="vertex-replicas").start()
         return self
 
     @property
@@ -277,6 +407,9 @@ class VertexServer:
         return f"http://127.0.0.1:{self._httpd.server_port}"
 
     def stop(self) -> None:
+        self._stopping.set()
+        for name in list(self._running):
+            self._stop_replicas(name)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
