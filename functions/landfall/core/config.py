@@ -17,10 +17,13 @@ from typing import Any, Self, get_args, get_origin, get_type_hints
 ENV_PREFIX = "LANDFALL_"
 # The engines a job can run on (landfall.submit.engine); here so that a dataset spec (landfall.core.artifacts.specs) can
 # be checked against them without importing the submit stage.
-ENGINES = ("tfjob", "jobset")
-# Where a job's objects live (landfall.submit.backends: one module each, named so): a Kubernetes API server, or a
-# state folder that the local controllers run (landfall up, the tests).
-BACKENDS = ("kubernetes", "local")
+ENGINES = ("tfjob", "jobset", "vertex")
+# Where a job's objects live (landfall.submit.backends: one module each, named so): a Kubernetes API server, a state
+# folder that the local controllers run (landfall up, the tests), or Vertex AI's customJobs of a region.
+BACKENDS = ("kubernetes", "local", "customjobs")
+# The backends each engine's jobs can live in: a cluster's engines on a cluster (or the local state folder), Vertex AI's
+# CustomJobs in a region's customJobs (Vertex AI itself, or its local stand-in, landfall.local.vertex_server).
+ENGINE_BACKENDS = {"tfjob": ("kubernetes", "local"), "jobset": ("kubernetes", "local"), "vertex": ("customjobs",)}
 # LANDFALL_DATASETS: open (any dataset, a spec optional) | registered (arrivals of datasets without a spec
 # are rejected, reason unknown_dataset); read by the converter and the submit stage.
 DATASET_MODES = ("open", "registered")

@@ -12,11 +12,12 @@ import os
 from landfall.core.services.storage import Storage
 from landfall.local.jobset_controller import JobSetOperator
 from landfall.local.tfjob_controller import Operator
+from landfall.local.vertex_controller import VertexController
 from landfall.submit import engine
 from landfall.submit.config import JobConfig
 
 # The controller that plays each engine on this machine, by engine (every name of landfall.core.config.ENGINES).
-OPERATORS: dict[str, type[Operator]] = {"tfjob": Operator, "jobset": JobSetOperator}
+OPERATORS: dict[str, type[Operator]] = {"tfjob": Operator, "jobset": JobSetOperator, "vertex": VertexController}
 
 
 def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-training",

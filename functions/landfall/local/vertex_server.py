@@ -27,7 +27,11 @@ container's command and arguments, its environment, and what Vertex AI adds: ``T
 The primary replica reports for the job as a whole (DOCS["pools"]): its exit 0 ends the job ``SUCCEEDED`` (the
 others are stopped); any replica's non-zero exit ends it ``FAILED`` with the service's message ("The replica
 workerpool1-0 exited with a non-zero status of 1"); past ``scheduling.timeout`` it ends ``FAILED``; ``:cancel``
-stops its replicas. Each replica's output is in ``replicas_dir/<job id>/workerpool<P>-<I>.log``.
+stops its replicas. **A worker restart** (``preempt``: a Spot VM reclaimed or a VM lost, which the service
+restarts rather than fails): the replica's processes get SIGTERM, and SIGKILL after ``PREEMPTION_NOTICE_S``
+(Compute Engine's notice, DOCS["preemption"]); once it is gone the service restarts it, and with
+``scheduling.restartJobOnWorkerRestart`` every replica of the job (DOCS["scheduling"]); ``restarts_of`` counts them.
+Each replica's output is in ``replicas_dir/<job id>/workerpool<P>-<I>.log``.
 
 What it cannot do: bill, provision real machines, honour ``maxWaitDuration`` by the clock of real capacity, or
 answer filters beyond the subset above.
@@ -67,6 +71,10 @@ DOCS = {
     "labels": "https://cloud.google.com/vertex-ai/docs/general/resource-labels (read 2026-12-05)",
     "states": "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/JobState (read 2026-12-05)",
     "quotas": "https://cloud.google.com/vertex-ai/docs/quotas#serverless-training (read 2026-12-05)",
+    "preemption": "https://cloud.google.com/compute/docs/instances/spot#preemption-process (read 2026-12-05: "
+                  "30 s from the ACPI G2 soft off to the hard stop)",
+    "scheduling": "https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec#Scheduling "
+                  "(read 2026-12-05: restartJobOnWorkerRestart restarts the entire CustomJob if a worker is restarted)",
     "errors": "https://cloud.google.com/apis/design/errors#handling_errors (read 2026-12-05)",
 }
 
@@ -91,6 +99,7 @@ TRANSITIONS = {
     "JOB_STATE_CANCELLING": ("JOB_STATE_CANCELLED",),
 }
 ENDED = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+PREEMPTION_NOTICE_S = 30.0
 # Google's error statuses (DOCS["errors"]): HTTP code, the canonical status.
 STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS",
           429: "RESOURCE_EXHAUSTED", 412: "FAILED_PRECONDITION"}
@@ -173,6 +182,7 @@ class VertexServer:
     quota: dict[str, int] = dataclasses.field(default_factory=dict)
     denied: bool = False
     replicas_dir: Path | None = None  # set: run each job's replicas as local processes, their logs here
+    port: int = 0  # 0: any free port
     env: dict[str, str] = dataclasses.field(default_factory=lambda: dict(os.environ))  # what every replica inherits
     poll_s: float = 0.2
     jobs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -180,6 +190,8 @@ class VertexServer:
     _lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
     _httpd: ThreadingHTTPServer | None = None
     _running: dict[str, list[Replica]] = dataclasses.field(default_factory=dict)
+    _preempted: set[tuple[str, int, int]] = dataclasses.field(default_factory=set)
+    _restarts: dict[str, int] = dataclasses.field(default_factory=dict)
     _stopping: threading.Event = dataclasses.field(default_factory=threading.Event)
 
     # -- the service's operations ----------------------------------------------------------------------------
@@ -290,6 +302,17 @@ class VertexServer:
                 replicas.append(Replica(pool, index, proc, log, path))
         return replicas
 
+    def preempt(self, name: str, pool: int, index: int, notice_s: float = PREEMPTION_NOTICE_S) -> None:
+        """Replica ``pool``/``index`` of job ``name`` loses its VM, as a reclaimed Spot VM does: SIGTERM to its
+        processes now, SIGKILL ``notice_s`` later; the service then restarts it (the module docstring)."""
+        replica = next(r for r in self._running[name] if (r.pool, r.index) == (pool, index))
+        self._preempted.add((name, pool, index))
+        threading.Thread(target=leash.stop_group, args=(replica.proc, notice_s), daemon=True).start()
+
+    def restarts_of(self, name: str) -> int:
+        """How many times the service restarted job ``name``'s replicas after a worker restart."""
+        return self._restarts.get(name, 0)
+
     def replicas_of(self, name: str) -> list[Replica]:
         """The replicas of job ``name`` running here now (none once it has ended)."""
         return list(self._running.get(name, []))
@@ -299,6 +322,10 @@ class VertexServer:
             leash.stop_group(r.proc)
             with contextlib.suppress(OSError):
                 r.log.close()
+
+    def tick(self) -> None:
+        """One pass of the replica runner: starts queued jobs' replicas, ends jobs whose replicas ended."""
+        self._tick()
 
     def _tick(self) -> None:
         with self._lock:
@@ -315,10 +342,28 @@ class VertexServer:
             replicas = self._running.get(name)
             if replicas is None:
                 continue  # run elsewhere (a test moves it)
+            lost = [r for r in replicas if (name, r.pool, r.index) in self._preempted and r.proc.poll() is not None]
+            if lost:
+                self._restart(name, job, lost)
+                continue
+            if any((name, r.pool, r.index) in self._preempted for r in replicas):
+                continue  # a VM going away: its replica has not stopped yet
             ended = self._outcome(job, replicas)
             if ended is not None:
                 self._stop_replicas(name)
                 self.advance(name, *ended)
+
+    def _restart(self, name: str, job: dict[str, Any], lost: list[Replica]) -> None:
+        """The service restarts a lost worker; with ``restartJobOnWorkerRestart``, every replica of the job."""
+        for r in lost:
+            self._preempted.discard((name, r.pool, r.index))
+        whole = bool((job["jobSpec"].get("scheduling") or {}).get("restartJobOnWorkerRestart"))
+        if not whole:
+            raise ApiError(501, "this stand-in restarts whole jobs only (restartJobOnWorkerRestart: true)")
+        self._stop_replicas(name)
+        self._preempted = {p for p in self._preempted if p[0] != name}
+        self._restarts[name] = self._restarts.get(name, 0) + 1
+        self._running[name] = self._spawn(name, job)
 
     @staticmethod
     def _outcome(job: dict[str, Any], replicas: list[Replica]) -> tuple[str, str | None] | None:
@@ -395,7 +440,7 @@ class VertexServer:
             def do_DELETE(self) -> None:
                 self._route("DELETE")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         threading.Thread(target=self._httpd.serve_forever, daemon=True, name="vertex-server").start()
         if self.replicas_dir is not None:
             threading.Thread(target=self._loop, daemon=True, name="vertex-replicas").start()

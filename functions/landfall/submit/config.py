@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from landfall.core.config import BACKENDS, DATASET_MODES, ENGINES, Seed, Settings, default_project
+from landfall.core.config import BACKENDS, DATASET_MODES, ENGINE_BACKENDS, ENGINES, Seed, Settings, default_project
 
 POLICIES = ("coalesce", "allow", "forbid")
 CAPACITY_MODES = ("standard", "spot", "flex_start")  # how a managed engine obtains its machines (vertex)
@@ -21,9 +21,10 @@ class JobConfig(Settings):
     """
 
     bucket: str = ""
-    backend: str = "local"  # kubernetes | local
-    # What trains: a Kubeflow TFJob (training operator) or a JobSet (kubernetes-sigs/jobset); landfall.submit.engine.
-    engine: str = "tfjob"  # tfjob | jobset
+    backend: str = "local"  # kubernetes | local | customjobs
+    # What trains: a Kubeflow TFJob (training operator), a JobSet (kubernetes-sigs/jobset) or a Vertex AI CustomJob
+    # (no cluster: backend customjobs); landfall.submit.engine.
+    engine: str = "tfjob"  # tfjob | jobset | vertex
     namespace: str = "landfall-training"
     # Kubernetes access: GKE endpoint + CA (a Cloud Function outside the cluster), else in-cluster, else kubeconfig.
     gke_endpoint: str = ""
@@ -71,6 +72,9 @@ class JobConfig(Settings):
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, not {self.engine!r}")
+        if self.backend not in ENGINE_BACKENDS[self.engine]:
+            raise ValueError(f"engine {self.engine} runs on backend {' or '.join(ENGINE_BACKENDS[self.engine])}, "
+                             f"not {self.backend!r} (LANDFALL_ENGINE, LANDFALL_BACKEND)")
         if self.capacity not in CAPACITY_MODES:
             raise ValueError(f"capacity must be one of {CAPACITY_MODES}, not {self.capacity!r}")
         if self.datasets not in DATASET_MODES:

@@ -15,7 +15,9 @@ which sets ``TF_CONFIG`` on every replica itself (``TF_CONFIG`` below, its publi
   - ``jobSpec.serviceAccount``: the training account (``trainer_service_account``; a bare name is taken as an account
     of the project); ``jobSpec.baseOutputDirectory``: the job's directory;
   - ``jobSpec.scheduling``: ``timeout`` the deadline (``active_deadline_seconds``), ``strategy`` from the capacity
-    mode (``STRATEGIES``: ``STANDARD``, ``SPOT``, ``FLEX_START`` with its ``maxWaitDuration``).
+    mode (``STRATEGIES``: ``STANDARD``, ``SPOT``, ``FLEX_START`` with its ``maxWaitDuration``), and
+    ``restartJobOnWorkerRestart``: a worker restarted by the service restarts every replica (MultiWorkerMirrored
+    training cannot take one leaving and joining), and they resume from the last epoch's backup.
 - ``render``: that body in the envelope every engine's readers share (``metadata``: the name, labels and
   annotations of ``landfall.submit.jobmeta``; ``spec``: the body; ``status.state``: the job's ``JobState``).
 
@@ -150,8 +152,10 @@ def custom_job(cfg: JobConfig, *, name: str, dataset: str, request_id: str, inpu
     pools = [{"machineSpec": machine, "replicaCount": "1", "containerSpec": container}]
     if cfg.workers > 1:
         pools.append({"machineSpec": machine, "replicaCount": str(cfg.workers - 1), "containerSpec": container})
+    # MultiWorkerMirroredStrategy cannot take a worker leaving and joining: a restarted worker (a Spot VM
+    # reclaimed, a VM lost) restarts every replica, which resume from the last epoch's backup (DOCS["scheduling"]).
     scheduling: dict[str, Any] = {"timeout": f"{cfg.active_deadline_seconds}s",
-                                  "strategy": STRATEGIES[cfg.capacity]}
+                                  "strategy": STRATEGIES[cfg.capacity], "restartJobOnWorkerRestart": True}
     if cfg.capacity == "flex_start":
         scheduling["maxWaitDuration"] = f"{cfg.flex_max_wait_seconds}s"
     return {

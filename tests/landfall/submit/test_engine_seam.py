@@ -5,6 +5,7 @@ shares live in ``landfall.submit.jobmeta``, not in an engine's module."""
 from __future__ import annotations
 
 import inspect
+import re
 import subprocess
 from pathlib import Path
 
@@ -68,5 +69,10 @@ def test_one_list_of_backends_each_one_module_with_connect(tmp_path):
     cfg = JobConfig.load({}, backend="local", local_state=str(tmp_path), engine="jobset")
     opened = open_backend(cfg)
     assert isinstance(opened, LocalBackend) and opened.engine == "jobset" and opened.root == tmp_path
-    with pytest.raises(ValueError, match=r"backend must be one of \('kubernetes', 'local'\), not 'nomad'"):
+    with pytest.raises(ValueError, match=re.escape(f"backend must be one of {BACKENDS}, not 'nomad'")):
         JobConfig.load({}, backend="nomad")
+    # Each engine runs where its jobs can live (core.config.ENGINE_BACKENDS), and nowhere else.
+    with pytest.raises(ValueError, match="engine vertex runs on backend customjobs, not 'kubernetes'"):
+        JobConfig.load({}, backend="kubernetes", engine="vertex")
+    with pytest.raises(ValueError, match="engine tfjob runs on backend kubernetes or local, not 'customjobs'"):
+        JobConfig.load({}, backend="customjobs", engine="tfjob")

@@ -50,7 +50,7 @@ def test_every_custom_job_parses_as_the_clients_own_message(workers, gpus, accel
         assert pool.container_spec.image_uri == BASE["trainer_image"]
     scheduling = job.job_spec.scheduling
     assert scheduling.strategy == Scheduling.Strategy[vertex.STRATEGIES[capacity]]
-    assert scheduling.timeout.total_seconds() == 7200
+    assert scheduling.timeout.total_seconds() == 7200 and scheduling.restart_job_on_worker_restart
     assert (scheduling.max_wait_duration.total_seconds() == 1800) == (capacity == "flex_start")
     assert job.job_spec.service_account == "landfall-trainer@proj-1.iam.gserviceaccount.com"
     assert job.job_spec.base_output_directory.output_uri_prefix == "gs://data-bkt/runs/pumps-0123456789"

@@ -21,8 +21,8 @@ import json
 from typing import Any
 
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
-from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.submit import jobmeta, vertex
+from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.submit.config import JobConfig
 
 METADATA_ENV = "LANDFALL_JOB_METADATA"
