@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, TemporaryError
-from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.local.vertex_server import VertexServer
 from landfall.submit import jobmeta, vertex
+from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.submit.backends.customjobs import VertexBackend
 from landfall.submit.config import JobConfig
 
