@@ -42,7 +42,8 @@ class VertexController(Operator):
         """Serves the stand-in; its address (what ``LANDFALL_VERTEX_ENDPOINT`` names)."""
         if not self.started:
             self.server.start()
-            self.backend = VertexBackend(VertexJobs(self.project, self.region, self.server.url))  # type: ignore[assignment]
+            self.backend = VertexBackend(VertexJobs(self.project, self.region, self.server.url),  # type: ignore[assignment]
+                                         self.storage)
             self.started = True
             log.info("Vertex AI stand-in serving at %s", self.server.url,
                      extra={"fields": {"endpoint": self.server.url}})

@@ -8,39 +8,45 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from landfall.core.errors import AccessDenied, AlreadyExists, Invalid, NotFound, TemporaryError
+from landfall.core.services.storage import Storage
 from landfall.local.vertex_server import VertexServer
 from landfall.submit import jobmeta, vertex
 from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.submit.backends.customjobs import VertexBackend
 from landfall.submit.config import JobConfig
 
-CFG = JobConfig.load({}, bucket="data-bkt", project="proj-1", region="europe-west4", workers=3,
-                     trainer_image="trainer:v1")
+BUCKET: list[str] = []  # this test's bucket (the ``server`` fixture sets it)
 
 
 @pytest.fixture()
-def server():
+def server(emulator_stack, bucket):
+    BUCKET[:] = [bucket]
     fake = VertexServer().start()
     yield fake
     fake.stop()
 
 
 def backend_of(server: VertexServer) -> VertexBackend:
-    return VertexBackend(VertexJobs("proj-1", "europe-west4", server.url))
+    return VertexBackend(VertexJobs("proj-1", "europe-west4", server.url), Storage("proj-1"))
 
 
 def released(dataset: str = "Pumps.North", request: str = "req-1", key: str = "k") -> dict:
+    cfg = JobConfig.load({}, bucket=BUCKET[0], project="proj-1", region="europe-west4", workers=3,
+                         trainer_image="trainer:v1", engine="vertex", backend="customjobs")
     name = jobmeta.job_name(dataset, key)
-    return vertex.render(CFG, name=name, dataset=dataset, request_id=request,
-                         inputs_uri=f"gs://data-bkt/runs/{name}/inputs.json", after="prev-job",
+    return vertex.render(cfg, name=name, dataset=dataset, request_id=request,
+                         inputs_uri=f"gs://{BUCKET[0]}/runs/{name}/inputs.json", after="prev-job",
                          released_at="2026-12-05T20:00:00.000Z")
 
 
@@ -57,7 +63,7 @@ def test_a_released_job_is_one_custom_job_found_again_by_its_name(server):
     assert found["metadata"]["labels"] == job["metadata"]["labels"]  # read back whole, upper case and dots kept
     assert jobmeta.annotations(found)[jobmeta.AFTER_ANNOTATION] == "prev-job"
     assert jobmeta.inputs_of(found) == jobmeta.inputs_of(job)
-    assert vertex.workers_of(found) == 3 and jobmeta.bucket_in(vertex.containers_of(found)) == "data-bkt"
+    assert vertex.workers_of(found) == 3 and jobmeta.bucket_in(vertex.containers_of(found)) == BUCKET[0]
     assert [jobmeta.name_of(j) for j in backend.list("Pumps.North")] == [name]
     assert backend.list("Pumps.South") == [] and len(backend.list()) == 1
     with pytest.raises(NotFound):
@@ -143,8 +149,46 @@ def test_duplicated_and_reordered_releases_make_one_custom_job_each(server, orde
     """Each release (a job name) delivered in any order, some more than once: exactly one CustomJob per name."""
     server.jobs.clear()
     backend = backend_of(server)
+    run = uuid.uuid4().hex[:6]  # this example's own job names: its claims are its own
     for i in [*order, *repeats]:
         with contextlib.suppress(AlreadyExists):
-            backend.create(released(key=f"k{i}"))
+            backend.create(released(key=f"{run}-{i}"))
     names = sorted(j["displayName"] for j in server.jobs.values())
-    assert names == sorted({jobmeta.job_name("Pumps.North", f"k{i}") for i in range(6)})
+    assert names == sorted({jobmeta.job_name("Pumps.North", f"{run}-{i}") for i in range(6)})
+
+
+def test_two_submitters_racing_make_one_custom_job_and_a_crashed_claim_is_taken_over(server):
+    """The service has no create-only name: the create-only claim in the job's directory makes one creator."""
+    job = released(key="race")
+    name = jobmeta.name_of(job)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def submit() -> None:
+        backend = backend_of(server)
+        barrier.wait()
+        try:
+            backend.create(job)
+            outcomes.append("created")
+        except (AlreadyExists, TemporaryError) as exc:
+            outcomes.append(type(exc).__name__)
+
+    threads = [threading.Thread(target=submit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("created") == 1 and len(outcomes) == 4, outcomes
+    assert [j["displayName"] for j in server.jobs.values()] == [name]
+    # A claim whose creator crashed before creating (no job after the grace): the next submitter takes it over.
+    crashed = released(key="crashed")
+    job_dir = f"gs://{BUCKET[0]}/runs/{jobmeta.name_of(crashed)}"
+    storage = Storage("proj-1")
+    storage.write_bytes(f"{job_dir}/customjob.json", json.dumps({"claimed_at": 0}).encode())
+    created = backend_of(server).create(crashed)
+    assert created["metadata"]["name"] == jobmeta.name_of(crashed)
+    fresh = released(key="in-flight")
+    storage.write_bytes(f"gs://{BUCKET[0]}/runs/{jobmeta.name_of(fresh)}/customjob.json",
+                        json.dumps({"claimed_at": time.time()}).encode())
+    with pytest.raises(TemporaryError, match="another submitter is creating it"):
+        backend_of(server).create(fresh)

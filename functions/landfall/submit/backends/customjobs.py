@@ -8,6 +8,11 @@ names a CustomJob itself and keeps neither annotations nor Kubernetes-style labe
 - **Finding a job by Landfall's name**: each CustomJob carries the label ``landfall-job`` (``vertex.labels_for``)
   and its ``displayName`` is the name; ``create`` first looks for one (a retried release finds its job instead of
   making a second: ``AlreadyExists``, as a cluster answers).
+- **One creator**: the service has no create-only name, so two submitters racing to create the same job could both
+  create it. ``create`` first takes a create-only claim in the job's directory (``runs/<job>/customjob.json``,
+  ``Storage.create``): the one that takes it creates; another finds the job (``AlreadyExists``) or, while the
+  creation is in flight, raises ``TemporaryError`` (its message is redelivered). A claim with no job after
+  ``CLAIM_GRACE_S`` was left by a crash: it is taken over (compare-and-swap on its generation) and the job created.
 - **The metadata** rides in every replica's environment as ``LANDFALL_JOB_METADATA`` (JSON: name, labels,
   annotations), which the trainer ignores and ``get`` and ``list`` read back whole.
 - **No update**: the API has none for a CustomJob, so ``patch`` is refused (``Invalid``); nothing in the stages
@@ -18,14 +23,18 @@ names a CustomJob itself and keeps neither annotations nor Kubernetes-style labe
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
-from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
+from landfall.core.services.storage import Storage
 from landfall.submit import jobmeta, vertex
 from landfall.submit.backends.aiplatform import VertexJobs
 from landfall.submit.config import JobConfig
 
 METADATA_ENV = "LANDFALL_JOB_METADATA"
+CLAIM = "customjob.json"  # in the job's directory: who creates the CustomJob
+CLAIM_GRACE_S = 120.0  # a claim without its job older than this was left by a crash
 OUTPUT_ONLY = ("name", "state", "createTime", "startTime", "endTime", "updateTime", "error", "webAccessUris",
                "satisfiesPzs", "satisfiesPzi")
 
@@ -60,9 +69,33 @@ def envelope(resource: dict[str, Any], namespace: str) -> dict[str, Any]:
 class VertexBackend:
     """The ``Backend`` of the managed engine: the region's CustomJobs."""
 
-    def __init__(self, jobs: VertexJobs):
+    def __init__(self, jobs: VertexJobs, storage: Storage | None = None):
         self.jobs = jobs
         self.namespace = jobs.parent
+        self.storage = storage if storage is not None else Storage()
+
+    def _claim(self, job: dict[str, Any]) -> None:
+        """Takes the create-only claim on ``job`` (the module docstring), or raises."""
+        name = jobmeta.name_of(job)
+        args = next((c["args"] for c in vertex.containers_of(job) if "--job-dir" in c["args"]), [])
+        if not args:
+            raise Invalid(f"CustomJob {name}: no --job-dir to keep its claim in")
+        uri = f"{args[args.index('--job-dir') + 1].rstrip('/')}/{CLAIM}"
+        doc = json.dumps({"job": name, "claimed_at": time.time()}).encode()
+        if self.storage.create(uri, doc, content_type="application/json"):
+            return
+        try:
+            raw, generation = self.storage.read_generation(uri)
+            claimed_at = float(json.loads(raw).get("claimed_at") or 0.0)
+        except NotFound:
+            raise TemporaryError(f"{uri}: claim vanished; retrying") from None
+        except (ValueError, TypeError, AttributeError):
+            raw, generation, claimed_at = b"", self.storage.stat(uri).generation, 0.0  # unreadable: a crash's
+        if self._find(name) is not None:
+            raise AlreadyExists(f"CustomJob {name}: already exists in {self.namespace}")
+        if time.time() - claimed_at < CLAIM_GRACE_S:
+            raise TemporaryError(f"CustomJob {name}: another submitter is creating it; retrying later")
+        self.storage.write_if_generation(uri, doc, generation)  # a lost takeover race raises AlreadyExists
 
     def _find(self, name: str) -> dict[str, Any] | None:
         found = self.jobs.list(f'labels.{vertex.JOB_LABEL}="{vertex.label_value(name)}" AND '
@@ -73,6 +106,7 @@ class VertexBackend:
         name = jobmeta.name_of(job)
         if self._find(name) is not None:
             raise AlreadyExists(f"CustomJob {name}: already exists in {self.namespace}")
+        self._claim(job)
         return envelope(self.jobs.create(_with_metadata(job["spec"], job["metadata"])), self.namespace)
 
     def get(self, name: str) -> dict[str, Any]:
@@ -106,4 +140,4 @@ class VertexBackend:
 
 def connect(cfg: JobConfig) -> VertexBackend:
     """The CustomJobs of the configured project and region (``LANDFALL_VERTEX_ENDPOINT``: a stand-in's address)."""
-    return VertexBackend(VertexJobs(cfg.project, cfg.region, cfg.vertex_endpoint))
+    return VertexBackend(VertexJobs(cfg.project, cfg.region, cfg.vertex_endpoint), Storage(cfg.project))
