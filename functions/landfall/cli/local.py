@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from landfall.core.config import Seed
+from landfall.core.config import ENGINES, Seed
 from landfall.core.errors import LandfallError
 
 SEED_UNITS = ",".join(map(str, Seed.UNITS))
@@ -21,7 +21,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
             p.add_argument(f"--{port}-port", type=int, help="default: a free port")
         p.add_argument("--bucket")
         p.add_argument("--workers", type=int, help="workers of each local TFJob (default 2)")
-        p.add_argument("--engine", choices=["tfjob", "jobset"], help="TFJobs or JobSets (LANDFALL_ENGINE)")
+        p.add_argument("--engine", choices=list(ENGINES),
+                       help="TFJobs, JobSets or Vertex AI CustomJobs (LANDFALL_ENGINE)")
         p.add_argument("--epochs", type=int)
         p.add_argument("--inline-max-bytes", type=int,
                        help="larger arrivals are converted by Cloud Run job tasks, here processes the local operator "
@@ -31,7 +32,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         # smaller than the seed's 1024 so the small dataset still gives the optimizer enough steps.
         p.add_argument("--instances", type=int, default=8192)
         p.add_argument("--workers", type=int, default=2)
-        p.add_argument("--engine", choices=["tfjob", "jobset"], default="tfjob", help="TFJobs or JobSets")
+        p.add_argument("--engine", choices=list(ENGINES), default="tfjob",
+                       help="TFJobs, JobSets or Vertex AI CustomJobs (on the local stand-in)")
         p.add_argument("--epochs", type=int, default=5)
         p.add_argument("--batch-size-per-worker", type=int, default=128)
         p.add_argument("--units", default=SEED_UNITS, help=f"GRU units of the encoder (the seed's {SEED_UNITS})")
@@ -59,7 +61,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size-per-worker", type=int, default=256)
         p.add_argument("--units", default=SEED_UNITS)
         p.add_argument("--from-runs", help="read finished runs' metrics.json under this gs:// prefix instead")
-        p.add_argument("--engine", default="tfjob", help="tfjob, jobset or both (tfjob,jobset): what runs each count")
+        p.add_argument("--engine", default="tfjob",
+                       help=f"one or more of {', '.join(ENGINES)} (comma-separated): what runs each count")
         p.add_argument("--out", default="./landfall-scaling")
 
 
@@ -151,8 +154,9 @@ def scaling(args: argparse.Namespace) -> int:
         print(f"landfall scaling: --workers {args.workers!r} must be comma-separated integers", file=sys.stderr)
         return 2
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
-    if not engines or set(engines) - {"tfjob", "jobset"}:
-        print(f"landfall scaling: --engine {args.engine!r} must name tfjob, jobset or both", file=sys.stderr)
+    if not engines or set(engines) - set(ENGINES):
+        print(f"landfall scaling: --engine {args.engine!r} must name one or more of {', '.join(ENGINES)}",
+              file=sys.stderr)
         return 2
     table = run_scaling(ScalingOptions(workers=workers, instances=args.instances, epochs=args.epochs,
                                        batch_size_per_worker=args.batch_size_per_worker, units=args.units,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from landfall.core.config import ENGINE_BACKENDS
 from landfall.core.services.storage import Storage
 from landfall.local.jobset_controller import JobSetOperator
 from landfall.local.tfjob_controller import Operator
@@ -29,3 +30,11 @@ def make_operator(state_dir: str | os.PathLike[str], namespace: str = "landfall-
     name = engine_name or (config.engine if config is not None else "tfjob")
     engine.module(name)
     return OPERATORS[name](state_dir, namespace, config, storage, poll_s, env)
+
+
+def backend_for(engine_name: str) -> str:
+    """The backend an engine's jobs live in on this machine: the state folder where it can
+    (``core.config.ENGINE_BACKENDS``), else its own (the ``vertex`` engine's stand-in: ``customjobs``)."""
+    engine.module(engine_name)  # ValueError naming the engines for another
+    allowed = ENGINE_BACKENDS[engine_name]
+    return "local" if "local" in allowed else allowed[0]

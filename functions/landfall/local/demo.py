@@ -46,7 +46,8 @@ from landfall.local.anomalies import InjectedScore, score_injected
 from landfall.local.stack import Stack, StackConfig, read_running, wait_for_signal
 from landfall.local.synthetic import time_series
 from landfall.submit import engine, jobmeta
-from landfall.submit.backends.local import LocalBackend
+from landfall.submit.backends import open_backend
+from landfall.submit.config import JobConfig
 from landfall.views import page
 from landfall.views.reader import Reader
 
@@ -84,7 +85,10 @@ class Follower:
         self.stack, self.opts = stack, opts
         self.storage = Storage(stack.cfg.project)
         self.pubsub = PubSub(stack.cfg.project)
-        self.backend = LocalBackend(stack.info["local_state"], engine_name=stack.cfg.engine)
+        self.backend = open_backend(JobConfig.load(
+            {}, project=stack.cfg.project, bucket=stack.cfg.bucket, engine=stack.cfg.engine,
+            backend=stack.info["backend"], local_state=stack.info["local_state"],
+            vertex_endpoint=stack.info["vertex_endpoint"]))
         self.watch = watch_subscription
         self.t0 = time.monotonic()
         self.seen: set[str] = set()

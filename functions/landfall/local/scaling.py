@@ -94,7 +94,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
     import os
 
     from landfall.core.contracts.messages import InputManifest, JobInputs
-    from landfall.local.controllers import make_operator
+    from landfall.local.controllers import backend_for, make_operator
 
     gcs, url = emulators.start_gcs(state)
     try:
@@ -118,14 +118,14 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
             for k in opts.workers:
                 cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
                                      batch_size_per_worker=opts.batch_size_per_worker, engine=eng,
-                                     trainer_args=("--units", opts.units, "--verbose", "0"))
+                                     backend=backend_for(eng), trainer_args=("--units", opts.units, "--verbose", "0"))
                 name = jobmeta.job_name("scaling", f"{eng}-{k}-{time.time()}")
                 inputs_uri = jobmeta.job_dir(bucket, name) + "/inputs.json"
                 storage.write_bytes(inputs_uri, JobInputs(dataset="scaling", job=name, seq=0, manifests=inputs,
                                                           requests=[]).to_json())
                 backend.create(engine.render(cfg, name=name, dataset="scaling", request_id=name,
                                              inputs_uri=inputs_uri))
-                print(f"training with {k} worker(s): {backend.api.kind} {name} ...", flush=True)
+                print(f"training with {k} worker(s): {engine.module(eng).KIND} {name} ...", flush=True)
                 deadline = time.monotonic() + opts.timeout_s
                 while not engine.is_finished(backend.get(name)):
                     if time.monotonic() > deadline:

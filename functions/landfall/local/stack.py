@@ -37,6 +37,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
 from landfall.local import emulators
+from landfall.local.controllers import backend_for
 
 MAIN = Path(__file__).resolve().parents[2] / "main.py"
 SCORER = Path(__file__).resolve().parents[1] / "detect" / "service.py"  # what scorer/main.py re-exports
@@ -117,11 +118,12 @@ def _targets(info: dict[str, Any]) -> list[tuple[str | None, str, str]]:
     """(flag dest, variable, the stack's value) for everything the stack points this process at."""
     return [("bucket", "LANDFALL_BUCKET", info["bucket"]),
             ("project", "GOOGLE_CLOUD_PROJECT", info["project"]),
-            ("backend", "LANDFALL_BACKEND", "local"),
+            ("backend", "LANDFALL_BACKEND", info.get("backend", "local")),
             ("local_state", "LANDFALL_LOCAL_STATE", info["local_state"]),
             ("engine", "LANDFALL_ENGINE", info.get("engine", "tfjob")),
             (None, "STORAGE_EMULATOR_HOST", info["storage_emulator_host"]),
-            (None, "PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"])]
+            (None, "PUBSUB_EMULATOR_HOST", info["pubsub_emulator_host"]),
+            *([(None, "LANDFALL_VERTEX_ENDPOINT", info["vertex_endpoint"])] if info.get("vertex_endpoint") else [])]
 
 
 def named_target(args: Any, info: dict[str, Any]) -> str | None:
@@ -201,6 +203,8 @@ class Stack:
             "functions": {name: f"http://127.0.0.1:{port}/" for name, port in ports.items()},
             "local_state": str(local_state),
             "engine": self.cfg.engine,
+            "backend": self.env["LANDFALL_BACKEND"],
+            "vertex_endpoint": self.env["LANDFALL_VERTEX_ENDPOINT"],
             "processes": {p.name: p.pid for p in self.procs},
             "started_at": time.time(),
         }
@@ -243,7 +247,10 @@ class Stack:
             "LANDFALL_RESULTS_TOPIC": cfg.results_topic,
             "LANDFALL_DETECTIONS_TOPIC": cfg.detections_topic,
             "LANDFALL_SCORE_REQUESTS_TOPIC": cfg.score_requests_topic,
-            "LANDFALL_BACKEND": "local",
+            # The engine's jobs where they live on this machine: the state folder, or (vertex) the stand-in
+            # JobService that `landfall operator` serves (landfall.local.vertex_controller) at this address.
+            "LANDFALL_BACKEND": backend_for(cfg.engine),
+            "LANDFALL_VERTEX_ENDPOINT": f"http://127.0.0.1:{emulators.free_ports(1)[0]}",
             "LANDFALL_ENGINE": cfg.engine,
             "LANDFALL_LOCAL_STATE": str(local_state),
             "LANDFALL_WORKERS": str(cfg.workers),
@@ -317,7 +324,8 @@ class Stack:
             f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE={i['storage_emulator_host']}/",
             f"export GOOGLE_CLOUD_PROJECT={i['project']}",
             f"export LANDFALL_BUCKET={i['bucket']}",
-            "export LANDFALL_BACKEND=local",
+            f"export LANDFALL_BACKEND={i.get('backend', 'local')}",
+            *([f"export LANDFALL_VERTEX_ENDPOINT={i['vertex_endpoint']}"] if i.get("vertex_endpoint") else []),
             f"export LANDFALL_LOCAL_STATE={i['local_state']}",
             f"export LANDFALL_ENGINE={i.get('engine', 'tfjob')}",
         ])

@@ -100,6 +100,7 @@ class Operator:
                  config: JobConfig | None = None, storage: Storage | None = None, poll_s: float = 0.5,
                  env: dict[str, str] | None = None):
         self.backend = LocalBackend(state_dir, namespace, self.engine_name)
+        self.state_dir = Path(state_dir)
         self.config = config
         self.storage = storage
         self.poll_s = poll_s
@@ -346,9 +347,9 @@ class Operator:
 
     def run(self) -> int:
         """Ticks until SIGTERM/SIGINT (or ``stopping`` is set), then stops every replica and returns 0."""
-        pid_file = self.backend.root / "operator.pid"
+        pid_file = self.state_dir / "operator.pid"
         pid_file.write_text(str(os.getpid()))
-        log.info("local operator watching %s", self.backend.dir, extra={"fields": {"state": str(self.backend.root)}})
+        log.info("local operator watching %s", self.state_dir, extra={"fields": {"state": str(self.state_dir)}})
         try:
             while not self.stopping.is_set():
                 try:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from landfall.core.services.storage import Storage
+from landfall.local.emulators import free_ports
 from landfall.local.tfjob_controller import Operator
 from landfall.local.vertex_server import VertexServer
 from landfall.submit.backends.aiplatform import VertexJobs
@@ -32,22 +33,22 @@ class VertexController(Operator):
                  env: dict[str, str] | None = None):
         super().__init__(state_dir, namespace, config, storage, poll_s, env)
         endpoint = config.vertex_endpoint if config is not None else ""
-        self.project = config.project if config is not None else "landfall-local"
-        self.region = config.region if config is not None else "us-central1"
+        port = urlparse(endpoint).port if endpoint.startswith("http://") else None
         self.server = VertexServer(replicas_dir=Path(state_dir) / "vertex", env=self.env, poll_s=min(poll_s, 0.5),
-                                   port=urlparse(endpoint).port or 0 if endpoint.startswith("http://") else 0)
+                                   port=port or free_ports(1)[0])
+        self.endpoint = f"http://127.0.0.1:{self.server.port}"
+        project = config.project if config is not None else "landfall-local"
+        region = config.region if config is not None else "us-central1"
+        self.backend = VertexBackend(VertexJobs(project, region, self.endpoint), storage)  # type: ignore[assignment]
         self.started = False
 
     def start(self) -> str:
-        """Serves the stand-in; its address (what ``LANDFALL_VERTEX_ENDPOINT`` names)."""
+        """Serves the stand-in (once); its address (what ``LANDFALL_VERTEX_ENDPOINT`` names)."""
         if not self.started:
             self.server.start()
-            self.backend = VertexBackend(VertexJobs(self.project, self.region, self.server.url),  # type: ignore[assignment]
-                                         self.storage)
             self.started = True
-            log.info("Vertex AI stand-in serving at %s", self.server.url,
-                     extra={"fields": {"endpoint": self.server.url}})
-        return self.server.url
+            log.info("Vertex AI stand-in serving at %s", self.endpoint, extra={"fields": {"endpoint": self.endpoint}})
+        return self.endpoint
 
     def tick(self) -> None:
         self.start()
