@@ -204,8 +204,9 @@ def small_flow(emulator_stack: Emulators, tmp_path_factory: pytest.TempPathFacto
 # ``--junitxml``), the modules of 10 s or more; only to rank them: a module not listed counts 0.3 s a test.
 MODULE_SECONDS = {
     "tests/trainer/test_distributed.py": 300, "tests/landfall/local/test_operator.py": 192,
+    "tests/landfall/local/test_vertex_training.py": 65,
     "tests/landfall/arrival/test_reference_burst.py": 125, "tests/trainer/test_baselines.py": 20,
-    "tests/trainer/test_stopping.py": 93, "tests/landfall/local/test_demo.py": 90,
+    "tests/trainer/test_stopping.py": 93, "tests/landfall/local/test_demo.py": 180,
     "tests/landfall/submit/test_scale.py": 81, "tests/trainer/test_champion_view.py": 52,
     "tests/landfall/cli/test_score.py": 45, "tests/landfall/arrival/test_handler.py": 43,
     "tests/trainer/test_warmstart.py": 40, "tests/landfall/local/test_two_datasets.py": 39,

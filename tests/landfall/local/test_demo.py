@@ -75,3 +75,19 @@ def test_demo_names_the_stage_that_failed(memory_dir):
     proc = _demo(memory_dir, "--no-follow-up", "--units", "0,0")  # the trainer rejects zero units
     assert proc.returncode == 1
     assert "stage 'training' failed" in proc.stderr and "TFJob" in proc.stderr
+
+
+def test_demo_runs_the_whole_flow_on_the_vertex_engine(memory_dir):
+    """``landfall demo --engine vertex``: the same flow with no cluster, each job a Vertex AI CustomJob created
+    through Google's client on the stand-in JobService, its replicas run with ``TF_CONFIG`` as Vertex AI sets it
+    (issue #57)."""
+    proc = _demo(memory_dir, "--engine", "vertex")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = memory_dir / "out"
+    assert "CustomJob" in proc.stdout and "TFJob" not in proc.stdout
+    metrics = [json.loads(p.read_text()) for p in sorted((out / "metrics").glob("*.json"))]
+    assert sorted(len(m["manifests"]) for m in metrics) == [1, 2]  # the follow-up, coalesced, on both arrivals
+    assert all(m["status"] == "succeeded" and m["num_workers"] == 2 for m in metrics)
+    summary = (out / "summary.txt").read_text()
+    assert "2 job(s)" in summary and "follow-up of" in summary and "champion: " in summary
+    assert any(line.startswith("detection on demo/injected.npy-g") for line in summary.splitlines())
