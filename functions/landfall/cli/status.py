@@ -351,6 +351,7 @@ def collect(cfg: JobConfig, storage: Any, backend: Any, dataset: str | None = No
             "after": jobmeta.annotations(job).get(jobmeta.AFTER_ANNOTATION),
             **_inputs(storage, job),
             "conditions": [c["type"] for c in engine.conditions(job) if c.get("status") == "True"],
+            "failure": engine.failure(job),
             "metrics": shown_metrics(storage, bucket, name, lay) if bucket else None,
         })
         try:
@@ -474,9 +475,9 @@ def status(args: argparse.Namespace) -> int:
     print(f"{'JOB':<48} {'DATASET':<20} {'STATE':<11} {'MANIFESTS':>9} {'REQUESTS':>8}  METRICS")
     for j in report["jobs"]:
         try:
-            lines = _job_lines(j)
+            lines = job_lines(j)
         except MISSHAPEN as exc:  # a field of the wrong type met while printing it
-            lines = _job_lines({**j, "metrics": {"invalid": misshapen(f"the metrics of {j['name']}", exc)},
+            lines = job_lines({**j, "metrics": {"invalid": misshapen(f"the metrics of {j['name']}", exc)},
                                 "time": {}})
         for line in lines:
             print(line)
@@ -488,7 +489,7 @@ def status(args: argparse.Namespace) -> int:
     return code
 
 
-def _job_lines(j: dict[str, Any]) -> list[str]:
+def job_lines(j: dict[str, Any]) -> list[str]:
     """One job's lines in the text view: its row, its queueing, the champion's view and its timeline."""
     m = j["metrics"] or {}
     metrics = (f"unreadable: {m['invalid']}" if "invalid" in m else
@@ -496,6 +497,8 @@ def _job_lines(j: dict[str, Any]) -> list[str]:
                + _verdict_text(m) if m else "-")
     manifests = "-" if j["manifests"] is None else j["manifests"]
     lines = [f"{j['name']:<48} {j['dataset']:<20} {j['state']:<11} {manifests:>9} {len(j['requests']):>8}  {metrics}"]
+    if j.get("failure"):
+        lines.append(f"  failed: {j['failure']}")
     t = j.get("time") or {}
     if t.get("queued_s") is not None:
         then = " so far, waiting for capacity (no worker started)" if t["waiting"] else \

@@ -419,7 +419,8 @@ def _job_stop_of(r: Reader, job: str, inputs: JobInputs, covered: bool, m: dict[
     lead = f"trained by job {job}" if covered else f"job {job}"
     if state in ("Succeeded", "Failed", "Ended") or m.get("status") in ("succeeded", "failed"):
         if state == "Failed" or m.get("status") == "failed":
-            return f"{lead}: Failed ({m.get('error') or 'no metrics: it died before writing any'})"
+            why = m.get("error") or r.job_failure(job) or "no metrics: it died before writing any"
+            return f"{lead}: Failed ({why})"
         current = r.champion(inputs.dataset)
         verdict = m.get("verdict")
         beaten = [b for b in (m.get("beaten_by") or []) if isinstance(b, str)]

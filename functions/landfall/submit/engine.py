@@ -120,6 +120,12 @@ def containers_of(job: dict[str, Any]) -> list[dict[str, Any]]:
     return of(job).containers_of(job)
 
 
+def failure(job: dict[str, Any]) -> str | None:
+    """Why a failed job failed, in its engine's words (its ``Failed`` condition's message); None otherwise."""
+    return next((str(c["message"]) for c in reversed(conditions(job)) if c.get("type") == "Failed"
+                 and c.get("status") == "True" and c.get("message")), None)
+
+
 def workers_of(job: dict[str, Any]) -> int:
     """How many training processes (workers) the job runs."""
     return of(job).workers_of(job)

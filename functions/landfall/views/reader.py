@@ -55,6 +55,15 @@ class Reader:
         except LandfallError:
             return None
 
+    def job_failure(self, job: str) -> str | None:
+        """Why the job failed, in its engine's words, while the backend still has it (``engine.failure``)."""
+        if self.backend is None:
+            return None
+        try:
+            return engine.failure(self.backend.get(job))
+        except LandfallError:
+            return None
+
     def job_state(self, job: str) -> tuple[str, str]:
         """(state, where it comes from): the TFJob, else the bucket's metrics.json / submitted.json."""
         state = self.tfjob_state(job)

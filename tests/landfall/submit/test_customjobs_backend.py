@@ -192,3 +192,25 @@ def test_two_submitters_racing_make_one_custom_job_and_a_crashed_claim_is_taken_
                         json.dumps({"claimed_at": time.time()}).encode())
     with pytest.raises(TemporaryError, match="another submitter is creating it"):
         backend_of(server).create(fresh)
+
+
+def test_a_failed_custom_job_is_one_clear_line_in_status_and_its_reason_in_the_reader(server, tmp_path, capsys):
+    """A job that fails for good: ``landfall status`` says why in the service's words, and so does the read model
+    ``trace`` asks (``views.reader.Reader.job_failure``)."""
+    from landfall.cli import status
+    from landfall.core.contracts.layout import Layout
+    from landfall.views.reader import Reader
+
+    backend, job = backend_of(server), released(dataset="pumps")
+    name = jobmeta.name_of(job)
+    resource = backend.create(job)["status"]["resource"]
+    server.advance(resource, "JOB_STATE_PENDING")
+    server.advance(resource, "JOB_STATE_RUNNING")
+    server.advance(resource, "JOB_STATE_FAILED", error="The replica workerpool1-0 exited with a non-zero status of 1.")
+    cfg = JobConfig.load({}, bucket=BUCKET[0], project="proj-1", engine="vertex", backend="customjobs")
+    shown = status.collect(cfg, Storage("proj-1"), backend, "pumps")
+    (row,) = shown["jobs"]
+    assert (row["name"], row["state"]) == (name, "Failed")
+    assert row["failure"] == "The replica workerpool1-0 exited with a non-zero status of 1."
+    assert "  failed: The replica workerpool1-0 exited with a non-zero status of 1." in status.job_lines(row)
+    assert Reader(Storage("proj-1"), BUCKET[0], Layout(), backend).job_failure(name) == row["failure"]
