@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, NamedTuple, Protocol, cast
 
+from landfall.core.config import ENGINE_BACKENDS
 from landfall.submit import jobmeta
 from landfall.submit.config import ENGINES, JobConfig
 
@@ -85,7 +86,8 @@ def missing_hint(engine: str) -> str:
     """The ways out when the cluster has no CRD for ``engine``'s kind (``MissingCRD``): install what serves it, at
     the release the docs pin, or deploy with the other engine."""
     m = module(engine)
-    other = " or ".join(e for e in MODULES if e != engine)
+    # The other engines that run where this one does (core.config.ENGINE_BACKENDS): on the same cluster.
+    other = " or ".join(e for e in MODULES if e != engine and set(ENGINE_BACKENDS[e]) & set(ENGINE_BACKENDS[engine]))
     return f"install {m.INSTALL} (k8s/README.md), or deploy with LANDFALL_ENGINE={other}"
 
 
