@@ -114,6 +114,7 @@ def train_locally(opts: ScalingOptions, state: Path) -> list[dict[str, Any]]:
         rows = []
         for eng in opts.engines:
             operator = make_operator(state / "local", env=env, engine_name=eng)
+            operator.tick()  # a controller that serves its engine's API (vertex's stand-in) starts serving
             backend = operator.backend
             for k in opts.workers:
                 cfg = JobConfig.load({}, bucket=bucket, workers=k, gpus_per_worker=0, epochs=opts.epochs,
