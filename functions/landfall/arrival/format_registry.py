@@ -95,7 +95,7 @@ def known() -> list[Format]:
 
 
 def _listed(formats: list[Format]) -> str:
-    names = [s for f in formats for s in (f.suffixes[0],)]
+    names = [f.suffixes[0] for f in formats]
     return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else "".join(names)
 
 

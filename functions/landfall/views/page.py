@@ -75,8 +75,7 @@ def collect(r: Reader, pubsub: Any = None, dead_letter_subscriptions: tuple[str,
             continue  # an admission or a failing record alone: not an arrival to show
         if a.state == arrivals.QUARANTINED:
             held.setdefault(a.dataset, []).append(a.records[MANIFEST])
-        at = a.at if a.state != arrivals.REJECTED else (r.json(a.rejection.uri) or {}).get("rejected_at") or a.at
-        ds(a.dataset)["arrivals"].append({"arrival_id": a.arrival_id, "state": a.state, "at": at})
+        ds(a.dataset)["arrivals"].append({"arrival_id": a.arrival_id, "state": a.state, "at": a.at})
     for name, infos in held.items():
         ds(name)["quarantined"] = _quarantined(r, name, infos)
     rprefix = r.uri(r.lay.rejected_prefix)
