@@ -412,7 +412,12 @@ class VertexServer:
                 path = unquote(url.path).removeprefix("/v1/")
                 try:
                     if method == "POST" and path.endswith("/customJobs"):
-                        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                        try:
+                            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                        except ValueError as exc:
+                            raise ApiError(400, f"Invalid JSON payload received. {exc}") from None
+                        if not isinstance(body, dict):
+                            raise ApiError(400, "Invalid JSON payload received. A CustomJob is an object.")
                         self._send(200, server.create(path.removesuffix("/customJobs"), body))
                     elif method == "POST" and path.endswith(":cancel"):
                         server.cancel(path.removesuffix(":cancel"))

@@ -214,3 +214,25 @@ def test_a_failed_custom_job_is_one_clear_line_in_status_and_its_reason_in_the_r
     assert row["failure"] == "The replica workerpool1-0 exited with a non-zero status of 1."
     assert "  failed: The replica workerpool1-0 exited with a non-zero status of 1." in status.job_lines(row)
     assert Reader(Storage("proj-1"), BUCKET[0], Layout(), backend).job_failure(name) == row["failure"]
+
+
+@pytest.mark.parametrize("carried", ["not json", "[1, 2]", '{"name": 7, "labels": "x"}', '"a string"'])
+def test_a_custom_job_whose_carried_metadata_is_not_ours_is_read_by_its_display_name(server, carried):
+    """Valid JSON of the wrong type, or no JSON, in the metadata variable (a job someone else labelled as
+    Landfall's): the listing still reads, by the job's display name."""
+    body = released(key="foreign")["spec"]
+    for pool in body["jobSpec"]["workerPoolSpecs"]:
+        pool["containerSpec"]["env"] = [{"name": "LANDFALL_JOB_METADATA", "value": carried}]
+    VertexJobs("proj-1", "europe-west4", server.url).create(body)
+    (job,) = backend_of(server).list()
+    assert job["metadata"]["name"] == body["displayName"] and job["metadata"]["labels"] == {}
+
+
+def test_the_stand_in_answers_a_body_that_is_not_a_json_object_with_400(server):
+    for data in (b"{not json", b"[1, 2]"):
+        request = urllib.request.Request(f"{server.url}/v1/projects/p/locations/l/customJobs", data=data,
+                                         method="POST")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request)
+        assert caught.value.code == 400
+        assert json.loads(caught.value.read())["error"]["status"] == "INVALID_ARGUMENT"

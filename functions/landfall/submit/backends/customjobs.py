@@ -48,11 +48,25 @@ def _with_metadata(body: dict[str, Any], metadata: dict[str, Any]) -> dict[str, 
     return out
 
 
+def _carried(env: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metadata a replica's environment carries; {} when it carries none, or none that parses as an object
+    (a CustomJob someone else labelled as Landfall's is then shown by its display name alone)."""
+    raw = next((e.get("value") for e in env if e.get("name") == METADATA_ENV), None)
+    try:
+        carried = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {}
+    if not isinstance(carried, dict):
+        return {}
+    return {k: v for k, v in carried.items() if (k == "name" and isinstance(v, str))
+            or (k in ("labels", "annotations") and isinstance(v, dict))}
+
+
 def envelope(resource: dict[str, Any], namespace: str) -> dict[str, Any]:
     """A CustomJob resource in the readers' shape (``vertex.render``'s, with ``status`` from the service)."""
     pools = resource.get("jobSpec", {}).get("workerPoolSpecs") or [{}]
     env = (pools[0].get("containerSpec") or {}).get("env") or []
-    carried = next((json.loads(e["value"]) for e in env if e.get("name") == METADATA_ENV), {})
+    carried = _carried(env)
     spec = {k: v for k, v in resource.items() if k not in OUTPUT_ONLY}
     return {
         "apiVersion": vertex.API_VERSION, "kind": vertex.KIND,
