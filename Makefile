@@ -20,8 +20,6 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[cpu,local,dev]'
 	# tf-keras's metadata asks for `tensorflow`; here we run tensorflow-cpu of the same minor.
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'tf-keras>=2.21,<2.22'
-	# pyproject's `vertex` extra, without the high-level SDK's dependencies (pyproject.toml says why).
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps 'google-cloud-aiplatform>=2.7,<3'
 	touch $(STAMP)
 
 # Offline IaC checker in a venv of its own, so its pins never fight the project's.

@@ -1,7 +1,10 @@
-"""``landfall reconcile``: the production reconcile loop (``landfall.reconcile``), next to a cluster.
+"""``landfall reconcile``: the production reconcile loop (``landfall.reconcile``), next to a cluster or, for the
+``vertex`` engine, as the Cloud Run job ``landfall-reconcile`` that Cloud Scheduler starts every minute.
 
 Configuration comes from ``LANDFALL_*`` (``JobConfig``: backend, namespace, bucket); flags win.
-SIGTERM or SIGINT stops it after the current pass. The loop touches ``--heartbeat`` after every pass;
+SIGTERM or SIGINT stops it after the current pass; so does ``--for-seconds`` once that long has passed (the scheduled
+job: each execution reconciles for most of its minute, and the one that starts in an hour's first minute also applies
+the collection rule, so the rule still runs once an hour across executions). The loop touches ``--heartbeat`` after every pass;
 ``landfall reconcile --check-heartbeat`` exits 0 while that file is younger than ``--max-age-s``, else 1:
 the Deployment's liveness probe. The probe runs every few seconds, so that path imports almost nothing.
 """
@@ -18,10 +21,14 @@ from landfall.reconcile import loop
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["local", "kubernetes"], help="default: LANDFALL_BACKEND")
+    from landfall.core.config import BACKENDS
+
+    p.add_argument("--backend", choices=list(BACKENDS), help="default: LANDFALL_BACKEND")
     p.add_argument("--namespace")
     p.add_argument("--bucket", help="bucket (LANDFALL_BUCKET)")
     p.add_argument("--poll-s", type=float, default=loop.MIN_POLL_S)
+    p.add_argument("--for-seconds", type=float, default=None,
+                   help="stop after this long (a scheduled execution; default: run until SIGTERM)")
     p.add_argument("--heartbeat", default=loop.HEARTBEAT,
                    help=f"file touched after every pass (default {loop.HEARTBEAT}; '' for none)")
     p.add_argument("--check-heartbeat", action="store_true",
@@ -43,9 +50,15 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    for_seconds = getattr(args, "for_seconds", None)
+    if for_seconds is not None:
+        timer = threading.Timer(for_seconds, stop.set)
+        timer.daemon = True
+        timer.start()
     from landfall.core.services.pubsub import PubSub
 
-    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat, PubSub(cfg.project))
+    return loop.run(cfg, Storage(cfg.project), open_backend(cfg), stop, args.poll_s, heartbeat, PubSub(cfg.project),
+                    collect_window_s=loop.SCHEDULE_S if for_seconds is not None else None)
 
 
 def check_heartbeat(path: str, max_age_s: float) -> int:

@@ -37,22 +37,28 @@ log = logging.getLogger("landfall.reconcile")
 MIN_POLL_S = 5.0  # the API server is shared: do not list TFJobs more often than this
 HEARTBEAT = "/tmp/landfall-reconciler-alive"  # on the pod's /tmp emptyDir (the root filesystem is read-only)
 HEARTBEAT_LOG_S = 60.0  # a "reconciler heartbeat" log line after the first pass, then at most once a minute
+SCHEDULE_S = 60.0  # Cloud Scheduler starts the reconcile job (the vertex engine) every minute: infra/modules/schedule
 MAX_HEARTBEAT_AGE_S = 120.0  # well above a pass (storage retries are bounded at 30 s) plus MIN_POLL_S
 
 
 def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Event, poll_s: float = MIN_POLL_S,
         heartbeat: str | Path | None = None, pubsub: Any = None, clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic) -> int:
+        monotonic: Callable[[], float] = time.monotonic, collect_window_s: float | None = None) -> int:
     """Reconciles until ``stop`` is set, touching ``heartbeat`` (if given) at start and after every pass; returns 0.
 
     With ``pubsub``, each pass also announces finished jobs that have no result yet
     (``landfall.reconcile.announce``: a job that failed without a chief to do so). With a bucket, passes are
     followed by the collection rule when one is due by ``clock`` (wall time; a test passes a fake one). The
-    heartbeat log line is spaced by ``monotonic`` (a test passes a fake one too)."""
+    heartbeat log line is spaced by ``monotonic`` (a test passes a fake one too). With ``collect_window_s`` (a run that
+    ends by itself, one of many scheduled ones) the collection rule is due only in a run that starts within that many
+    seconds of a collection interval's start: the run that starts in an hour's first minute collects, the others
+    do not."""
     from landfall.reconcile import announce, collect
     from landfall.submit import coalesce
 
     collector = collect.Collector(storage, cfg, clock=clock) if cfg is not None and cfg.bucket else None
+    if collector is not None and collect_window_s is not None and clock() % collector.every_s >= collect_window_s:
+        collector.last = clock()  # not this run's turn: the one that starts in the interval's first window collects
     beat(heartbeat)
     logged_at, passes, failed = float("-inf"), 0, 0
     while not stop.is_set():

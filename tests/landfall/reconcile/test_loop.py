@@ -167,3 +167,52 @@ def test_the_probe_command_imports_no_cloud_sdk(tmp_path):
             "'google.api_core', 'kubernetes', 'tensorflow', 'landfall.submit'))]; print(rc, heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "0 []", out.stderr
+
+
+def test_scheduled_runs_collect_once_an_hour_between_them(monkeypatch):
+    """The vertex engine's reconcile job: Cloud Scheduler starts a bounded run every minute (``--for-seconds``). Each
+    run is a new process, so the collection rule's "at most once an hour" cannot live in memory: the run that starts
+    in an hour's first minute collects, and no other. Without the window every run would collect."""
+    from types import SimpleNamespace
+
+    from landfall.reconcile import collect
+
+    collected: list[float] = []
+    monkeypatch.setattr(collect, "collect_all", lambda storage, cfg, layout, now, after_each: collected.append(now))
+    monkeypatch.setattr(loop, "MIN_POLL_S", 0.0)
+    cfg = SimpleNamespace(bucket="landfall-data")
+
+    def one_run(start: float, window: float | None) -> None:
+        stop = threading.Event()
+
+        def reconcile(*_args, **_kwargs):
+            stop.set()
+            return []
+
+        monkeypatch.setattr(coalesce, "reconcile", reconcile)
+        loop.run(cfg, None, None, stop, 0.0, clock=lambda: start, collect_window_s=window)
+
+    hour = 1_796_000_400.0  # an hour's start (divisible by 3600)
+    assert hour % collect.COLLECT_EVERY_S == 0
+    starts = [hour - 120 + 60 * i + 7 for i in range(122)]  # 23:58:07 ... 01:59:07, one run a minute
+    for start in starts:
+        one_run(start, loop.SCHEDULE_S)
+    assert collected == [hour + 7, hour + 3600 + 7]
+    collected.clear()
+    for start in starts[:5]:
+        one_run(start, None)
+    assert len(collected) == 5
+
+
+def test_reconcile_accepts_every_backend_and_a_bound():
+    import argparse
+
+    from landfall.cli import reconcile as command
+    from landfall.core.config import BACKENDS
+
+    p = argparse.ArgumentParser()
+    command.add_arguments("reconcile", p)
+    for backend in BACKENDS:
+        args = p.parse_args(["--backend", backend, "--for-seconds", "50"])
+        assert (args.backend, args.for_seconds) == (backend, 50.0)
+    assert p.parse_args([]).for_seconds is None
