@@ -1,6 +1,7 @@
 """The IAM grants infra/ declares, read from the Terraform (python-hcl2) into ``gcp_rules.Grant``s.
 
-Sample values stand in for the variables (``SAMPLE``); for_each is expanded; a condition's locals, variables and the
+Sample values stand in for the variables (``SAMPLE``); the engine is chosen (``ENGINES``: ``local.vertex`` is
+whether it is ``vertex``), ``count`` and for_each are expanded with it; a condition's locals, variables and the
 ``join(" || ", [for ...])`` forms the modules use are expanded to the CEL text IAM receives. Anything this reader does
 not understand fails loudly, so no grant is silently left out of the simulation.
 """
@@ -30,6 +31,21 @@ SAMPLE = {
     "local.objects": f"projects/_/buckets/{BUCKET}/objects",
 }
 PUBSUB_AGENT = "pubsub-agent"
+RECONCILE_JOB = "landfall-reconcile"  # the vertex engine's reconcile job (infra/modules/functions)
+ENGINES = ("tfjob", "jobset", "vertex")  # what the platform's `engine` variable admits
+
+
+def with_engine(text: str, engine: str) -> str:
+    """``text`` with ``local.vertex`` decided for ``engine`` and the conditional and ``concat`` forms the modules use
+    (``local.vertex ? A : B`` of numbers or list literals) reduced to the branch taken."""
+    text = text.replace("local.vertex", "true" if engine == "vertex" else "false")
+    branch = r"(\[[^\[\]]*\]|\d+)"
+    while m := re.search(rf"(true|false) \? {branch} : {branch}", text):
+        text = text[:m.start()] + (m.group(2) if m.group(1) == "true" else m.group(3)) + text[m.end():]
+    while m := re.search(r"concat\((\[[^\[\]]*\]), (\[[^\[\]]*\])\)", text):
+        items = [i for g in (m.group(1), m.group(2)) for i in split_items(g[1:-1])]
+        text = text[:m.start()] + "[" + ", ".join(items) + "]" + text[m.end():]
+    return text
 
 
 def split_items(text: str) -> list[str]:
@@ -122,6 +138,8 @@ def condition_text(expression: str, each_key: str | None) -> str:
 
 
 def _keys(for_each: str, locals_: dict[str, Any]) -> list[str]:
+    if m := re.fullmatch(r"\$\{toset\(\[\]\)\}", for_each):
+        return []
     if m := re.fullmatch(r"\$\{toset\(\[(.*)\]\)\}", for_each):
         return [str(resolve(v)) for v in split_items(m.group(1))]
     if m := re.fullmatch(r"\$\{local\.(\w+)\}", for_each):
@@ -170,6 +188,8 @@ def _on(kind: str, body: dict[str, Any], key: str | None) -> str:
     if kind == "google_artifact_registry_repository_iam_member":
         return f"repo:{resolve(field('repository'))}"
     if kind == "google_cloud_run_v2_job_iam_member":
+        if field("name") == "${google_cloud_run_v2_job.reconcile[0].name}":
+            return f"job:{RECONCILE_JOB}"
         assert field("name") == "${google_cloud_run_v2_job.convert.name}", body
         return f"job:{JOB}"
     if kind == "google_cloud_run_v2_service_iam_member":
@@ -192,8 +212,9 @@ def custom_roles(root: Path = INFRA) -> dict[str, frozenset[str]]:
     return out
 
 
-def grants(root: Path = INFRA) -> list[Grant]:
-    """Every ``*_iam_member`` under ``root`` as the bindings it makes (for_each expanded)."""
+def grants(root: Path = INFRA, engine: str = "jobset") -> list[Grant]:
+    """Every ``*_iam_member`` under ``root`` as the bindings it makes with ``engine`` (count and for_each expanded)."""
+    assert engine in ENGINES, engine
     deployer_roles = {}
     iam_outputs = root / "modules" / "iam" / "outputs.tf"
     for block in blocks(load_hcl(iam_outputs), "output"):
@@ -204,7 +225,13 @@ def grants(root: Path = INFRA) -> list[Grant]:
         if not kind.endswith("_iam_member"):
             continue
         locals_ = {k: v for b in blocks(load_hcl(path), "locals") for k, v in b.items()}
-        keys = _keys(expr_text(body["for_each"]), locals_) if "for_each" in body else [None]
+        if "count" in body:
+            count = with_engine(expr_text(body["count"]), engine)
+            if not (m := re.fullmatch(r"\$\{(\d+)\}", count)) or int(m.group(1)) > 1:
+                raise ValueError(f"{kind}.{name}: cannot expand count {count!r}")
+            if int(m.group(1)) == 0:
+                continue
+        keys = _keys(with_engine(expr_text(body["for_each"]), engine), locals_) if "for_each" in body else [None]
         cond = body.get("condition")
         for key in keys:
             out.append(Grant(

@@ -20,6 +20,8 @@ from . import gcp_rules as gcp
 from .gcp_rules import Grant, Policy, Resource
 from .iam_terraform import (
     BUCKET,
+    ENGINES,
+    RECONCILE_JOB,
     FUNCTIONS,
     JOB,
     NUMBER,
@@ -272,6 +274,70 @@ OPERATIONS: dict[str, list[Op]] = {
     ],
 }
 
+# The vertex engine (infra/modules/iam, "the vertex engine"): no cluster; the releasers create CustomJobs that run as
+# the trainer account, and Cloud Scheduler starts the reconcile job in the reconciler Deployment's place.
+CUSTOM_JOBS = gcp.project_level("aiplatform.googleapis.com", PROJECT, "CustomJob")  # no IAM policy of their own
+RECONCILE = gcp.run_job(PROJECT, REGION, RECONCILE_JOB)
+CLAIM = data("runs/pump-7-3/customjob.json")
+RELEASES_CUSTOM_JOBS: list[Op] = [
+    ("aiplatform.customJobs.list", CUSTOM_JOBS, "submit.backends.customjobs._find: by label and display name"),
+    ("aiplatform.customJobs.get", CUSTOM_JOBS, "submit.backends.aiplatform.VertexJobs.get"),
+    ("aiplatform.customJobs.create", CUSTOM_JOBS, "submit.backends.customjobs.create"),
+    ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer"), "the CustomJob's serviceAccount"),
+    *[(p, CLAIM, "submit.backends.customjobs._claim: create-only, read, taken over on its generation")
+      for p in ("storage.objects.create", "storage.objects.get", "storage.objects.delete")],
+]
+VERTEX_OPERATIONS: dict[str, list[Op]] = {
+    "submitter": RELEASES_CUSTOM_JOBS,
+    "reconciler": RELEASES_CUSTOM_JOBS,
+    "scheduler": [("run.jobs.run", RECONCILE, "infra/modules/schedule: the reconcile job, every minute")],
+    "build": [*[(p, RECONCILE, "terraform apply: the reconcile job (a new image)")
+                for p in ("run.jobs.get", "run.jobs.update", "run.jobs.getIamPolicy", "run.jobs.setIamPolicy")],
+              ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler"), "the reconcile job's account")],
+}
+CLUSTER_ONLY = {("container.clusters.get", CLUSTER), ("logging.logEntries.create", LOGS)}  # the latter: gke-nodes'
+
+
+def operations(engine: str) -> dict[str, list[Op]]:
+    """What each workload does with ``engine``: the cluster's credentials and the nodes only with a cluster; the
+    custom jobs, the claim and the schedule only with vertex."""
+    if engine != "vertex":
+        return OPERATIONS
+    out = {m: [op for op in ops if (op[0], op[1]) != ("container.clusters.get", CLUSTER)]
+           for m, ops in OPERATIONS.items() if m != "gke-nodes"}
+    for member, ops in VERTEX_OPERATIONS.items():
+        out[member] = [*out.get(member, []), *ops]
+    return out
+
+
+def forbidden(engine: str) -> dict[str, list[tuple[str, Resource]]]:
+    """What no workload may do with ``engine``: with a cluster nothing of Vertex AI, with vertex no cluster."""
+    out = {m: list(ops) for m, ops in FORBIDDEN.items()}
+    if engine == "vertex":
+        out["build"].remove(("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "reconciler")))
+        for member in ("submitter", "reconciler", "build"):
+            out.setdefault(member, []).append(("container.clusters.get", CLUSTER))
+        for member in ("submitter", "reconciler"):
+            out[member] += [("aiplatform.customJobs.cancel", CUSTOM_JOBS), ("aiplatform.customJobs.delete", CUSTOM_JOBS),
+                            ("aiplatform.models.upload", CUSTOM_JOBS),
+                            ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "scorer")),
+                            ("run.jobs.run", RECONCILE)]
+        out["scheduler"] = [("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),
+                            ("run.jobs.runWithOverrides", RECONCILE), ("run.jobs.update", RECONCILE),
+                            ("storage.objects.get", CLAIM), ("aiplatform.customJobs.create", CUSTOM_JOBS)]
+        out["converter"] += [("aiplatform.customJobs.create", CUSTOM_JOBS), ("run.jobs.run", RECONCILE)]
+        out["trainer"] += [("aiplatform.customJobs.create", CUSTOM_JOBS)]  # it writes runs/<job>/, the claim's folder
+    else:
+        for member in ("submitter", "reconciler", "build", "trainer"):
+            out.setdefault(member, []).extend([
+                ("aiplatform.customJobs.create", CUSTOM_JOBS), ("aiplatform.customJobs.list", CUSTOM_JOBS),
+                ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "trainer"))])
+        for member in ("submitter", "reconciler"):
+            out[member].append(("storage.objects.create", CLAIM))
+        out["scheduler"] = [("run.jobs.run", RECONCILE), ("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB))]
+    return out
+
+
 OTHER_SERVICE = gcp.run_service(PROJECT, REGION, "someone-elses-service")
 FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
     "converter": [("storage.objects.create", data("config/labelled/pump-7/x.npz")),
@@ -360,28 +426,30 @@ FORBIDDEN: dict[str, list[tuple[str, Resource]]] = {
 }
 
 
-def policy(root: Path = INFRA) -> Policy:
-    p = Policy(grants(root))
+def policy(root: Path = INFRA, engine: str = "jobset") -> Policy:
+    p = Policy(grants(root, engine))
     p.roles = {**p.roles, **custom_roles(root)}
     return p
 
 
-def denied_operations(p: Policy) -> list[str]:
-    return [f"{member}: {perm} on {res.name} ({why})" for member, ops in OPERATIONS.items()
+def denied_operations(p: Policy, engine: str = "jobset") -> list[str]:
+    return [f"{member}: {perm} on {res.name} ({why})" for member, ops in operations(engine).items()
             for perm, res, why in ops if not p.allows(member, perm, res)]
 
 
-def allowed_forbidden(p: Policy) -> list[str]:
+def allowed_forbidden(p: Policy, engine: str = "jobset") -> list[str]:
     return [f"{member}: {perm} on {res.name} via {[g.where for g in p.allows(member, perm, res)]}"
-            for member, ops in FORBIDDEN.items() for perm, res in ops if p.allows(member, perm, res)]
+            for member, ops in forbidden(engine).items() for perm, res in ops if p.allows(member, perm, res)]
 
 
-def test_every_operation_of_every_workload_is_allowed() -> None:
-    assert denied_operations(policy()) == []
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_operation_of_every_workload_is_allowed(engine: str) -> None:
+    assert denied_operations(policy(engine=engine), engine) == []
 
 
-def test_what_no_workload_may_do_is_denied() -> None:
-    assert allowed_forbidden(policy()) == []
+@pytest.mark.parametrize("engine", ENGINES)
+def test_what_no_workload_may_do_is_denied(engine: str) -> None:
+    assert allowed_forbidden(policy(engine=engine), engine) == []
 
 
 def test_operations_name_the_resource_the_platform_checks() -> None:
@@ -404,9 +472,10 @@ def test_no_condition_reads_an_attribute_its_service_ignores() -> None:
         assert services <= gcp.RESOURCE_ATTRIBUTE_SERVICES.value, f"{g.where}: {services}"
 
 
-def test_every_workload_account_is_exercised() -> None:
-    members = {g.member for g in policy().grants if not g.member.startswith("serviceAccount:")}
-    assert members == set(OPERATIONS), members ^ set(OPERATIONS)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_workload_account_is_exercised(engine: str) -> None:
+    members = {g.member for g in policy(engine=engine).grants if not g.member.startswith("serviceAccount:")}
+    assert members == set(operations(engine)), members ^ set(operations(engine))
 
 
 # --- the evaluator applies the published rules --------------------------------------------------------------------

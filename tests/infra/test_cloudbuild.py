@@ -185,3 +185,39 @@ def test_project_env_keys_match_the_kustomization() -> None:
     assert used == keys
     written = re.search(r"printf '([^']*)'", DEPLOY.read_text()).group(1)
     assert {k.split("=", 1)[0] for k in written.split("\\n") if k} == keys
+
+
+@pytest.mark.parametrize("engine", ["jobset", "tfjob", "vertex"])
+def test_the_manifests_step_reaches_a_cluster_only_when_there_is_one(engine: str, tmp_path: Path) -> None:
+    """The deploy-manifests step's own script, run with the engine the functions root reported
+    (`terraform output -raw engine`) and stand-ins for gcloud and kubectl that log their calls: with the vertex
+    engine (no cluster) it calls neither and succeeds; with a cluster engine it gets the cluster's credentials and
+    applies the rendered overlay."""
+    import os
+    import subprocess
+
+    steps = {s["id"]: s for s in _config(DEPLOY)["steps"]}
+    assert "terraform output -raw engine > /workspace/engine" in steps["deploy-functions"]["args"][-1]
+    workspace, bin_dir, calls = tmp_path / "workspace", tmp_path / "bin", tmp_path / "calls"
+    workspace.mkdir()
+    bin_dir.mkdir()
+    (workspace / "engine").write_text(engine)
+    (workspace / "bucket_name").write_text("landfall-dev-data")
+    (tmp_path / "k8s" / "base").mkdir(parents=True)
+    for tool_name, out in (("gcloud", "sha256:" + "0" * 64), ("kubectl", "")):
+        path = bin_dir / tool_name
+        path.write_text(f'#!/bin/sh\necho "{tool_name} $*" >> {calls}\necho "{out}"\n')
+        path.chmod(0o755)
+    script = steps["deploy-manifests"]["args"][-1].replace("$$", "$").replace("/workspace", str(workspace))
+    for name, value in {"_REGION": "europe-west1", "PROJECT_ID": "landfall-dev", "_AR_REPO": "landfall",
+                        "SHORT_SHA": "abc1234", "_ENV": "dev"}.items():
+        script = script.replace("${" + name + "}", value)
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    made = calls.read_text().splitlines() if calls.exists() else []
+    if engine == "vertex":
+        assert made == [] and "no cluster" in done.stdout
+    else:
+        assert any(c.startswith("gcloud container clusters get-credentials landfall-dev") for c in made), made
+        assert any(c.startswith("kubectl apply -f") for c in made), made

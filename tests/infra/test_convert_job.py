@@ -101,7 +101,8 @@ def test_the_job_runs_as_its_own_account_from_the_converter_image() -> None:
 
 
 def test_the_converter_may_run_only_that_job_with_overrides() -> None:
-    on_jobs = {name: body for _, kind, name, body in iam_grants() if kind == "google_cloud_run_v2_job_iam_member"}
+    on_jobs = {name: body for _, kind, name, body in iam_grants() if kind == "google_cloud_run_v2_job_iam_member"
+               and expr_text(body["name"]) == "${google_cloud_run_v2_job.convert.name}"}
     assert set(on_jobs) == {"converter_runs_convert_job", "build_deploys_convert_job"}
     body = on_jobs["converter_runs_convert_job"]
     assert expr_text(body["role"]) == "roles/run.jobsExecutorWithOverrides"

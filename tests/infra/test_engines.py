@@ -124,11 +124,17 @@ def test_the_releasers_may_create_get_list_the_engines_kind_and_nothing_more(ren
 
 def functions_engine(env: str) -> str:
     """The engine ``infra/envs/<env>/functions`` gives the submit function: its module block's ``engine``, else the
-    module's default."""
+    module's default; ``local.platform.engine`` is the platform root's (its ``engine`` variable, as applied by
+    default), which also decides whether that root makes a cluster."""
     root = load_module(INFRA / "envs" / env / "functions")
     block = root.modules["functions"]
     if "engine" in block:
-        return str(unquote(block["engine"]))
+        value = str(unquote(block["engine"]))
+        if value == "${local.platform.engine}":
+            platform = load_module(INFRA / "envs" / env / "platform")
+            assert unquote(platform.modules["platform"]["engine"]) == "${var.engine}"
+            return str(unquote(platform.variables["engine"]["default"]))
+        return value
     return str(unquote(load_module(INFRA / "modules" / "functions").variables["engine"]["default"]))
 
 

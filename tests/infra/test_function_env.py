@@ -109,10 +109,18 @@ def test_submitter_environment_is_complete() -> None:
                 "LANDFALL_NAMESPACE", "LANDFALL_TRAINER_IMAGE", "LANDFALL_TRAINER_SERVICE_ACCOUNT",
                 "LANDFALL_DEAD_LETTER_SUBSCRIPTION", "GOOGLE_CLOUD_PROJECT"):
         assert key in env, key
-    assert env["LANDFALL_BACKEND"] == "kubernetes"
-    assert env["LANDFALL_GKE_ENDPOINT"] == "${var.gke_endpoint}"
+    # The backend follows the engine (landfall.core.config.ENGINE_BACKENDS): the cluster's API, or Vertex AI's
+    # custom jobs in the function's region with no cluster settings at all.
+    from landfall.core.config import ENGINE_BACKENDS
+
+    assert env["LANDFALL_BACKEND"] == '${local.vertex ? "customjobs" : "kubernetes"}'
+    assert "customjobs" in ENGINE_BACKENDS["vertex"] and "kubernetes" in ENGINE_BACKENDS["jobset"]
+    assert "kubernetes" in ENGINE_BACKENDS["tfjob"]
+    assert env["LANDFALL_GKE_ENDPOINT"] == '${local.vertex ? "" : var.gke_endpoint}'
     # Terraform's cluster_ca_certificate is base64 PEM; landfall.submit.backends.kube decodes base64, PEM or a path.
-    assert env["LANDFALL_GKE_CA_CERT"] == "${var.gke_ca_certificate}"
+    assert env["LANDFALL_GKE_CA_CERT"] == '${local.vertex ? "" : var.gke_ca_certificate}'
+    assert env["LANDFALL_REGION"] == "${var.region}"
+    assert unquote(_locals()["vertex"]) == '${var.engine == "vertex"}'
     gke = labelled(load_hcl(INFRA / "modules" / "gke" / "outputs.tf"), "output")
     assert unquote(gke["ca_certificate"]["value"]) == (
         "${google_container_cluster.this.master_auth[0].cluster_ca_certificate}")
@@ -154,8 +162,9 @@ def test_reconciler_env_vars_are_config_fields(env: str) -> None:
 
 
 # What only the function needs: it reaches the API from outside the cluster, and republishes.
+# LANDFALL_REGION is the vertex engine's (the reconcile job there gets the function's whole environment).
 FUNCTION_ONLY = {"LANDFALL_GKE_ENDPOINT", "LANDFALL_GKE_CA_CERT", "LANDFALL_REQUEST_TOPIC",
-                 "LANDFALL_DEAD_LETTER_SUBSCRIPTION"}
+                 "LANDFALL_DEAD_LETTER_SUBSCRIPTION", "LANDFALL_REGION"}
 
 
 @pytest.mark.parametrize("env", OVERLAYS)
@@ -241,3 +250,32 @@ def test_each_converter_is_told_its_own_memory() -> None:
     for name in ("converter", "convert_job"):  # the defaults agree with the class's, for `landfall convert`
         assert first(variables[name]["default"])["memory"] == "2Gi"
     assert ConverterConfig().memory_limit_mib == 2048
+
+
+def test_the_reconcile_job_gets_the_functions_settings_and_runs_bounded() -> None:
+    """The vertex engine's reconciler (no cluster): the Cloud Run job releases jobs as the function renders them, so
+    it gets the function's whole environment; it runs `landfall reconcile` for less than the schedule's minute, under
+    a timeout, as the reconciler account, from the image without TensorFlow."""
+    body = _reconcile_job()
+    assert unquote(body["count"]) == "${local.vertex ? 1 : 0}"
+    task = first(first(body["template"])["template"])
+    container = first(task["containers"])
+    assert unquote(task["service_account"]) == "${var.service_accounts.reconciler}"
+    assert unquote(container["image"]) == "${var.converter_image}"
+    assert [unquote(c) for c in first(container["command"])] == ["python", "-m", "landfall.cli", "reconcile"]
+    args = [unquote(a) for a in first(container["args"])]
+    from landfall.reconcile import loop
+
+    assert args[0] == "--for-seconds" and 0 < float(args[1]) < loop.SCHEDULE_S
+    assert int(unquote(task["timeout"]).rstrip("s")) < 3 * loop.SCHEDULE_S
+    assert unquote(first(first(container["dynamic"])["env"]["for_each"])) == "${local.submitter_env}"
+
+
+def _reconcile_job() -> dict[str, Any]:
+    for block in blocks(load_hcl(FUNCTIONS / "main.tf"), "resource"):
+        for kind, named in block.items():
+            if kind.strip('"') == "google_cloud_run_v2_job":
+                for name, body in named.items():
+                    if name.strip('"') == "reconcile":
+                        return body
+    raise AssertionError("no google_cloud_run_v2_job.reconcile in infra/modules/functions")

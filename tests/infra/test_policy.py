@@ -48,6 +48,9 @@ PROJECT_ROLES: dict[tuple[str, str], str] = {
         "Cloud Functions' staging bucket is Google-created; conditioned on it and our sources bucket by name",
     ("build_operations", "${google_project_iam_custom_role.operations_viewer.name}"):
         "an operation has no allow policy of its own, only the project's; custom role with operations.get only",
+    ("vertex_releasers", "${google_project_iam_custom_role.custom_job_submitter.name}"):
+        "vertex engine only: Vertex AI grants custom jobs on the project (they have no policy of their own); custom "
+        "role with customJobs create, get and list only",
 }
 
 PROJECT_IAM = {"google_project_iam_member", "google_project_iam_binding"}
@@ -119,14 +122,17 @@ def test_pubsub_agent_grants_are_on_its_resources() -> None:
 
 
 def test_deploy_account_acts_as_exactly_the_accounts_it_deploys() -> None:
-    act_as = [body for _, kind, _name, body in iam_grants()
-              if kind == "google_service_account_iam_member"
-              and expr_text(body["role"]) == "roles/iam.serviceAccountUser"]
-    assert len(act_as) == 1
-    assert 'sa["build"]' in expr_text(act_as[0]["member"])
-    accounts = set(re.findall(r"[\w-]+", expr_text(act_as[0]["for_each"]))) - {"toset"}
-    assert accounts == {"converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"}, \
-        accounts
+    """With every engine: the accounts of what it deploys, and with vertex also the reconcile job's; nobody else
+    acts as those, and only the vertex engine's releasers act as the trainer (its CustomJobs' identity)."""
+    from .iam_terraform import ENGINES, grants
+
+    expected = {"converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"}
+    for engine in ENGINES:
+        act_as = {(g.member, g.on.removeprefix("sa:")) for g in grants(engine=engine)
+                  if g.role == "roles/iam.serviceAccountUser"}
+        vertex = engine == "vertex"
+        assert act_as == {*{("build", a) for a in expected | ({"reconciler"} if vertex else set())},
+                          *({("submitter", "trainer"), ("reconciler", "trainer")} if vertex else set())}, engine
 
 
 def test_repository_writers_push_to_their_own_repository() -> None:
@@ -276,6 +282,7 @@ def test_nobody_acts_as_the_reconciler_account_but_its_ksa() -> None:
              if kind == "google_service_account_iam_member"
              and 'sa["reconciler"]' in expr_text(body["service_account_id"])]
     assert on_it == [("reconciler_workload_identity", "roles/iam.workloadIdentityUser")], on_it
+    # With the vertex engine there is no KSA: the build deploys the reconcile job as it (test above), nobody else.
 
 
 # --- conditions --------------------------------------------------------------------------------------------

@@ -134,23 +134,48 @@ def test_references_resolve(path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+MODULE_STEP = re.compile(r"module\.([A-Za-z_][\w-]*)(\[\d+\])?")
+
+
+def _instances(mod: Module, address: str) -> tuple[str | None, bool]:
+    """Where ``address`` (``module.a[0].module.b``) leads from ``mod``: ``(problem, is_a_declared_instance)``. An
+    instance is declared when every call on the path exists and carries an index exactly when it has ``count`` or
+    ``for_each`` (Terraform's module instance addresses: https://developer.hashicorp.com/terraform/language/modules/
+    develop/refactoring, read 2026-12-05; ``module.a`` of a counted call is the state a call without count left)."""
+    steps = address.split(".module.")
+    steps = [steps[0], *("module." + s for s in steps[1:])]
+    matched = [MODULE_STEP.fullmatch(s) for s in steps]
+    if not all(matched):
+        return "expected a module address", False
+    current, declared = mod, True
+    for m in matched:
+        name, index = m.group(1), m.group(2)
+        if name not in current.modules:
+            return f"module {name} is not declared in {_id(current.path)}", False
+        counted = any(k in current.modules[name] for k in ("count", "for_each"))
+        declared = declared and counted == bool(index)
+        current = load_module(module_source(current, name))
+    return None, declared
+
+
 def moved_problems(mod: Module) -> list[str]:
-    """`to` is a module call (chain) declared now, `from` one that is no longer declared."""
+    """`to` is a declared module instance (a chain of calls; an index where the call counts) or the `from` of another
+    block (Terraform follows chains of moves), `from` one that is no longer declared: a call removed or moved, or the
+    instance before a count was added."""
     problems: list[str] = []
+    sources = {old for _f, old, _n in mod.moved}
     for fname, old, new in mod.moved:
-        if not re.fullmatch(r"module\.[A-Za-z_][\w-]*", old):
+        if not all(MODULE_STEP.fullmatch(s) for s in [old.split(".module.")[0],
+                                                      *("module." + s for s in old.split(".module.")[1:])]):
             problems.append(f"{fname}: moved from {old}: expected a module address")
-        elif old.split(".")[1] in mod.modules:
+        elif _instances(mod, old) == (None, True):
             problems.append(f"{fname}: moved from {old}, which is still declared")
-        current, parts = mod, new.split(".")
-        if len(parts) < 2 or len(parts) % 2 or any(kind != "module" for kind in parts[::2]):
-            problems.append(f"{fname}: moved to {new}: expected a module address")
-            continue
-        for name in parts[1::2]:
-            if name not in current.modules:
-                problems.append(f"{fname}: moved to {new}: module {name} is not declared in {_id(current.path)}")
-                break
-            current = load_module(module_source(current, name))
+        problem, declared = _instances(mod, new)
+        if problem is not None:
+            problems.append(f"{fname}: moved to {new}: {problem}")
+        elif not declared and new not in sources:  # a chain goes on from a `to` that another block moves
+            problems.append(f"{fname}: moved to {new}: not an instance of what is declared (an index exactly where "
+                            "a call has count or for_each)")
     return problems
 
 
@@ -178,12 +203,26 @@ moved {
   from = module.platform
   to   = module.platform.module.nope
 }
+
+moved {
+  from = module.platform.module.gke
+  to   = module.platform.module.gke[0]
+}
+
+moved {
+  from = module.platform.module.net
+  to   = module.platform.module.net[0]
+}
 '''
     )
-    (platform / "main.tf").write_text('module "gke" {\n  source = "../gke"\n}\n')
+    (platform / "main.tf").write_text('module "gke" {\n  source = "../gke"\n  count  = 1\n}\n\n'
+                                      'module "net" {\n  source = "../net"\n}\n')
     problems = moved_problems(load_module(root))
     assert sorted(p.split(": ", 1)[1] for p in problems) == [
         "moved from module.platform, which is still declared",
+        "moved from module.platform.module.net, which is still declared",
+        "moved to module.platform.module.net[0]: not an instance of what is declared (an index exactly where a call "
+        "has count or for_each)",
         f"moved to module.platform.module.nope: module nope is not declared in {platform}",
     ]
 

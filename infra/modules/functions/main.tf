@@ -35,6 +35,10 @@ resource "google_storage_bucket_object" "source" {
 # bucket comes from the event), on-training-request landfall.submit.config.JobConfig and
 # Layout. Only the submitter holds the cluster endpoint and CA.
 locals {
+  # The vertex engine (docs/deploying.md, "Vertex AI: no cluster"): the submit function creates Vertex AI custom jobs
+  # (the customjobs backend) in this region, and the reconcile job below does what the reconciler Deployment does
+  # next to a cluster.
+  vertex = var.engine == "vertex"
   # Each converter's memory in MiB ("2Gi" or "512Mi"): a Parquet file too wide for it is rejected up
   # front (landfall.arrival.formats, parquet_too_wide) instead of being killed on every retry.
   memory_mib = {
@@ -63,10 +67,11 @@ locals {
   submitter_env = {
     GOOGLE_CLOUD_PROJECT              = var.project_id
     LANDFALL_BUCKET                   = var.bucket_name
-    LANDFALL_BACKEND                  = "kubernetes"
-    LANDFALL_GKE_ENDPOINT             = var.gke_endpoint
-    LANDFALL_GKE_CA_CERT              = var.gke_ca_certificate
+    LANDFALL_BACKEND                  = local.vertex ? "customjobs" : "kubernetes"
+    LANDFALL_GKE_ENDPOINT             = local.vertex ? "" : var.gke_endpoint
+    LANDFALL_GKE_CA_CERT              = local.vertex ? "" : var.gke_ca_certificate
     LANDFALL_NAMESPACE                = var.namespace
+    LANDFALL_REGION                   = var.region
     LANDFALL_ENGINE                   = var.engine
     LANDFALL_TRAINER_IMAGE            = var.trainer_image
     LANDFALL_TRAINER_SERVICE_ACCOUNT  = var.trainer_service_account
@@ -210,6 +215,74 @@ resource "google_cloud_run_v2_job_iam_member" "build_deploys_convert_job" {
   project  = var.project_id
   location = google_cloud_run_v2_job.convert.location
   name     = google_cloud_run_v2_job.convert.name
+  role     = var.deployer_roles.job
+  member   = "serviceAccount:${var.service_accounts.build}"
+}
+
+# --- the vertex engine's reconciler ------------------------------------------------------------------------
+# No cluster, so no reconciler Deployment (k8s/base/reconciler.yaml): this Cloud Run job runs the same loop,
+# `landfall reconcile --for-seconds 50`, started every minute by Cloud Scheduler (infra/modules/schedule, in the
+# platform). It releases waiting follow-ups (as the submit function renders them: the same settings), announces jobs
+# that ended without a chief, and, in the execution that starts in an hour's first minute, applies the snapshots'
+# collection rule. It runs as the reconciler account, from the converter image (the landfall package without
+# TensorFlow). A task that outlives its minute overlaps the next execution, which is harmless (create-only records),
+# and the timeout bounds it; a failed execution is followed by the next minute's, so none is retried.
+resource "google_cloud_run_v2_job" "reconcile" {
+  count               = local.vertex ? 1 : 0
+  project             = var.project_id
+  name                = var.reconcile_job_name
+  location            = var.region
+  labels              = var.labels
+  deletion_protection = false
+
+  template {
+    labels      = var.labels
+    task_count  = 1
+    parallelism = 1
+
+    template {
+      service_account = var.service_accounts.reconciler
+      timeout         = "120s"
+      max_retries     = 0
+
+      containers {
+        image   = var.converter_image
+        command = ["python", "-m", "landfall.cli", "reconcile"]
+        args    = ["--for-seconds", "50"]
+        resources {
+          limits = {
+            cpu    = "1"
+            memory = "512Mi"
+          }
+        }
+        dynamic "env" {
+          for_each = local.submitter_env
+          content {
+            name  = env.key
+            value = env.value
+          }
+        }
+      }
+    }
+  }
+}
+
+# The schedule's account may start this job, nothing else (a custom role: run.jobs.run only).
+resource "google_cloud_run_v2_job_iam_member" "scheduler_runs_reconcile_job" {
+  count    = local.vertex ? 1 : 0
+  project  = var.project_id
+  location = google_cloud_run_v2_job.reconcile[0].location
+  name     = google_cloud_run_v2_job.reconcile[0].name
+  role     = var.deployer_roles.job_runner
+  member   = "serviceAccount:${var.service_accounts.scheduler}"
+}
+
+# landfall-build deploys it (a new image) as it does the convert job: update and its IAM, on this job only.
+resource "google_cloud_run_v2_job_iam_member" "build_deploys_reconcile_job" {
+  count    = local.vertex ? 1 : 0
+  project  = var.project_id
+  location = google_cloud_run_v2_job.reconcile[0].location
+  name     = google_cloud_run_v2_job.reconcile[0].name
   role     = var.deployer_roles.job
   member   = "serviceAccount:${var.service_accounts.build}"
 }

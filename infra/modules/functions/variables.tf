@@ -95,12 +95,12 @@ variable "vpc_connector" {
 }
 
 variable "gke_endpoint" {
-  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT)."
+  description = "Cluster API endpoint (LANDFALL_GKE_ENDPOINT); null with the vertex engine (no cluster)."
   type        = string
 }
 
 variable "gke_ca_certificate" {
-  description = "Base64 PEM CA certificate of the cluster (LANDFALL_GKE_CA_CERT)."
+  description = "Base64 PEM CA certificate of the cluster (LANDFALL_GKE_CA_CERT); null with the vertex engine."
   type        = string
 }
 
@@ -120,12 +120,12 @@ variable "trainer_image" {
 }
 
 variable "engine" {
-  description = "What a released job is (LANDFALL_ENGINE): jobset (JobSet controller, what a new deploy gets: docs/submit.md; the overlays' k8s/components/jobset gives the reconciler the same) or tfjob (Kubeflow training operator; then remove that component from the overlay)."
+  description = "What a released job is (LANDFALL_ENGINE): jobset (JobSet controller, what a new deploy gets: docs/submit.md; the overlays' k8s/components/jobset gives the reconciler the same), tfjob (Kubeflow training operator; then remove that component from the overlay) or vertex (a Vertex AI custom job; no cluster, and the reconcile job here stands in for the reconciler: docs/deploying.md)."
   type        = string
   default     = "jobset"
   validation {
-    condition     = contains(["tfjob", "jobset"], var.engine)
-    error_message = "engine must be tfjob or jobset."
+    condition     = contains(["tfjob", "jobset", "vertex"], var.engine)
+    error_message = "engine must be tfjob, jobset or vertex."
   }
 }
 
@@ -136,7 +136,7 @@ variable "trainer_service_account" {
 }
 
 variable "service_accounts" {
-  description = "Emails of the converter, submitter, invoker, fn-build, convert-job and build accounts (infra/modules/iam output)."
+  description = "Emails of the converter, submitter, invoker, fn-build, convert-job, build, reconciler and scheduler accounts (infra/modules/iam output)."
   type = object({
     converter   = string
     submitter   = string
@@ -144,6 +144,8 @@ variable "service_accounts" {
     fn-build    = string
     convert-job = string
     build       = string
+    reconciler  = string
+    scheduler   = string
   })
 }
 
@@ -154,7 +156,14 @@ variable "deployer_roles" {
     service      = string
     job          = string
     subscription = string
+    job_runner   = string
   })
+}
+
+variable "reconcile_job_name" {
+  description = "The vertex engine's reconcile job (Cloud Run; the platform's schedule starts it every minute)."
+  type        = string
+  default     = "landfall-reconcile"
 }
 
 variable "converter_image" {

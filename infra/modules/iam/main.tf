@@ -11,6 +11,9 @@ locals {
     p => "resource.name.startsWith(\"${local.objects}/${p}/\")"
   }
   list_condition = "resource.type == \"storage.googleapis.com/Bucket\""
+  # The engine decides where jobs run: on the cluster (tfjob, jobset: Workload Identity, clusterViewer) or as Vertex
+  # AI custom jobs (vertex: no cluster; the releasers create CustomJobs that run as the trainer account).
+  vertex = var.engine == "vertex"
 
   accounts = {
     converter = "Landfall converter (on-data-arrival): incoming/ -> tfrecords/, publishes training requests"
@@ -27,6 +30,8 @@ locals {
     scorer      = "Landfall scorer (Cloud Run service landfall-scorer): scores arrivals with the champion, writes scores/, publishes detections"
     # account_id landfall-scorer-invoker (30 characters at most)
     scorer-invoker = "Landfall scorer invoker: Pub/Sub push identity that calls the scorer service only"
+    # Holds a grant only with the vertex engine (the reconcile job's run grant, in infra/modules/functions).
+    scheduler = "Landfall reconcile schedule (Cloud Scheduler, vertex engine): starts the reconcile job each minute"
   }
 }
 
@@ -211,6 +216,7 @@ resource "google_storage_bucket_iam_member" "submitter_read_job_metrics" {
 # landfall-training, bound to this account's email) does the rest. Project-wide
 # container.developer would let it write any object in any namespace, so it is not used.
 resource "google_project_iam_member" "submitter_cluster_access" {
+  count   = local.vertex ? 0 : 1
   project = var.project_id
   role    = "roles/container.clusterViewer"
   member  = google_service_account.sa["submitter"].member
@@ -225,6 +231,7 @@ resource "google_project_iam_member" "submitter_cluster_access" {
 # in-cluster ServiceAccount token (RBAC in k8s/base/rbac.yaml), so no clusterViewer.
 
 resource "google_service_account_iam_member" "reconciler_workload_identity" {
+  count              = local.vertex ? 0 : 1
   service_account_id = google_service_account.sa["reconciler"].name
   role               = "roles/iam.workloadIdentityUser"
   member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.reconciler_ksa}]"
@@ -371,9 +378,72 @@ resource "google_pubsub_topic_iam_member" "trainer_publish_results" {
 }
 
 resource "google_service_account_iam_member" "trainer_workload_identity" {
+  count              = local.vertex ? 0 : 1
   service_account_id = google_service_account.sa["trainer"].name
   role               = "roles/iam.workloadIdentityUser"
   member             = "serviceAccount:${var.workload_pool}[${var.training_namespace}/${var.trainer_ksa}]"
+}
+
+# --- the vertex engine: Vertex AI custom jobs, no cluster -------------------------------------------------
+# With LANDFALL_ENGINE=vertex the releasers (the submit function, and the reconcile job that stands in for the
+# reconciler Deployment: infra/modules/functions) create each job as a CustomJob (landfall.submit.backends.customjobs):
+# find it by its labels and display name (list, get), create it, and name the trainer account as the job's identity.
+# CustomJobs have no IAM policy of their own (Vertex AI grants them on the project:
+# https://cloud.google.com/vertex-ai/docs/general/access-control, read 2026-12-05), so the role is bound on the
+# project; it holds nothing else of Vertex AI (no cancel, delete, models or endpoints). Naming an account as a job's
+# identity needs iam.serviceAccounts.actAs on it (https://cloud.google.com/vertex-ai/docs/general/custom-service-account,
+# read 2026-12-05): on the trainer account only; and the create-only claim runs/<job>/customjob.json. The jobs run as the trainer account, whose bucket and topic grants are the same on
+# either engine; Vertex AI pulls the image with its own service agent, from the project's repository.
+resource "google_project_iam_custom_role" "custom_job_submitter" {
+  project     = var.project_id
+  role_id     = "landfallCustomJobSubmitter"
+  title       = "Landfall custom job submitter"
+  description = "Find and create Vertex AI custom jobs (the vertex engine's releases); nothing else of Vertex AI."
+  permissions = [
+    "aiplatform.customJobs.create",
+    "aiplatform.customJobs.get",
+    "aiplatform.customJobs.list",
+  ]
+}
+
+resource "google_project_iam_member" "vertex_releasers" {
+  for_each = toset(local.vertex ? ["submitter", "reconciler"] : [])
+  project  = var.project_id
+  role     = google_project_iam_custom_role.custom_job_submitter.name
+  member   = google_service_account.sa[each.key].member
+}
+
+resource "google_service_account_iam_member" "vertex_releasers_act_as_trainer" {
+  for_each           = toset(local.vertex ? ["submitter", "reconciler"] : [])
+  service_account_id = google_service_account.sa["trainer"].name
+  role               = "roles/iam.serviceAccountUser"
+  member             = google_service_account.sa[each.key].member
+}
+
+# The create-only claim that makes one releaser the creator of a CustomJob (Vertex AI has no create-only name):
+# created, read, and taken over (rewritten on its generation: create and delete) after a crash.
+resource "google_storage_bucket_iam_member" "vertex_releasers_claim" {
+  for_each = toset(local.vertex ? ["submitter", "reconciler"] : [])
+  bucket   = var.bucket_name
+  role     = "roles/storage.objectUser"
+  member   = google_service_account.sa[each.key].member
+  condition {
+    title      = "custom-job-claims"
+    expression = "${local.prefix_condition["runs"]} && resource.name.endsWith(\"/customjob.json\")"
+  }
+}
+
+# Cloud Scheduler's job (infra/modules/schedule) starts the reconcile job as the scheduler account: run only, on that
+# job only (google_cloud_run_v2_job_iam_member in infra/modules/functions). No predefined role runs a job without
+# more (roles/run.jobsExecutorWithOverrides also overrides and cancels).
+resource "google_project_iam_custom_role" "job_runner" {
+  project     = var.project_id
+  role_id     = "landfallJobRunner"
+  title       = "Landfall job runner"
+  description = "Start an execution of one Cloud Run job, without overrides; bound on the job."
+  permissions = [
+    "run.jobs.run",
+  ]
 }
 
 # --- invoker (Pub/Sub push identity) ----------------------------------------
@@ -498,12 +568,14 @@ resource "google_pubsub_topic_iam_member" "scorer_publish_detections" {
 # --- GKE nodes --------------------------------------------------------------
 
 resource "google_project_iam_member" "nodes_default" {
+  count   = local.vertex ? 0 : 1
   project = var.project_id
   role    = "roles/container.defaultNodeServiceAccount"
   member  = google_service_account.sa["gke-nodes"].member
 }
 
 resource "google_artifact_registry_repository_iam_member" "nodes_pull" {
+  count      = local.vertex ? 0 : 1
   project    = var.project_id
   location   = var.repository_location
   repository = var.repository_name
@@ -707,6 +779,7 @@ resource "google_project_iam_member" "build_operations" {
 # Credentials for the cluster (container.clusters.get) and nothing in Kubernetes: the
 # landfall-deployer ClusterRole/Role in k8s/base grant what kubectl apply needs.
 resource "google_project_iam_member" "build_cluster_access" {
+  count   = local.vertex ? 0 : 1
   project = var.project_id
   role    = "roles/container.clusterViewer"
   member  = google_service_account.sa["build"].member
@@ -781,9 +854,10 @@ resource "google_storage_bucket_iam_member" "read_labelled" {
 # Exactly the accounts the functions root names: the two runtime accounts
 # (converter, submitter), the push identity of the two subscriptions (invoker), the
 # functions' build account (fn-build), the convert job's account (convert-job), and the
-# scorer service's account (scorer) and its push identity (scorer-invoker).
+# scorer service's account (scorer) and its push identity (scorer-invoker); with the vertex
+# engine also the reconcile job's (reconciler).
 resource "google_service_account_iam_member" "build_act_as" {
-  for_each           = toset(["converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"])
+  for_each           = toset(concat(["converter", "submitter", "invoker", "fn-build", "convert-job", "scorer", "scorer-invoker"], local.vertex ? ["reconciler"] : []))
   service_account_id = google_service_account.sa[each.key].name
   role               = "roles/iam.serviceAccountUser"
   member             = google_service_account.sa["build"].member

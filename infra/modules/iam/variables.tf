@@ -56,8 +56,19 @@ variable "repository_location" {
 }
 
 variable "workload_pool" {
-  description = "Workload Identity pool of the cluster (PROJECT.svc.id.goog)."
+  description = "Workload Identity pool of the cluster (PROJECT.svc.id.goog); null with the vertex engine (no cluster)."
   type        = string
+  default     = null
+}
+
+variable "engine" {
+  description = "Where jobs run (LANDFALL_ENGINE): tfjob or jobset on the cluster, vertex as Vertex AI custom jobs (no cluster)."
+  type        = string
+  default     = "jobset"
+  validation {
+    condition     = contains(["tfjob", "jobset", "vertex"], var.engine)
+    error_message = "engine must be tfjob, jobset or vertex."
+  }
 }
 
 variable "training_namespace" {

@@ -5,6 +5,9 @@
 
 locals {
   labels = { app = "landfall", env = var.env, managed-by = "terraform" }
+  # The vertex engine runs jobs as Vertex AI custom jobs: no cluster is made (docs/deploying.md, "Vertex AI: no
+  # cluster"), and Cloud Scheduler starts the reconcile job in the reconciler Deployment's place.
+  cluster = var.engine != "vertex"
 }
 
 data "google_project" "this" {
@@ -59,6 +62,7 @@ module "registry" {
 }
 
 module "gke" {
+  count                   = local.cluster ? 1 : 0
   source                  = "../gke"
   project_id              = var.project_id
   region                  = var.region
@@ -121,7 +125,22 @@ module "iam" {
   # Function builds push here only.
   functions_repository_name = module.registry.functions_repository_id
   repository_location       = var.region
-  workload_pool             = module.gke.workload_pool
+  workload_pool             = one(module.gke[*].workload_pool)
+  engine                    = var.engine
+
+  depends_on = [module.services]
+}
+
+# The vertex engine's reconciler: Cloud Scheduler starts the Cloud Run job landfall-reconcile (made by the functions
+# root, infra/modules/functions) every minute, as the scheduler account. Until the functions root is applied the
+# attempts fail (the job is not there yet) and are logged; nothing else depends on them.
+module "schedule" {
+  count                 = local.cluster ? 0 : 1
+  source                = "../schedule"
+  project_id            = var.project_id
+  region                = var.region
+  job_name              = var.reconcile_job_name
+  service_account_email = module.iam.emails["scheduler"]
 
   depends_on = [module.services]
 }

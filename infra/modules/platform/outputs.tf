@@ -61,18 +61,18 @@ output "converter_image_base" {
 }
 
 output "cluster_name" {
-  description = "GKE cluster name (gcloud container clusters get-credentials)."
-  value       = module.gke.cluster_name
+  description = "GKE cluster name (gcloud container clusters get-credentials); null with the vertex engine."
+  value       = one(module.gke[*].cluster_name)
 }
 
 output "cluster_location" {
   description = "GKE cluster location."
-  value       = module.gke.cluster_location
+  value       = one(module.gke[*].cluster_location)
 }
 
 output "gke_endpoint" {
   description = "Cluster API private endpoint (LANDFALL_GKE_ENDPOINT), reached through functions_connector."
-  value       = module.gke.private_endpoint
+  value       = one(module.gke[*].private_endpoint)
 }
 
 output "functions_connector" {
@@ -82,8 +82,18 @@ output "functions_connector" {
 
 output "gke_ca_certificate" {
   description = "Cluster CA certificate, base64 PEM (LANDFALL_GKE_CA_CERT)."
-  value       = module.gke.ca_certificate
+  value       = one(module.gke[*].ca_certificate)
   sensitive   = true
+}
+
+output "engine" {
+  description = "Where jobs run: tfjob, jobset (the cluster) or vertex (Vertex AI custom jobs, no cluster)."
+  value       = var.engine
+}
+
+output "reconcile_job_name" {
+  description = "The Cloud Run job the schedule starts with the vertex engine (the functions root makes it)."
+  value       = var.reconcile_job_name
 }
 
 output "service_accounts" {
@@ -92,7 +102,7 @@ output "service_accounts" {
 }
 
 output "deployer_roles" {
-  description = "Custom roles landfall-build holds on the functions root's resources (bound there, on each resource)."
+  description = "Custom roles bound on the functions root's resources: landfall-build's on each, the scheduler's on the reconcile job."
   value       = module.iam.deployer_roles
 }
 

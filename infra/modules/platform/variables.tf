@@ -137,3 +137,19 @@ variable "expected_arrivals" {
   description = "Per dataset: hours without a converted arrival before an alert fires."
   type        = map(number)
 }
+
+variable "engine" {
+  description = "Where jobs run (LANDFALL_ENGINE): jobset or tfjob on the GKE cluster this root makes, or vertex as Vertex AI custom jobs, with no cluster (docs/deploying.md). The functions root reads it from this root's outputs."
+  type        = string
+  default     = "jobset"
+  validation {
+    condition     = contains(["tfjob", "jobset", "vertex"], var.engine)
+    error_message = "engine must be tfjob, jobset or vertex."
+  }
+}
+
+variable "reconcile_job_name" {
+  description = "The Cloud Run job that reconciles with the vertex engine (made by the functions root; the schedule starts it)."
+  type        = string
+  default     = "landfall-reconcile"
+}

@@ -7,9 +7,11 @@ variable "services" {
   description = "APIs Landfall uses."
   type        = list(string)
   default = [
+    "aiplatform.googleapis.com", # the vertex engine's custom jobs
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com", # the vertex engine's reconcile schedule
     "cloudresourcemanager.googleapis.com",
     "compute.googleapis.com",
     "container.googleapis.com",

@@ -32,3 +32,8 @@ output "scorer_subscriptions" {
   description = "The scorer's push subscriptions (training requests, score requests)."
   value       = module.scorer.subscriptions
 }
+
+output "engine" {
+  description = "Where jobs run, as the platform was applied: the deploy applies cluster manifests unless it is vertex."
+  value       = local.platform.engine
+}

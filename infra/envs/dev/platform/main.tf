@@ -31,4 +31,6 @@ module "platform" {
   notification_channels    = var.notification_channels
   notification_email       = var.notification_email
   expected_arrivals        = var.expected_arrivals
+  # Where jobs run; vertex makes no cluster (docs/deploying.md, "Vertex AI: no cluster").
+  engine = var.engine
 }

@@ -82,6 +82,16 @@ output "gke_ca_certificate" {
   sensitive   = true
 }
 
+output "engine" {
+  description = "Where jobs run: tfjob, jobset (the cluster) or vertex (Vertex AI custom jobs, no cluster)."
+  value       = module.platform.engine
+}
+
+output "reconcile_job_name" {
+  description = "The Cloud Run job the schedule starts with the vertex engine (the functions root makes it)."
+  value       = module.platform.reconcile_job_name
+}
+
 output "service_accounts" {
   description = "Service account emails by workload."
   value       = module.platform.service_accounts

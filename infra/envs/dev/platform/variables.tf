@@ -205,3 +205,13 @@ variable "expected_arrivals" {
   type        = map(number)
   default     = {}
 }
+
+variable "engine" {
+  description = "Where jobs run (LANDFALL_ENGINE): jobset or tfjob on the GKE cluster this root makes, or vertex as Vertex AI custom jobs with no cluster (docs/deploying.md). The functions root reads it from this root's outputs."
+  type        = string
+  default     = "jobset"
+  validation {
+    condition     = contains(["tfjob", "jobset", "vertex"], var.engine)
+    error_message = "engine must be tfjob, jobset or vertex."
+  }
+}

@@ -33,9 +33,12 @@ module "functions" {
   # Added to the platform outputs with the incoming/ notification: apply the platform first.
   notification_topic_id        = local.platform.notification_topic_id
   arrival_dead_letter_topic_id = local.platform.arrival_dead_letter_topic_id
-  gke_endpoint                 = local.platform.gke_endpoint
-  gke_ca_certificate           = local.platform.gke_ca_certificate
-  trainer_image                = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
+  # Where jobs run, as the platform was applied (vertex: no cluster, a scheduled reconcile job).
+  engine             = local.platform.engine
+  reconcile_job_name = local.platform.reconcile_job_name
+  gke_endpoint       = local.platform.gke_endpoint
+  gke_ca_certificate = local.platform.gke_ca_certificate
+  trainer_image      = "${local.platform.trainer_image_base}:${var.trainer_image_tag}"
   # Added to the platform outputs with the convert job: apply the platform first.
   converter_image = "${local.platform.converter_image_base}:${var.converter_image_tag}"
   service_accounts = {
@@ -47,6 +50,9 @@ module "functions" {
     convert-job = local.platform.service_accounts["convert-job"]
     # The deploy account, which holds its rights on each resource here (deployer_roles).
     build = local.platform.service_accounts["build"]
+    # The reconcile job's account and the schedule's (vertex engine), added with it: apply the platform first.
+    reconciler = local.platform.service_accounts["reconciler"]
+    scheduler  = local.platform.service_accounts["scheduler"]
   }
   # Added to the platform outputs with the resource-level deploy grants: apply the platform first.
   deployer_roles = local.platform.deployer_roles

@@ -35,3 +35,9 @@ moved {
   from = module.iam
   to   = module.platform.module.iam
 }
+
+# The cluster became optional (the vertex engine makes none): the one cluster of a state written before is instance 0.
+moved {
+  from = module.platform.module.gke
+  to   = module.platform.module.gke[0]
+}
