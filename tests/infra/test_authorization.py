@@ -21,12 +21,12 @@ from .gcp_rules import Grant, Policy, Resource
 from .iam_terraform import (
     BUCKET,
     ENGINES,
-    RECONCILE_JOB,
     FUNCTIONS,
     JOB,
     NUMBER,
     PROJECT,
     PUBSUB_AGENT,
+    RECONCILE_JOB,
     REGION,
     SCORER,
     SOURCES,
@@ -318,8 +318,8 @@ def forbidden(engine: str) -> dict[str, list[tuple[str, Resource]]]:
         for member in ("submitter", "reconciler", "build"):
             out.setdefault(member, []).append(("container.clusters.get", CLUSTER))
         for member in ("submitter", "reconciler"):
-            out[member] += [("aiplatform.customJobs.cancel", CUSTOM_JOBS), ("aiplatform.customJobs.delete", CUSTOM_JOBS),
-                            ("aiplatform.models.upload", CUSTOM_JOBS),
+            out[member] += [("aiplatform.customJobs.cancel", CUSTOM_JOBS),
+                            ("aiplatform.customJobs.delete", CUSTOM_JOBS), ("aiplatform.models.upload", CUSTOM_JOBS),
                             ("iam.serviceAccounts.actAs", gcp.service_account(PROJECT, "scorer")),
                             ("run.jobs.run", RECONCILE)]
         out["scheduler"] = [("run.jobs.run", gcp.run_job(PROJECT, REGION, JOB)),

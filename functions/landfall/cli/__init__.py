@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reject": ("landfall.cli.quarantine", "retract a quarantined arrival for good (records who and when)"),
     "score": ("landfall.cli.score", "anomaly scores for every instance of a file, with the champion or a model"),
     "rescore": ("landfall.cli.rescore", "score a dataset's arrivals again with its current champion (--since T)"),
-    "reconcile": ("landfall.cli.reconcile", "start waiting follow-up jobs (the reconciler Deployment, or the scheduled reconcile job)"),
+    "reconcile": ("landfall.cli.reconcile", "start waiting follow-up jobs (the reconciler)"),
     "compact": ("landfall.cli.compact", "compact a dataset's small arrivals into large shards and snapshot it"),
     "operator": ("landfall.cli.operator", "run recorded TFJobs on this machine (the local backend's controller)"),
     "up": ("landfall.cli.local", "start the whole stack on this machine on real emulators"),

@@ -2,11 +2,12 @@
 ``vertex`` engine, as the Cloud Run job ``landfall-reconcile`` that Cloud Scheduler starts every minute.
 
 Configuration comes from ``LANDFALL_*`` (``JobConfig``: backend, namespace, bucket); flags win.
-SIGTERM or SIGINT stops it after the current pass; so does ``--for-seconds`` once that long has passed (the scheduled
-job: each execution reconciles for most of its minute, and the one that starts in an hour's first minute also applies
-the collection rule, so the rule still runs once an hour across executions). The loop touches ``--heartbeat`` after every pass;
-``landfall reconcile --check-heartbeat`` exits 0 while that file is younger than ``--max-age-s``, else 1:
-the Deployment's liveness probe. The probe runs every few seconds, so that path imports almost nothing.
+SIGTERM or SIGINT stops it after the current pass; so does ``--for-seconds`` once that long has passed (the
+scheduled job: each execution reconciles for most of its minute, and the one that starts in an hour's first minute
+also applies the collection rule, so the rule still runs once an hour across executions). The loop touches
+``--heartbeat`` after every pass; ``landfall reconcile --check-heartbeat`` exits 0 while that file is younger than
+``--max-age-s``, else 1: the Deployment's liveness probe. The probe runs every few seconds, so that path imports
+almost nothing.
 """
 
 from __future__ import annotations
