@@ -22,9 +22,9 @@ which sets ``TF_CONFIG`` on every replica itself (``TF_CONFIG`` below, its publi
   annotations of ``landfall.submit.jobmeta``; ``spec``: the body; ``status.state``: the job's ``JobState``).
 
 The rules are the platform's, written down as data with their sources (read 2026-12-05); ``STATES`` maps each
-``JobState`` to the states Landfall's views and reconciler read. Not yet an engine of ``core.config.ENGINES``: the
-Vertex AI backend (Google's ``JobServiceClient`` against a fake that answers as the service does) and the local
-runner of its replicas come next (issue #57); until then ``LANDFALL_ENGINE=vertex`` is refused.
+``JobState`` to the states Landfall's views and reconciler read. The jobs live behind the ``customjobs`` backend
+(``landfall.submit.backends.customjobs``: Google's ``JobServiceClient``); on a laptop ``landfall.local.vertex_server``
+answers for the service and runs the replicas; deployed, no cluster is needed (docs/deploying.md).
 """
 
 from __future__ import annotations
