@@ -13,7 +13,8 @@ anomalies injected into the data. Here:
   after
   ``fit``.
 - **The anomalies**, the kinds TimeEval's GutenTAG and Goswami et al. inject, in one channel (one that varies in the
-  job's data, when any does), over a run of
+  job's data, when any does) or, where several vary, in 1 to a quarter of them at once (``MAX_CHANNEL_SHARE``: the
+  same run, sign and kind in each; issue #55: the choice on the multivariate dev set, docs/benchmarks.md), over a run of
   ``T/8``..``T/2`` steps at a random place in the window, their size in units of that channel's standard deviation
   (the job's statistics): ``spike`` (one step, 3-6 sd), ``level_shift`` (+-1.5-3 sd to the window's end),
   ``variance`` (noise of 1-2 sd added), ``trend`` (a ramp reaching +-2-4 sd), ``frequency`` (the run played at twice
@@ -53,6 +54,7 @@ KIND_AP = "kind_average_precision"  # the selection metric: the mean over KINDS 
 MAX_WINDOWS = 2048  # held-out windows the set is built from, at most (the set holds twice as many) ...
 MAX_BYTES = 64 << 20  # ... and at most this much float32 in the set, so a wide window (256 x 100) takes fewer
 VUS_BUFFER = 4  # windows: VUS-PR's largest buffer over the set's order
+MAX_CHANNEL_SHARE = 0.25  # an anomaly moves at most this share of the channels that may carry it (at least one)
 
 
 def seed_of(seed: int, arrivals: Iterable[str]) -> int:
@@ -62,37 +64,48 @@ def seed_of(seed: int, arrivals: Iterable[str]) -> int:
 
 def inject(window: np.ndarray, kind: str, scale: np.ndarray, rng: np.random.Generator,
            channels: np.ndarray | None = None) -> np.ndarray:
-    """A copy of ``window`` (``[T, F]``, original units) with one anomaly of ``kind`` in one of ``channels`` (default:
-    any); ``scale`` per channel."""
+    """A copy of ``window`` (``[T, F]``, original units) with one anomaly of ``kind`` over one run of steps, in one of
+    ``channels`` (default: any) or, where several may carry it, in ``1..MAX_CHANNEL_SHARE`` of them at once (the same
+    run, sign and kind; each channel's size in its own ``scale``): a server's or a sensor rig's anomalies move several
+    correlated channels together, which a one-channel anomaly (off every channel's correlations) does not resemble."""
     x = np.array(window, np.float64)
     t_len, features = x.shape
-    f = int(channels[rng.integers(len(channels))]) if channels is not None and len(channels) else int(
-        rng.integers(features))
-    sd = float(scale[f]) if float(scale[f]) > 1e-12 else max(1e-6, float(np.abs(x[:, f]).mean()) or 1.0)
+    pool = np.asarray(channels if channels is not None and len(channels) else np.arange(features), np.int64)
+    first = int(pool[rng.integers(len(pool))])
+    chosen = [first]
+    if len(pool) > 1:  # no draw for one channel: a univariate set is the very set it was before
+        most = max(1, int(np.ceil(MAX_CHANNEL_SHARE * len(pool))))
+        extra = int(rng.integers(0, most))
+        others = pool[pool != first]
+        chosen += [int(c) for c in rng.choice(others, size=min(extra, len(others)), replace=False)]
     run = int(rng.integers(max(2, t_len // 8), max(3, t_len // 2 + 1)))
     run = min(run, t_len)
     lo = int(rng.integers(0, t_len - run + 1))
     hi = lo + run
     sign = 1.0 if rng.random() < 0.5 else -1.0
-    col = x[:, f]
-    if kind == "spike":
-        col[int(rng.integers(t_len))] += sign * rng.uniform(3.0, 6.0) * sd
-    elif kind == "level_shift":
-        col[lo:] += sign * rng.uniform(1.5, 3.0) * sd
-    elif kind == "variance":
-        col[lo:hi] += rng.normal(0.0, rng.uniform(1.0, 2.0) * sd, run)
-    elif kind == "trend":
-        col[lo:hi] += sign * rng.uniform(2.0, 4.0) * sd * np.linspace(0.0, 1.0, run)
-    elif kind == "frequency":
-        src = lo + 2.0 * np.arange(run)
-        col[lo:hi] = np.interp(np.minimum(src, t_len - 1), np.arange(t_len), window[:, f].astype(np.float64))
-    elif kind == "flat":
-        col[lo:hi] = col[lo]
-    elif kind == "pattern":
-        col[lo:hi] = col[lo:hi][::-1].copy()
-    else:
-        raise ValueError(f"unknown anomaly kind {kind!r}")
-    x[:, f] = col
+    at = None
+    for f in chosen:
+        sd = float(scale[f]) if float(scale[f]) > 1e-12 else max(1e-6, float(np.abs(x[:, f]).mean()) or 1.0)
+        col = x[:, f]
+        if kind == "spike":
+            at = int(rng.integers(t_len)) if at is None else at
+            col[at] += sign * rng.uniform(3.0, 6.0) * sd
+        elif kind == "level_shift":
+            col[lo:] += sign * rng.uniform(1.5, 3.0) * sd
+        elif kind == "variance":
+            col[lo:hi] += rng.normal(0.0, rng.uniform(1.0, 2.0) * sd, run)
+        elif kind == "trend":
+            col[lo:hi] += sign * rng.uniform(2.0, 4.0) * sd * np.linspace(0.0, 1.0, run)
+        elif kind == "frequency":
+            src = lo + 2.0 * np.arange(run)
+            col[lo:hi] = np.interp(np.minimum(src, t_len - 1), np.arange(t_len), window[:, f].astype(np.float64))
+        elif kind == "flat":
+            col[lo:hi] = col[lo]
+        elif kind == "pattern":
+            col[lo:hi] = col[lo:hi][::-1].copy()
+        else:
+            raise ValueError(f"unknown anomaly kind {kind!r}")
+        x[:, f] = col
     return x.astype(np.float32)
 
 

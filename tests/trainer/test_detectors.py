@@ -125,3 +125,31 @@ def test_the_served_error_is_in_the_jobs_scale_and_a_model_saved_without_one_kee
     legacy = Scorer.load(Storage(), str(local))
     assert legacy.scale is None and legacy.metric == "mse_original_units"
     np.testing.assert_allclose(legacy.errors(held), in_original.errors(held), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", surrogate.KINDS)
+def test_an_injected_anomaly_moves_up_to_a_quarter_of_the_channels_together(kind):
+    """On a recording of many channels an anomaly moves several correlated channels at once (issue #55): each twin
+    changes 1..ceil(channels/4) of the channels that vary, all over the same run of steps; a constant channel is
+    never touched; one channel, the set is what it was (no extra draw)."""
+    rng = np.random.default_rng(7)
+    t_len, features = 40, 24
+    window = rng.normal(0, 1, (t_len, features)).astype(np.float32)
+    window[:, 5] = 3.0  # constant: not a candidate
+    varying = np.flatnonzero(window.max(axis=0) > window.min(axis=0))
+    counts = []
+    for i in range(200):
+        twin = surrogate.inject(window, kind, np.ones(features), np.random.default_rng(i), varying)
+        moved = np.flatnonzero(np.abs(twin - window).max(axis=0) > 0)
+        assert 5 not in moved and len(moved) <= int(np.ceil(surrogate.MAX_CHANNEL_SHARE * len(varying)))
+        if kind in ("level_shift", "variance", "trend") and len(moved) > 1:
+            rows = [set(np.flatnonzero(np.abs(twin[:, f] - window[:, f]) > 0)) for f in moved]
+            assert len({min(r) for r in rows}) == 1  # one run, one start
+        counts.append(len(moved))
+    if kind in ("level_shift", "variance", "trend", "spike"):  # these change every channel they are put in
+        assert min(counts) >= 1 and max(counts) > 1
+    # One channel: the draws are the single-channel injection's, so a univariate set does not change.
+    one = window[:, :1]
+    a = surrogate.inject(one, kind, np.ones(1), np.random.default_rng(3), np.array([0]))
+    b = surrogate.inject(one, kind, np.ones(1), np.random.default_rng(3))
+    np.testing.assert_array_equal(a, b)
