@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .tools import INFRA, all_resources, first, unquote
+from .tools import INFRA, all_resources, blocks, first, load_hcl, unquote
 
 MODULE = INFRA / "modules" / "monitoring"
 
@@ -392,9 +392,16 @@ def test_alerts_say_what_to_do_and_log_match_alerts_are_rate_limited():
     policies = _resources("google_monitoring_alert_policy")
     assert {"dead_letters", "failed_results", "refused_results", "function_errors",
             "reconciler_heartbeat", "quarantined_arrivals", "anomalies_detected"} <= set(policies)
+    local_docs = {k: v for b in blocks(load_hcl(MODULE / "main.tf"), "locals") for k, v in b.items()}
     for name, body in policies.items():
         doc = first(body["documentation"])
         content = str(unquote(doc["content"]))
+        if m := re.fullmatch(r'\$\{var\.engine == "vertex" \? local\.(\w+)\.vertex : local\.\1\.cluster\}', content):
+            # One text per kind of reconciler (the Deployment, or the vertex engine's scheduled job): each has steps.
+            texts = first(local_docs[m.group(1)])
+            assert set(texts) == {"vertex", "cluster"}, name
+            assert "gcloud run jobs executions list" in texts["vertex"] and "kubectl" in texts["cluster"], name
+            content = "\n".join(str(v) for v in texts.values())
         assert "1." in content and "docs/operations.md" in content, f"{name}: documentation says no steps"
         condition = first(body["conditions"])
         if "condition_matched_log" in condition:
@@ -403,3 +410,17 @@ def test_alerts_say_what_to_do_and_log_match_alerts_are_rate_limited():
     text = "\n".join(p.read_text() for p in MODULE.glob("*.tf"))
     charted = set(re.findall(r"google_logging_metric\.(\w+)\.name", text))
     assert charted == set(metrics()), "every log-based metric is charted or alerted on"
+
+
+def test_the_heartbeat_alert_watches_the_reconciler_each_engine_runs():
+    """Next to a cluster the heartbeat lines come from the Deployment's container; with the vertex engine from the
+    scheduled Cloud Run job's executions (Cloud Logging's monitored resource types k8s_container and cloud_run_job):
+    an alert that watched the other one would fire for ever, or never."""
+    policy = _resources("google_monitoring_alert_policy")["reconciler_heartbeat"]
+    condition = first(first(policy["conditions"])["condition_absent"])
+    assert 'resource.type="${local.heartbeat_resource}"' in str(unquote(condition["filter"]))
+    local_values = {k: v for b in blocks(load_hcl(MODULE / "main.tf"), "locals") for k, v in b.items()}
+    assert str(unquote(local_values["heartbeat_resource"])) == (
+        '${var.engine == "vertex" ? "cloud_run_job" : "k8s_container"}')
+    platform = (INFRA / "modules" / "platform" / "main.tf").read_text()
+    assert re.search(r'module "monitoring" \{[^}]*engine\s+= var\.engine', platform, re.S)

@@ -9,7 +9,33 @@
 
 locals {
   user_metric = "logging.googleapis.com/user"
-  channels    = concat(var.notification_channels, google_monitoring_notification_channel.email[*].name)
+  # Where the reconciler's heartbeat lines come from: the Deployment's container next to a cluster, the scheduled
+  # Cloud Run job with the vertex engine (its executions log one line a minute between them).
+  heartbeat_resource = var.engine == "vertex" ? "cloud_run_job" : "k8s_container"
+  heartbeat_doc = {
+    cluster = <<-EOT
+        The reconciler (Deployment landfall-reconciler, namespace landfall-training) has logged no
+        heartbeat: follow-up jobs are not released when their predecessor ends, and jobs that died without
+        their chief are not announced. Requests still wait safely in the bucket; nothing is lost.
+        1. `kubectl -n landfall-training get deploy,pods -l app.kubernetes.io/name=landfall` and
+           `kubectl -n landfall-training logs deploy/landfall-reconciler`.
+        2. A pod that crash-loops: its last lines name the cause (credentials, the bucket, the API server).
+        3. Meanwhile `landfall status --reconcile` releases waiting follow-ups by hand.
+        See docs/operations.md.
+    EOT
+    vertex  = <<-EOT
+        The reconcile job (Cloud Run job landfall-reconcile, started every minute by the Cloud Scheduler job
+        landfall-reconcile: the vertex engine) has logged no heartbeat: follow-up jobs are not released when their
+        predecessor ends, and jobs that died without their chief are not announced. Requests still wait safely in
+        the bucket; nothing is lost.
+        1. `gcloud scheduler jobs describe landfall-reconcile --location REGION` (paused? its last attempt's status)
+           and `gcloud run jobs executions list --job landfall-reconcile --region REGION`.
+        2. An execution that fails: its last lines name the cause (credentials, the bucket, Vertex AI's API).
+        3. Meanwhile `landfall status --reconcile` releases waiting follow-ups by hand.
+        See docs/deploying.md ("Vertex AI: no cluster") and docs/operations.md.
+    EOT
+  }
+  channels = concat(var.notification_channels, google_monitoring_notification_channel.email[*].name)
 
   quoted_dead_letters = join(", ", [for s in var.dead_letter_subscriptions : "\"${s}\""])
   quoted_functions    = join(", ", [for f in var.function_names : "\"${f}\""])
@@ -458,7 +484,7 @@ resource "google_monitoring_alert_policy" "reconciler_heartbeat" {
   conditions {
     display_name = "No reconciler heartbeat line"
     condition_absent {
-      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.reconciler_heartbeat.name}\" AND resource.type=\"k8s_container\""
+      filter   = "metric.type=\"${local.user_metric}/${google_logging_metric.reconciler_heartbeat.name}\" AND resource.type=\"${local.heartbeat_resource}\""
       duration = "${var.heartbeat_absent_seconds}s"
       aggregations {
         alignment_period     = "300s"
@@ -472,16 +498,7 @@ resource "google_monitoring_alert_policy" "reconciler_heartbeat" {
   }
   documentation {
     mime_type = "text/markdown"
-    content   = <<-EOT
-      The reconciler (Deployment landfall-reconciler, namespace landfall-training) has logged no
-      heartbeat: follow-up jobs are not released when their predecessor ends, and jobs that died without
-      their chief are not announced. Requests still wait safely in the bucket; nothing is lost.
-      1. `kubectl -n landfall-training get deploy,pods -l app.kubernetes.io/name=landfall` and
-         `kubectl -n landfall-training logs deploy/landfall-reconciler`.
-      2. A pod that crash-loops: its last lines name the cause (credentials, the bucket, the API server).
-      3. Meanwhile `landfall status --reconcile` releases waiting follow-ups by hand.
-      See docs/operations.md.
-    EOT
+    content   = var.engine == "vertex" ? local.heartbeat_doc.vertex : local.heartbeat_doc.cluster
   }
 }
 

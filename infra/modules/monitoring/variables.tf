@@ -68,3 +68,13 @@ variable "expected_arrivals" {
     error_message = "expected_arrivals maps dataset names to a whole number of hours between 1 and 23."
   }
 }
+
+variable "engine" {
+  description = "Where jobs run (the platform's engine): the reconciler's heartbeat comes from its Deployment (tfjob, jobset) or from the scheduled reconcile job (vertex)."
+  type        = string
+  default     = "jobset"
+  validation {
+    condition     = contains(["tfjob", "jobset", "vertex"], var.engine)
+    error_message = "engine must be tfjob, jobset or vertex."
+  }
+}

@@ -153,6 +153,7 @@ module "monitoring" {
   notification_channels = var.notification_channels
   notification_email    = var.notification_email
   expected_arrivals     = var.expected_arrivals
+  engine                = var.engine
   dead_letter_subscriptions = [
     module.pubsub.dead_letter_subscription_name,
     module.pubsub.arrival_dead_letter_subscription_name,
