@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,14 +66,19 @@ def _locals() -> dict[str, Any]:
     return out
 
 
-def _functions() -> dict[str, dict[str, Any]]:
-    """``resource "google_cloudfunctions2_function" "<name>"`` bodies of infra/modules/functions/main.tf."""
+def _resources(path: Path, rtype: str) -> dict[str, dict[str, Any]]:
+    """``resource "<rtype>" "<name>"`` bodies of the Terraform file ``path``, by name."""
     out: dict[str, dict[str, Any]] = {}
-    for block in blocks(load_hcl(FUNCTIONS / "main.tf"), "resource"):
+    for block in blocks(load_hcl(path), "resource"):
         for kind, named in block.items():
-            if kind.strip('"') == "google_cloudfunctions2_function":
+            if kind.strip('"') == rtype:
                 out |= {name.strip('"'): body for name, body in named.items()}
     return out
+
+
+def _functions() -> dict[str, dict[str, Any]]:
+    """``resource "google_cloudfunctions2_function" "<name>"`` bodies of infra/modules/functions/main.tf."""
+    return _resources(FUNCTIONS / "main.tf", "google_cloudfunctions2_function")
 
 
 def function_environments() -> dict[str, dict[str, str]]:
@@ -181,12 +187,7 @@ def test_the_reconciler_renders_jobs_with_the_functions_settings(env: str) -> No
 
 
 def _iam_resources(rtype: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for block in blocks(load_hcl(INFRA / "modules" / "iam" / "main.tf"), "resource"):
-        for kind, named in block.items():
-            if kind.strip('"') == rtype:
-                out |= {name.strip('"'): body for name, body in named.items()}
-    return out
+    return _resources(INFRA / "modules" / "iam" / "main.tf", rtype)
 
 
 def test_reconciler_identity_has_workload_identity_in_infra() -> None:
@@ -256,7 +257,7 @@ def test_the_reconcile_job_gets_the_functions_settings_and_runs_bounded() -> Non
     """The vertex engine's reconciler (no cluster): the Cloud Run job releases jobs as the function renders them, so
     it gets the function's whole environment; it runs `landfall reconcile` for less than the schedule's minute, under
     a timeout, as the reconciler account, from the image without TensorFlow."""
-    body = _reconcile_job()
+    body = _resources(FUNCTIONS / "main.tf", "google_cloud_run_v2_job")["reconcile"]
     assert unquote(body["count"]) == "${local.vertex ? 1 : 0}"
     task = first(first(body["template"])["template"])
     container = first(task["containers"])
@@ -270,12 +271,3 @@ def test_the_reconcile_job_gets_the_functions_settings_and_runs_bounded() -> Non
     assert int(unquote(task["timeout"]).rstrip("s")) < 3 * loop.SCHEDULE_S
     assert unquote(first(first(container["dynamic"])["env"]["for_each"])) == "${local.submitter_env}"
 
-
-def _reconcile_job() -> dict[str, Any]:
-    for block in blocks(load_hcl(FUNCTIONS / "main.tf"), "resource"):
-        for kind, named in block.items():
-            if kind.strip('"') == "google_cloud_run_v2_job":
-                for name, body in named.items():
-                    if name.strip('"') == "reconcile":
-                        return body
-    raise AssertionError("no google_cloud_run_v2_job.reconcile in infra/modules/functions")

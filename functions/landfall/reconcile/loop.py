@@ -57,8 +57,10 @@ def run(cfg: JobConfig, storage: Storage, backend: Backend, stop: threading.Even
     from landfall.submit import coalesce
 
     collector = collect.Collector(storage, cfg, clock=clock) if cfg is not None and cfg.bucket else None
-    if collector is not None and collect_window_s is not None and clock() % collector.every_s >= collect_window_s:
-        collector.last = clock()  # not this run's turn: the one that starts in the interval's first window collects
+    if collector is not None and collect_window_s is not None:
+        started = clock()
+        if started % collector.every_s >= collect_window_s:
+            collector.last = started  # not this run's turn: the one starting in the interval's first window collects
     beat(heartbeat)
     logged_at, passes, failed = float("-inf"), 0, 0
     while not stop.is_set():
