@@ -50,10 +50,12 @@ OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
            "dense-narrow": ["--model-kind", "dense", "--units", "128,16", "--dropout", "0"]}
 
 
-def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window: int) -> np.ndarray:
+def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window: int,
+            combine: str = "mean") -> np.ndarray:
     """Each row's score as ``landfall score`` gives it (``landfall.detect.located.Locator``, ``mean``: the mean error of
-    the stride-1 windows covering the row), ``errors`` turning a block of windows into one error each."""
-    locator = Locator(window, 1, float("inf"), errors)
+    the stride-1 windows covering the row), ``errors`` turning a block of windows into one error each (for ``combine``
+    ``row``, each window row's own error: ``[n, window]``)."""
+    locator = Locator(window, 1, float("inf"), errors, combine=combine)
     times = np.arange(len(rows), dtype=np.float64)
     blocks = [*locator.feed(times, rows), *locator.finish()]
     return np.concatenate([b.scores for b in blocks])

@@ -67,6 +67,7 @@ from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
+from landfall.detect.located import COMBINE, ROW
 from landfall_bench import controls
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
@@ -186,8 +187,8 @@ def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
     return split_masks(seed, count, window)[0]
 
 
-def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int
-                 ) -> dict[str, np.ndarray]:
+def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int,
+                 combine: str = "mean") -> dict[str, np.ndarray]:
     """``located`` for several detectors from one pass: ``errors`` turns a block of windows into each detector's
     errors (``Panel.errors``); every detector's row scores are then located from its recorded errors, block by block in
     the order the first pass asked for them (the same ``Locator``, so the same rows and windows)."""
@@ -197,14 +198,14 @@ def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np
         recorded.append(errors(x))
         return next(iter(recorded[-1].values()))
 
-    head = located(first, rows, window)
+    head = located(first, rows, window, combine)
     if not recorded:
         return {}
     names = list(recorded[0])
     out = {names[0]: head}
     for name in names[1:]:
         replay = iter(recorded)
-        out[name] = located(lambda x, n=name, r=replay: next(r)[n], rows, window)
+        out[name] = located(lambda x, n=name, r=replay: next(r)[n], rows, window, combine)
     return out
 
 
@@ -247,7 +248,8 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
         panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
                                     (w, values.shape[1]), 32)
         out["fitted_on"].append(int(panel.fitted_on))  # the windows PCA (and the others) were fitted on
-        located_scores = located_many(panel.errors, values, w)  # every baseline's rows from one pass
+        located_scores = located_many(panel.row_errors if args.combine == ROW else panel.errors, values, w,
+                                      args.combine)  # every baseline's rows from one pass
         for base in baselines.NAMES:
             out["baselines"].setdefault(base, []).append(ranking(labels, located_scores[base], w))
         # Ensembling (issue #47's candidate): PCA and the nearest neighbour, each error over its median on the
@@ -274,7 +276,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
             for who, uri in (("champion", champion), ("model", str(job / "model"))):
                 if uri:
                     scorer = Scorer.load(Storage(), uri)
-                    rows = located(scorer.errors, values, w)
+                    rows = located(scorer.row_errors, values, w, args.combine)
                     scored[who] = ranking(labels, rows, w)
                     if who == "model":  # control (b) with the model among its candidates
                         located_scores, held_errors, held_mask = kept[seed]
@@ -416,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--options", default="default,gru")
     p.add_argument("--baselines-only", action="store_true",
                    help="no trainer run: only the baselines as the verdict fits them (minutes on a CPU)")
+    p.add_argument("--combine", choices=COMBINE, default="mean",
+                   help="a row's score from the windows over it, as landfall score --combine (default mean)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     args.options = [] if args.baselines_only else option_list(p, args.options, OPTIONS)

@@ -65,7 +65,11 @@ class MeanWindow:
     def errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Per-instance MSE of reconstructing ``x`` as the mean window, float64 ``[n]`` (the verdict's metric: each
         feature's residual divided by ``scale``, ``trainer.scoring``; None: original units)."""
-        return moments.scaled_mse(np.asarray(x, np.float64) - self.window[None], scale)
+        return self.row_errors(x, scale).mean(axis=1)
+
+    def row_errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        """Each instance row's own MSE against the mean window's row, float64 ``[n, T]``."""
+        return moments.scaled_row_mse(np.asarray(x, np.float64) - self.window[None], scale)
 
 
 def skill(loss: float, baseline_loss: float) -> float | None:

@@ -42,6 +42,7 @@ QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 # Summary histogram: log10(error) from 1e-12 to 1e12, 200 bins a decade (quantiles within ~1.2 %).
 HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
 ERROR_SCALE = "error_scale"  # normalization.json: each feature's error unit
+ROW = "row"  # threshold.json: the threshold of a row's own error (landfall score --combine row)
 STANDARDISED, ORIGINAL_UNITS = "mse_standardised", "mse_original_units"  # the error's metric, with and without it
 
 
@@ -122,23 +123,39 @@ class Scorer:
         return dataclasses.replace(self, scale=_vector(scale))
 
     def errors(self, x: np.ndarray) -> np.ndarray:
-        """Per-instance MSE (``metric``), float64 ``[n]``."""
+        """Per-instance MSE (``metric``), float64 ``[n]``: the mean of its rows' (``row_errors``)."""
+        return self.row_errors(x).mean(axis=1)
+
+    def row_errors(self, x: np.ndarray) -> np.ndarray:
+        """Each instance row's own MSE over its features (``metric``), float64 ``[n, T]``
+        (``landfall.core.rules.moments.scaled_row_mse``)."""
         x = np.asarray(x, np.float32)
         if self.shape is not None and tuple(x.shape[1:]) != tuple(self.shape):
             raise Invalid(f"instances of shape {list(x.shape[1:])}, the model {self.uri or ''} expects "
                           f"{list(self.shape)}")
-        out = np.empty(len(x), np.float64)
+        out = np.empty(x.shape[:2], np.float64)
         for start in range(0, len(x), PREDICT_BATCH):
             batch = x[start:start + PREDICT_BATCH]
             z = (batch - self.mean) / self.std if self.mean is not None else batch
             recon = self.predict(np.ascontiguousarray(z, np.float32)).astype(np.float64)
             if self.mean is not None:
                 recon = recon * self.std + self.mean
-            out[start:start + len(batch)] = moments.scaled_mse(recon - batch.astype(np.float64), self.scale)
+            out[start:start + len(batch)] = moments.scaled_row_mse(recon - batch.astype(np.float64), self.scale)
         return out
 
-    def errors_of(self, blocks: Iterable[np.ndarray]) -> np.ndarray:
-        parts = [self.errors(b) for b in blocks if len(b)]
+    def errors_of(self, blocks: Iterable[np.ndarray], rows: Histogram | None = None) -> np.ndarray:
+        """Every block's per-instance errors, concatenated; ``rows`` (when given) gathers every instance row's own
+        error (``row_errors``), for the row threshold."""
+        parts = []
+        for block in blocks:
+            if not len(block):
+                continue
+            if rows is None:
+                parts.append(self.errors(block))
+                continue
+            own = self.row_errors(block)
+            rows.add(own.ravel())
+            parts.append(own.mean(axis=1))
         return np.concatenate(parts) if parts else np.empty(0, np.float64)
 
 
@@ -155,13 +172,19 @@ def quantiles(errors: np.ndarray) -> dict[str, float]:
     return {k: float(np.quantile(errors, q)) for k, q in QUANTILES.items()} if len(errors) else {}
 
 
-def threshold_doc(errors: np.ndarray, quantile: float, metric: str = STANDARDISED) -> dict[str, Any]:
-    """``threshold.json`` (``landfall.threshold/v1``): the anomaly threshold and the error quantiles."""
+def threshold_doc(errors: np.ndarray, quantile: float, metric: str = STANDARDISED,
+                  rows: Histogram | None = None) -> dict[str, Any]:
+    """``threshold.json`` (``landfall.threshold/v1``): the anomaly threshold and the error quantiles; with ``rows``
+    (the same held-out windows' row errors), ``row``: the same quantile of a row's own error, the threshold of
+    ``landfall score --combine row`` (a window's error averages its rows', so a row's own error spreads wider)."""
     from landfall.core.artifacts.champion import THRESHOLD_SCHEMA
 
-    return {"schema": THRESHOLD_SCHEMA, "metric": metric, "quantile": quantile,
-            "value": float(np.quantile(errors, quantile)), "quantiles": quantiles(errors),
-            "instances": len(errors)}
+    doc = {"schema": THRESHOLD_SCHEMA, "metric": metric, "quantile": quantile,
+           "value": float(np.quantile(errors, quantile)), "quantiles": quantiles(errors),
+           "instances": len(errors)}
+    if rows is not None and rows.count:
+        doc[ROW] = {"value": rows.quantile(quantile), "quantiles": rows.quantiles(), "rows": rows.count}
+    return doc
 
 
 class Histogram:
@@ -265,9 +288,17 @@ def score_chunks(chunks: Iterable[np.ndarray], scorer: Scorer, out: str | Path, 
                    hist.max if n else float("nan"), str(out), hist)
 
 
-def threshold_of(scorer: Scorer) -> float:
-    """The model's anomaly threshold (``threshold.json`` ``value``); ``Invalid`` when it has none."""
-    value = (scorer.threshold or {}).get("value")
+def threshold_of(scorer: Scorer, combine: str = "mean") -> float:
+    """The model's anomaly threshold (``threshold.json`` ``value``; with ``combine`` ``row``, its ``row`` value);
+    ``Invalid`` when it has none."""
+    doc = scorer.threshold or {}
+    if combine == ROW:
+        value = (doc.get(ROW) or {}).get("value")
+        if value is None:
+            raise Invalid(f"model {scorer.uri} has no row threshold in its {THRESHOLD} (saved before row scores, or "
+                          "with no held-out data): pass --threshold")
+        return float(value)
+    value = doc.get("value")
     if value is None:
         raise Invalid(f"model {scorer.uri} has no {THRESHOLD} (a model trained before verdicts, or with no "
                       "held-out data): pass --threshold")

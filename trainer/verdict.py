@@ -147,9 +147,10 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     def held_out():
         return iter(held) if held is not None else _held_out(plan, paths, shape)
 
+    rows = scoring.Histogram()  # the challenger's row errors: its row threshold
     if held is not None:
         with stopwatch.span(HELD_OUT):
-            errors = challenger.errors_of(held)
+            errors = challenger.errors_of(held, rows)
         if tally is not None:
             with stopwatch.span(BASELINES_HELD_OUT):
                 for block in held:
@@ -162,7 +163,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 yield block
 
         with stopwatch.span(HELD_OUT):  # one pass: the challenger's errors and the baselines' together
-            errors = challenger.errors_of(tallied())  # type: ignore[arg-type]
+            errors = challenger.errors_of(tallied(), rows)  # type: ignore[arg-type]
     evaluation: dict[str, Any] = {"metric": challenger.metric, "instances": len(errors),
                                   "split": f"held-out share of worker 0 of {plan.num_workers}"}
     if not len(errors) or len(datasets) != 1:
@@ -173,7 +174,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
                 "min_skill": cfg.min_skill, "evaluation": {**evaluation, "reason": why}}
     loss = float(errors.mean())
     with stopwatch.span(THRESHOLD):
-        threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, challenger.metric)
+        threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, challenger.metric, rows)
         job.write_json(f"{MODEL}/{champion_mod.THRESHOLD}", threshold)
     dataset = datasets[0]
     assert panel is not None and tally is not None  # one dataset
@@ -463,7 +464,8 @@ def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: base
     """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
     its errors on the held-out windows; returns its URI and threshold."""
     errors = np.concatenate(tally.parts[name])
-    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, scoring.metric_of(panel.scale))
+    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, scoring.metric_of(panel.scale),
+                                      tally.rows.get(name))
     local = tempfile.mkdtemp(prefix=f"landfall-{name}-")
     try:
         folder = detectors.save(panel, name, os.path.join(local, name))

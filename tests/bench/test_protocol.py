@@ -36,8 +36,8 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
     import argparse
 
     name = next(n for n in json.loads((protocol.dev_root() / "series.json").read_text()) if n.startswith("014_"))
-    out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(seeds=1, options=[], epochs=1),
-                              tmp_path)
+    out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(
+        seeds=1, options=[], epochs=1, combine="mean"), tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
     assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", "pca_variance", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
@@ -133,3 +133,29 @@ def test_with_a_trained_run_the_choice_is_its_champion_and_the_model_a_candidate
     assert found["b"][controls.ENSEMBLE] == pytest.approx(0.5) and found["b"]["best"] == "model"
     lines = controls.table([a, b], "default").splitlines()
     assert lines[-1] == "| **mean of 2** | 0.550 | 0.300 | 0.750 | 0.100 | 0.550 | 0.300 | 0.850 |"
+
+
+def test_row_location_scores_each_row_by_its_own_error(tmp_path):
+    """``--combine row``: every baseline's rows located by their own errors (``Panel.row_errors``), as ``landfall
+    score --combine row`` gives them: on NAB 014 each detector's VUS-PR moves (its rows are other scores), and the
+    mean window's row scores are each row's squared distance from the mean window's rows, averaged."""
+    import argparse
+
+    from landfall_bench.detect import located
+    from trainer import baselines, floor
+
+    name = next(n for n in json.loads((protocol.dev_root() / "series.json").read_text()) if n.startswith("014_"))
+    data = protocol.dev_series(name)
+    runs = {c: protocol.run_series(name, data, argparse.Namespace(seeds=1, options=[], epochs=1, combine=c),
+                                   tmp_path / c) for c in ("mean", "row")}
+    for base in baselines.NAMES:
+        mean, row = (runs[c]["baselines"][base][0]["vus_pr"] for c in ("mean", "row"))
+        assert 0.0 < row <= 1.0 and row != pytest.approx(mean, abs=1e-6), base
+    values = data["values"].astype(np.float64)
+    window = np.full((4, 1), 0.5)
+    mean_window = floor.MeanWindow()
+    mean_window.add(np.broadcast_to(window, (3, 4, 1)).astype(np.float32))
+    scores = located(mean_window.row_errors, values[:40], 4, "row")
+    steps = (values[:40, 0] - 0.5) ** 2
+    np.testing.assert_allclose(scores, steps, rtol=1e-9)  # the same row of every window: its own error, unaveraged
+

@@ -126,6 +126,16 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
     assert threshold["quantile"] == 0.99 and set(threshold["quantiles"]) == {"p50", "p95", "p99", "p99.9"}
     assert threshold["instances"] == a["evaluation"]["instances"] == sum(s["plan"].val_counts) > 50
     assert threshold["quantiles"]["p50"] <= threshold["value"] <= threshold["quantiles"]["p99.9"]
+    # Beside it, the row threshold (``landfall score --combine row``): the same quantile of every held-out window
+    # row's own error (a histogram's, to its bin), wider than the windows' since a window's error averages its rows'.
+    from trainer import scoring
+
+    own = scoring.Scorer.from_model(s["trained"], s["mean"], s["std"], SHAPE, scale=scale).row_errors(x_val)
+    assert threshold["row"]["rows"] == own.size == threshold["instances"] * SHAPE[0]
+    assert threshold["row"]["value"] == pytest.approx(float(np.quantile(own, 0.99)), rel=0.02)
+    assert threshold["row"]["value"] > threshold["value"]
+    np.testing.assert_allclose(own.mean(axis=1), scoring.Scorer.from_model(
+        s["trained"], s["mean"], s["std"], SHAPE, scale=scale).errors(x_val), rtol=1e-12)
     current, _ = champion.read(s["storage"], root, "demo")
     assert current.evaluation["skill"] == a["skill"] and current.evaluation["baseline_loss"] == a["baseline_loss"]
     # 3. a model with no skill after it: the champion stays, and is still scored on the same instances, in this job's

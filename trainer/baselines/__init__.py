@@ -55,6 +55,7 @@ import numpy as np
 from landfall.core.rules import moments
 from trainer import floor
 from trainer.baselines import kmeans, nearest_neighbour, pca, pca_variance
+from trainer.scoring import Histogram
 
 
 class Detector(Protocol):
@@ -156,14 +157,18 @@ class Panel:
 
     def errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Each baseline's per-window MSE over the ``T x F`` values (the verdict's metric, in ``scale``), float64
-        ``[n]``."""
+        ``[n]``: the mean of its rows' (``row_errors``)."""
+        return {name: rows.mean(axis=1) for name, rows in self.row_errors(x).items()}
+
+    def row_errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Each baseline's error of every window row, float64 ``[n, T]`` (``moments.scaled_row_mse``)."""
         x = np.asarray(x, np.float64)
-        out = {MEAN_WINDOW: self.mean_window.errors(x, self.scale)}
+        out = {MEAN_WINDOW: self.mean_window.row_errors(x, self.scale)}
         if not self.kinds:
             return out
         z = self.standardise(x)
         for name, fitted in self.kinds.items():
-            out[name] = moments.scaled_mse(x - self._original(fitted.reconstruct(z)), self.scale)
+            out[name] = moments.scaled_row_mse(x - self._original(fitted.reconstruct(z)), self.scale)
         return out
 
     def describe(self) -> dict[str, dict]:
@@ -180,12 +185,14 @@ class Tally:
 
     panel: Panel
     parts: dict[str, list[np.ndarray]] = dataclasses.field(default_factory=dict)
+    rows: dict[str, Histogram] = dataclasses.field(default_factory=dict)  # each one's row errors: its row threshold
 
     def add(self, block: np.ndarray) -> None:
         if not len(block):
             return
-        for name, errs in self.panel.errors(block).items():
-            self.parts.setdefault(name, []).append(errs)
+        for name, own in self.panel.row_errors(block).items():
+            self.parts.setdefault(name, []).append(own.mean(axis=1))
+            self.rows.setdefault(name, Histogram()).add(own.ravel())
 
     def losses(self) -> dict[str, float | None]:
         return {name: (float(np.concatenate(self.parts[name]).mean()) if self.parts.get(name) else None)

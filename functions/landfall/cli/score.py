@@ -27,6 +27,7 @@ from landfall.core import logs
 from landfall.core.artifacts import champion
 from landfall.core.errors import BadInput, Invalid, NotFound, TemporaryError
 from landfall.core.services.storage import Storage
+from landfall.detect.located import COMBINE
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -41,8 +42,10 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     series = p.add_argument_group("series datasets (landfall.cli.score_series)")
     series.add_argument("--spec", help="the dataset's spec file (default: the one stored in the bucket, if any)")
     series.add_argument("--stride", type=int, help="rows between scored windows (default: the spec's stride)")
-    series.add_argument("--combine", choices=["mean", "max"], default="mean",
-                        help="a row's score from the windows covering it (default mean)")
+    series.add_argument("--combine", choices=COMBINE,
+                        help="a row's score from the windows covering it: the mean of their errors, the largest, or "
+                             "(row) the mean of the row's own error in each (default: the spec's "
+                             "shape.window.combine, else mean)")
     series.add_argument("--label", help="the 0/1 label column (default: label or is_anomaly, when present)")
     series.add_argument("--plot", help="also draw the scored series with its ranges (PNG)")
 
@@ -120,8 +123,11 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     storage = storage or Storage()
     model = model_of(args, storage)
     scorer = scoring.Scorer.load(storage, model)
-    threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer)
     spec = spec_of(args, storage)
+    combine = "mean"  # instances: one score each, no rows to combine
+    if spec is not None and spec.series:
+        combine = args.combine = args.combine or spec.combine
+    threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer, combine)
     if spec is not None and spec.series:
         if args.src.endswith(".json"):
             raise Invalid(f"dataset {spec.name} is a series dataset: score its series file (CSV, CSV.gz or "

@@ -5,7 +5,8 @@ The file (CSV, CSV.gz or Parquet; local or gs://) is read as the converter reads
 it is not), windowed with the spec's window (at ``--stride``, default the spec's stride) without crossing a gap longer
 than ``max_gap``, every window scored with the model (``trainer.scoring.Scorer``: its reconstruction MSE in original
 units), and the windows' errors combined into a score per row (``landfall.detect.located``: the mean of the windows
-covering it, or ``--combine max``). Writes:
+covering it, ``--combine max`` the largest, or ``--combine row`` the mean of the row's own error in each, against the
+champion's row threshold). Writes:
 
 - ``--out`` (default ``<src name>.scores.parquet``): one row per data row of the file, in the file's order (rows of
   a repeated time each carry that time's score; an unsorted file's rows stay where they were): ``row`` (the row's
@@ -33,6 +34,7 @@ from typing import Any
 
 from landfall.core.artifacts.specs import DatasetSpec
 from landfall.core.services.storage import Storage
+from landfall.detect.located import SAYS
 
 
 def summary_path(out: str | Path) -> Path:
@@ -58,7 +60,7 @@ def print_summary(summary: dict[str, Any], shown: int = 10) -> None:
     share = summary["anomalies"] / summary["rows"] if summary["rows"] else 0.0
     print(f"{summary['rows']} rows ({summary['windows']} windows of {summary['length']}, stride {summary['stride']}) "
           f"scored with {summary['model']}: {summary['anomalies']} anomalous rows ({share:.2%}) above "
-          f"{summary['threshold']:.6g} ({summary['combine']} of the windows over each row), "
+          f"{summary['threshold']:.6g} (a row's score: {SAYS.get(summary['combine'], summary['combine'])}), "
           f"{len(summary['ranges'])} range{'' if len(summary['ranges']) == 1 else 's'}")
     merged, dropped = summary.get("merged_rows") or 0, summary.get("dropped_nonfinite") or 0
     if merged or dropped:

@@ -228,8 +228,9 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
     cfg, lay, storage = rt.config, rt.layout, rt.storage
     t0 = time.perf_counter()
     scorer, load_s = models(cfg.model_cache).get(storage, current.model)
-    threshold = scoring.threshold_of(scorer)
     spec = specs.for_dataset(storage, cfg.bucket, request.dataset, lay)
+    combine = spec.combine if spec.series else "mean"  # the spec's row score (shape.window.combine)
+    threshold = scoring.threshold_of(scorer, combine)
     source = layout.gs(manifest.source.bucket, manifest.source.name)
     folder = layout.gs(cfg.bucket, detections.result_prefix(lay, request.dataset, aid, current.run))
     t1 = time.perf_counter()
@@ -237,7 +238,8 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
         out = Path(tmp) / "scores.parquet"
         if spec.series:
             kind = "series"
-            doc = score_series(storage, source, spec, current.model, scorer, threshold, out, SeriesOptions(),
+            doc = score_series(storage, source, spec, current.model, scorer, threshold, out, SeriesOptions(
+                combine=combine),
                                int(manifest.source.generation))
             count = int(doc["rows"])
         else:

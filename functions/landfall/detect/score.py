@@ -8,8 +8,8 @@ Two kinds, by the dataset's spec:
   ``stride``, default the spec's stride) without crossing a gap longer than ``max_gap``, every window scored with the
   model (``trainer.scoring.Scorer``: its reconstruction MSE, each feature in its ``error_scale``), and the windows'
   errors combined into a score per row of the time-sorted series (``landfall.detect.located``: the mean of the
-  windows covering it, or
-  ``combine="max"``; the rows of one time merged first, by the spec's ``duplicate_times``, and non-finite rows
+  windows covering it, ``combine="max"``, or ``combine="row"``, the mean of the row's own error in each, from the
+  scorer's ``row_errors``; the rows of one time merged first, by the spec's ``duplicate_times``, and non-finite rows
   dropped under ``LANDFALL_DROP_NONFINITE``, as the converter stores them). Writes ``out`` with **one row per data
   row of the file, in the file's order** (issue #55: a user's rows and labels line up with the scores): ``row`` (the
   row's 0-based index among the file's data rows), ``time`` (its time column's value; seconds since the epoch for
@@ -55,7 +55,7 @@ from landfall.core.errors import BadInput, Invalid
 from landfall.core.rules import duplicates
 from landfall.core.services.storage import Storage
 from landfall.detect import located
-from landfall.detect.located import Block, Locator, Range, Unsorted
+from landfall.detect.located import ROW, Block, Locator, Range, Unsorted
 
 SCHEMA = "landfall.series_scores/v1"
 LABELS = ("label", "is_anomaly")  # label columns looked for when none is named
@@ -137,7 +137,8 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
     def once(chunks: Any) -> tuple[Locator, scoring.Histogram, duplicates.Merger]:
         merger = duplicates.Merger(cfg.series_duplicate_times, stamped, labels_from=features if label else None)
         hist = scoring.Histogram()
-        loc = Locator(cfg.timesteps, stride, threshold, scorer.errors, cfg.series_max_gap, opts.combine,
+        errors = scorer.row_errors if opts.combine == ROW else scorer.errors  # row: each window row's own error
+        loc = Locator(cfg.timesteps, stride, threshold, errors, cfg.series_max_gap, opts.combine,
                       cfg.drop_nonfinite)
         loc.on_errors = hist.add
         with _Rows(by_time, schema) as rows:

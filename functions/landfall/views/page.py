@@ -46,6 +46,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
 from landfall.core.quality.profile import Profile
 from landfall.core.rules import cost, timestamps
+from landfall.detect.located import SAYS
 from landfall.submit.config import JobConfig
 from landfall.views import arrivals, waiting
 from landfall.views.reader import Reader
@@ -519,7 +520,7 @@ def scored_svg(s: dict[str, Any], width: int = 1000, height: int = 200) -> str:
              f'viewBox="0 0 {width} {height + 30}" role="img" aria-label="score over time with anomalous ranges">',
              _axis_label("x", "time" + (" (UTC)" if s.get("time") == "timestamp" else ""), width / 2, height + 8),
              _axis_label("y", "score (reconstruction MSE)", 9, height / 2, rotate=True),
-             _legend([("score", "#1f77b4", f"score per row ({s.get('combine') or 'mean'} of the windows over it)"),
+             _legend([("score", "#1f77b4", f"score per row ({SAYS.get(s.get('combine') or 'mean', s.get('combine'))})"),
                       ("threshold", "#d62728", "threshold"), ("range", "#f1a9a9", "anomalous ranges")]
                      + ([("labelled", "#ff7f0e", "labelled anomalous")] if s["labelled_ranges"] else []),
                      pad, height + 26)]

@@ -123,6 +123,38 @@ def test_scores_ranges_and_precision_recall_by_hand(zero_model, tmp_path):
     assert (r["first_row"], r["last_row"], r["peak_score"]) == (7, 13, 1.0)
     assert doc["labelled"]["point"] == {"tp": 4, "fp": 3, "fn": 2, "precision": 4 / 7, "recall": 4 / 6}
 
+    # row: each row's own error (its squared value here) averaged over the windows over it, so the spike stays on
+    # its row: row 10 scores 4 in each of its 4 windows, every other row 0.
+    doc = _score(src, zero_model["model"], zero_model["spec"], tmp_path / "row.scores.parquet", "--combine", "row",
+                 "--threshold", "0.4")
+    scores = pq.read_table(tmp_path / "row.scores.parquet").column("score").to_pylist()
+    np.testing.assert_allclose(scores[:20], [0.0] * 10 + [4.0] + [0.0] * 9, atol=1e-12)
+    [r] = doc["ranges"]
+    assert (r["first_row"], r["last_row"], r["peak_score"]) == (10, 10, 4.0) and doc["combine"] == "row"
+    assert doc["labelled"]["point"] == {"tp": 1, "fp": 0, "fn": 5, "precision": 1.0, "recall": 1 / 6}
+
+
+def test_row_scores_take_the_models_row_threshold(zero_model, tmp_path, capsys):
+    """``--combine row`` flags against ``threshold.json``'s ``row`` value (a row's own error spreads wider than a
+    window's, the mean of its rows'); a model saved without one is refused in one line, not flagged on the window's
+    threshold."""
+    src = tmp_path / "hand.csv"
+    _hand_series(src)
+    args = ["score", str(src), "--dataset", "hand", "--model", zero_model["model"], "--spec", zero_model["spec"],
+            "--out", str(tmp_path / "r.parquet"), "--combine", "row"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "has no row threshold" in err and "pass --threshold" in err and "Traceback" not in err
+    model = tmp_path / "with-row"
+    shutil.copytree(zero_model["model"], model)
+    (model / "threshold.json").write_text(json.dumps({"value": 0.4, "quantile": 0.99, "row": {"value": 5.0}}))
+    args[args.index("--model") + 1] = str(model)
+    assert cli.main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["threshold"] == 5.0 and doc["anomalies"] == 0  # row 10's 4.0 is under the row threshold
+    assert cli.main([*args[:-2], "--json"]) == 0  # mean: the window threshold as before
+    assert json.loads(capsys.readouterr().out)["threshold"] == 0.4
+
 
 def test_iso_times_unsorted_rows_and_stride_cover_every_row(zero_model, tmp_path):
     iso = [f"2024-03-01T00:00:{s:02d}Z" for s in range(20)] + ["2024-03-01T00:01:40Z", "2024-03-01T00:01:41Z",
@@ -195,6 +227,33 @@ def test_the_locator_streams_the_same_scores_whatever_the_chunks():
         for row in range(a, b):
             over = [errors(v[s:s + 5][None])[0] for s in starts if s <= row < s + 5]
             assert scores[row] == pytest.approx(np.mean(over), rel=1e-9)
+
+    # row: the errors function gives each window row's own error ([n, 5]); a row's score is the mean of its own
+    # error over the windows that hold it, whatever the chunks, and a window's error (on_errors) the mean of its rows'.
+    def row_errors(w: np.ndarray) -> np.ndarray:
+        return (w.astype(np.float64) ** 2).mean(axis=2) * (1.0 + np.arange(5))[None]  # depends on the row's place
+
+    rows_results = []
+    for step in (300, 17, 1):
+        loc = Locator(5, 2, 1.2, row_errors, max_gap=5, combine="row")
+        seen: list[np.ndarray] = []
+        loc.on_errors = seen.append
+        blocks = [b for lo in range(0, 300, step) for b in loc.feed(t[lo:lo + step], v[lo:lo + step])]
+        blocks += list(loc.finish())
+        rows_results.append(np.concatenate([b.scores for b in blocks]))
+        assert np.concatenate(seen).shape == (loc.windows,)
+    for scores in rows_results[1:]:
+        np.testing.assert_array_equal(scores, rows_results[0])
+    for a, b in itertools.pairwise(cuts):
+        if b - a < 5:
+            continue
+        starts = list(range(a, b - 4, 2))
+        starts += [b - 5] if starts[-1] + 5 < b else []
+        for row in range(a, b):
+            own = [row_errors(v[s:s + 5][None])[0, row - s] for s in starts if s <= row < s + 5]
+            assert rows_results[0][row] == pytest.approx(np.mean(own), rel=1e-9)
+    with pytest.raises(ValueError, match="needs each window row's error"):
+        list(Locator(5, 2, 1.2, errors, max_gap=5, combine="row").feed(t[:20], v[:20]))
 
 
 @pytest.fixture(scope="module")
@@ -317,3 +376,22 @@ def test_every_row_sent_comes_back_in_its_place(zero_model, tmp_path, capsys):
     assert r["peak_row"] == rows.loc[rows["time"] == 10, "row"].min()
     assert "25 rows" in text and "23 distinct times scored: 2 rows merged with another row of their time" in text
     assert (tmp_path / "hand.png").stat().st_size > 10_000
+
+
+def test_the_specs_combine_is_the_locators():
+    """``shape.window.combine`` (the spec's row score) names exactly the Locator's rules: a rule added to one and not
+    the other fails here; a spec without it combines by the mean."""
+    from landfall.core.artifacts import specs
+    from landfall.core.errors import Invalid
+    from landfall.detect.located import COMBINE
+
+    window = specs.schema()["properties"]["shape"]["properties"]["window"]["properties"]
+    assert window["combine"]["enum"] == list(COMBINE)
+    doc = {"apiVersion": specs.API_VERSION, "name": "hand", "shape": {"window": {"length": 4}, "features": 1},
+           "arrival": {"series": {"time_column": "t"}}}
+    assert specs.DatasetSpec.from_document(specs.validate(doc, "hand.yaml"), None).combine == "mean"
+    doc["shape"]["window"]["combine"] = "row"
+    assert specs.DatasetSpec.from_document(specs.validate(doc, "hand.yaml"), None).combine == "row"
+    doc["shape"]["window"]["combine"] = "median"
+    with pytest.raises(Invalid, match="median"):
+        specs.validate(doc, "hand.yaml")

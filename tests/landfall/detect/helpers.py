@@ -28,8 +28,10 @@ SERIES_SPEC = {"apiVersion": "landfall.dataset/v1", "name": "pump", "shape": {"w
                "arrival": {"series": {"time_column": "t", "drop_columns": ["label"], "max_gap": 5}}}
 
 
-def zero_model(model_dir: Path, shape: tuple[int, int], threshold: float | None = 0.4) -> Path:
-    """A SavedModel that reconstructs every window as zeros: a window's error is the mean of its squared values."""
+def zero_model(model_dir: Path, shape: tuple[int, int], threshold: float | None = 0.4,
+               row: float | None = None) -> Path:
+    """A SavedModel that reconstructs every window as zeros: a window's error is the mean of its squared values (a
+    row's own error its squared values'); ``row`` the row threshold its ``threshold.json`` holds, if any."""
     import tensorflow as tf
 
     spec = tf.TensorSpec([None, *shape], tf.float32, name="x")
@@ -39,7 +41,8 @@ def zero_model(model_dir: Path, shape: tuple[int, int], threshold: float | None 
     (model_dir / "normalization.json").write_text(json.dumps({"shape": list(shape), "dtype": "float32",
                                                               "normalized": False}))
     if threshold is not None:
-        (model_dir / "threshold.json").write_text(json.dumps({"value": threshold, "quantile": 0.99}))
+        doc = {"value": threshold, "quantile": 0.99, **({"row": {"value": row}} if row is not None else {})}
+        (model_dir / "threshold.json").write_text(json.dumps(doc))
     return model_dir
 
 

@@ -32,7 +32,8 @@ from .helpers import SERIES_SPEC, commit, crown, scorer_runtime, series_frame, s
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     return {"series": zero_model(root / "series", (4, 1)), "instances": zero_model(root / "instances", (36, 10), 0.5),
-            "no_threshold": zero_model(root / "bare", (4, 1), None)}
+            "no_threshold": zero_model(root / "bare", (4, 1), None),
+            "row": zero_model(root / "row", (4, 1), 0.4, row=1.0)}
 
 
 def _csv(df) -> bytes:
@@ -75,6 +76,36 @@ def test_a_series_arrival_is_scored_as_landfall_score_scores_its_file(
     # Delivered again (a duplicate notification, a republish): scored once, sent once.
     assert handler.handle(request.to_json(), {}, rt) == "duplicate"
     assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+
+
+def test_the_specs_row_score_is_what_arrival_detection_and_landfall_score_give(
+        emulator_stack, bucket, topic, arrival_runtime, detections_topic, models, tmp_path, monkeypatch):
+    """``shape.window.combine: row`` (a row's own error, averaged over the windows that hold it): the arrival's
+    detection keeps the spike on its row (9.0 at row 20, every other row its noise), flagged against the champion's
+    row threshold (1.0), and ``landfall score`` without ``--combine`` gives the same rows from the same spec."""
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    spec = {**SERIES_SPEC, "shape": {**SERIES_SPEC["shape"], "window": {"length": 4, "stride": 1, "combine": "row"}}}
+    store_spec(storage, bucket, spec)
+    crown(storage, bucket, "pump", models["row"])
+    frame = series_frame()
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/r.csv", _csv(frame), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+
+    assert handler.handle(request.to_json(), {}, rt) == "published"
+    [msg] = pull_all(pubsub, detections_topic, expect=1)
+    message = json.loads(msg.data)
+    assert message["threshold"] == 1.0 and message["anomalies"] == 1
+    [r] = message["ranges"]
+    assert (r["first_row"], r["last_row"], r["peak_row"]) == (20, 20, 20) and r["peak_score"] == pytest.approx(9.0)
+    on_arrival = pq.read_table(io.BytesIO(storage.read_bytes(message["scores"])))
+    np.testing.assert_allclose(on_arrival.column("score").to_numpy(), frame["v"].to_numpy() ** 2, rtol=1e-5)
+
+    monkeypatch.setenv("LANDFALL_BUCKET", bucket)
+    out = tmp_path / "r.scores.parquet"
+    assert cli.main(["score", f"gs://{bucket}/incoming/pump/r.csv", "--dataset", "pump", "--bucket", bucket,
+                     "--out", str(out), "--json"]) == 0
+    assert json.loads(out.with_name("r.scores.json").read_text())["combine"] == "row"
+    assert on_arrival.equals(pq.read_table(out))
 
 
 def test_a_detection_names_the_rows_of_the_file_as_it_was_sent(

@@ -162,6 +162,12 @@ class DatasetSpec:
         """A series dataset (``shape.window`` with ``arrival.series``): windows cut from stored series."""
         return "window" in self.shape
 
+    @property
+    def combine(self) -> str:
+        """A series dataset's row score from the windows over it (``shape.window.combine``; default ``mean``:
+        ``landfall.detect.located``), wherever it is scored."""
+        return str((self.shape.get("window") or {}).get("combine") or "mean")
+
     def job_fields(self, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
         """``dataclasses.replace(JobConfig, **this)``: the job's resources, epochs and batch size, and the trainer
         flags for the rest, after the deployment's ``trainer_args`` (argparse: the last wins, so the spec's)."""

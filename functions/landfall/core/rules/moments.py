@@ -59,9 +59,17 @@ def error_scale(std: Sequence[float]) -> np.ndarray:
     return np.where(varying, sd, floor)
 
 
-def scaled_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
-    """Each window's MSE over its ``T x F`` residuals (float64 ``[n, T, F]``), each feature's divided by its
-    ``error_scale`` first (None: original units): the one definition of a detection error (``trainer.scoring``)."""
+def scaled_row_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """Each window row's MSE over its ``F`` residuals (float64 ``[n, T, F]`` to ``[n, T]``), each feature's divided by
+    its ``error_scale`` first (None: original units): a row's own error in the window (``landfall score --combine
+    row``). A window's error (``scaled_mse``) is the mean of its rows'."""
     if scale is not None:
         residual = residual / scale
-    return (residual ** 2).mean(axis=(1, 2))
+    return (residual ** 2).mean(axis=2)
+
+
+def scaled_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
+    """Each window's MSE over its ``T x F`` residuals (float64 ``[n, T, F]``), each feature's divided by its
+    ``error_scale`` first (None: original units): the one definition of a detection error (``trainer.scoring``), the
+    mean of its rows' errors (``scaled_row_mse``)."""
+    return scaled_row_mse(residual, scale).mean(axis=1)
