@@ -202,7 +202,7 @@ class Histogram:
             return
         logs = np.log10(np.maximum(errors, 1e-300))
         idx = np.floor((logs - HIST_LO) * HIST_PER_DECADE).astype(np.int64) + 1
-        np.add.at(self.counts, np.clip(idx, 0, self.bins + 1), 1)
+        self.counts += np.bincount(np.clip(idx, 0, self.bins + 1), minlength=self.bins + 2)
         self.count += len(errors)
         self.min = min(self.min, float(errors.min()))
         self.max = max(self.max, float(errors.max()))

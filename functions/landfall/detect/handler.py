@@ -238,9 +238,8 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
         out = Path(tmp) / "scores.parquet"
         if spec.series:
             kind = "series"
-            doc = score_series(storage, source, spec, current.model, scorer, threshold, out, SeriesOptions(
-                combine=combine),
-                               int(manifest.source.generation))
+            doc = score_series(storage, source, spec, current.model, scorer, threshold, out,
+                               SeriesOptions(combine=combine), int(manifest.source.generation))
             count = int(doc["rows"])
         else:
             kind = "instances"

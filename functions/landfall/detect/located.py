@@ -21,7 +21,7 @@ windows covering it:
 - ``row``: the mean of **the row's own error** in each of them (its reconstruction's MSE over the channels,
   ``Scorer.row_errors``; ``errors`` then returns ``[n, length]``), flagged against the champion's row threshold
   (``threshold.json``'s ``row``). A window's error is the mean of its rows', so ``mean`` spreads a one-row anomaly
-  over ``2 x length`` rows at ``1/length`` of its height, and ``row`` keeps it on its row: on the Server Machine
+  over ``2 x length - 1`` rows at ``1/length`` of its height, and ``row`` keeps it on its row: on the Server Machine
   Dataset recordings of TSB-AD-M, where the labelled anomalies are rows that leave every channel's normal range,
   the mean window's VUS-PR goes from 0.33 to 0.67 (066) and 0.22 to 0.64 (075), while on recordings whose anomalies
   are shapes over many rows (NAB, MSL, Genesis) it falls (docs/benchmarks.md, "A row's own error").
