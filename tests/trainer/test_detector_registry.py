@@ -135,3 +135,46 @@ def test_a_plugin_is_loaded_by_name_from_the_environment():
     env = {**os.environ, "LANDFALL_DETECTORS": "tests.trainer.plugin_detector", "TF_CPP_MIN_LOG_LEVEL": "2"}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert "'knn_mean'" in out.stdout and "('knn_mean', 'model')" in out.stdout, out.stdout + out.stderr
+
+
+def test_mcd_is_the_pca_residual_plus_the_robust_distance_and_serves_as_fitted(monkeypatch, tmp_path):
+    """``trainer.baselines.mcd`` (opt-in: ``LANDFALL_DETECTORS=trainer.baselines.mcd``), registered here: on Daphnet a
+    window's error is its PCA residual plus the squared Mahalanobis distance of its code that scikit-learn's own
+    ``MinCovDet`` gives (refitted on the same sample with the same seed), and the served SavedModel scores as fitted.
+    Windows with an outlying code score above the clean ones although the subspace reconstructs them."""
+    from sklearn.covariance import MinCovDet
+
+    from landfall_bench.realdata import daphnet
+    from trainer.baselines import mcd
+
+    assert mcd.NAME not in baselines.NAMES  # not a default candidate (docs/benchmarks.md: it lowers the choice)
+    monkeypatch.setattr(baselines, "KINDS", dict(baselines.KINDS))
+    monkeypatch.setattr(baselines, "NAMES", list(baselines.NAMES))
+    monkeypatch.setattr(baselines, "DESCRIPTIONS", dict(baselines.DESCRIPTIONS))
+    baselines.register(mcd.Detector)
+    _, values, _ = daphnet()
+    x = windows(values[:TRAIN_ROWS])
+    flat = x.reshape(-1, values.shape[1]).astype(np.float64)
+    panel = baselines.Panel.fit([x], len(x), flat.mean(0), flat.std(0), (T, values.shape[1]), UNITS[-1])
+    fitted = panel.kinds[mcd.NAME]
+    arrival = windows(values[TRAIN_ROWS:TRAIN_ROWS + 400])
+    z, z_fit = panel.standardise(arrival), panel.standardise(x)
+    code = (z - fitted.centre) @ fitted.components.T
+    residual = ((z - fitted.centre - code @ fitted.components) ** 2).sum(axis=1)
+    every = max(1, -(-len(z_fit) // mcd.SAMPLE))
+    library = MinCovDet(random_state=mcd.SEED).fit(((z_fit - fitted.centre) @ fitted.components.T)[::every])
+    np.testing.assert_allclose(((z - fitted.reconstruct(z)) ** 2).sum(axis=1), residual + library.mahalanobis(code),
+                               rtol=1e-6)
+    served = Scorer.load(Storage(), str(detectors.save(panel, mcd.NAME, tmp_path / "mcd")))
+    np.testing.assert_allclose(served.errors(arrival), panel.errors(arrival)[mcd.NAME], rtol=5e-3, atol=1e-5)
+    # A code far out along the least-spread robust direction, inside the subspace: PCA reconstructs it exactly,
+    # the MCD's distance does not forgive it.
+    values_, vectors = np.linalg.eigh(library.covariance_)
+    along = ((z_fit[:50] - fitted.centre) @ fitted.components.T - library.location_) @ vectors[:, 0]
+    away = np.where(along < 0, -1.0, 1.0)[:, None]  # further from the MCD's location, on the side each one is
+    outlier = z_fit[:50] + away * 6.0 * np.sqrt(values_[0]) * (vectors[:, 0] @ fitted.components)
+    pca_only = ((outlier - fitted.centre) @ fitted.components.T) @ fitted.components + fitted.centre
+    assert np.allclose(((outlier - pca_only) ** 2).sum(1), ((z_fit[:50] - fitted.centre - (
+        (z_fit[:50] - fitted.centre) @ fitted.components.T) @ fitted.components) ** 2).sum(1))
+    assert (((outlier - fitted.reconstruct(outlier)) ** 2).sum(1) > ((z_fit[:50] - fitted.reconstruct(z_fit[:50])) ** 2
+                                                                       ).sum(1)).all()

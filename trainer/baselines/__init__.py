@@ -12,6 +12,11 @@ job that can be judged fits each registered detector (``KINDS``, in the tie orde
   the one detector best on average over both dev sets (univariate and multivariate) now that every feature counts in
   its own spread (issue #55, ``landfall bench detect --set dev,multivariate --baselines-only``, docs/benchmarks.md).
 
+Opt-in, not a default candidate by the same evidence: ``mcd`` (``trainer.baselines.mcd``, the robust covariance of the
+principal components' codes; ``LANDFALL_DETECTORS=trainer.baselines.mcd``). It is the best fixed detector on two
+server machines, but the label-free choice picks it where it loses, and registering it lowers the choice's mean over
+both dev sets from 0.479 to 0.461 (docs/benchmarks.md, "A robust covariance").
+
 **To add a detector**, write one module beside these with a class ``Detector`` (scikit-learn's shape: ``fit``, then
 use) that has ``name`` and ``description``, and
 
