@@ -107,6 +107,13 @@ def test_the_specs_row_score_is_what_arrival_detection_and_landfall_score_give(
     assert json.loads(out.with_name("r.scores.json").read_text())["combine"] == "row"
     assert on_arrival.equals(pq.read_table(out))
 
+    # A champion saved without a row threshold (trained before the spec asked for rows): the arrival is unscorable
+    # (permanent, logged), not flagged against the window's threshold; nothing is written or sent.
+    crown(storage, bucket, "pump", models["series"], run="job-window-only")
+    again = commit(storage, arrival_runtime, bucket, "incoming/pump/r2.csv", _csv(frame), pubsub, topic)
+    assert handler.handle(again.to_json(), {}, rt) == "unscorable"
+    assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+
 
 def test_a_detection_names_the_rows_of_the_file_as_it_was_sent(
         emulator_stack, bucket, topic, arrival_runtime, detections_topic, models):
