@@ -176,5 +176,7 @@ def test_mcd_is_the_pca_residual_plus_the_robust_distance_and_serves_as_fitted(m
     pca_only = ((outlier - fitted.centre) @ fitted.components.T) @ fitted.components + fitted.centre
     assert np.allclose(((outlier - pca_only) ** 2).sum(1), ((z_fit[:50] - fitted.centre - (
         (z_fit[:50] - fitted.centre) @ fitted.components.T) @ fitted.components) ** 2).sum(1))
+    one = mcd.Detector().fit(z_fit[:1], UNITS[-1])  # a dataset of one window: no spread, still a detector
+    assert np.isfinite(one.reconstruct(z_fit[:3])).all() and one.describe()["training_instances"] == 1
     assert (((outlier - fitted.reconstruct(outlier)) ** 2).sum(1) > ((z_fit[:50] - fitted.reconstruct(z_fit[:50])) ** 2
                                                                        ).sum(1)).all()

@@ -2,8 +2,8 @@
 FastMCD) of the fitted windows' principal components, the detector family TSB-AD runs as MCD and Sub-MCD (its best
 on NAB 014). A window's error is its distance from normal in two orthogonal parts:
 
-- **off the subspace**: the PCA residual, as ``pca_variance`` measures it (the components explaining ``VARIANCE`` of
-  the fitted windows' variance, at most ``CAP``);
+- **off the subspace**: the PCA residual, as ``pca_variance`` measures it (its components: those explaining 95 % of
+  the fitted windows' variance, here at most ``CAP``);
 - **within it**: the robust Mahalanobis distance of the window's code (its coordinates on those components) from the
   MCD's location, in the MCD's covariance: a window whose code is unusual for normal windows, although the subspace
   reconstructs it, scores high; outliers in the fitted sample do not inflate the covariance they are judged by.
@@ -23,16 +23,16 @@ served as four variables of a SavedModel (``trainer.detectors``).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
-from trainer.baselines import pca
+from trainer.baselines import pca_variance
 
 NAME = "mcd"
 DESCRIPTION = ("the robust (MCD) Mahalanobis distance of the window's principal-component code, plus its PCA "
                "residual (components to 95% of the variance, at most 32)")
-VARIANCE = 0.95
 CAP = 32  # components at most: FastMCD's cost grows with their cube, and the served W is CAP x CAP
 SAMPLE = 2_048  # codes the MCD is fitted on, at most (a systematic sample: FastMCD took 36 s on 8,000 x 32 here)
 SEED = 0
@@ -53,15 +53,16 @@ class Detector:
         from sklearn.covariance import MinCovDet
 
         self.fitted_on = len(z)
-        self.centre = z.mean(axis=0)
-        values, vectors = pca.spectrum(z - self.centre)
-        explained = np.cumsum(np.clip(values, 0.0, None))
-        total = explained[-1] if len(explained) and explained[-1] > 0 else 1.0
-        k = int(np.searchsorted(explained / total, VARIANCE) + 1)
-        k = max(1, min(k, CAP, z.shape[1], max(1, len(z) - 2)))
-        self.components = vectors[:, :k].T
+        self.centre, self.components = pca_variance.leading(z, CAP)
         codes = (z - self.centre) @ self.components.T
-        mcd = MinCovDet(random_state=SEED).fit(codes[::max(1, -(-len(codes) // SAMPLE))])
+        codes = codes[::max(1, -(-len(codes) // SAMPLE))]
+        if len(codes) < 2:  # one window: no spread to estimate; its code is the location, distances unscaled
+            self.location, self.whiten = codes.mean(axis=0), np.eye(codes.shape[1])
+            return self
+        with warnings.catch_warnings():  # FastMCD's convergence notes on near-singular codes: not the job's log
+            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore", UserWarning)
+            mcd = MinCovDet(random_state=SEED).fit(codes)
         precision = mcd.get_precision()
         values, vectors = np.linalg.eigh((precision + precision.T) / 2.0)
         self.whiten = (vectors * np.sqrt(np.clip(values, 0.0, None))) @ vectors.T
