@@ -18,7 +18,9 @@ As a reconstruction (the serving contract): with ``P`` the components ``[k, D]``
 verdict's error, in ``error_scale``, is that sum up to the constant features' own units).
 
 A detector module of ``trainer.baselines``: fitted in float64 with a fixed seed (a restarted chief fits the same),
-served as four variables of a SavedModel (``trainer.detectors``).
+served as four variables of a SavedModel (``trainer.detectors``). Not a default candidate (``LANDFALL_DETECTORS=
+trainer.baselines.mcd`` registers it): with it the label-free choice falls from 0.479 to 0.461 over both dev sets,
+although it is the best fixed detector on two server machines (docs/benchmarks.md, "A robust covariance").
 """
 
 from __future__ import annotations
