@@ -150,11 +150,9 @@ class Scorer:
         for block in blocks:
             if not len(block):
                 continue
-            if rows is None:
-                parts.append(self.errors(block))
-                continue
             own = self.row_errors(block)
-            rows.add(own.ravel())
+            if rows is not None:
+                rows.add(own.ravel())
             parts.append(own.mean(axis=1))
         return np.concatenate(parts) if parts else np.empty(0, np.float64)
 
@@ -291,15 +289,22 @@ def score_chunks(chunks: Iterable[np.ndarray], scorer: Scorer, out: str | Path, 
 def threshold_of(scorer: Scorer, combine: str = "mean") -> float:
     """The model's anomaly threshold (``threshold.json`` ``value``; with ``combine`` ``row``, its ``row`` value);
     ``Invalid`` when it has none."""
-    doc = scorer.threshold or {}
+    doc = scorer.threshold if isinstance(scorer.threshold, dict) else {}
     if combine == ROW:
-        value = (doc.get(ROW) or {}).get("value")
+        value = _number((doc.get(ROW) if isinstance(doc.get(ROW), dict) else {}).get("value"))
         if value is None:
             raise Invalid(f"model {scorer.uri} has no row threshold in its {THRESHOLD} (saved before row scores, or "
                           "with no held-out data): pass --threshold")
         return float(value)
-    value = doc.get("value")
+    value = _number(doc.get("value"))
     if value is None:
         raise Invalid(f"model {scorer.uri} has no {THRESHOLD} (a model trained before verdicts, or with no "
                       "held-out data): pass --threshold")
+    return value
+
+
+def _number(value: Any) -> float | None:
+    """A threshold's value when it is a finite number (valid JSON of another type is no threshold), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        return None
     return float(value)
