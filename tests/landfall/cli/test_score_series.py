@@ -154,6 +154,17 @@ def test_row_scores_take_the_models_row_threshold(zero_model, tmp_path, capsys):
     assert doc["threshold"] == 5.0 and doc["anomalies"] == 0  # row 10's 4.0 is under the row threshold
     assert cli.main([*args[:-2], "--json"]) == 0  # mean: the window threshold as before
     assert json.loads(capsys.readouterr().out)["threshold"] == 0.4
+    # Valid JSON of the wrong type where a threshold belongs is no threshold: one line, no traceback.
+    for doc, combine, wanted in (({"value": 0.4, "row": 5.0}, args, "has no row threshold"),
+                                 ({"value": 0.4, "row": {"value": "high"}}, args, "has no row threshold"),
+                                 ({"value": 0.4, "row": {"value": True}}, args, "has no row threshold"),
+                                 ([0.4], args, "has no row threshold"),
+                                 ([0.4], args[:-2], "has no threshold.json"),
+                                 ({"value": "0.4"}, args[:-2], "has no threshold.json")):
+        (model / "threshold.json").write_text(json.dumps(doc))
+        assert cli.main(combine) == 2, doc
+        err = capsys.readouterr().err
+        assert wanted in err and "Traceback" not in err, err
 
 
 def test_iso_times_unsorted_rows_and_stride_cover_every_row(zero_model, tmp_path):

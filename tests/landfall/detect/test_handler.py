@@ -99,6 +99,8 @@ def test_the_specs_row_score_is_what_arrival_detection_and_landfall_score_give(
     assert (r["first_row"], r["last_row"], r["peak_row"]) == (20, 20, 20) and r["peak_score"] == pytest.approx(9.0)
     on_arrival = pq.read_table(io.BytesIO(storage.read_bytes(message["scores"])))
     np.testing.assert_allclose(on_arrival.column("score").to_numpy(), frame["v"].to_numpy() ** 2, rtol=1e-5)
+    assert handler.handle(request.to_json(), {}, rt) == "duplicate"  # delivered again: scored once, sent once
+    assert pull_all(pubsub, detections_topic, timeout_s=3) == []
 
     monkeypatch.setenv("LANDFALL_BUCKET", bucket)
     out = tmp_path / "r.scores.parquet"
