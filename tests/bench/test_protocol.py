@@ -159,3 +159,34 @@ def test_row_location_scores_each_row_by_its_own_error(tmp_path):
     steps = (values[:40, 0] - 0.5) ** 2
     np.testing.assert_allclose(scores, steps, rtol=1e-9)  # the same row of every window: its own error, unaveraged
 
+
+
+def test_the_goals_of_issue_55_are_each_said_met_or_not_with_the_shortfall():
+    """``protocol.goals`` (made-up medians, two series, one option): the champion under in-run nearest neighbour on one
+    series is named with its shortfall; the means against TSB-AD-M's best; the model against the published
+    AutoEncoder (all but one wanted); and a series where the model is the labelled best but not the champion."""
+    def series(name: str, champs: list[float], models: list[float], base: dict, pub: dict) -> dict:
+        return {"series": name, "set": protocol.MULTIVARIATE, "published": pub,
+                "baselines": {b: [{"vus_pr": v}, {"vus_pr": v}] for b, v in base.items()},
+                "runs": {"default": [{"champion": {"vus_pr": c}, "model": {"vus_pr": m}}
+                                     for c, m in zip(champs, models, strict=True)]}}
+
+    a = series("066_SMD_id_10_Facility_tr_2634_1st_2734", [0.2, 0.3], [0.4, 0.4],
+               {"pca": 0.1, "nearest_neighbour": 0.33, "mean_window": 0.3}, {"OCSVM": 0.649, "AutoEncoder": 0.5})
+    b = series("002_MSL_id_1_Sensor_tr_500_1st_900", [0.9, 1.0], [0.5, 0.7],
+               {"pca": 0.95, "nearest_neighbour": 0.9}, {"KMeansAD": 0.99, "AutoEncoder": 0.4})
+    said = protocol.goals([a, b])
+    assert said[0] == "Issue #55's goals, option default, 2 series (medians over the seeds):"
+    assert said[1] == ("- the champion >= the better of in-run PCA and nearest neighbour: 1 of 2: NOT met "
+                       "(short: 066_SMD 0.080)")
+    assert said[2] == "- the champion's mean 0.600 >= TSB-AD-M's best per series, mean 0.820: NOT met (0.220 short)"
+    assert said[3] == "- the model >= TSB-AD-M's AutoEncoder: 1 of 2: met"
+    assert said[4] == ("- the champion >= the model where the model is the labelled best: NOT met on 066_SMD "
+                       "(model 0.400, champion 0.250)")
+    b["runs"]["default"] = [{"champion": {"vus_pr": 1.0}, "model": {"vus_pr": 0.3}}] * 2
+    a["runs"]["default"] = [{"champion": {"vus_pr": 0.4}, "model": {"vus_pr": 0.4}}] * 2
+    said = protocol.goals([a, b])
+    assert said[1].endswith("2 of 2: met") and said[4].endswith("labelled best: met")
+    assert said[3] == "- the model >= TSB-AD-M's AutoEncoder: 0 of 2: NOT met (all but one wanted)"
+    a["runs"], b["runs"] = {}, {}
+    assert protocol.goals([a, b]) == []  # --baselines-only: no champion, no goal
