@@ -190,3 +190,10 @@ def test_the_goals_of_issue_55_are_each_said_met_or_not_with_the_shortfall():
     assert said[3] == "- the model >= TSB-AD-M's AutoEncoder: 0 of 2: NOT met (all but one wanted)"
     a["runs"], b["runs"] = {}, {}
     assert protocol.goals([a, b]) == []  # --baselines-only: no champion, no goal
+    nab = [{"series": n, "set": "univariate", "published": {"Sub-PCA": sub}, "baselines": {},
+            "runs": {"default": [{"champion": {"vus_pr": c}} for c in champs]}}
+           for n, sub, champs in (("008", 0.3, [0.5, 0.7, 0.6]), ("009", 0.2, [0.1, 0.0, 0.2]))]
+    assert protocol.goals(nab) == ["Issue #55's goal, option default, the univariate 2: the champion's mean 0.350 >= "
+                                   "TSB-AD's Sub-PCA mean 0.250: met"]
+    nab[0]["runs"]["default"] = [{"champion": {"vus_pr": 0.2}}]
+    assert protocol.goals(nab)[0].endswith("mean 0.150 >= TSB-AD's Sub-PCA mean 0.250: NOT met (0.100 short)")
