@@ -67,8 +67,8 @@ from landfall.arrival import period
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core.artifacts import specs
+from landfall.core.rules.series_windows import COMBINE, MEAN, ROW
 from landfall.core.services.storage import Storage
-from landfall.detect.located import COMBINE, ROW
 from landfall_bench import controls
 from landfall_bench.detect import located, option_list
 from landfall_bench.realdata import LABELLED, labelled_series, sliding_windows
@@ -189,7 +189,7 @@ def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
 
 
 def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int,
-                 combine: str = "mean") -> dict[str, np.ndarray]:
+                 combine: str = MEAN) -> dict[str, np.ndarray]:
     """``located`` for several detectors from one pass: ``errors`` turns a block of windows into each detector's
     errors (``Panel.errors``); every detector's row scores are then located from its recorded errors, block by block in
     the order the first pass asked for them (the same ``Locator``, so the same rows and windows)."""
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--options", default="default,gru")
     p.add_argument("--baselines-only", action="store_true",
                    help="no trainer run: only the baselines as the verdict fits them (minutes on a CPU)")
-    p.add_argument("--combine", choices=COMBINE, default="mean",
+    p.add_argument("--combine", choices=COMBINE, default=MEAN,
                    help="a row's score from the windows over it, as landfall score --combine (default mean)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)

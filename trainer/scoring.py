@@ -35,6 +35,7 @@ import numpy as np
 from landfall.core.artifacts.champion import NORMALIZATION, THRESHOLD
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import moments
+from landfall.core.rules.series_windows import ROW  # threshold.json's row threshold: the unit it serves
 from landfall.core.services.storage import Storage, is_gs
 
 PREDICT_BATCH = 1024
@@ -42,7 +43,6 @@ QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 # Summary histogram: log10(error) from 1e-12 to 1e12, 200 bins a decade (quantiles within ~1.2 %).
 HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
 ERROR_SCALE = "error_scale"  # normalization.json: each feature's error unit
-ROW = "row"  # threshold.json: the threshold of a row's own error (landfall score --combine row)
 STANDARDISED, ORIGINAL_UNITS = "mse_standardised", "mse_original_units"  # the error's metric, with and without it
 
 

@@ -26,8 +26,8 @@ from typing import Any
 from landfall.core import logs
 from landfall.core.artifacts import champion
 from landfall.core.errors import BadInput, Invalid, NotFound, TemporaryError
+from landfall.core.rules.series_windows import COMBINE, MEAN
 from landfall.core.services.storage import Storage
-from landfall.detect.located import COMBINE
 
 
 def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
@@ -124,7 +124,7 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     model = model_of(args, storage)
     scorer = scoring.Scorer.load(storage, model)
     spec = spec_of(args, storage)
-    combine = "mean"  # instances: one score each, no rows to combine
+    combine = MEAN  # instances: one score each, no rows to combine
     if spec is not None and spec.series:
         combine = args.combine = args.combine or spec.combine
     threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer, combine)

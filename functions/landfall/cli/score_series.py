@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from landfall.core.artifacts.specs import DatasetSpec
+from landfall.core.rules.series_windows import SAYS
 from landfall.core.services.storage import Storage
-from landfall.detect.located import SAYS
 
 
 def summary_path(out: str | Path) -> Path:

@@ -55,6 +55,7 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import Manifest, utc_now
 from landfall.core.errors import BadInput, Invalid, NotFound, PermanentError, TemporaryError
 from landfall.core.rules import timestamps
+from landfall.core.rules.series_windows import MEAN
 from landfall.core.runtime import Runtime
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage
@@ -229,7 +230,7 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
     t0 = time.perf_counter()
     scorer, load_s = models(cfg.model_cache).get(storage, current.model)
     spec = specs.for_dataset(storage, cfg.bucket, request.dataset, lay)
-    combine = spec.combine if spec.series else "mean"  # the spec's row score (shape.window.combine)
+    combine = spec.combine if spec.series else MEAN  # the spec's row score (shape.window.combine)
     threshold = scoring.threshold_of(scorer, combine)
     source = layout.gs(manifest.source.bucket, manifest.source.name)
     folder = layout.gs(cfg.bucket, detections.result_prefix(lay, request.dataset, aid, current.run))

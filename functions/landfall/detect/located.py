@@ -53,12 +53,8 @@ import numpy as np
 
 from landfall.core.errors import BadInput
 from landfall.core.rules import duplicates, vus
-from landfall.core.rules.series_windows import default_max_gap
+from landfall.core.rules.series_windows import COMBINE, MEAN, ROW, default_max_gap
 
-ROW = "row"
-COMBINE = ("mean", "max", ROW)
-SAYS = {"mean": "the mean of the windows over each row", "max": "the largest of the windows over each row",
-        ROW: "each row's own error, averaged over the windows over it"}  # what a row's score is, for people
 RANKED_ROWS = 20_000_000  # labelled rows kept (5 bytes each) for the threshold-free figures, AP and VUS-PR
 
 
@@ -135,7 +131,7 @@ class Locator:
     ``finish``; each call yields the ``Block``s of rows whose score is final (memory: one chunk and ``length`` rows)."""
 
     def __init__(self, length: int, stride: int, threshold: float, errors: Callable[[np.ndarray], np.ndarray],
-                 max_gap: float | None = None, combine: str = "mean", drop_nonfinite: bool = False):
+                 max_gap: float | None = None, combine: str = MEAN, drop_nonfinite: bool = False):
         if combine not in COMBINE:
             raise ValueError(f"combine must be one of {COMBINE}, not {combine!r}")
         if length < 1 or stride < 1:

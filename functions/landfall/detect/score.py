@@ -53,9 +53,10 @@ import numpy as np
 from landfall.core.artifacts.specs import DatasetSpec
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.rules import duplicates
+from landfall.core.rules.series_windows import MEAN, ROW
 from landfall.core.services.storage import Storage
 from landfall.detect import located
-from landfall.detect.located import ROW, Block, Locator, Range, Unsorted
+from landfall.detect.located import Block, Locator, Range, Unsorted
 
 SCHEMA = "landfall.series_scores/v1"
 LABELS = ("label", "is_anomaly")  # label columns looked for when none is named
@@ -69,7 +70,7 @@ class SeriesOptions:
     over it (``mean`` | ``max``), and the label column (None: looked for)."""
 
     stride: int | None = None
-    combine: str = "mean"
+    combine: str = MEAN
     label: str | None = None
 
 

@@ -46,7 +46,7 @@ from landfall.core.errors import LandfallError
 from landfall.core.quality import checks, quarantine
 from landfall.core.quality.profile import Profile
 from landfall.core.rules import cost, timestamps
-from landfall.detect.located import SAYS
+from landfall.core.rules.series_windows import SAYS
 from landfall.submit.config import JobConfig
 from landfall.views import arrivals, waiting
 from landfall.views.reader import Reader

@@ -394,7 +394,7 @@ def test_the_specs_combine_is_the_locators():
     the other fails here; a spec without it combines by the mean."""
     from landfall.core.artifacts import specs
     from landfall.core.errors import Invalid
-    from landfall.detect.located import COMBINE
+    from landfall.core.rules.series_windows import COMBINE
 
     window = specs.schema()["properties"]["shape"]["properties"]["window"]["properties"]
     assert window["combine"]["enum"] == list(COMBINE)

@@ -40,6 +40,7 @@ from landfall.core.config import ENGINES
 from landfall.core.contracts.layout import Layout, gs, valid_dataset
 from landfall.core.errors import AlreadyExists, Invalid, NotFound, TemporaryError
 from landfall.core.rules import accelerators
+from landfall.core.rules.series_windows import MEAN
 from landfall.core.services.storage import Storage
 
 API_VERSION = "landfall.dataset/v1"
@@ -166,7 +167,7 @@ class DatasetSpec:
     def combine(self) -> str:
         """A series dataset's row score from the windows over it (``shape.window.combine``; default ``mean``:
         ``landfall.detect.located``), wherever it is scored."""
-        return str((self.shape.get("window") or {}).get("combine") or "mean")
+        return str((self.shape.get("window") or {}).get("combine") or MEAN)
 
     def job_fields(self, trainer_args: tuple[str, ...] = ()) -> dict[str, Any]:
         """``dataclasses.replace(JobConfig, **this)``: the job's resources, epochs and batch size, and the trainer

@@ -26,6 +26,14 @@ from typing import Any
 
 import numpy as np
 
+# How a row's score is made from the windows over it: ``landfall.detect.located.Locator``'s rules, a series dataset's
+# ``shape.window.combine`` and ``landfall score --combine``; ``SAYS`` what each is, for people. ``ROW`` also keys
+# ``threshold.json``'s row threshold (``trainer.scoring``), the one a row's own error is flagged against.
+MEAN, MAX, ROW = "mean", "max", "row"
+COMBINE = (MEAN, MAX, ROW)
+SAYS = {MEAN: "the mean of the windows over each row", MAX: "the largest of the windows over each row",
+        ROW: "each row's own error, averaged over the windows over it"}
+
 BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
 MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
 
