@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from landfall.core.rules.series_windows import MEAN
+
 CHOICE, FIXED, ENSEMBLE, BEST = "choice", "(a) best fixed", "(b) ensemble", "labelled best"
 SCALE_FLOOR = 1e-12  # a candidate whose held-out errors do not vary is centred, not divided by zero
 
@@ -37,9 +39,11 @@ def ensemble(located: dict[str, np.ndarray], held: dict[str, np.ndarray],
 
 
 def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray, seed: int, name: str,
-                 rank: Callable[[np.ndarray], dict[str, float]], held: dict[str, np.ndarray] | None = None) -> dict:
+                 rank: Callable[[np.ndarray], dict[str, float]], held: dict[str, np.ndarray] | None = None,
+                 combine: str = MEAN) -> dict:
     """The verdict's choice among the fixed detectors on this seed and their ensemble's figures (``rank``: row scores
-    -> AP and VUS-PR; ``held``: the panel's errors on ``held_windows``, when already computed)."""
+    -> AP and VUS-PR; ``held``: the panel's errors on ``held_windows``, when already computed; ``combine``: how the
+    rows are scored, which the verdict chooses for, ``trainer.selection.basis``)."""
     from trainer import selection, surrogate
 
     out: dict = {"chosen": None, "surrogate": {}, "ensemble": None}
@@ -49,7 +53,7 @@ def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray
     if sset is not None:
         found = {n: sset.figures(e)[surrogate.KIND_AP] for n, e in panel.errors(sset.instances).items()}
         out["surrogate"] = found
-        out["chosen"] = selection.choose(found, selection.SURROGATE, lambda _: None).chosen
+        out["chosen"] = selection.choose(found, selection.basis(False, combine), lambda _: None).chosen
     out["ensemble"] = ensemble(located, held if held is not None else panel.errors(held_windows), rank)
     return out
 

@@ -154,7 +154,8 @@ def aeon_series(name: str) -> dict:
             "published": None, "source": f"aeon 1.6.0 ({name})"}
 
 
-def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, epochs: int) -> Path:
+def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, epochs: int,
+          combine: str = MEAN) -> Path:
     """The real trainer on the windows (one arrival, converted by the real converter), its defaults but ``option``."""
     storage = Storage()
     work.mkdir(parents=True, exist_ok=True)
@@ -163,11 +164,11 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
         np.save(src, windows)
         cfg = ConverterConfig.load({}, timesteps=window, features=windows.shape[2])
         convert(str(src), str(work / "tfrecords" / "train"), "bench", cfg, storage, arrival_id="train")
-    job = work / "runs" / f"{option}-s{seed}"
+    job = work / "runs" / (f"{option}-s{seed}" if combine == MEAN else f"{option}-{combine}-s{seed}")
     cmd = [sys.executable, "-m", "trainer.task", "--manifest", str(work / "tfrecords" / "train" / "manifest.json"),
            "--job-dir", str(job), "--epochs", str(epochs), *OPTIONS[option], "--timesteps", str(window),
            "--features", str(windows.shape[2]), "--seed", str(seed), "--holdout", "segment", "--warm-start", "none",
-           "--verbose", "0"]
+           "--verbose", "0", "--combine", combine]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "LANDFALL_RESULTS_TOPIC": "", "PYTHONHASHSEED": str(seed),
            "LANDFALL_MODELS": str(job / "models")}  # every run its own dataset's first champion
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -263,13 +264,14 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
         # The verdict's label-free choice among these candidates and the ensemble of all (landfall_bench.controls).
         held_errors = panel.errors(x_train[held_mask])
         out.setdefault("controls", []).append(controls.seed_figures(
-            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w), held_errors))
+            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w), held_errors,
+            args.combine))
         kept.append((located_scores, held_errors, held_mask))  # for the ensemble with each run's model
     for option in args.options:
         runs = []
         for seed in range(args.seeds):
             t0 = time.monotonic()
-            job = train(root / name, x_train, w, option, seed, args.epochs)
+            job = train(root / name, x_train, w, option, seed, args.epochs, args.combine)
             metrics = json.loads((job / "metrics.json").read_text())
             detection = metrics.get("detection") or {}
             champion = metrics.get("champion")
@@ -477,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baselines-only", action="store_true",
                    help="no trainer run: only the baselines as the verdict fits them (minutes on a CPU)")
     p.add_argument("--combine", choices=COMBINE, default=MEAN,
-                   help="a row's score from the windows over it, as landfall score --combine (default mean)")
+                   help="a row's score from the windows over it, as landfall score --combine (default mean); the "
+                        "verdict chooses for it, as for a spec's shape.window.combine (trainer --combine)")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     args.options = [] if args.baselines_only else option_list(p, args.options, OPTIONS)

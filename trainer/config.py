@@ -10,6 +10,7 @@ import dataclasses
 
 from landfall.core.config import Seed, Settings, default_project
 from landfall.core.rules import holdout
+from landfall.core.rules.series_windows import COMBINE, MEAN
 from trainer import model_kinds
 
 
@@ -62,6 +63,9 @@ class TrainerConfig(Settings):
     select: str = "detection"
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
     model_margin: float = 0.01  # select detection: the model ranks above a baseline when it scores this much more
+    # How the dataset's rows will be scored (a series spec's shape.window.combine, landfall.core.rules.series_windows):
+    # scored by rows, the label-free choice is the fixed one that beats it (trainer.selection.eligible).
+    combine: str = MEAN
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     # The labelled check (trainer.labelled_check): the set `landfall datasets apply` stored
     # (landfall.core.artifacts.labelled), scored
@@ -136,6 +140,8 @@ class TrainerConfig(Settings):
                             f"{self.promote_tolerance}, {self.threshold_quantile}")
         if self.select not in ("detection", "loss"):
             problems.append(f"select must be detection or loss, got {self.select!r}")
+        if self.combine not in COMBINE:
+            problems.append(f"combine must be one of {', '.join(COMBINE)}, got {self.combine!r}")
         if not -1.0 < self.model_margin < 1.0:
             problems.append(f"model margin must be in (-1, 1), got {self.model_margin}")
         if not 0.0 <= self.promote_margin < 1.0:

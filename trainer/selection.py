@@ -34,6 +34,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from landfall.core.rules.series_windows import MEAN, ROW
 from trainer import baselines
 
 MODEL = "model"
@@ -45,8 +46,21 @@ def candidates() -> tuple[str, ...]:
 
 
 LABELLED, SURROGATE = "labelled average precision", "surrogate average precision over kinds"
-# The figure each basis reads from a candidate's figures (recorded as the summary's ``key``)
-KEYS = {LABELLED: "labelled_average_precision", SURROGATE: "kind_average_precision"}
+# Scored by rows without labels: the one fixed detector that beats the surrogate's choice there (``basis``)
+FIXED_FOR_ROWS = "the fixed choice for rows"
+ROWS_DETECTOR = baselines.NEAREST
+# The figure each basis reads from a candidate's figures (recorded as the summary's ``key``); the fixed choice is
+# still compared with the champion on the surrogate set
+KEYS = {LABELLED: "labelled_average_precision", SURROGATE: "kind_average_precision",
+        FIXED_FOR_ROWS: "kind_average_precision"}
+
+
+def basis(labelled: bool, combine: str = MEAN) -> str:
+    """What the choice rests on: the labelled set when there is one; else, for a dataset scored by each row's own
+    error (``combine`` ``row``), ``ROWS_DETECTOR`` (``FIXED_FOR_ROWS``); else the surrogate set."""
+    if labelled:
+        return LABELLED
+    return FIXED_FOR_ROWS if combine == ROW else SURROGATE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +78,10 @@ class Choice:
     def why(self) -> str:
         if self.chosen is None:
             return f"no candidate may be promoted ({'; '.join(f'{n}: {w}' for n, w in self.passed_over.items())})"
+        if self.basis == FIXED_FOR_ROWS:
+            return (f"{self.chosen}: the fixed choice for a dataset scored by rows (shape.window.combine: row), where "
+                    "it detects better than the surrogate's choice (docs/benchmarks.md, \"Scored by rows\"); its "
+                    f"surrogate average precision over kinds {self.scores[self.chosen]:.3f}")
         ahead = [n for n in self.order[:self.order.index(self.chosen)]]
         parts = [f"{self.chosen} detects best among the candidates that may be promoted ({self.basis} "
                  f"{self.scores[self.chosen]:.3f}"]
@@ -81,6 +99,11 @@ def choose(scores: Mapping[str, float | None], basis: str,
     """The order of the candidates with a score (the model's less ``model_margin``) and the first one ``refusal`` lets
     through (its reason, else None)."""
     known = {n: float(v) for n, v in scores.items() if v is not None}
+    if basis == FIXED_FOR_ROWS:  # the one candidate; without its figure, the surrogate's choice among the rest
+        if ROWS_DETECTOR in known:
+            known = {ROWS_DETECTOR: known[ROWS_DETECTOR]}
+        else:
+            basis = SURROGATE
     order = candidates()
 
     def rank(name: str) -> tuple[float, int]:

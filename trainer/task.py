@@ -107,6 +107,7 @@ from landfall.core.contracts import timeline as core_timeline
 from landfall.core.contracts.messages import METRICS_SCHEMA, JobInputs, utc_now
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import cost, holdout
+from landfall.core.rules.series_windows import COMBINE
 from landfall.core.services.storage import Storage
 from trainer import champion_view, faults, model_kinds, stopwatch, verdict, warmstart
 from trainer import inputs as inputs_mod
@@ -161,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--promote-margin", type=float, help="select detection: promoted at the champion's score + this (default 0.01)")
     a("--model-margin", type=float,
       help="select detection: the model ranks above a baseline only when it scores this much more (default 0.01)")
+    a("--combine", choices=list(COMBINE),
+      help="how the dataset's rows are scored (its spec's shape.window.combine; default mean): with row, the "
+           "label-free choice is the nearest neighbour (trainer.selection.eligible)")
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "

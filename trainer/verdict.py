@@ -387,7 +387,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         lab = ((labelled or {}).get("challenger") if name == selection.MODEL
                else ((labelled or {}).get("baselines") or {}).get(name)) if use_labels else None
         found["labelled_average_precision"] = (lab or {}).get("average_precision")
-    basis = selection.LABELLED if use_labels else selection.SURROGATE
+    basis = selection.basis(use_labels, cfg.combine)
     key = selection.KEYS[basis]
 
     def refusal(name: str) -> str | None:

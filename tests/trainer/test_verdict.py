@@ -340,3 +340,45 @@ def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, set
     assert (message.gpu_seconds, message.accelerator, message.estimated_cost, message.cost_basis) == (
         7200.0, "nvidia-l4", 1.12, "chief")
     assert json.loads(storage.read_bytes(f"{job_dir}/result.json"))["published_at"]
+
+
+def test_scored_by_rows_the_choice_is_the_nearest_neighbour_whatever_the_surrogate_ranks_first(setting):
+    """A dataset scored by each row's own error (``--combine row``, a spec's ``shape.window.combine: row``): without
+    labels the verdict serves the nearest neighbour, the fixed detector that beats the surrogate's choice by rows on
+    both dev sets (docs/benchmarks.md, "Scored by rows"), even where the surrogate ranks another candidate first. Every
+    candidate's surrogate figures are still recorded, and the fixed choice is compared with the champion on them."""
+    from trainer import baselines, selection
+
+    s = setting
+    root = str(s["root"] / "models-rows")
+    _, job, got = _conclude(s, "rows-u", s["untrained"], select="detection", models=root, combine="row")
+    det = got["detection"]
+    assert det["basis"] == selection.FIXED_FOR_ROWS and det["key"] == "kind_average_precision"
+    assert set(det["candidates"]) == {"model", *baselines.NAMES}  # all scored, for the record
+    scores = {n: f[det["key"]] for n, f in det["candidates"].items()}
+    assert det["chosen"] == baselines.NEAREST == selection.ROWS_DETECTOR and det["order"] == [baselines.NEAREST]
+    assert got["verdict"] == "promoted" and got["champion"] == job.path("detectors", baselines.NEAREST)
+    assert "fixed choice for a dataset scored by rows" in det["why"]
+    # the surrogate's own first choice in this setting is another detector: the rule, not the ranking, chose
+    _, _, by_mean = _conclude(s, "rows-mean", s["untrained"], select="detection", models=str(s["root"] / "m-mean"))
+    assert by_mean["detection"]["chosen"] == max(scores, key=lambda n: (scores[n], n != "model")) != baselines.NEAREST
+    # a rerun by rows on the same data is compared with the champion on the surrogate set: kept
+    _, _, again = _conclude(s, "rows-again", s["untrained"], select="detection", models=root, combine="row")
+    assert again["verdict"] == "kept_champion" and again["champion_run"] == "rows-u"
+
+
+def test_the_choices_basis_by_labels_by_rows_and_by_the_surrogate():
+    """``selection.basis``/``choose``: labels decide whenever there are any, whatever the unit; by rows without them,
+    the nearest neighbour alone is eligible (refused, nothing is chosen; absent, the surrogate's choice); otherwise
+    the surrogate's order."""
+    from trainer import baselines, selection
+
+    scores = {"pca_variance": 0.9, baselines.NEAREST: 0.5, "model": 0.95}
+    assert selection.basis(True, "row") == selection.LABELLED and selection.basis(False, "mean") == selection.SURROGATE
+    by_rows = selection.choose(scores, selection.basis(False, "row"), lambda _: None, 0.01)
+    assert by_rows.chosen == baselines.NEAREST and by_rows.order == (baselines.NEAREST,)
+    assert selection.choose(scores, selection.SURROGATE, lambda _: None, 0.01).chosen == "model"
+    refused = selection.choose(scores, selection.FIXED_FOR_ROWS, lambda n: "gate" if n == baselines.NEAREST else None)
+    assert refused.chosen is None and refused.passed_over == {baselines.NEAREST: "gate"}
+    absent = selection.choose({"pca_variance": 0.9, "kmeans": 0.2}, selection.FIXED_FOR_ROWS, lambda _: None)
+    assert absent.chosen == "pca_variance" and absent.basis == selection.SURROGATE

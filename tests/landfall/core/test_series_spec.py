@@ -41,6 +41,14 @@ def test_a_series_spec_sets_the_converter_and_the_trainer():
     dropped = specs.DatasetSpec.from_document(specs.validate(_doc(model={"dropout": 0.3}), "pump.yaml"), 3)
     cfg = parse_config(["--inputs", "i.json", "--job-dir", "j", *dropped.trainer_args()], env={})
     assert (cfg.model_kind, cfg.dropout) == ("dense", 0.3)
+    # How the rows are scored reaches the verdict, which chooses for it (trainer.selection.basis); unset, mean.
+    assert "--combine" not in args and cfg.combine == series_windows.MEAN
+    by_rows = specs.DatasetSpec.from_document(specs.validate(
+        _doc(shape={"window": {"length": 64, "stride": 4, "combine": "row"}}), "pump.yaml"), 3)
+    cfg = parse_config(["--inputs", "i.json", "--job-dir", "j", *by_rows.trainer_args()], env={})
+    assert by_rows.combine == cfg.combine == series_windows.ROW
+    with pytest.raises(SystemExit):  # argparse: one of the rules only
+        parse_config(["--inputs", "i.json", "--job-dir", "j", "--combine", "median"], env={})
 
 
 def test_drop_columns_need_the_channel_count():

@@ -102,6 +102,7 @@ TRAINER_FLAGS = {
     ("training", "deterministic"): "--deterministic",
     ("training", "exclude_flagged"): "--exclude-flagged",  # trainer.champion_view
     ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
+    ("shape", "window.combine"): "--combine",  # how its rows are scored: the verdict chooses for that (issue #55)
 }
 
 def _empty() -> Mapping[str, Any]:
