@@ -359,6 +359,9 @@ def test_scored_by_rows_the_choice_is_the_nearest_neighbour_whatever_the_surroga
     assert det["chosen"] == baselines.NEAREST == selection.ROWS_DETECTOR and det["order"] == [baselines.NEAREST]
     assert got["verdict"] == "promoted" and got["champion"] == job.path("detectors", baselines.NEAREST)
     assert "fixed choice for a dataset scored by rows" in det["why"]
+    # status, trace and the report say a rule chose it, beside the surrogate's figures (not "detects best")
+    assert results.detection_line(got).startswith(
+        f"chosen: {baselines.NEAREST} (the fixed choice for rows; kind_average_precision: ")
     # the surrogate's own first choice in this setting is another detector: the rule, not the ranking, chose
     _, _, by_mean = _conclude(s, "rows-mean", s["untrained"], select="detection", models=str(s["root"] / "m-mean"))
     assert by_mean["detection"]["chosen"] == max(scores, key=lambda n: (scores[n], n != "model")) != baselines.NEAREST

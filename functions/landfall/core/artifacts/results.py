@@ -209,7 +209,11 @@ def detection_line(doc: Any) -> str:
     parts = [f"{n} {v:.3f}" for n, v in sorted(scores.items(), key=lambda kv: -(kv[1] or 0.0))
              if isinstance(v, int | float)]
     chosen = found.get("chosen")
-    line = f"detects best: {chosen if isinstance(chosen, str) else 'none that may be promoted'} ({basis}: "
+    name = chosen if isinstance(chosen, str) else "none that may be promoted"
+    if basis.startswith("the fixed choice"):  # trainer.selection.FIXED_FOR_ROWS: a rule chose, the scores are recorded
+        line = f"chosen: {name} ({basis}; {key}: "
+    else:
+        line = f"detects best: {name} ({basis}: "
     line += (", ".join(parts) or "none computed") + ")"
     champion = found.get("champion") if isinstance(found.get("champion"), dict) else None
     if champion and isinstance(champion.get(key), int | float):
