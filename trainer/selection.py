@@ -124,6 +124,13 @@ def choose(scores: Mapping[str, float | None], basis: str,
     return Choice(basis, ranked, known, None, passed)
 
 
+def comparable(choice: Choice, detector: str | None) -> bool:
+    """Whether the champion (which serves ``detector``, its ``evaluation``'s) is compared with the choice by score:
+    always, but under the fixed choice for rows, where a champion of another detector (chosen before the dataset was
+    scored by rows) is one the rule would not serve, so the choice replaces it."""
+    return choice.basis != FIXED_FOR_ROWS or detector == choice.chosen
+
+
 def summary(choice: Choice, figures: Mapping[str, Mapping[str, Any]], surrogate: Mapping[str, Any] | None,
             margin: float, model_margin: float = 0.0) -> dict[str, Any]:
     """``metrics.json``'s ``detection`` (the champion's part is added by the verdict once it is known)."""

@@ -414,6 +414,9 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         found = {**found, "labelled_average_precision": (champions.labelled.get(champion.model) or {}).get(
             "average_precision") if use_labels else None}
         detection["champion"] = {"run": champion.run, "model": champion.model, **found}
+        if not selection.comparable(choice, champion.evaluation.get("detector")):
+            detection["champion"]["replaced_by_rule"] = choice.basis  # not what the rule serves: replaced
+            return None
         value = found.get(key)
         return None if value is None else 1.0 - float(value)
 

@@ -362,12 +362,21 @@ def test_scored_by_rows_the_choice_is_the_nearest_neighbour_whatever_the_surroga
     # status, trace and the report say a rule chose it, beside the surrogate's figures (not "detects best")
     assert results.detection_line(got).startswith(
         f"chosen: {baselines.NEAREST} (the fixed choice for rows; kind_average_precision: ")
-    # the surrogate's own first choice in this setting is another detector: the rule, not the ranking, chose
-    _, _, by_mean = _conclude(s, "rows-mean", s["untrained"], select="detection", models=str(s["root"] / "m-mean"))
-    assert by_mean["detection"]["chosen"] == max(scores, key=lambda n: (scores[n], n != "model")) != baselines.NEAREST
     # a rerun by rows on the same data is compared with the champion on the surrogate set: kept
     _, _, again = _conclude(s, "rows-again", s["untrained"], select="detection", models=root, combine="row")
     assert again["verdict"] == "kept_champion" and again["champion_run"] == "rows-u"
+    assert "replaced_by_rule" not in again["detection"]["champion"]
+    # The surrogate's own first choice here is another detector: the rule, not the ranking, chose. A dataset switched
+    # to rows replaces that champion (which the surrogate ranks higher, so a score would keep it for ever).
+    mean_root = str(s["root"] / "m-mean")
+    _, _, by_mean = _conclude(s, "rows-mean", s["untrained"], select="detection", models=mean_root)
+    assert by_mean["detection"]["chosen"] == max(scores, key=lambda n: (scores[n], n != "model")) != baselines.NEAREST
+    _, job_s, switched = _conclude(s, "rows-switched", s["untrained"], select="detection", models=mean_root,
+                                   combine="row")
+    assert switched["verdict"] == "promoted" and switched["champion"] == job_s.path("detectors", baselines.NEAREST)
+    assert switched["detection"]["champion"]["run"] == "rows-mean"
+    assert switched["detection"]["champion"]["replaced_by_rule"] == selection.FIXED_FOR_ROWS
+    assert champion.read(s["storage"], mean_root, "demo")[0].evaluation["detector"] == baselines.NEAREST
 
 
 def test_the_choices_basis_by_labels_by_rows_and_by_the_surrogate():
@@ -385,3 +394,6 @@ def test_the_choices_basis_by_labels_by_rows_and_by_the_surrogate():
     assert refused.chosen is None and refused.passed_over == {baselines.NEAREST: "gate"}
     absent = selection.choose({"pca_variance": 0.9, "kmeans": 0.2}, selection.FIXED_FOR_ROWS, lambda _: None)
     assert absent.chosen == "pca_variance" and absent.basis == selection.SURROGATE
+    # the champion compared by score: always, but a champion of another detector under the rule for rows
+    assert selection.comparable(by_rows, baselines.NEAREST) and not selection.comparable(by_rows, "pca_variance")
+    assert not selection.comparable(by_rows, None) and selection.comparable(absent, "model")
