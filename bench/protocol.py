@@ -79,7 +79,9 @@ OPTIONS = {"default": ["--model-kind", str(specs.SERIES_MODEL["kind"]),
            "gru": [],
            # issue #55's candidates for the kind a GPU trains (trainer.model_kinds), at the series defaults' dropout
            "conv": ["--model-kind", "conv", "--dropout", str(specs.SERIES_MODEL["dropout"])],
-           "forecast": ["--model-kind", "forecast", "--dropout", str(specs.SERIES_MODEL["dropout"])]}
+           "forecast": ["--model-kind", "forecast", "--dropout", str(specs.SERIES_MODEL["dropout"])],
+           # the series model at the trainer's own default dropout (trainer.config.TrainerConfig.dropout, 0.2)
+           "dense-dropout": ["--model-kind", str(specs.SERIES_MODEL["kind"])]}
 PUBLISHED = ("Sub-PCA", "AutoEncoder")
 ENSEMBLE = "pca+nearest_neighbour"  # the mean of the two, each error scaled by its held-out median
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")
