@@ -64,7 +64,7 @@ class TrainerConfig(Settings):
     promote_margin: float = 0.01  # select detection: promoted when its score >= the champion's + this
     model_margin: float = 0.01  # select detection: the model ranks above a baseline when it scores this much more
     # How the dataset's rows will be scored (a series spec's shape.window.combine, landfall.core.rules.series_windows):
-    # scored by rows, the label-free choice is the fixed one that beats it (trainer.selection.eligible).
+    # scored by rows, the label-free choice is the fixed one that beats it (trainer.selection.basis).
     combine: str = MEAN
     threshold_quantile: float = 0.99  # of the held-out reconstruction errors: the anomaly threshold
     # The labelled check (trainer.labelled_check): the set `landfall datasets apply` stored

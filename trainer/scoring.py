@@ -35,7 +35,7 @@ import numpy as np
 from landfall.core.artifacts.champion import NORMALIZATION, THRESHOLD
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import moments
-from landfall.core.rules.series_windows import ROW  # threshold.json's row threshold: the unit it serves
+from landfall.core.rules.series_windows import MEAN, ROW  # threshold.json's row threshold: the unit it serves
 from landfall.core.services.storage import Storage, is_gs
 
 PREDICT_BATCH = 1024
@@ -286,7 +286,7 @@ def score_chunks(chunks: Iterable[np.ndarray], scorer: Scorer, out: str | Path, 
                    hist.max if n else float("nan"), str(out), hist)
 
 
-def threshold_of(scorer: Scorer, combine: str = "mean") -> float:
+def threshold_of(scorer: Scorer, combine: str = MEAN) -> float:
     """The model's anomaly threshold (``threshold.json`` ``value``; with ``combine`` ``row``, its ``row`` value);
     ``Invalid`` when it has none."""
     doc = scorer.threshold if isinstance(scorer.threshold, dict) else {}

@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
       help="select detection: the model ranks above a baseline only when it scores this much more (default 0.01)")
     a("--combine", choices=list(COMBINE),
       help="how the dataset's rows are scored (its spec's shape.window.combine; default mean): with row, the "
-           "label-free choice is the nearest neighbour (trainer.selection.eligible)")
+           "label-free choice is the nearest neighbour (trainer.selection.basis)")
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "

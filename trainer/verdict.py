@@ -414,7 +414,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         found = {**found, "labelled_average_precision": (champions.labelled.get(champion.model) or {}).get(
             "average_precision") if use_labels else None}
         detection["champion"] = {"run": champion.run, "model": champion.model, **found}
-        if not selection.comparable(choice, champion.evaluation.get("detector")):
+        if not selection.comparable(choice, champion.detector):
             detection["champion"]["replaced_by_rule"] = choice.basis  # not what the rule serves: replaced
             return None
         value = found.get(key)
@@ -449,7 +449,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
                 storage, models_root(cfg), dataset, run=run, model=uri, loss=1.0 - float(choice.score or 0.0),
                 evaluate=score_champion, metric="detection_loss",
                 better=lambda mine, theirs: theirs is None or mine <= theirs - margin,
-                evaluation={"instances": recorded["evaluation"]["instances"], "metric": basis,
+                evaluation={"instances": recorded["evaluation"]["instances"], "metric": choice.basis,
                             "detector": choice.chosen, "score": choice.score, "threshold": threshold["value"],
                             "quantiles": threshold["quantiles"], "why": choice.why()})
     finally:
@@ -457,7 +457,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
     verdict = "promoted" if outcome.promoted else "kept_champion"
     out = fields(verdict, outcome.champion)
     log.info(f"verdict: {verdict}: {choice.why()}", extra={"job": run, "dataset": dataset, "fields": {
-        "verdict": verdict, "detector": choice.chosen, "score": choice.score, "basis": basis,
+        "verdict": verdict, "detector": choice.chosen, "score": choice.score, "basis": choice.basis,
         "champion_run": out["champion_run"]}})
     return out
 

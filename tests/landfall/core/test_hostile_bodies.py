@@ -119,3 +119,22 @@ def test_a_cloud_event_of_any_shape_is_a_message_or_one_line(data, kind):
             parse(event)
         except Invalid as exc:
             _one_line(exc)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(evaluation=st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(
+    max_size=8), lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+    st.sampled_from(["loss", "detector", "x"]), inner, max_size=3), max_leaves=6))
+def test_a_champions_evaluation_of_any_json_type_reads_as_its_value_or_none(evaluation):
+    """A champion.json whose ``evaluation`` (or its ``loss``, ``detector``) is valid JSON of another type: ``loss`` is
+    a number or None and ``detector`` a name or None (status, the page and the verdict read them), never a crash."""
+    import json
+
+    doc = {"schema": champion.CHAMPION_SCHEMA, "dataset": "d", "run": "r", "model": "m", "seq": 1, "reason": "first",
+           "promoted_by": "trainer", "evaluation": evaluation}
+    current = champion.Champion.from_json(json.dumps(doc), "champion gs://b/c.json")
+    found = evaluation if isinstance(evaluation, dict) else {}
+    loss, detector = found.get("loss"), found.get("detector")
+    number = isinstance(loss, int | float) and not isinstance(loss, bool)
+    assert current.loss == (float(loss) if number else None)
+    assert current.detector == (detector if isinstance(detector, str) else None)

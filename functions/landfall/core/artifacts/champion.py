@@ -65,8 +65,21 @@ class Champion:
 
     @property
     def loss(self) -> float | None:
-        value = self.evaluation.get("loss")
-        return None if value is None else float(value)
+        """The loss it was promoted on (``evaluation.loss``); None when not recorded as a number."""
+        value = self._evaluated("loss")
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    @property
+    def detector(self) -> str | None:
+        """The candidate it serves (``evaluation.detector``, the verdict's choice: a baseline's name or ``model``);
+        None when not recorded as a name."""
+        value = self._evaluated("detector")
+        return value if isinstance(value, str) else None
+
+    def _evaluated(self, key: str) -> Any:
+        """``evaluation[key]``, or None: a champion.json whose ``evaluation`` is valid JSON of another type is read,
+        not a crash (its readers show it: status, the page, the verdict)."""
+        return self.evaluation.get(key) if isinstance(self.evaluation, dict) else None
 
     def to_json(self) -> bytes:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True).encode()
