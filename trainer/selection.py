@@ -38,7 +38,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from landfall.core.rules.series_windows import MEAN, ROW
+from landfall.core.rules.series_windows import MEAN, fixed_for_rows
 from trainer import baselines
 
 MODEL = "model"
@@ -64,7 +64,7 @@ def basis(labelled: bool, combine: str = MEAN) -> str:
     error (``combine`` ``row``), ``ROWS_DETECTOR`` (``FIXED_FOR_ROWS``); else the surrogate set."""
     if labelled:
         return LABELLED
-    return FIXED_FOR_ROWS if combine == ROW else SURROGATE
+    return FIXED_FOR_ROWS if fixed_for_rows(combine, labelled) else SURROGATE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,7 +85,7 @@ from landfall.core.errors import AlreadyExists, Invalid, NotFound, PermanentErro
 from landfall.core.rules import holdout
 from landfall.core.rules.timestamps import epoch
 from landfall.core.services.storage import Storage
-from landfall.submit import engine, jobmeta, spend, sufficient
+from landfall.submit import engine, jobmeta, spend, sufficient, unserved
 from landfall.submit.backends import Backend
 from landfall.submit.config import JobConfig
 from landfall.submit.ledger import Ledger, request_entry
@@ -476,10 +476,11 @@ def job_inputs(dataset: str, seq: int, after: str | None, requests: list[Trainin
 
 def with_spec(cfg: JobConfig, dataset: str, spec: specs.DatasetSpec) -> JobConfig:
     """``cfg`` with ``spec`` over it: the job's resources, epochs and batch size, and the trainer flags for its
-    model, training and verdict settings. ``Invalid`` for a spec this deployment cannot run: another engine than
-    its backend's (``LANDFALL_ENGINE``; one backend per deployment), or values ``JobConfig`` refuses. The hold-out's
-    ``--seed``, ``--validation-fraction`` and ``--holdout`` are always rendered (``sufficient.pin``): the release
-    counts a job's training records with exactly what its trainer will use."""
+    model, training and verdict settings; no GPU for a model its verdict cannot serve (``landfall.submit.unserved``).
+    ``Invalid`` for a spec this deployment cannot run: another engine than its backend's (``LANDFALL_ENGINE``; one
+    backend per deployment), or values ``JobConfig`` refuses. The hold-out's ``--seed``, ``--validation-fraction``
+    and ``--holdout`` are always rendered (``sufficient.pin``): the release counts a job's training records with
+    exactly what its trainer will use."""
     if spec.registered:
         fields = spec.job_fields(cfg.trainer_args)
         if fields.get("engine", cfg.engine) != cfg.engine:
@@ -489,6 +490,7 @@ def with_spec(cfg: JobConfig, dataset: str, spec: specs.DatasetSpec) -> JobConfi
             cfg = dataclasses.replace(cfg, **fields)
         except ValueError as exc:
             raise Invalid(f"dataset {dataset}'s spec generation {spec.generation}: {exc}") from None
+    cfg = unserved.without_gpus(cfg, spec)  # a model no verdict can serve holds no GPU
     cfg = sufficient.pin(cfg)
     sufficient.split_of(cfg)  # Invalid for flags the trainer would refuse
     return cfg
@@ -510,6 +512,8 @@ def spec_config(cfg: JobConfig, dataset: str, generation: int | None, ledger: Le
 
 def _create_job(inputs: JobInputs, cfg: JobConfig, backend: Backend, ledger: Ledger) -> None:
     cfg = spec_config(cfg, inputs.dataset, inputs.spec_generation, ledger)
+    if (why := unserved.why(cfg)) is not None:
+        log.info("job %s: %s", inputs.job, why, extra={"dataset": inputs.dataset, "job": inputs.job})
     job = engine.render(cfg, name=inputs.job, dataset=inputs.dataset, inputs_uri=ledger.inputs_uri(inputs.job),
                         request_id=inputs.requests[0]["request_id"] if inputs.requests else "",
                         after=inputs.after, released_at=inputs.released_at, runs_prefix=ledger.layout.runs_prefix)

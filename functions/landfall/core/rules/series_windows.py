@@ -34,6 +34,15 @@ COMBINE = (MEAN, MAX, ROW)
 SAYS = {MEAN: "the mean of the windows over each row", MAX: "the largest of the windows over each row",
         ROW: "each row's own error, averaged over the windows over it"}
 
+
+
+def fixed_for_rows(combine: str, labelled: bool) -> bool:
+    """Whether a job's verdict serves the fixed choice for rows (``trainer.selection.basis``): its rows are scored by
+    their own errors (``combine`` ``ROW``) and it has no labelled set to choose by. The model such a job trains is then
+    never served by a verdict that selects by detection, so it needs no GPU (``landfall.submit.unserved``)."""
+    return combine == ROW and not labelled
+
+
 BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
 MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
 
