@@ -16,8 +16,8 @@ per job through ``landfall.core.services.storage``. A model's score for an insta
   the share of positives; a perfect one 1.
 - **VUS-PR** (``landfall.core.rules.vus``, the metric TSB-AD recommends): the volume under the range-based PR surface
 over
-  buffers of 0 to ``timesteps`` instances, taking the set's instances in their order as time (a labelled set cut from
-  one series in time order, as ``landfall datasets apply`` converts one, is that series' windows).
+  buffers of 0 to ``timesteps`` instances, taking the set's instances in their order as time (a series dataset's
+  labelled recording, cut into the job's windows in time order by ``load``, is that series' windows).
 """
 
 from __future__ import annotations
@@ -70,9 +70,11 @@ def ranking(labels: np.ndarray, scores: np.ndarray, buffer: int) -> dict[str, fl
     return {"average_precision": average_precision(labels, scores), "vus_pr": vus_pr(labels, scores, buffer)}
 
 
-def load(storage: Storage, uri: str) -> labelled_mod.LabelledSet:
-    """The set at ``uri`` (``NotFound``, ``Invalid`` as ``landfall.core.artifacts.labelled.read``)."""
-    return labelled_mod.read(storage, uri)
+def load(storage: Storage, uri: str, length: int) -> labelled_mod.LabelledSet:
+    """The set at ``uri`` (``NotFound``, ``Invalid`` as ``landfall.core.artifacts.labelled.read``); a series
+    dataset's labelled recording cut into the job's windows of ``length`` rows (``LabelledRecording.windows``)."""
+    found = labelled_mod.read(storage, uri)
+    return found.windows(length) if isinstance(found, labelled_mod.LabelledRecording) else found
 
 
 def evaluate(scorer: Any, labelled: labelled_mod.LabelledSet, threshold: float) -> Figures:

@@ -287,7 +287,7 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
     out: dict[str, Any] = {"uri": cfg.labelled, "set": None, "error": None, "challenger": None,
                            "min_average_precision": cfg.min_average_precision}
     try:
-        out["set"] = labelled_check.load(storage, cfg.labelled)
+        out["set"] = labelled_check.load(storage, cfg.labelled, cfg.timesteps)
     except TemporaryError:
         raise
     except Exception as exc:  # NotFound, Invalid: a permanent problem of the set, said in metrics.json
@@ -350,6 +350,7 @@ def _labelled_fields(labelled: dict[str, Any] | None, champions: ChampionScores)
     found = labelled["set"]
     return {"uri": labelled["uri"], "instances": found.count if found else None,
             "positives": found.positives if found else None, "error": labelled["error"],
+            "windows": found.manifest.get("windows") if found else None,  # a labelled recording: how it was cut
             "min_average_precision": labelled["min_average_precision"],
             "challenger": labelled["challenger"],
             "champion": champions.labelled.get(compared) if compared else None,

@@ -397,3 +397,42 @@ def test_the_choices_basis_by_labels_by_rows_and_by_the_surrogate():
     # the champion compared by score: always, but a champion of another detector under the rule for rows
     assert selection.comparable(by_rows, baselines.NEAREST) and not selection.comparable(by_rows, "pca_variance")
     assert not selection.comparable(by_rows, None) and selection.comparable(absent, "model")
+
+
+def test_a_labelled_recording_is_cut_into_the_jobs_windows_and_decides_even_by_rows(setting):
+    """A series dataset's labelled set is a recording, one label per row (``landfall.arrival.labelled_recording``):
+    the verdict cuts it into its own windows (``LabelledRecording.windows``) and chooses by the labels, so a dataset
+    scored by rows with labels is not held to the fixed choice for rows; ``metrics.json`` says how it was cut."""
+    import hashlib
+
+    from landfall.core.artifacts import labelled
+    from trainer import selection
+
+    s = setting
+    rows = s["x"].reshape(-1, SHAPE[1]).astype(np.float32)  # 3,200 rows of the setting's data, as one recording
+    marks = np.zeros(len(rows), np.uint8)
+    for at in (700, 1900, 2600):  # three anomalies a row or two long, each row far out of its channels' range
+        rows[at:at + 2] += 8 * rows.std(axis=0)
+        marks[at:at + 2] = 1
+    starts = np.array([0, 1600])  # two segments: no window spans the cut
+    data = labelled.encode(rows, marks, starts)
+    digest = hashlib.sha256(data).hexdigest()
+    folder = s["root"] / "labelled"
+    folder.mkdir()
+    uri = str(folder / f"{digest}.npz")
+    Path(uri).write_bytes(data)
+    Path(labelled.manifest_uri(uri)).write_text(json.dumps({
+        "schema": labelled.SCHEMA, "kind": labelled.RECORDING, "dataset": "demo", "count": len(rows),
+        "positives": int(marks.sum()), "shape": [SHAPE[1]], "sha256": digest, "bytes": len(data), "segments": 2,
+        "source": "recording.csv", "label": "label"}))
+    _, _, got = _conclude(s, "rows-labelled", s["trained"], select="detection", models=str(s["root"] / "m-lab"),
+                          combine="row", labelled=uri)
+    det, lab = got["detection"], got["labelled"]
+    assert det["basis"] == selection.LABELLED and det["key"] == "labelled_average_precision"
+    windows = 2 * (1600 - SHAPE[0] + 1)
+    assert lab["instances"] == windows == lab["windows"]["count"] and lab["windows"]["length"] == SHAPE[0]
+    assert lab["positives"] == lab["windows"]["positives"] == 3 * (SHAPE[0] + 1)  # every window over each anomaly
+    found = {n: f["labelled_average_precision"] for n, f in det["candidates"].items()}
+    ranked = {n: v - (0.01 if n == selection.MODEL else 0) for n, v in found.items()}  # the model's margin
+    assert ranked[det["chosen"]] == max(ranked.values())
+    assert all(0 < v <= 1 for v in found.values()) and max(found.values()) > 0.5  # the spikes are found

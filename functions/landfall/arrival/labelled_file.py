@@ -79,17 +79,18 @@ def read(fh: BinaryIO, name: str, size: int, cfg: ConverterConfig, label: str = 
     return check(x, y)
 
 
-def check(instances: np.ndarray, labels: np.ndarray) -> Labelled:
-    """The labels' rules, in this order: one per instance, finite, 0 or 1, both classes present; finite values."""
+def check(instances: np.ndarray, labels: np.ndarray, unit: str = "instance") -> Labelled:
+    """The labels' rules, in this order: one per instance, finite, 0 or 1, both classes present; finite values.
+    ``unit`` names what is labelled in the messages (``row`` for a labelled recording, ``labelled_recording``)."""
     y = np.asarray(labels)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1 or len(y) != len(instances):
-        raise BadInput("label_length", f"{y.shape[0] if y.ndim else 0} labels for {len(instances)} instances "
-                       f"(labels of shape {list(y.shape)}): one label per instance")
+        raise BadInput("label_length", f"{y.shape[0] if y.ndim else 0} labels for {len(instances)} {unit}s "
+                       f"(labels of shape {list(y.shape)}): one label per {unit}")
     if y.dtype.kind == "f" and not np.isfinite(y).all():
         row = int(np.flatnonzero(~np.isfinite(y))[0])
-        raise BadInput("non_finite", f"label {row} (0-based) is missing or not finite ({y[row]}): every instance "
+        raise BadInput("non_finite", f"label {row} (0-based) is missing or not finite ({y[row]}): every {unit} "
                        "needs a label, 0 or 1")
     other = (y != 0) & (y != 1)
     if other.any():
@@ -98,15 +99,15 @@ def check(instances: np.ndarray, labels: np.ndarray) -> Labelled:
                        f"(0-based) = {y[rows[0]].item()!r}: labels are 0 (normal) or 1 (anomalous)")
     y = y.astype(np.uint8)
     if not y.any():
-        raise BadInput("no_positives", f"all {len(y)} labels are 0: no anomalous instance, so precision, recall "
+        raise BadInput("no_positives", f"all {len(y)} labels are 0: no anomalous {unit}, so precision, recall "
                        "and average precision are undefined")
     if y.all():
-        raise BadInput("no_negatives", f"all {len(y)} labels are 1: no normal instance, so precision and average "
+        raise BadInput("no_negatives", f"all {len(y)} labels are 1: no normal {unit}, so precision and average "
                        "precision say nothing")
     bad = ~np.isfinite(instances).reshape(len(instances), -1).all(axis=1)
     if bad.any():
-        raise BadInput("non_finite", f"{int(bad.sum())} instances hold a missing or non-finite value, the first "
-                       f"instance {int(np.flatnonzero(bad)[0])} (0-based): a labelled set is evaluated as it is")
+        raise BadInput("non_finite", f"{int(bad.sum())} {unit}s hold a missing or non-finite value, the first "
+                       f"{unit} {int(np.flatnonzero(bad)[0])} (0-based): a labelled set is evaluated as it is")
     return Labelled(np.ascontiguousarray(instances, np.float32), y)
 
 

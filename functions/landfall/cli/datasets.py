@@ -8,7 +8,8 @@ docs/datasets.md).
   over that one, for a single file), and leaves an unchanged spec as it is (no new generation).
 - A spec's labelled evaluation file (``verdict.labelled.file``: a path relative to the spec file, inside its
   folder, or a ``gs://`` URI) is read with the converter's readers and its labels checked
-  (``landfall.arrival.labelled_file``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
+  (``landfall.arrival.labelled_file``; a series dataset's is a labelled recording,
+  ``landfall.arrival.labelled_recording``) by ``validate`` (local files) and ``apply`` (all of them, before anything is
   written). ``apply`` stores it create-only as ``gs://BUCKET/config/labelled/<name>/<sha256>.npz`` and its manifest
   (``landfall.core.artifacts.labelled``), then records that URI in the stored spec as ``verdict.labelled.uri`` (so the
   job
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from landfall.arrival import labelled_file as labelled_input
+from landfall.arrival import labelled_recording
 from landfall.arrival.config import ConverterConfig
 from landfall.cli.common import job_config, reporting_errors
 from landfall.core import logs
@@ -114,9 +116,12 @@ def labelled_source(path: Path, doc: dict) -> tuple[str, str] | None:
     return str(source), label
 
 
-def read_labelled(path: Path, doc: dict, storage: Storage) -> labelled_input.Labelled | None:
+Read = labelled_input.Labelled | labelled_recording.Recording  # a spec's labelled set as read
+
+
+def read_labelled(path: Path, doc: dict, storage: Storage) -> Read | None:
     """The spec's labelled set, read and checked for its shape; ``Invalid``, one line, naming the spec, the file
-    and the reason."""
+    and the reason. A series dataset's is a labelled recording (``landfall.arrival.labelled_recording``)."""
     found = labelled_source(path, doc)
     if found is None:
         return None
@@ -125,16 +130,29 @@ def read_labelled(path: Path, doc: dict, storage: Storage) -> labelled_input.Lab
     cfg = ConverterConfig.load(**{k: v for k, v in spec.converter_fields().items() if k != "spec_generation"})
     file = doc["verdict"]["labelled"]["file"]
     try:
+        if spec.series and labelled_recording.read_as_recording(source):
+            return labelled_recording.load(storage, source, cfg, label)
         return labelled_input.load(storage, source, cfg, label)
     except BadInput as exc:
-        raise Invalid(f"{path}: verdict.labelled.file {file}: {exc} (for instances of shape "
-                      f"({cfg.timesteps}, {cfg.features}), label {label!r})") from None
+        what = (f"a recording of the series, time column {cfg.series_time_column!r}"
+                if spec.series and labelled_recording.read_as_recording(source)
+                else f"instances of shape ({cfg.timesteps}, {cfg.features})")
+        raise Invalid(f"{path}: verdict.labelled.file {file}: {exc} (for {what}, label {label!r})") from None
     except NotFound:
         raise Invalid(f"{path}: verdict.labelled.file {file}: no such file ({source})") from None
 
 
+def described(got: Read, uri: str = "") -> str:
+    """What ``validate`` (and ``apply``, with the stored set's ``uri``) says of a labelled set it read."""
+    at = f" {uri}" if uri else ""
+    if isinstance(got, labelled_recording.Recording):
+        return (f"labelled recording{at}: {len(got.labels)} rows, {got.positives} labelled anomalous, "
+                f"{len(got.starts)} segment(s)")
+    return f"labelled set{at}: {len(got.labels)} instances, {got.positives} positives"
+
+
 def _labelled_sets(loaded: list[tuple[Path, dict]], storage: Storage,
-                   local_only: bool = False) -> dict[str, labelled_input.Labelled]:
+                   local_only: bool = False) -> dict[str, Read]:
     """Every spec's labelled set (by dataset), all read before anything is written; ``Invalid`` listing each
     spec's problem. ``local_only``: a gs:// file is left for ``apply``."""
     found, problems = {}, []
@@ -174,7 +192,7 @@ def validate(args: argparse.Namespace) -> int:
     sets = _labelled_sets(loaded, Storage(), local_only=True)
     for path, doc in loaded:
         got = sets.get(doc["name"])
-        more = f"; labelled set: {len(got.labels)} instances, {got.positives} positives" if got else ""
+        more = f"; {described(got)}" if got else ""
         if got is None and labelled_source(path, doc):
             more = "; labelled set on Cloud Storage: checked by apply"
         print(f"{path}: valid {specs.API_VERSION} for dataset {doc['name']}{more}")
@@ -182,11 +200,16 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def _with_labelled(storage: Storage, bucket: str, doc: dict, path: Path,
-                   got: labelled_input.Labelled) -> tuple[dict[str, Any], str]:
+                   got: Read) -> tuple[dict[str, Any], str]:
     """``doc`` with ``verdict.labelled.uri``: the set stored (create-only, content-addressed) first."""
     _, label = labelled_source(path, doc)  # type: ignore[misc]
-    uri = labelled_store.write(storage, bucket, doc["name"], got.instances, got.labels,
-                               source=doc["verdict"]["labelled"]["file"], label=label)
+    source = doc["verdict"]["labelled"]["file"]
+    if isinstance(got, labelled_recording.Recording):
+        uri = labelled_store.write(storage, bucket, doc["name"], got.rows, got.labels, source=source, label=label,
+                                   starts=got.starts)
+    else:
+        uri = labelled_store.write(storage, bucket, doc["name"], got.instances, got.labels, source=source,
+                                   label=label)
     out = copy.deepcopy(doc)
     out["verdict"]["labelled"]["uri"] = uri
     return out, uri
@@ -218,8 +241,7 @@ def apply(args: argparse.Namespace) -> int:
             raise Invalid(f"{path}: not applied: {exc}") from None
         done.append({**entry, "generation": generation, "changed": changed})
         if not args.json:
-            more = (f"; labelled set {entry['labelled']['uri']} ({len(got.labels)} instances, {got.positives} "
-                    "positives)") if got is not None else ""
+            more = f"; {described(got, entry['labelled']['uri'])}" if got is not None else ""
             print(f"{doc['name']}: {'applied as' if changed else 'unchanged at'} generation {generation} "
                   f"({specs.spec_uri(bucket, doc['name'], layout)}){more}")
     if args.json:

@@ -43,6 +43,33 @@ def fixed_for_rows(combine: str, labelled: bool) -> bool:
     return combine == ROW and not labelled
 
 
+# A labelled recording's windows for the labelled check (``labelled_windows``): at most this many values, as float32
+LABELLED_VALUES = 32 * 2**20
+
+
+def labelled_windows(rows: np.ndarray, labels: np.ndarray, starts: np.ndarray, length: int,
+                     max_values: int = LABELLED_VALUES) -> tuple[np.ndarray, np.ndarray, int]:
+    """The windows a labelled recording (``rows`` [n, C] in time order, a 0/1 label per row, each segment's first
+    row in ``starts``) gives a job whose windows are ``length`` rows: ``(windows [m, length, C], labels [m], stride)``.
+    Every segment's windows ``stride`` rows apart from its first row, in time order; the stride the smallest that
+    keeps them within ``max_values`` values, and never over ``length``, so every row of a segment but a last few is
+    in one. A window is labelled 1 when any of its rows is (an anomaly one row long makes every window over it
+    anomalous, as it makes their errors higher). ``ValueError`` when no segment is a window long."""
+    n = len(rows)
+    bounds = [(int(a), int(b)) for a, b in zip(starts, [*starts[1:], n], strict=True) if b - a >= length]
+    total = sum(b - a - length + 1 for a, b in bounds)
+    if not total:
+        raise ValueError(f"no window of {length} rows fits the labelled recording ({n} rows in {len(starts)} "
+                         "segments): it needs a stretch without gaps at least one window long")
+    per = length * rows.shape[1]
+    stride = int(min(length, max(1, -(-total * per // max(per, max_values)))))
+    first = np.concatenate([np.arange(a, b - length + 1, stride) for a, b in bounds])
+    view = np.lib.stride_tricks.sliding_window_view(rows, length, axis=0)  # [n - length + 1, C, length]
+    windows = np.ascontiguousarray(view[first].transpose(0, 2, 1), dtype=np.float32)
+    marked = np.concatenate([[0], np.cumsum(np.asarray(labels) > 0)])
+    return windows, (marked[first + length] > marked[first]).astype(np.uint8), stride
+
+
 BLOCK_ROWS = 1024  # rows per TFRecord record of a series shard
 MIN_SHARD_WINDOWS = 16  # a shard (but an arrival's last) holds at least this many window lengths of rows
 
