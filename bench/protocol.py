@@ -87,6 +87,7 @@ ENSEMBLE = "pca+nearest_neighbour"  # the mean of the two, each error scaled by 
 FIGURES = ("ts_len", "anomaly_len", "num_anomaly", "avg_anomaly_len", "anomaly_ratio", "point_anomaly", "seq_anomaly")
 
 
+UNLABELLED_HALF, LABELLED_HALF = "unlabelled", "labelled"  # --half
 MV_DEV = Path(__file__).resolve().parent / "data" / "multivariate-dev"  # ships MSL's recording (bench/data/README.md)
 MV_SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "multivariate-dev"  # the workspace's six
 MV_PUBLISHED = ("PCA", "AutoEncoder", "CNN", "LSTMAD", "USAD", "OmniAnomaly", "KMeansAD")  # TSB-AD-M's, beside ours
@@ -157,7 +158,7 @@ def aeon_series(name: str) -> dict:
 
 
 def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, epochs: int,
-          combine: str = MEAN) -> Path:
+          combine: str = MEAN, labelled: str = "") -> Path:
     """The real trainer on the windows (one arrival, converted by the real converter), its defaults but ``option``."""
     storage = Storage()
     work.mkdir(parents=True, exist_ok=True)
@@ -166,11 +167,12 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
         np.save(src, windows)
         cfg = ConverterConfig.load({}, timesteps=window, features=windows.shape[2])
         convert(str(src), str(work / "tfrecords" / "train"), "bench", cfg, storage, arrival_id="train")
-    job = work / "runs" / (f"{option}-s{seed}" if combine == MEAN else f"{option}-{combine}-s{seed}")
+    job = work / "runs" / ("-".join([option, *([combine] if combine != MEAN else []),
+                                     *(["labelled"] if labelled else []), f"s{seed}"]))
     cmd = [sys.executable, "-m", "trainer.task", "--manifest", str(work / "tfrecords" / "train" / "manifest.json"),
            "--job-dir", str(job), "--epochs", str(epochs), *OPTIONS[option], "--timesteps", str(window),
            "--features", str(windows.shape[2]), "--seed", str(seed), "--holdout", "segment", "--warm-start", "none",
-           "--verbose", "0", "--combine", combine]
+           "--verbose", "0", "--combine", combine, *(["--labelled", labelled] if labelled else [])]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "LANDFALL_RESULTS_TOPIC": "", "PYTHONHASHSEED": str(seed),
            "LANDFALL_MODELS": str(job / "models")}  # every run its own dataset's first champion
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -233,17 +235,47 @@ def kendall(a: list[float], b: list[float]) -> float | None:
     return None if not np.isfinite(tau) else float(tau)
 
 
+def halves(labels: np.ndarray, n_train: int) -> int | None:
+    """``--half``: the first row of the second half of the rows after the training prefix, where the run is judged
+    (the first half's labels are the verdict's labelled recording under ``--half labelled``); None when either half
+    has no labelled row."""
+    mid = n_train + (len(labels) - n_train) // 2
+    return mid if labels[n_train:mid].any() and labels[mid:].any() else None
+
+
+def labelled_recording(root: Path, name: str, values: np.ndarray, labels: np.ndarray, n_train: int, mid: int) -> str:
+    """The first half's rows and labels, stored as a series dataset's labelled recording
+    (``landfall.core.artifacts.labelled``) beside the runs: what ``--half labelled`` gives the verdict."""
+    from landfall.core.artifacts import labelled
+
+    folder = root / name / "labelled"
+    folder.mkdir(parents=True, exist_ok=True)
+    return labelled.write_under(Storage(), f"{folder}/", name, values[n_train:mid].astype(np.float32),
+                                labels[n_train:mid].astype(np.uint8), source=f"{name} rows {n_train}..{mid - 1}",
+                                label="label", starts=np.array([0]))
+
+
 def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> dict:
     from trainer import baselines
     from trainer.scoring import Scorer
 
     values, labels, n_train = data["values"], data["labels"], data["train_rows"]
     w = period.length(values[:, 0])
+    start = halves(labels, n_train) if args.half else 0  # the rows every figure is judged on: [start:]
+    if start is None:
+        raise ValueError(f"{name}: no labelled row in one half of the rows after the training prefix")
+    judged_labels = labels[start:]
+
+    def judge(scores: np.ndarray) -> dict[str, float]:
+        return ranking(judged_labels, scores[start:], w)
+
+    given = labelled_recording(root, name, values, labels, n_train, start) if args.half == LABELLED_HALF else ""
     x_train = sliding_windows(values[:n_train], w, 1).astype("<f4")
     stats = x_train.reshape(-1, x_train.shape[2]).astype(np.float64)  # the manifest's: over the windows' values
     out: dict = {"series": name, "set": data.get("set", "univariate"), "source": data["source"], "rows": len(values),
                  "channels": int(values.shape[1]), "train_rows": n_train, "anomalous_rows": int(labels.sum()),
-                 "window": w, "published": data["published"], "runs": {}, "baselines": {}, "fitted_on": []}
+                 "window": w, "published": data["published"], "runs": {}, "baselines": {}, "fitted_on": [],
+                 "judged_from": start, "half": args.half}
     if not labels.sum():
         raise SystemExit(f"{name}: no labelled row")
     kept: list[tuple[dict, dict, np.ndarray]] = []  # per seed: the baselines' row scores, held-out errors, mask
@@ -255,25 +287,25 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
         located_scores = located_many(panel.row_errors if args.combine == ROW else panel.errors, values, w,
                                       args.combine)  # every baseline's rows from one pass
         for base in baselines.NAMES:
-            out["baselines"].setdefault(base, []).append(ranking(labels, located_scores[base], w))
+            out["baselines"].setdefault(base, []).append(judge(located_scores[base]))
         # Ensembling (issue #47's candidate): PCA and the nearest neighbour, each error over its median on the
         # windows this seed held out, averaged; measured here, not a candidate of the verdict (docs/benchmarks.md).
         held = panel.errors(x_train[~train_mask]) if (~train_mask).any() else None
         if held is not None:
             parts = [located_scores[b] / max(float(np.median(held[b])), 1e-12) for b in (baselines.PCA,
                                                                                          baselines.NEAREST)]
-            out["baselines"].setdefault(ENSEMBLE, []).append(ranking(labels, (parts[0] + parts[1]) / 2, w))
+            out["baselines"].setdefault(ENSEMBLE, []).append(judge((parts[0] + parts[1]) / 2))
         # The verdict's label-free choice among these candidates and the ensemble of all (landfall_bench.controls).
         held_errors = panel.errors(x_train[held_mask])
         out.setdefault("controls", []).append(controls.seed_figures(
-            panel, located_scores, x_train[held_mask], seed, name, lambda s: ranking(labels, s, w), held_errors,
+            panel, located_scores, x_train[held_mask], seed, name, judge, held_errors,
             args.combine))
         kept.append((located_scores, held_errors, held_mask))  # for the ensemble with each run's model
     for option in args.options:
         runs = []
         for seed in range(args.seeds):
             t0 = time.monotonic()
-            job = train(root / name, x_train, w, option, seed, args.epochs, args.combine)
+            job = train(root / name, x_train, w, option, seed, args.epochs, args.combine, given)
             metrics = json.loads((job / "metrics.json").read_text())
             detection = metrics.get("detection") or {}
             champion = metrics.get("champion")
@@ -282,11 +314,11 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                 if uri:
                     scorer = Scorer.load(Storage(), uri)
                     rows = located(scorer.row_errors, values, w, args.combine)
-                    scored[who] = ranking(labels, rows, w)
+                    scored[who] = judge(rows)
                     if who == "model":  # control (b) with the model among its candidates
                         located_scores, held_errors, held_mask = kept[seed]
                         ensemble = controls.ensemble({**located_scores, "model": rows}, {
-                            **held_errors, "model": scorer.errors(x_train[held_mask])}, lambda s: ranking(labels, s, w))
+                            **held_errors, "model": scorer.errors(x_train[held_mask])}, judge)
             labelled_vus = {"model": scored.get("model", {}).get("vus_pr"),
                             **{b: out["baselines"][b][seed]["vus_pr"] for b in baselines.NAMES}}
             basis_key = detection.get("key") or "average_precision"  # the figure the verdict ranked by
@@ -483,6 +515,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--combine", choices=COMBINE, default=MEAN,
                    help="a row's score from the windows over it, as landfall score --combine (default mean); the "
                         "verdict chooses for it, as for a spec's shape.window.combine (trainer --combine)")
+    p.add_argument("--half", choices=("", UNLABELLED_HALF, LABELLED_HALF), default="",
+                   help="judge every figure on the second half of the rows after the training prefix only (series "
+                        "with a labelled row in each half); labelled: the verdict also gets the first half as the "
+                        "dataset's labelled recording (verdict.labelled), so it chooses by labels")
     p.add_argument("--out", default="")
     args = p.parse_args(argv)
     args.options = [] if args.baselines_only else option_list(p, args.options, OPTIONS)
@@ -505,9 +541,15 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for which, name in names:
         data = {"dev": dev_series, "aeon": aeon_series, MULTIVARIATE: mv_series}[which](name)
+        if args.half and halves(data["labels"], data["train_rows"]) is None:
+            print(f"  {name}: left out: no labelled row in one half of the rows after its training prefix")
+            continue
         results.append(run_series(name, data, args, root))
         (root / "protocol.json").write_text(json.dumps(results, indent=2, default=float))
     print(table(results))
+    if args.half:
+        print(f"\n(--half {args.half}: every figure of this run is judged on the second half of the rows after the "
+              "training prefix; TSB-AD's published figures beside them are the whole series')")
     said = goals(results)
     if said:
         print("\n" + "\n".join(said))

@@ -38,7 +38,8 @@ def _reason_arg(call: ast.Call) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == "reason"), None)
 
 
-LABELLED = "functions/landfall/arrival/labelled_file.py"  # a labelled evaluation file's reasons (docs/datasets.md)
+# a labelled evaluation file's reasons, and a series dataset's labelled recording's (docs/datasets.md)
+LABELLED = ("functions/landfall/arrival/labelled_file.py", "functions/landfall/arrival/labelled_recording.py")
 
 
 def labelled_reasons_documented() -> set[str]:

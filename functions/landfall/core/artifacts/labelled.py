@@ -158,11 +158,19 @@ def write(storage: Storage, bucket: str, dataset: str, instances: np.ndarray, la
     """Stores the set create-only (``.npz``, then its manifest last) and returns the ``.npz`` URI. Idempotent:
     a set already committed is left as it is; an ``.npz`` left without its manifest gets it. With ``starts``, a
     labelled recording (``instances`` its rows ``[n, C]``)."""
+    return write_under(storage, object_uri(bucket, dataset, "x")[: -len("x.npz")], dataset, instances, labels,
+                       source=source, label=label, starts=starts)
+
+
+def write_under(storage: Storage, folder: str, dataset: str, instances: np.ndarray, labels: np.ndarray, *,
+                source: str, label: str, starts: np.ndarray | None = None) -> str:
+    """``write`` into ``folder`` (a ``gs://`` prefix or a local directory, ending in ``/``): the set's name is its
+    digest there. ``landfall bench detect --half labelled`` stores its sets beside its runs so."""
     data = encode(instances, labels, starts)
     if len(data) > MAX_BYTES:
         raise Invalid(f"labelled set of dataset {dataset}: {len(data)} bytes stored, more than {MAX_BYTES >> 20} MiB")
     digest = hashlib.sha256(data).hexdigest()
-    uri = object_uri(bucket, dataset, digest)
+    uri = f"{folder}{digest}.npz"
     manifest = manifest_uri(uri)
     if storage.exists(manifest):
         return uri
