@@ -31,6 +31,7 @@ from landfall.core.artifacts.labelled import MAX_BYTES
 from landfall.core.errors import BadInput
 from landfall.core.rules import duplicates
 from landfall.core.rules.series_windows import default_max_gap
+from landfall.core.services.storage import Storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +55,7 @@ def read_as_recording(source: str) -> bool:
         return False
 
 
-def load(storage, source: str, cfg: ConverterConfig, label: str) -> Recording:  # type: ignore[no-untyped-def]
+def load(storage: Storage, source: str, cfg: ConverterConfig, label: str) -> Recording:
     """Reads and checks ``source`` (a local path or ``gs://`` URI) as a recording of ``cfg``'s series."""
     size = storage.stat(source).size
     if size == 0:
