@@ -64,6 +64,12 @@ def publish(emulator_stack, topic: str, request: TrainingRequest, times: int = 1
         emulator_stack.pubsub.publish(topic, request.to_json(), request.attributes(), ordering_key=request.dataset)
 
 
+def engine_of(backend) -> str:
+    """The engine whose jobs ``backend`` holds."""
+    return backend.engine if isinstance(backend, LocalBackend) else (
+        "jobset" if backend.objects.plural == "jobsets" else "tfjob")
+
+
 def twin(backend):
     """A second client of the same store: what another consumer instance would open."""
     if isinstance(backend, LocalBackend):

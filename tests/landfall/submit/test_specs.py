@@ -11,27 +11,10 @@ from landfall.cli import status
 from landfall.core.artifacts import specs
 from landfall.core.errors import Invalid
 from landfall.submit import coalesce, engine, jobmeta
-from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from landfall.submit.ledger import Ledger
-from tests.fakes.kube_api import FakeKubeAPI
-from tests.support import convert_arrival, copy_arrival, inputs_of, pending_of, runtime, set_state
-
-
-@pytest.fixture(params=["local/tfjob", "local/jobset", "kubernetes/tfjob", "kubernetes/jobset"])
-def backend(request, tmp_path):
-    kind, engine_name = request.param.split("/")
-    if kind == "local":
-        yield LocalBackend(tmp_path / "state", engine_name=engine_name)
-    else:
-        with FakeKubeAPI() as api:
-            yield KubeBackend.for_host(api.host, engine_name=engine_name)
-
-
-def engine_of(backend) -> str:
-    return backend.engine if isinstance(backend, LocalBackend) else (
-        "jobset" if backend.objects.plural == "jobsets" else "tfjob")
+from tests.support import convert_arrival, copy_arrival, engine_of, inputs_of, pending_of, runtime, set_state
 
 
 def spec(dataset: str, **sections) -> dict:

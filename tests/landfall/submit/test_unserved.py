@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 from landfall.core.artifacts import specs
 from landfall.core.config import ENGINES
 from landfall.submit import coalesce, engine, unserved
-from landfall.submit.backends.kubernetes import KubeBackend
-from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
-from tests.fakes.kube_api import FakeKubeAPI
-from tests.support import convert_arrival, runtime
+from tests.support import convert_arrival, engine_of, runtime
 from trainer import selection
 from trainer.task import parse_config
 
@@ -107,21 +104,9 @@ def test_no_gpu_exactly_when_the_trainer_would_serve_the_fixed_choice(deployed, 
     assert cfg.workers == (1 if served_fixed else 4)
 
 
-@pytest.fixture(params=["local/tfjob", "local/jobset", "kubernetes/tfjob", "kubernetes/jobset"])
-def backend(request, tmp_path):
-    kind, engine_name = request.param.split("/")
-    if kind == "local":
-        yield LocalBackend(tmp_path / "state", engine_name=engine_name)
-    else:
-        with FakeKubeAPI() as api:
-            yield KubeBackend.for_host(api.host, engine_name=engine_name)
-
-
 def test_the_released_job_holds_no_gpu_and_says_why(emulator_stack, bucket, backend, tmp_path, caplog):
     storage, dataset = emulator_stack.storage, "by-rows"
-    name = "jobset" if (isinstance(backend, LocalBackend) and backend.engine == "jobset") or (
-        isinstance(backend, KubeBackend) and backend.objects.plural == "jobsets") else "tfjob"
-    rt = runtime(emulator_stack, bucket, backend, engine=name, gpus_per_worker=1, workers=3,
+    rt = runtime(emulator_stack, bucket, backend, engine=engine_of(backend), gpus_per_worker=1, workers=3,
                  trainer_args=("--combine", "row"))
     request = convert_arrival(storage, bucket, dataset, tmp_path)
     with caplog.at_level(logging.INFO, logger="landfall.submit.coalesce"):
