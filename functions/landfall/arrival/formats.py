@@ -420,6 +420,19 @@ READERS_SHARE = 0.6
 FOOTER_FACTOR = 12  # of memory_limit_mib for the column readers; the rest: interpreter, batches, shard writer
 
 
+def data_columns(schema: pa.Schema, keep: tuple[str, ...] = ()) -> list[str]:
+    """A Parquet file's column names less the index pandas stored beside its data (``DataFrame.to_parquet`` writes
+    any index but a plain range as columns, ``__index_level_0__`` when unnamed, listed in the file's ``pandas``
+    metadata as ``index_columns``): what ``pandas.read_parquet`` gives back as the index, not as data. A name in
+    ``keep`` (a series' time column stored as the index) stays."""
+    try:
+        stored = (schema.pandas_metadata or {}).get("index_columns", [])
+    except ValueError:  # metadata that is not JSON: no index is known
+        stored = []
+    index = {c for c in stored if isinstance(c, str) and c not in keep}  # a range index is a dict, not a column
+    return [n for n in schema.names if n not in index]
+
+
 def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int] | None = None) -> Chunks:
     """All rows, or only those of row ``groups`` (in file order): a ranged task's share."""
     footer = footer_bytes(fh, size, cfg)
@@ -429,7 +442,8 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
         options = {"metadata": meta, "pre_buffer": False,
                    "buffer_size": min(READ_CHUNK, max(_MIN_COLUMN_BUFFER, share))}
         pf = pq.ParquetFile(fh, **options)
-        schema = pf.schema_arrow
+        names = data_columns(pf.schema_arrow)
+        schema = pa.schema([pf.schema_arrow.field(n) for n in names])
     width = cfg.timesteps * cfg.features
     if len(schema) == 1 and (pa.types.is_fixed_size_list(schema[0].type) or pa.types.is_list(schema[0].type)
                              or pa.types.is_large_list(schema[0].type)):
@@ -439,7 +453,7 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
         if pa.types.is_fixed_size_list(schema[0].type) and schema[0].type.list_size != width:
             raise BadInput("shape_mismatch", f"list column {schema[0].name!r} holds "
                            f"{schema[0].type.list_size} values per row, expected T*F = {width}")
-        return _guard_parquet(_parquet_lists(pf, cfg, width, groups))
+        return _guard_parquet(_parquet_lists(pf, cfg, width, groups, names))
     if len(schema) != width:
         raise BadInput("wrong_column_count", f"the Parquet file has {len(schema)} columns, expected one "
                        f"fixed-size list column or T*F = {width} float columns")
@@ -448,7 +462,7 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
         raise BadInput("bad_dtype", f"columns {bad[:3]} are {schema.field(bad[0]).type}, not floats")
     with _parquet_errors("cannot read the Parquet data"):
         _check_width(pq.ParquetFile(fh, **options), cfg, groups, footer)
-    return _guard_parquet(_parquet_columns(pf, cfg, groups))
+    return _guard_parquet(_parquet_columns(pf, cfg, groups, names))
 
 
 def column_readers_bytes(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None = None) -> int:
@@ -533,20 +547,23 @@ def parquet_metadata(fh: BinaryIO, size: int, cfg: ConverterConfig) -> pq.FileMe
         return pq.read_metadata(fh)
 
 
-def _batches(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> Iterator[pa.RecordBatch]:
+def _batches(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None,
+             names: list[str]) -> Iterator[pa.RecordBatch]:
     if groups is not None and not groups:
         return iter(())
-    return pf.iter_batches(batch_size=cfg.chunk_instances, row_groups=groups)
+    return pf.iter_batches(batch_size=cfg.chunk_instances, row_groups=groups, columns=names)
 
 
-def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None) -> Chunks:
-    for batch in _batches(pf, cfg, groups):
+def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None,
+                     names: list[str]) -> Chunks:
+    for batch in _batches(pf, cfg, groups, names):
         if batch.num_rows:
             yield columns_to_instances(batch.columns, cfg)  # float64 columns are narrowed there, checked
 
 
-def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups: list[int] | None) -> Chunks:
-    for batch in _batches(pf, cfg, groups):
+def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups: list[int] | None,
+                   names: list[str]) -> Chunks:
+    for batch in _batches(pf, cfg, groups, names):
         col = batch.column(0)
         if col.null_count:
             raise BadInput("missing_values", f"{col.null_count} rows of the list column are null")

@@ -228,7 +228,7 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> t
     kind = schema.field(label).type
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         raise BadInput("bad_dtype", f"label column {label!r} is {kind}, not booleans or numbers")
-    others = [n for n in schema.names if n != label]
+    others = [n for n in formats.data_columns(schema) if n != label]  # a pandas index is not data
     listed = len(others) == 1 and (pa.types.is_list(schema.field(others[0]).type)
                                    or pa.types.is_large_list(schema.field(others[0]).type)
                                    or pa.types.is_fixed_size_list(schema.field(others[0]).type))
@@ -242,7 +242,7 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> t
     labels, chunks = [], []
     total = 0
     with _parquet_errors():
-        for batch in pf.iter_batches(batch_size=cfg.chunk_instances):
+        for batch in pf.iter_batches(batch_size=cfg.chunk_instances, columns=[label, *others]):
             col = batch.column(label)
             labels.append(col.cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False))
             if listed:

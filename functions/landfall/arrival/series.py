@@ -191,11 +191,16 @@ def _check_extra(names: list[str], extra: Sequence[str]) -> None:
         raise BadInput("missing_column", f"no column {missing[0]!r} among the columns {names[:12]}")
 
 
+def _parquet_names(pf: pq.ParquetFile, cfg: ConverterConfig) -> list[str]:
+    """A Parquet series' columns, less an index pandas stored beside them unless it is the time column."""
+    return formats.data_columns(pf.schema_arrow, keep=(cfg.series_time_column,))
+
+
 def parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(fh)
-        channels = _columns(pf.schema_arrow.names, cfg)
-        _check_extra(pf.schema_arrow.names, extra)
+        channels = _columns(_parquet_names(pf, cfg), cfg)
+        _check_extra(_parquet_names(pf, cfg), extra)
         for batch in pf.iter_batches(batch_size=cfg.chunk_instances,
                                      columns=[cfg.series_time_column, *channels, *extra]):
             yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels, extra)
@@ -240,7 +245,7 @@ def parquet_head(src: Any, cfg: ConverterConfig) -> tuple[list[str], Any]:
     numbers, else (text) its first value."""
     try:
         pf = pq.ParquetFile(src)
-        names = pf.schema_arrow.names
+        names = _parquet_names(pf, cfg)
         if cfg.series_time_column not in names:
             return names, False
         kind = pf.schema_arrow.field(cfg.series_time_column).type
@@ -509,7 +514,7 @@ def csv_share(fh: BinaryIO, size: int, cfg: ConverterConfig, index: int, count: 
 def parquet_share(fh: Any, cfg: ConverterConfig, index: int, count: int) -> Share:
     try:
         pf = pq.ParquetFile(fh)
-        channels = _columns(pf.schema_arrow.names, cfg)
+        channels = _columns(_parquet_names(pf, cfg), cfg)
     except (pa.ArrowInvalid, OSError) as exc:
         raise BadInput("corrupt_parquet", f"not a readable Parquet file: {str(exc)[:300]}") from None
     groups = pf.num_row_groups

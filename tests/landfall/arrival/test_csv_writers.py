@@ -202,3 +202,22 @@ def test_quoted_newline_detector_agrees_with_the_csv_module(kinds, seed):
             cells[int(rng.integers(3))] += "\n1"
         writer.writerow(cells if kind else [f'a""b{c}' for c in cells])
     assert csvfile.quoted_newline(buf.getvalue().encode()) == (2 in kinds)
+
+
+@pytest.mark.parametrize("index", ["range", "filtered", "named"])
+def test_pandas_parquet_reads_back_without_its_index(tmp_path, index):
+    """As the CSV index column above is not data, neither is the index ``DataFrame.to_parquet`` stores as a column
+    (any index but a plain range): the instances read back as ``pandas.read_parquet`` gives the values."""
+    data = instances()
+    df = frame(data)
+    if index == "filtered":
+        df = df.sample(frac=1.0, random_state=0).sort_index().iloc[2:]  # an Index, not a range: __index_level_0__
+        data = data[2:]
+    elif index == "named":
+        df = df.set_axis(pd.Index(np.arange(len(df)) * 10, name="sample"))
+    df.columns = [str(c) for c in df.columns]
+    buf = io.BytesIO()
+    df.to_parquet(buf)
+    manifest, got = convert(tmp_path, "frame.parquet", buf.getvalue())
+    assert manifest.count == len(data)
+    np.testing.assert_array_equal(got, data)

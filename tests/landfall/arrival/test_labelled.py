@@ -45,6 +45,10 @@ def _write(tmp_path: Path, fmt: str, x, y) -> Path:
             _frame(x, y).to_csv(f, index=False, lineterminator="\r\n")
     elif fmt == "parquet":
         _frame(x, y).to_parquet(path)
+    elif fmt == "indexed.parquet":  # a shuffled frame: pandas stores its row labels as __index_level_0__
+        path = tmp_path / "set.parquet"
+        _frame(x, y).sample(frac=1.0, random_state=0).sort_index().to_parquet(path)  # same order
+        assert "__index_level_0__" in pq.read_schema(path).names
     elif fmt == "list.parquet":
         path = tmp_path / "set.parquet"
         values = pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), x.shape[1] * x.shape[2])
@@ -52,7 +56,7 @@ def _write(tmp_path: Path, fmt: str, x, y) -> Path:
     return path
 
 
-@pytest.mark.parametrize("fmt", ["npz", "csv", "csv.gz", "parquet", "list.parquet"])
+@pytest.mark.parametrize("fmt", ["npz", "csv", "csv.gz", "parquet", "indexed.parquet", "list.parquet"])
 def test_every_converter_format_reads_back_exactly(tmp_path, motions, fmt):
     x, y = motions
     path = _write(tmp_path, fmt, x, y)

@@ -196,3 +196,22 @@ def test_any_stride_reads_back_its_windows_and_stays_near_the_series_size(tmp_pa
     assert len(manifest.shards) >= 3
     stored = sum(len(_stored_rows(manifest, i)) for i in range(len(manifest.shards)))
     assert stored <= 2000 * 1.1
+
+
+@pytest.mark.parametrize("index", ["filtered", "time"])
+def test_pandas_parquet_with_its_index_reads_as_pandas_reads_it_back(tmp_path, index):
+    """``DataFrame.to_parquet`` stores any index but a plain range as a column (``__index_level_0__`` when unnamed):
+    pandas reads it back as the index, so it is no channel; a time index is the time column."""
+    df = _frame()
+    # Shuffled and sorted back, a frame's row labels are an index pandas stores; or the time is the index.
+    df = df.sample(frac=1.0, random_state=0).sort_index().iloc[3:] if index == "filtered" else df.set_index("time")
+    path = tmp_path / "s.parquet"
+    df.to_parquet(path)
+    assert any(n not in ("time", "a", "b", "c", "label") for n in pq.read_schema(path).names) == (index == "filtered")
+    manifest = _convert(path, tmp_path)
+    values = df[["a", "b", "c"]].to_numpy(np.float32)
+    np.testing.assert_array_equal(_windows(manifest), _expected(values, 8, 2))
+    # The same rows written without any index convert to the same windows.
+    plain = tmp_path / "plain.parquet"
+    df.reset_index(drop=index == "filtered").to_parquet(plain, index=False)
+    np.testing.assert_array_equal(_windows(_convert(plain, tmp_path / "p")), _windows(manifest))
