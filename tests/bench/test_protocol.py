@@ -37,7 +37,7 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
 
     name = next(n for n in json.loads((protocol.dev_root() / "series.json").read_text()) if n.startswith("014_"))
     out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(
-        seeds=1, options=[], epochs=1, combine="mean"), tmp_path)
+        seeds=1, options=[], epochs=1, combine="mean", half=""), tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
     assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", "pca_variance", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
@@ -146,7 +146,7 @@ def test_row_location_scores_each_row_by_its_own_error(tmp_path):
 
     name = next(n for n in json.loads((protocol.dev_root() / "series.json").read_text()) if n.startswith("014_"))
     data = protocol.dev_series(name)
-    runs = {c: protocol.run_series(name, data, argparse.Namespace(seeds=1, options=[], epochs=1, combine=c),
+    runs = {c: protocol.run_series(name, data, argparse.Namespace(seeds=1, options=[], epochs=1, combine=c, half=""),
                                    tmp_path / c) for c in ("mean", "row")}
     for base in baselines.NAMES:
         mean, row = (runs[c]["baselines"][base][0]["vus_pr"] for c in ("mean", "row"))
@@ -197,3 +197,35 @@ def test_the_goals_of_issue_55_are_each_said_met_or_not_with_the_shortfall():
                                    "TSB-AD's Sub-PCA mean 0.250: met"]
     nab[0]["runs"]["default"] = [{"champion": {"vus_pr": 0.2}}]
     assert protocol.goals(nab)[0].endswith("mean 0.150 >= TSB-AD's Sub-PCA mean 0.250: NOT met (0.100 short)")
+
+
+def test_half_judges_the_second_half_and_gives_the_first_as_a_labelled_recording(tmp_path):
+    """``--half``: series with labelled rows in both halves of the rows after the prefix are judged on the second half
+    only, and (``labelled``) the first half's rows and labels are stored as the dataset's labelled recording that the
+    trainer cuts into its windows; series with every anomaly in one half are left out (``halves`` None)."""
+    import argparse
+
+    from landfall.core.artifacts import labelled
+    from landfall.core.services.storage import Storage
+    from trainer import labelled_check
+
+    names = json.loads((protocol.dev_root() / "series.json").read_text())
+    name = next(n for n in names if n.startswith("018_"))
+    data = protocol.dev_series(name)
+    labels, n_train = data["labels"], data["train_rows"]
+    mid = protocol.halves(labels, n_train)
+    assert mid == n_train + (len(labels) - n_train) // 2 and labels[n_train:mid].any() and labels[mid:].any()
+    for other in (n for n in names if n.startswith("014_")):  # all its anomalies in one half
+        assert protocol.halves(protocol.dev_series(other)["labels"], protocol.dev_series(other)["train_rows"]) is None
+    runs = {h: protocol.run_series(name, data, argparse.Namespace(seeds=1, options=[], epochs=1, combine="mean",
+                                                                   half=h), tmp_path / (h or "all"))
+            for h in ("", protocol.LABELLED_HALF)}
+    assert runs[""]["judged_from"] == 0 and runs[protocol.LABELLED_HALF]["judged_from"] == mid
+    assert runs[""]["baselines"]["pca"][0] != runs[protocol.LABELLED_HALF]["baselines"]["pca"][0]
+    uri = protocol.labelled_recording(tmp_path, name, data["values"], labels, n_train, mid)
+    found = labelled.read(Storage(), uri)
+    assert isinstance(found, labelled.LabelledRecording)
+    np.testing.assert_array_equal(found.rows, data["values"][n_train:mid].astype(np.float32))
+    np.testing.assert_array_equal(found.labels, labels[n_train:mid])
+    cut = labelled_check.load(Storage(), uri, runs[""]["window"])
+    assert cut.instances.shape[1:] == (runs[""]["window"], 1) and 0 < cut.positives < cut.count

@@ -442,8 +442,9 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, groups: list[int
         options = {"metadata": meta, "pre_buffer": False,
                    "buffer_size": min(READ_CHUNK, max(_MIN_COLUMN_BUFFER, share))}
         pf = pq.ParquetFile(fh, **options)
-        names = data_columns(pf.schema_arrow)
-        schema = pa.schema([pf.schema_arrow.field(n) for n in names])
+        kept = set(data_columns(pf.schema_arrow))
+        schema = pa.schema([f for f in pf.schema_arrow if f.name in kept])
+        names = None if len(schema) == len(pf.schema_arrow) else schema.names  # None: every column, by position
     width = cfg.timesteps * cfg.features
     if len(schema) == 1 and (pa.types.is_fixed_size_list(schema[0].type) or pa.types.is_list(schema[0].type)
                              or pa.types.is_large_list(schema[0].type)):
@@ -548,21 +549,21 @@ def parquet_metadata(fh: BinaryIO, size: int, cfg: ConverterConfig) -> pq.FileMe
 
 
 def _batches(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None,
-             names: list[str]) -> Iterator[pa.RecordBatch]:
+             names: list[str] | None) -> Iterator[pa.RecordBatch]:
     if groups is not None and not groups:
         return iter(())
     return pf.iter_batches(batch_size=cfg.chunk_instances, row_groups=groups, columns=names)
 
 
 def _parquet_columns(pf: pq.ParquetFile, cfg: ConverterConfig, groups: list[int] | None,
-                     names: list[str]) -> Chunks:
+                     names: list[str] | None) -> Chunks:
     for batch in _batches(pf, cfg, groups, names):
         if batch.num_rows:
             yield columns_to_instances(batch.columns, cfg)  # float64 columns are narrowed there, checked
 
 
 def _parquet_lists(pf: pq.ParquetFile, cfg: ConverterConfig, width: int, groups: list[int] | None,
-                   names: list[str]) -> Chunks:
+                   names: list[str] | None) -> Chunks:
     for batch in _batches(pf, cfg, groups, names):
         col = batch.column(0)
         if col.null_count:

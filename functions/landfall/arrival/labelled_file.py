@@ -242,7 +242,8 @@ def read_parquet(fh: BinaryIO, size: int, cfg: ConverterConfig, label: str) -> t
     labels, chunks = [], []
     total = 0
     with _parquet_errors():
-        for batch in pf.iter_batches(batch_size=cfg.chunk_instances, columns=[label, *others]):
+        dropped = len(others) + 1 < len(schema)  # a pandas index: read the data columns only
+        for batch in pf.iter_batches(batch_size=cfg.chunk_instances, columns=[label, *others] if dropped else None):
             col = batch.column(label)
             labels.append(col.cast(pa.float64()).fill_null(float("nan")).to_numpy(zero_copy_only=False))
             if listed:
