@@ -426,10 +426,12 @@ def data_columns(schema: pa.Schema, keep: tuple[str, ...] = ()) -> list[str]:
     metadata as ``index_columns``): what ``pandas.read_parquet`` gives back as the index, not as data. A name in
     ``keep`` (a series' time column stored as the index) stays."""
     try:
-        stored = (schema.pandas_metadata or {}).get("index_columns", [])
-    except ValueError:  # metadata that is not JSON: no index is known
-        stored = []
-    index = {c for c in stored if isinstance(c, str) and c not in keep}  # a range index is a dict, not a column
+        meta = schema.pandas_metadata
+    except ValueError:  # metadata that is not JSON (or not UTF-8): no index is known
+        meta = None
+    stored = meta.get("index_columns") if isinstance(meta, dict) else None  # valid JSON of another type: none
+    index = {c for c in stored if isinstance(c, str) and c not in keep} if isinstance(stored, list) else set()
+    # (a range index is listed as a dict, not a column)
     return [n for n in schema.names if n not in index]
 
 

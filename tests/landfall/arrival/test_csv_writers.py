@@ -10,12 +10,14 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -221,3 +223,30 @@ def test_pandas_parquet_reads_back_without_its_index(tmp_path, index):
     manifest, got = convert(tmp_path, "frame.parquet", buf.getvalue())
     assert manifest.count == len(data)
     np.testing.assert_array_equal(got, data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(meta=st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                     max_size=4), max_leaves=12)
+       | st.fixed_dictionaries({"index_columns": st.lists(st.sampled_from(["0", "1", "__index_level_0__"])
+                                                          | st.integers() | st.none(), max_size=3)})
+       | st.binary(max_size=16))
+def test_any_pandas_metadata_reads_the_data_or_refuses_it_in_one_line(tmp_path_factory, meta):
+    """A hostile writer's ``pandas`` metadata (any JSON, or bytes that are none) never crashes the reader: columns it
+    names as an index are left out as pandas leaves them, anything else is no index, and what is left is read or
+    refused with its reason."""
+    data = instances(8)
+    table = pa.Table.from_pandas(frame(data).rename(columns=str), preserve_index=False)
+    raw = meta if isinstance(meta, bytes) else json.dumps(meta).encode()
+    buf = io.BytesIO()
+    pq.write_table(table.replace_schema_metadata({b"pandas": raw}), buf)
+    named = meta.get("index_columns") if isinstance(meta, dict) else None
+    dropped = {c for c in named if isinstance(c, str)} & set(table.column_names) if isinstance(named, list) else set()
+    try:
+        _, got = convert(tmp_path_factory.mktemp("m"), "frame.parquet", buf.getvalue())
+    except BadInput as err:
+        assert dropped and err.reason == "wrong_column_count" and "\n" not in str(err)
+    else:
+        assert not dropped
+        np.testing.assert_array_equal(got, data)
