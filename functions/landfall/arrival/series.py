@@ -199,8 +199,9 @@ def _parquet_names(pf: pq.ParquetFile, cfg: ConverterConfig) -> list[str]:
 def parquet_chunks(fh: BinaryIO, cfg: ConverterConfig, extra: Sequence[str] = ()) -> Iterator[Chunk]:
     try:
         pf = pq.ParquetFile(fh)
-        channels = _columns(_parquet_names(pf, cfg), cfg)
-        _check_extra(_parquet_names(pf, cfg), extra)
+        names = _parquet_names(pf, cfg)
+        channels = _columns(names, cfg)
+        _check_extra(names, extra)
         for batch in pf.iter_batches(batch_size=cfg.chunk_instances,
                                      columns=[cfg.series_time_column, *channels, *extra]):
             yield _times(batch.column(cfg.series_time_column), 0), _values(batch, channels, extra)
