@@ -51,11 +51,12 @@ OPTIONS = {"default": ["--units", "128,32"], "small": ["--units", "32,8"],
 
 
 def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window: int,
-            combine: str = "mean") -> np.ndarray:
+            combine: str = "mean", stride: int = 1) -> np.ndarray:
     """Each row's score as ``landfall score`` gives it (``landfall.detect.located.Locator``, ``mean``: the mean error of
     the stride-1 windows covering the row), ``errors`` turning a block of windows into one error each (for ``combine``
-    ``row``, each window row's own error: ``[n, window]``)."""
-    locator = Locator(window, 1, float("inf"), errors, combine=combine)
+    ``row``, each window row's own error: ``[n, window]``). ``stride``: rows between windows (a detector whose rows
+    are scored alone, by rows, gives the same scores at any stride: ``landfall.detect.score``)."""
+    locator = Locator(window, stride, float("inf"), errors, combine=combine)
     times = np.arange(len(rows), dtype=np.float64)
     blocks = [*locator.feed(times, rows), *locator.finish()]
     return np.concatenate([b.scores for b in blocks])

@@ -193,8 +193,29 @@ def trained_mask(seed: int, count: int, window: int) -> np.ndarray:
     return split_masks(seed, count, window)[0]
 
 
+def located_panel(panel, rows: np.ndarray, window: int, combine: str = MEAN) -> dict[str, np.ndarray]:
+    """Every candidate of ``panel`` located as it is served (``located_many`` per unit): in its own unit when it
+    declares one (``Panel.unit``), else in ``combine``; the detectors whose rows are scored alone, by rows, at stride
+    ``window`` (each row once, the same scores)."""
+    from trainer import baselines
+
+    groups: dict[tuple[str, bool], list[str]] = {}
+    for name in baselines.NAMES:
+        unit = panel.unit(name) or combine
+        alone = unit == ROW and bool(getattr(panel.kinds.get(name), "alone", False))
+        groups.setdefault((unit, alone), []).append(name)
+    out: dict[str, np.ndarray] = {}
+    for (unit, alone), names in groups.items():
+        def errors(x: np.ndarray, names=names, unit=unit) -> dict[str, np.ndarray]:
+            got = panel.row_errors(x, names)
+            return got if unit == ROW else {n: e.mean(axis=1) for n, e in got.items()}
+
+        out.update(located_many(errors, rows, window, unit, window if alone else 1))
+    return {n: out[n] for n in baselines.NAMES if n in out}
+
+
 def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np.ndarray, window: int,
-                 combine: str = MEAN) -> dict[str, np.ndarray]:
+                 combine: str = MEAN, stride: int = 1) -> dict[str, np.ndarray]:
     """``located`` for several detectors from one pass: ``errors`` turns a block of windows into each detector's
     errors (``Panel.errors``); every detector's row scores are then located from its recorded errors, block by block in
     the order the first pass asked for them (the same ``Locator``, so the same rows and windows)."""
@@ -204,14 +225,14 @@ def located_many(errors: Callable[[np.ndarray], dict[str, np.ndarray]], rows: np
         recorded.append(errors(x))
         return next(iter(recorded[-1].values()))
 
-    head = located(first, rows, window, combine)
+    head = located(first, rows, window, combine, stride)
     if not recorded:
         return {}
     names = list(recorded[0])
     out = {names[0]: head}
     for name in names[1:]:
         replay = iter(recorded)
-        out[name] = located(lambda x, n=name, r=replay: next(r)[n], rows, window, combine)
+        out[name] = located(lambda x, n=name, r=replay: next(r)[n], rows, window, combine, stride)
     return out
 
 
@@ -284,8 +305,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
         panel = baselines.Panel.fit([x_train[train_mask]], int(train_mask.sum()), stats.mean(0), stats.std(0),
                                     (w, values.shape[1]), 32)
         out["fitted_on"].append(int(panel.fitted_on))  # the windows PCA (and the others) were fitted on
-        located_scores = located_many(panel.row_errors if args.combine == ROW else panel.errors, values, w,
-                                      args.combine)  # every baseline's rows from one pass
+        located_scores = located_panel(panel, values, w, args.combine)  # every baseline's rows, as each is served
         for base in baselines.NAMES:
             out["baselines"].setdefault(base, []).append(judge(located_scores[base]))
         # Ensembling (issue #47's candidate): PCA and the nearest neighbour, each error over its median on the
@@ -313,7 +333,9 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
             for who, uri in (("champion", champion), ("model", str(job / "model"))):
                 if uri:
                     scorer = Scorer.load(Storage(), uri)
-                    rows = located(scorer.row_errors, values, w, args.combine)
+                    unit = scorer.combine(args.combine)  # the champion's own unit, else the run's
+                    rows = located(scorer.row_errors if unit == ROW else scorer.errors, values, w, unit,
+                                   w if scorer.alone and unit == ROW else 1)
                     scored[who] = judge(rows)
                     if who == "model":  # control (b) with the model among its candidates
                         located_scores, held_errors, held_mask = kept[seed]

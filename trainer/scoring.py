@@ -32,10 +32,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from landfall.core.artifacts.champion import NORMALIZATION, THRESHOLD
+from landfall.core.artifacts.champion import ALONE, NORMALIZATION, RECONSTRUCTION, ROW_SCORES, THRESHOLD, UNIT
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import moments
-from landfall.core.rules.series_windows import MEAN, ROW  # threshold.json's row threshold: the unit it serves
+from landfall.core.rules.series_windows import COMBINE, MEAN, ROW  # threshold.json's row threshold: the unit it serves
 from landfall.core.services.storage import Storage, is_gs
 
 PREDICT_BATCH = 1024
@@ -44,6 +44,7 @@ QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
 ERROR_SCALE = "error_scale"  # normalization.json: each feature's error unit
 STANDARDISED, ORIGINAL_UNITS = "mse_standardised", "mse_original_units"  # the error's metric, with and without it
+SCORE = "score"  # a scoring detector's (trainer.baselines): its own row scores, no reconstruction error
 
 
 @dataclasses.dataclass
@@ -55,6 +56,9 @@ class Scorer:
     threshold: dict[str, Any] | None = None  # threshold.json of the model, when it has one
     uri: str = ""
     scale: np.ndarray | None = None  # each feature's error unit (None: original units)
+    scores: bool = False  # predict gives each window row's score ([n, T], a scoring detector), not a reconstruction
+    unit: str | None = None  # normalization.json's unit: how its rows are located (None: the dataset's combine)
+    alone: bool = False  # normalization.json's alone: a row's score is its own in any window (scored once per row)
 
     @classmethod
     def from_model(cls, model: Any, mean: Any = None, std: Any = None, shape: tuple[int, int] | None = None,
@@ -103,20 +107,33 @@ class Scorer:
         except Exception as exc:  # a corrupt or foreign SavedModel: TensorFlow raises many kinds
             raise Invalid(f"model {model_uri}: cannot be loaded: {type(exc).__name__}: {exc}") from None
 
+        outputs = set(serve.structured_outputs)
+        output = ROW_SCORES if ROW_SCORES in outputs and RECONSTRUCTION not in outputs else RECONSTRUCTION
+        if output not in outputs:
+            raise Invalid(f"model {model_uri}: its serving signature gives {sorted(outputs)}, neither "
+                          f"{RECONSTRUCTION!r} nor {ROW_SCORES!r}")
+
         def predict(x: np.ndarray) -> np.ndarray:
-            return serve(x=tf.constant(x, tf.float32))["reconstruction"].numpy()
+            return serve(x=tf.constant(x, tf.float32))[output].numpy()
 
         normalized = bool(norm.get("normalized"))
         shape = tuple(norm["shape"]) if norm.get("shape") else None
+        unit = norm.get(UNIT) if isinstance(norm, dict) and norm.get(UNIT) in COMBINE else None
         return cls(predict, _vector(norm.get("mean")) if normalized else None,  # type: ignore[arg-type]
                    _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri,
-                   _vector(norm.get(ERROR_SCALE)))
+                   _vector(norm.get(ERROR_SCALE)), output == ROW_SCORES, unit,
+                   output == ROW_SCORES and norm.get(ALONE) is True)
 
     @property
     def metric(self) -> str:
         """What ``errors`` returns: ``mse_standardised`` or, for a model saved without ``error_scale``,
-        ``mse_original_units``."""
-        return metric_of(self.scale)
+        ``mse_original_units``; ``score`` for a scoring detector (its own scores)."""
+        return SCORE if self.scores else metric_of(self.scale)
+
+    def combine(self, dataset: str) -> str:
+        """How this champion's rows are scored from the windows over them: its own ``unit`` when it declares one,
+        else ``dataset`` (the dataset's ``shape.window.combine``)."""
+        return self.unit or dataset
 
     def measured_in(self, scale: Any) -> Scorer:
         """The same model, its errors measured in ``scale`` (another job's, to compare on one scale)."""
@@ -137,6 +154,10 @@ class Scorer:
         for start in range(0, len(x), PREDICT_BATCH):
             batch = x[start:start + PREDICT_BATCH]
             z = (batch - self.mean) / self.std if self.mean is not None else batch
+            if self.scores:  # a scoring detector: its row scores as they are
+                out[start:start + len(batch)] = self.predict(np.ascontiguousarray(z, np.float32)).reshape(
+                    len(batch), -1).astype(np.float64)
+                continue
             recon = self.predict(np.ascontiguousarray(z, np.float32)).astype(np.float64)
             if self.mean is not None:
                 recon = recon * self.std + self.mean

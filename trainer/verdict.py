@@ -468,8 +468,8 @@ def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: base
     """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
     its errors on the held-out windows; returns its URI and threshold."""
     errors = np.concatenate(tally.parts[name])
-    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, scoring.metric_of(panel.scale),
-                                      tally.rows.get(name))
+    metric = scoring.SCORE if baselines.scores(panel.kinds.get(name)) else scoring.metric_of(panel.scale)
+    threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, metric, tally.rows.get(name))
     local = tempfile.mkdtemp(prefix=f"landfall-{name}-")
     try:
         folder = detectors.save(panel, name, os.path.join(local, name))

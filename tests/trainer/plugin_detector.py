@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.baselines.space import Space
+
 K = 3
 
 
@@ -20,7 +22,7 @@ class Detector:
     def __init__(self) -> None:
         self.sample: np.ndarray | None = None
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         self.sample = z[:: max(1, -(-len(z) // 2048))]
         return self
 

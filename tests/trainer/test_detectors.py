@@ -25,13 +25,42 @@ def panel():
     return baselines.Panel.fit([x[:300], x[300:]], len(x), flat.mean(0), flat.std(0), (24, 2), 4)
 
 
+def _channels(n: int, t: int = 24, f: int = 5, seed: int = 0) -> np.ndarray:
+    """Windows of ``f`` related channels on their own levels and scales (a sensor rig's)."""
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(0, 2 * np.pi, (n, 1, 1))
+    steps = np.arange(t)[None, :, None] * 0.4
+    x = np.sin(start + steps + 0.7 * np.arange(f)[None, None, :]) * (1.0 + 3.0 * np.arange(f)) + 10.0 * np.arange(f)
+    return (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def wide():
+    x = _channels(600)
+    flat = x.reshape(-1, 5)
+    return baselines.Panel.fit([x[:300], x[300:]], len(x), flat.mean(0), flat.std(0), (24, 5), 4)
+
+
 @pytest.mark.parametrize("name", baselines.NAMES)
-def test_a_saved_detector_scores_as_the_panel_does(panel, name, tmp_path):
-    held = _sines(50, seed=1)
-    local = detectors.save(panel, name, tmp_path / name)
+def test_a_saved_detector_scores_as_the_panel_does(wide, name, tmp_path):
+    """Every registered detector, reconstructing or scoring, serves from its SavedModel what the panel computes."""
+    held = _channels(50, seed=1)
+    held[10, 5:9, 2] += 8.0  # a few rows off their channels' shape, for the row scorers to see
+    local = detectors.save(wide, name, tmp_path / name)
     scorer = Scorer.load(Storage(), str(local))
-    assert scorer.shape == (24, 2)
-    np.testing.assert_allclose(scorer.errors(held), panel.errors(held)[name], rtol=2e-3, atol=1e-4)
+    assert scorer.shape == (24, 5)
+    np.testing.assert_allclose(scorer.row_errors(held), wide.row_errors(held)[name], rtol=2e-3, atol=1e-4)
+    assert scorer.scores == baselines.scores(wide.kinds.get(name))  # a scoring detector serves its row scores
+    assert scorer.unit == wide.unit(name)
+    assert scorer.alone == bool(getattr(wide.kinds.get(name), "alone", False))
+
+
+def test_row_detectors_that_score_across_channels_apply_to_three_or_more(panel, wide):
+    """A row z-scored across two channels is one of two points: those detectors are no candidate there."""
+    across = {n for n, k in baselines.KINDS.items() if getattr(k, "across", False)}
+    assert {"ocsvm", "hbos", "knn", "cblof", "mcd_rows"} <= across
+    assert not across & set(panel.kinds) and across <= set(wide.kinds)
+    assert set(wide.kinds) - across <= set(panel.kinds)
 
 
 def test_an_unknown_or_unfitted_detector_is_refused(panel, tmp_path):

@@ -20,12 +20,25 @@ both dev sets from 0.479 to 0.461 (docs/benchmarks.md, "A robust covariance").
 **To add a detector**, write one module beside these with a class ``Detector`` (scikit-learn's shape: ``fit``, then
 use) that has ``name`` and ``description``, and
 
-- ``fit(z, code_size) -> self``: on the standardised, flattened training windows ``z`` (float64 ``[n, T x F]``: each
-  feature standardised with the job's statistics, as the model sees them), ``code_size`` the model's code size;
-- ``reconstruct(z) -> [n, T x F]``: each window's reconstruction in the same space (float64 numpy);
-- ``serving(module) -> fn``: the same reconstruction as a TensorFlow function of a float32 ``[n, T x F]`` tensor, its
-  constants put on ``module`` as variables (``trainer.detectors`` saves it as a SavedModel the scorer serves);
-- ``describe() -> dict``: what it was fitted on, for ``metrics.json``.
+- ``fit(z, space) -> self``: on the standardised, flattened training windows ``z`` (float64 ``[n, T x F]``: each
+  feature standardised with the job's statistics, as the model sees them); ``space`` (``trainer.baselines.space``)
+  has the window shape, the model's code size and the statistics, so ``space.original_rows(z)`` gives the rows in
+  original units;
+- either **it reconstructs**: ``reconstruct(z) -> [n, T x F]``, each window's reconstruction in the same space
+  (float64 numpy), its error the verdict's metric; ``serving(module) -> fn`` the same reconstruction as a TensorFlow
+  function of a float32 ``[n, T x F]`` tensor;
+- or **it scores**: ``row_scores(z) -> [n, T]``, each window row's score (float64, at least 0, higher more anomalous:
+  a row scorer gives a row the same score in every window, a window scorer gives every row of a window the window's);
+  ``serving(module) -> fn`` the same scores as a TensorFlow function (float32 ``[n, T x F]`` to ``[n, T]``);
+  ``trainer.baselines.rowwise.RowDetector`` is the base of the detectors that score single rows;
+- ``unit`` (optional): how its rows are scored from the windows over them when it is served
+  (``landfall.core.rules.series_windows``: ``row`` a row's own score, ``mean`` the mean of the windows' scores);
+  without one, the dataset's (``shape.window.combine``). Each candidate is a detector and its unit;
+- ``serving(module)`` puts its constants on ``module`` as variables (``trainer.detectors`` saves it as a SavedModel
+  the scorer serves, never a pickle);
+- ``describe() -> dict``: what it was fitted on, for ``metrics.json``;
+- ``applies(space) -> bool`` (optional, a class method): whether it is fitted at all in a job of that shape (the row
+  detectors that z-score each row across its channels need three channels or more).
 
 then register it: one line in ``KINDS`` below (or ``register(module.Detector)``; ``LANDFALL_DETECTORS`` names
 extra modules to import and register, ``module[,module]``, as a plug-in that ships outside the package). Nothing in the
@@ -58,8 +71,22 @@ from typing import Any, Protocol
 import numpy as np
 
 from landfall.core.rules import moments
+from landfall.core.rules.series_windows import COMBINE
 from trainer import floor
-from trainer.baselines import kmeans, nearest_neighbour, pca, pca_variance
+from trainer.baselines import (
+    cblof,
+    hbos,
+    kmeans,
+    kmeans_znorm,
+    knn,
+    mcd_rows,
+    nearest_neighbour,
+    ocsvm,
+    pca,
+    pca_rows,
+    pca_variance,
+)
+from trainer.baselines.space import Space
 from trainer.scoring import Histogram
 
 
@@ -69,9 +96,7 @@ class Detector(Protocol):
     name: str
     description: str
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector: ...
-
-    def reconstruct(self, z: np.ndarray) -> np.ndarray: ...
+    def fit(self, z: np.ndarray, space: Space) -> Detector: ...
 
     def serving(self, module: Any) -> Any: ...
 
@@ -96,10 +121,30 @@ def register(kind: type[Detector]) -> type[Detector]:
     return kind
 
 
-for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector, pca_variance.Detector):
+for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector, pca_variance.Detector,  # windows
+              hbos.Detector, knn.Detector, pca_rows.Detector, mcd_rows.Detector, cblof.Detector,  # single rows
+              ocsvm.Detector, kmeans_znorm.Detector):
     register(_kind)
 for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
     register(importlib.import_module(_module).Detector)
+
+
+def scores(detector: Any) -> bool:
+    """Whether a fitted detector scores (``row_scores``) rather than reconstructs."""
+    return callable(getattr(detector, "row_scores", None))
+
+
+def applies(kind: Any, space: Space) -> bool:
+    """Whether a detector is fitted in ``space`` at all (its optional ``applies(space)``; default yes): one that has
+    nothing to see there (a row z-scored across fewer than three channels) is no candidate of that job."""
+    check = getattr(kind, "applies", None)
+    return bool(check(space)) if callable(check) else True
+
+
+def unit_of(kind: Any) -> str | None:
+    """A detector's declared unit (``unit``: how its rows are scored when served), None: the dataset's."""
+    unit = getattr(kind, "unit", None)
+    return unit if unit in COMBINE else None
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
@@ -156,31 +201,47 @@ class Panel:
         t, f = self.shape
         return z.reshape(len(z), t, f) * self.std + self.mean
 
+    @property
+    def space(self) -> Space:
+        """What the detectors are fitted in (``trainer.baselines.space``)."""
+        return Space(self.shape, self.code_size, self.mean, self.std, self.scale)
+
     def _fit_sample(self, z: np.ndarray) -> None:
         self.fitted_on = len(z)
-        self.kinds = {name: kind().fit(z, self.code_size) for name, kind in KINDS.items()}
+        space = self.space
+        self.kinds = {name: kind().fit(z, space) for name, kind in KINDS.items() if applies(kind, space)}
 
     def errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Each baseline's per-window MSE over the ``T x F`` values (the verdict's metric, in ``scale``), float64
         ``[n]``: the mean of its rows' (``row_errors``)."""
         return {name: rows.mean(axis=1) for name, rows in self.row_errors(x).items()}
 
-    def row_errors(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Each baseline's error of every window row, float64 ``[n, T]`` (``moments.scaled_row_mse``)."""
+    def row_errors(self, x: np.ndarray, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """Each baseline's error of every window row, float64 ``[n, T]``: a reconstruction's in ``scale``
+        (``moments.scaled_row_mse``), a scoring detector's own ``row_scores``. ``names``: only these (default all)."""
         x = np.asarray(x, np.float64)
-        out = {MEAN_WINDOW: self.mean_window.row_errors(x, self.scale)}
-        if not self.kinds:
+        wanted = set(NAMES if names is None else names)
+        out = {MEAN_WINDOW: self.mean_window.row_errors(x, self.scale)} if MEAN_WINDOW in wanted else {}
+        fitted_ones = {n: f for n, f in self.kinds.items() if n in wanted}
+        if not fitted_ones:
             return out
         z = self.standardise(x)
-        for name, fitted in self.kinds.items():
-            out[name] = moments.scaled_row_mse(x - self._original(fitted.reconstruct(z)), self.scale)
+        for name, fitted in fitted_ones.items():
+            out[name] = (np.asarray(fitted.row_scores(z), np.float64) if scores(fitted)
+                         else moments.scaled_row_mse(x - self._original(fitted.reconstruct(z)), self.scale))
         return out
+
+    def unit(self, name: str) -> str | None:
+        """Candidate ``name``'s declared unit (``unit_of``), None for the mean window and a detector without one."""
+        return unit_of(KINDS.get(name))
 
     def describe(self) -> dict[str, dict]:
         out = {MEAN_WINDOW: {"description": DESCRIPTIONS[MEAN_WINDOW], "training_instances": self.mean_window.count}}
         for name in KINDS:
             fitted = self.kinds.get(name)
             out[name] = {"description": DESCRIPTIONS[name], **(fitted.describe() if fitted is not None else {})}
+            if unit_of(KINDS[name]) is not None:
+                out[name]["unit"] = unit_of(KINDS[name])
         return out
 
 
@@ -205,10 +266,14 @@ class Tally:
 
 
 def report(panel: Panel, losses: dict[str, float | None], loss: float) -> dict[str, dict]:
-    """``metrics.json``'s ``baselines``: each baseline's description, held-out loss and the model's skill over it."""
+    """``metrics.json``'s ``baselines``: each baseline's description, held-out loss and the model's skill over it (a
+    scoring detector's mean held-out score instead: its scores are no reconstruction loss to compare)."""
     out = panel.describe()
     for name in NAMES:
         value = losses.get(name)
+        if scores(panel.kinds.get(name)):  # its held-out figure is a score, not a reconstruction loss: no skill
+            out[name].update(loss=None, skill=None, mean_score=value)
+            continue
         out[name].update(loss=value, skill=floor.skill(loss, value) if value is not None else None)
     return out
 

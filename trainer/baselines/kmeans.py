@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from trainer.baselines import nearest_neighbour
+from trainer.baselines.space import Space
 
 NAME = "kmeans"
 DESCRIPTION = "each window reconstructed as its nearest of 20 k-means centroids of the training windows (KMeansAD)"
@@ -31,7 +32,7 @@ class Detector(nearest_neighbour.Detector):
         super().__init__()
         self.fitted_on = 0
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         from sklearn.cluster import KMeans
 
         self.fitted_on = len(z)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from trainer.baselines import pca_variance
+from trainer.baselines.space import Space
 
 NAME = "mcd"
 DESCRIPTION = ("the robust (MCD) Mahalanobis distance of the window's principal-component code, plus its PCA "
@@ -51,7 +52,7 @@ class Detector:
         self.location: np.ndarray | None = None  # m [k]: the MCD location of the codes
         self.fitted_on = 0
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         from sklearn.covariance import MinCovDet
 
         self.fitted_on = len(z)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.baselines.space import Space
+
 NAME = "nearest_neighbour"
 DESCRIPTION = "each window reconstructed as its nearest training window (Euclidean, standardised), from a sample"
 SAMPLE = 4_096  # training windows it looks in, at most
@@ -26,7 +28,7 @@ class Detector:
     def __init__(self) -> None:
         self.sample: np.ndarray | None = None  # [m, D]
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         every = max(1, -(-len(z) // SAMPLE))
         self.sample = z[::every]
         return self

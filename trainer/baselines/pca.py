@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from trainer.baselines.space import Space
+
 NAME = "pca"
 DESCRIPTION = ("principal components of the standardised windows, as many as the model's code size "
                "(a linear autoencoder)")
@@ -41,11 +43,11 @@ class Detector:
         self.centre: np.ndarray | None = None  # [D]
         self.fitted_on = 0
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         self.fitted_on = len(z)
         self.centre = z.mean(axis=0)
         _, vectors = spectrum(z - self.centre)
-        k = min(max(1, int(code_size)), z.shape[1], max(1, len(z) - 1))
+        k = min(max(1, int(space.code_size)), z.shape[1], max(1, len(z) - 1))
         self.components = vectors[:, :k].T
         return self
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from trainer.baselines import pca
+from trainer.baselines.space import Space
 
 NAME = "pca_variance"
 DESCRIPTION = ("principal components of the standardised windows, as many as explain 95% of their variance "
@@ -40,7 +41,7 @@ class Detector(pca.Detector):
     name = NAME
     description = DESCRIPTION
 
-    def fit(self, z: np.ndarray, code_size: int) -> Detector:
+    def fit(self, z: np.ndarray, space: Space) -> Detector:
         self.fitted_on = len(z)
         self.centre, self.components = leading(z, CAP)
         return self

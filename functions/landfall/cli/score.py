@@ -44,8 +44,8 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
     series.add_argument("--stride", type=int, help="rows between scored windows (default: the spec's stride)")
     series.add_argument("--combine", choices=COMBINE,
                         help="a row's score from the windows covering it: the mean of their errors, the largest, or "
-                             "(row) the mean of the row's own error in each (default: the spec's "
-                             "shape.window.combine, else mean)")
+                             "(row) the mean of the row's own error in each (default: the champion's own unit, else "
+                             "the spec's shape.window.combine, else mean)")
     series.add_argument("--label", help="the 0/1 label column (default: label or is_anomaly, when present)")
     series.add_argument("--plot", help="also draw the scored series with its ranges (PNG)")
 
@@ -126,7 +126,7 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     spec = spec_of(args, storage)
     combine = MEAN  # instances: one score each, no rows to combine
     if spec is not None and spec.series:
-        combine = args.combine = args.combine or spec.combine
+        combine = args.combine = args.combine or scorer.combine(spec.combine)  # its own unit, else the spec's
     threshold = args.threshold if args.threshold is not None else scoring.threshold_of(scorer, combine)
     if spec is not None and spec.series:
         if args.src.endswith(".json"):

@@ -230,7 +230,7 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
     t0 = time.perf_counter()
     scorer, load_s = models(cfg.model_cache).get(storage, current.model)
     spec = specs.for_dataset(storage, cfg.bucket, request.dataset, lay)
-    combine = spec.combine if spec.series else MEAN  # the spec's row score (shape.window.combine)
+    combine = scorer.combine(spec.combine if spec.series else MEAN)  # its own unit, else the spec's row score
     threshold = scoring.threshold_of(scorer, combine)
     source = layout.gs(manifest.source.bucket, manifest.source.name)
     folder = layout.gs(cfg.bucket, detections.result_prefix(lay, request.dataset, aid, current.run))

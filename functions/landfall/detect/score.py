@@ -116,7 +116,10 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
     if scorer.shape is not None and tuple(scorer.shape) != cfg.shape:
         raise Invalid(f"model {model} takes windows of shape {list(scorer.shape)}, dataset {spec.name}'s series "
                       f"spec cuts {list(cfg.shape)}")
-    stride = opts.stride or cfg.window_stride
+    # A champion whose rows are scored alone (trainer.baselines.rowwise), located by them: each row once, the same
+    # scores as at any stride
+    alone = opts.combine == ROW and bool(getattr(scorer, "alone", False))
+    stride = opts.stride or (cfg.timesteps if alone else cfg.window_stride)
     if stride < 1:
         raise Invalid(f"--stride {stride}: a stride is at least 1 row")
     fmt = formats.format_of(src)

@@ -44,6 +44,12 @@ CHAMPION = "champion.json"
 HISTORY = "history"
 THRESHOLD = "threshold.json"  # beside the model: the anomaly threshold and error quantiles
 NORMALIZATION = "normalization.json"
+# A champion's SavedModel serves one of two outputs (``serving_default``, the input ``x``): ``reconstruction`` (the
+# window reconstructed, scored by its error) or ``row_scores`` (float32 ``[n, T]``: each window row's score, higher
+# more anomalous, a detector that scores rather than reconstructs); ``normalization.json``'s ``unit`` (when set) is how
+# its rows are scored from the windows over them (``landfall.core.rules.series_windows.COMBINE``), else the dataset's;
+# its ``alone`` (true) says a row's score is its own in whatever window, so each row may be scored once.
+RECONSTRUCTION, ROW_SCORES, UNIT, ALONE = "reconstruction", "row_scores", "unit", "alone"
 MODELS_PREFIX = "models/"
 REASONS = ("first", "evaluated", "forced", "rollback")
 ATTEMPTS = 16
