@@ -51,7 +51,7 @@ def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray
         return out
     sset = surrogate.build([held_windows], panel.std, surrogate.seed_of(seed, [name]))
     if sset is not None:
-        found = {n: sset.figures(e)[surrogate.KIND_AP] for n, e in panel.errors(sset.instances).items()}
+        found = {n: sset.figures(e)[surrogate.KIND_AP] for n, e in panel.window_scores(sset.instances).items()}
         out["surrogate"] = found
         out["chosen"] = selection.choose(found, selection.basis(False, combine), lambda _: None).chosen
     out["ensemble"] = ensemble(located, held if held is not None else panel.errors(held_windows), rank)

@@ -76,7 +76,7 @@ class ChampionScores:
                 judged = scorer.measured_in(self.scale)
                 if self.surrogate_set is not None:
                     self.surrogate[current.model] = self.surrogate_set.figures(
-                        judged.errors(self.surrogate_set.instances))
+                        judged.window_scores(self.surrogate_set.instances))
                 loss = float(judged.errors_of(self.held_out()).mean())  # type: ignore[arg-type]
                 if self.labelled_set is not None:  # at the champion's own threshold
                     self.labelled[current.model] = labelled_figures(

@@ -143,6 +143,11 @@ class Scorer:
         """Per-instance MSE (``metric``), float64 ``[n]``: the mean of its rows' (``row_errors``)."""
         return self.row_errors(x).mean(axis=1)
 
+    def window_scores(self, x: np.ndarray) -> np.ndarray:
+        """Each instance's score as the surrogate set judges it (``trainer.baselines.Panel.window_scores``): its
+        error, or for a champion located by its rows' own scores (``unit`` ``row``) its largest row score."""
+        return self.row_errors(x).max(axis=1) if self.unit == ROW else self.errors(x)
+
     def row_errors(self, x: np.ndarray) -> np.ndarray:
         """Each instance row's own MSE over its features (``metric``), float64 ``[n, T]``
         (``landfall.core.rules.moments.scaled_row_mse``)."""

@@ -381,7 +381,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         sset = surrogate.build(_surrogate_blocks(held, held_out), panel.std,
                                surrogate.seed_of(cfg.seed, (arrival_key(s) for s in plan.shards)))
         assert sset is not None  # the verdict has held-out windows here
-        errs = {selection.MODEL: challenger.errors(sset.instances), **panel.errors(sset.instances)}
+        errs = {selection.MODEL: challenger.window_scores(sset.instances), **panel.window_scores(sset.instances)}
         figures = {name: sset.figures(e) for name, e in errs.items()}
     use_labels = labelled is not None and labelled.get("set") is not None
     for name, found in figures.items():

@@ -17,7 +17,7 @@ import pytest
 
 from landfall.core.artifacts import champion
 from landfall.core.services.storage import Storage
-from tests.trainer import plugin_detector
+from tests.trainer import plugin_detector, plugin_row_detector
 from tests.trainer.helpers import REPO, write_dataset
 from trainer import baselines, detectors, selection
 from trainer import inputs as inputs_mod
@@ -35,15 +35,16 @@ def windows(values: np.ndarray) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(values, T, axis=0).transpose(0, 2, 1).copy()
 
 
-@pytest.fixture
-def only_the_plugin(monkeypatch):
-    """The registry with the plug-in as its one detector (beside the mean window every job has), restored after."""
+@pytest.fixture(params=[plugin_detector, plugin_row_detector], ids=["reconstructs", "scores_rows"])
+def only_the_plugin(monkeypatch, request):
+    """The registry with one plug-in as its one detector (beside the mean window every job has), restored after: one
+    that reconstructs windows, one that scores single rows (``trainer.baselines.rowwise``)."""
     monkeypatch.setattr(baselines, "KINDS", {})
     monkeypatch.setattr(baselines, "NAMES", [baselines.MEAN_WINDOW])
     monkeypatch.setattr(baselines, "DESCRIPTIONS", {baselines.MEAN_WINDOW: baselines.DESCRIPTIONS[
         baselines.MEAN_WINDOW]})
-    baselines.register(plugin_detector.Detector)
-    return plugin_detector.Detector.name
+    baselines.register(request.param.Detector)
+    return request.param.Detector.name
 
 
 def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(only_the_plugin, tmp_path):
@@ -81,8 +82,10 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
     det = fields["detection"]
     # Fitted and scored like every candidate, described in metrics.json by its own describe().
     assert set(det["candidates"]) == {selection.MODEL, baselines.MEAN_WINDOW, name}
-    assert fields["baselines"][name]["description"] == plugin_detector.Detector.description
-    assert fields["baselines"][name]["training_instances"] > 0 and fields["baselines"][name]["loss"] > 0
+    kind = baselines.KINDS[name]
+    assert fields["baselines"][name]["description"] == kind.description
+    held = fields["baselines"][name]["mean_score" if baselines.scores(kind()) else "loss"]
+    assert fields["baselines"][name]["training_instances"] > 0 and held > 0
     # Chosen, saved as a servable detector, promoted as the dataset's first champion.
     assert det["chosen"] == det["order"][0] == name, det["why"]
     assert fields["verdict"] == "promoted" and fields["champion"] == job.path(detectors.folder(name))
@@ -100,6 +103,23 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
     panel = baselines.Panel.fit([x], len(x), mean, std, (T, values.shape[1]), UNITS[-1])
     again = Scorer.load(storage, str(detectors.save(panel, name, tmp_path / "saved" / name)))
     np.testing.assert_allclose(again.errors(arrival), panel.errors(arrival)[name], rtol=5e-3, atol=1e-5)
+    if not baselines.scores(kind()):
+        return
+    # A row scorer is served as one: its rows located by their own scores (its unit), each row scored once (alone),
+    # against the row threshold its verdict set; the same scores as every stride-1 window gives them.
+    from landfall.core.rules.series_windows import ROW
+    from landfall.detect.located import Locator
+
+    assert served.unit == ROW and served.alone and served.combine("mean") == ROW and served.threshold[ROW]["value"] > 0
+    rows = values[TRAIN_ROWS:TRAIN_ROWS + 800]
+    located = {}
+    for stride in (1, T):
+        loc = Locator(T, stride, served.threshold[ROW]["value"], served.row_errors, combine=ROW)
+        located[stride] = np.concatenate([b.scores for b in [*loc.feed(np.arange(len(rows), dtype=float), rows),
+                                                              *loc.finish()]])
+    np.testing.assert_allclose(located[T], located[1], rtol=1e-6)
+    np.testing.assert_allclose(located[T], panel.kinds[name].score_rows(rows.astype(np.float64)), rtol=5e-3,
+                               atol=1e-4)
 
 
 def test_pca_variance_keeps_95_percent_at_most_its_cap_and_serves_as_fitted(monkeypatch, tmp_path):
@@ -176,7 +196,7 @@ def test_mcd_is_the_pca_residual_plus_the_robust_distance_and_serves_as_fitted(m
     pca_only = ((outlier - fitted.centre) @ fitted.components.T) @ fitted.components + fitted.centre
     assert np.allclose(((outlier - pca_only) ** 2).sum(1), ((z_fit[:50] - fitted.centre - (
         (z_fit[:50] - fitted.centre) @ fitted.components.T) @ fitted.components) ** 2).sum(1))
-    one = mcd.Detector().fit(z_fit[:1], UNITS[-1])  # a dataset of one window: no spread, still a detector
+    one = mcd.Detector().fit(z_fit[:1], panel.space)  # a dataset of one window: no spread, still a detector
     assert np.isfinite(one.reconstruct(z_fit[:3])).all() and one.describe()["training_instances"] == 1
     assert (((outlier - fitted.reconstruct(outlier)) ** 2).sum(1) > ((z_fit[:50] - fitted.reconstruct(z_fit[:50])) ** 2
                                                                        ).sum(1)).all()

@@ -71,7 +71,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from landfall.core.rules import moments
-from landfall.core.rules.series_windows import COMBINE
+from landfall.core.rules.series_windows import COMBINE, ROW
 from trainer import floor
 from trainer.baselines import (
     cblof,
@@ -230,6 +230,13 @@ class Panel:
             out[name] = (np.asarray(fitted.row_scores(z), np.float64) if scores(fitted)
                          else moments.scaled_row_mse(x - self._original(fitted.reconstruct(z)), self.scale))
         return out
+
+    def window_scores(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Each candidate's score of each window as the surrogate set judges it (``trainer.surrogate``): the mean of
+        its rows' (``errors``), but for a candidate located by its rows' own scores (unit ``row``), their largest: a
+        window holds an anomaly when its most anomalous row does, which a mean over the window dilutes ``T`` times."""
+        return {name: rows.max(axis=1) if self.unit(name) == ROW else rows.mean(axis=1)
+                for name, rows in self.row_errors(x).items()}
 
     def unit(self, name: str) -> str | None:
         """Candidate ``name``'s declared unit (``unit_of``), None for the mean window and a detector without one."""
