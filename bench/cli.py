@@ -1,4 +1,5 @@
-"""``landfall bench convert|train|submit|memory|series|detect|detect-options|pca-gap|trainer-stress [flags]``."""
+"""``landfall bench NAME [flags]``: convert, train, submit, memory, series, detect, detect-options, pca-gap,
+trainer-stress, published."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import sys
 BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train", "submit": "landfall_bench.submit",
            "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series",
            "detect": "landfall_bench.protocol", "detect-options": "landfall_bench.detect",
-           "pca-gap": "landfall_bench.pca_gap", "trainer-stress": "landfall_bench.stress"}
+           "pca-gap": "landfall_bench.pca_gap", "trainer-stress": "landfall_bench.stress",
+           "published": "landfall_bench.published"}
 
 
 def main(argv: list[str] | None = None) -> int:

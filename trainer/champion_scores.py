@@ -72,7 +72,7 @@ class ChampionScores:
         loss: float | None = None
         try:
             with stopwatch.span(SPAN):
-                scorer = scoring.Scorer.load(self.storage, current.model, self.cache_dir)
+                scorer = scoring.Scorer.load(self.storage, current.model, self.cache_dir, current.files)
                 judged = scorer.measured_in(self.scale)
                 if self.surrogate_set is not None:
                     self.surrogate[current.model] = self.surrogate_set.figures(

@@ -246,7 +246,7 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
     cache = tempfile.mkdtemp(prefix="landfall-champion-view-")
     try:
         try:
-            scorer = scoring.Scorer.load(storage, current.model, cache)
+            scorer = scoring.Scorer.load(storage, current.model, cache, current.files)
             threshold = scoring.threshold_of(scorer)
         except TemporaryError:
             raise

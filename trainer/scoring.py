@@ -32,6 +32,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
+from landfall.core.artifacts import model_files
 from landfall.core.artifacts.champion import ALONE, NORMALIZATION, RECONSTRUCTION, ROW_SCORES, THRESHOLD, UNIT
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import moments
@@ -70,14 +71,16 @@ class Scorer:
         return cls(predict, _vector(mean), _vector(std), shape, None, uri, _vector(scale))
 
     @classmethod
-    def load(cls, storage: Storage, model_uri: str, cache_dir: str | Path | None = None) -> Scorer:
+    def load(cls, storage: Storage, model_uri: str, cache_dir: str | Path | None = None,
+             files: dict[str, str] | None = None) -> Scorer:
         """A saved model (``runs/<job>/model``): its SavedModel serving signature, ``normalization.json`` and
         ``threshold.json``. A gs:// model is downloaded into ``cache_dir`` (reused there if already downloaded;
-        default: a temporary folder, removed once the model is loaded). ``NotFound`` when the model is
-        missing, ``Invalid`` when it cannot be loaded."""
+        default: a temporary folder, removed once the model is loaded). ``files`` (a champion record's: each file's
+        SHA-256) are checked before anything is read (``landfall.core.artifacts.model_files``). ``NotFound`` when
+        the model is missing, ``Invalid`` when it cannot be loaded or its files are not the ones promoted."""
         if is_gs(model_uri) and cache_dir is None:
             with tempfile.TemporaryDirectory(prefix="landfall-model-") as tmp:
-                return cls.load(storage, model_uri, tmp)
+                return cls.load(storage, model_uri, tmp, files)
         import tensorflow as tf
 
         local = Path(model_uri)
@@ -92,6 +95,7 @@ class Scorer:
                 os.replace(tmp, local)
         if not (local / "saved_model.pb").exists():
             raise NotFound(f"model {model_uri}: no saved_model.pb")
+        model_files.check(local, files, model_uri)
         try:
             norm = json.loads((local / NORMALIZATION).read_text())
         except (OSError, ValueError) as exc:

@@ -61,7 +61,7 @@ import numpy as np
 
 from landfall.core import logs
 from landfall.core.artifacts import champion as champion_mod
-from landfall.core.artifacts import results
+from landfall.core.artifacts import model_files, results
 from landfall.core.errors import TemporaryError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage, is_gs
@@ -219,7 +219,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         with stopwatch.span(PROMOTE):
             outcome, champion_loss = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=model_uri, loss=loss, evaluate=champions.score,
-                tolerance=cfg.promote_tolerance,
+                tolerance=cfg.promote_tolerance, files=model_files.of_model(storage, model_uri),
                 evaluation={"instances": len(errors), "metric": challenger.metric, "threshold": threshold["value"],
                             "quantiles": threshold["quantiles"], **gates})
     finally:
@@ -448,7 +448,7 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
         with stopwatch.span(PROMOTE):
             outcome, _ = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=uri, loss=1.0 - float(choice.score or 0.0),
-                evaluate=score_champion, metric="detection_loss",
+                evaluate=score_champion, metric="detection_loss", files=model_files.of_model(storage, uri),
                 better=lambda mine, theirs: theirs is None or mine <= theirs - margin,
                 evaluation={"instances": recorded["evaluation"]["instances"], "metric": choice.basis,
                             "detector": choice.chosen, "score": choice.score, "threshold": threshold["value"],

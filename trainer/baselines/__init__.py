@@ -76,6 +76,7 @@ from trainer import floor
 from trainer.baselines import (
     cblof,
     hbos,
+    iforest,
     kmeans,
     kmeans_znorm,
     knn,
@@ -123,7 +124,7 @@ def register(kind: type[Detector]) -> type[Detector]:
 
 for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector, pca_variance.Detector,  # windows
               hbos.Detector, knn.Detector, pca_rows.Detector, mcd_rows.Detector, cblof.Detector,  # single rows
-              ocsvm.Detector, kmeans_znorm.Detector):
+              iforest.Detector, ocsvm.Detector, kmeans_znorm.Detector):
     register(_kind)
 for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
     register(importlib.import_module(_module).Detector)

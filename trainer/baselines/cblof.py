@@ -18,6 +18,8 @@ from trainer.baselines.rowwise import RowDetector, zscore_across, zscore_across_
 NAME = "cblof"
 DESCRIPTION = ("k-means clusters of single rows z-scored across channels, a row's distance to its large cluster "
                "(TSB-AD-M's CBLOF)")
+TSB_AD = "CBLOF"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "series"  # what TSB-AD fitted it on there: the whole series
 CLUSTERS, ALPHA, BETA = 4, 0.6, 5.0  # TSB-AD-M's multivariate setting, CBLOF's beta
 SEED = 0
 

@@ -18,6 +18,8 @@ from trainer.baselines.rowwise import RowDetector, zscore_across, zscore_across_
 
 NAME = "hbos"
 DESCRIPTION = "per-channel histograms of single rows z-scored across their channels (TSB-AD-M's HBOS)"
+TSB_AD = "HBOS"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "series"  # what TSB-AD fitted it on there: the whole series
 BINS, TOL, ALPHA = 30, 0.5, 0.1  # TSB-AD-M's multivariate setting and HBOS's alpha
 
 

@@ -20,6 +20,8 @@ from trainer.baselines.space import Space
 NAME = "kmeans_znorm"
 DESCRIPTION = ("each window z-normalised over its values, its distance to the nearest of 10 k-means centroids "
                "(TSB-AD-M's KMeansAD)")
+TSB_AD = "KMeansAD"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "series"  # what TSB-AD fitted it on there: the whole series
 CLUSTERS = 10  # TSB-AD-M's multivariate setting
 SEED = 0
 BLOCK = 4_096  # windows scored at once

@@ -16,6 +16,8 @@ from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore
 
 NAME = "knn"
 DESCRIPTION = "a single row's mean distance to its 50 nearest training rows, z-scored across channels (TSB-AD-M's KNN)"
+TSB_AD = "KNN"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "series"  # what TSB-AD fitted it on there: the whole series
 NEIGHBOURS = 50  # TSB-AD-M's multivariate setting
 SAMPLE = 4_096  # training rows looked in, at most
 BLOCK = 2_048  # rows scored at once (memory: BLOCK x SAMPLE)

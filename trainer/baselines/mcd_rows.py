@@ -19,6 +19,8 @@ from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore
 
 NAME = "mcd_rows"
 DESCRIPTION = "the robust (MCD) Mahalanobis distance of single rows z-scored across channels (TSB-AD-M's MCD)"
+TSB_AD = "MCD"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "prefix"  # what TSB-AD fitted it on there: the training prefix
 SUPPORT, SEED = 0.8, 2024  # TSB-AD-M's multivariate setting
 ROWS = 4_096  # training rows FastMCD is fitted on, at most
 

@@ -20,6 +20,8 @@ from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore
 
 NAME = "ocsvm"
 DESCRIPTION = "a one-class SVM (RBF) on single rows, each z-scored across its channels (TSB-AD-M's OCSVM)"
+TSB_AD = "OCSVM"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "prefix"  # what TSB-AD fitted it on there: the training prefix
 NU = 0.1  # TSB-AD-M's multivariate setting (HP_list.Optimal_Multi_algo_HP_dict)
 ROWS = 4_096  # training rows the SVM is fitted on, at most: its cost grows with their square
 BLOCK = 4_096  # rows scored at once (memory: BLOCK x support vectors)

@@ -22,6 +22,8 @@ from trainer.baselines.rowwise import RowDetector
 NAME = "pca_rows"
 DESCRIPTION = ("principal components of single standardised rows (25% of the variance), a row's summed distances "
                "to them over their variance ratios (TSB-AD-M's PCA, pyod's score)")
+TSB_AD = "PCA"  # its row in TSB-AD-M's published table (landfall bench published)
+TSB_AD_FIT = "series"  # what TSB-AD fitted it on there: the whole series
 VARIANCE = 0.25  # TSB-AD-M's multivariate setting (HP_list.Optimal_Multi_algo_HP_dict: n_components=0.25)
 
 

@@ -15,7 +15,7 @@ import json
 import sys
 
 from landfall.cli.common import job_config, on_the_stack
-from landfall.core.artifacts import champion
+from landfall.core.artifacts import champion, model_files
 from landfall.core.contracts.layout import Layout
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.services.storage import Storage, join
@@ -81,7 +81,7 @@ def promote(args: argparse.Namespace) -> int:
     evaluation = {"loss": doc.get("challenger_loss"), "metric": (doc.get("evaluation") or {}).get("metric"),
                   "instances": (doc.get("evaluation") or {}).get("instances"), "threshold": threshold.get("value")}
     outcome = champion.force(storage, models, args.dataset, run=args.run, model=model, evaluation=evaluation,
-                             by=args.by or champion.who())
+                             by=args.by or champion.who(), files=model_files.of_model(storage, model))
     return _report(args, outcome, "promoted")
 
 

@@ -82,9 +82,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def model_of(args: argparse.Namespace, storage: Storage) -> str:
+def model_of(args: argparse.Namespace, storage: Storage) -> tuple[str, dict[str, str] | None]:
+    """The model to score with and the files it must have: ``--model`` as it is (no record to check it against),
+    else the dataset's champion and its record's ``files`` (``landfall.core.artifacts.model_files``)."""
     if args.model:
-        return args.model
+        return args.model, None
     from landfall.cli.common import job_config
 
     cfg = job_config(args, "bucket")
@@ -94,7 +96,7 @@ def model_of(args: argparse.Namespace, storage: Storage) -> str:
     current, _ = champion.read(storage, root, args.dataset)
     if current is None:
         raise NotFound(f"dataset {args.dataset} has no champion under {root}: pass --model")
-    return current.model
+    return current.model, current.files
 
 
 def spec_of(args: argparse.Namespace, storage: Storage) -> Any:
@@ -121,8 +123,8 @@ def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
     from trainer import scoring
 
     storage = storage or Storage()
-    model = model_of(args, storage)
-    scorer = scoring.Scorer.load(storage, model)
+    model, files = model_of(args, storage)
+    scorer = scoring.Scorer.load(storage, model, files=files)
     spec = spec_of(args, storage)
     combine = MEAN  # instances: one score each, no rows to combine
     if spec is not None and spec.series:

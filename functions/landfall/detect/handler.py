@@ -87,8 +87,9 @@ class Models:
         self.loads = 0
         self.cache_dir = tempfile.mkdtemp(prefix="landfall-scorer-")
 
-    def get(self, storage: Storage, uri: str) -> tuple[Any, float]:
-        """The scorer of ``uri`` and the seconds this call spent loading it (0 when held)."""
+    def get(self, storage: Storage, uri: str, files: dict[str, str] | None = None) -> tuple[Any, float]:
+        """The scorer of ``uri`` (its ``files`` checked when it is loaded: the champion record's digests) and the
+        seconds this call spent loading it (0 when held)."""
         from trainer import scoring
 
         with self.lock:
@@ -101,7 +102,7 @@ class Models:
                 if uri in self.held:
                     return self.held[uri], 0.0
             t0 = time.perf_counter()
-            scorer = scoring.Scorer.load(storage, uri, self.cache_dir)
+            scorer = scoring.Scorer.load(storage, uri, self.cache_dir, files)
             took = time.perf_counter() - t0
             with self.lock:
                 self.held[uri] = scorer
@@ -228,7 +229,7 @@ def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Cham
 
     cfg, lay, storage = rt.config, rt.layout, rt.storage
     t0 = time.perf_counter()
-    scorer, load_s = models(cfg.model_cache).get(storage, current.model)
+    scorer, load_s = models(cfg.model_cache).get(storage, current.model, current.files)
     spec = specs.for_dataset(storage, cfg.bucket, request.dataset, lay)
     combine = scorer.combine(spec.combine if spec.series else MEAN)  # its own unit, else the spec's row score
     threshold = scoring.threshold_of(scorer, combine)

@@ -32,7 +32,7 @@ SERIES = "014_NAB_id_14_WebService_tr_500_1st_1045"
 
 
 def test_a_baseline_that_detects_better_is_champion_and_is_served_on_arrival(
-        emulator_stack, bucket, topic, arrival_runtime, detections_topic, tmp_path, monkeypatch):
+        emulator_stack, bucket, topic, arrival_runtime, detections_topic, tmp_path, monkeypatch, capsys):
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
     doc = json.loads((protocol.dev_root() / "series.json").read_text())[SERIES]
     frame = pd.read_csv(protocol.dev_root() / doc["file"])
@@ -77,3 +77,18 @@ def test_a_baseline_that_detects_better_is_champion_and_is_served_on_arrival(
     summary = detections.read(storage, bucket, Layout(), "cpm", aid, "job-weak")
     assert summary is not None and summary.scoring["threshold"] == json.loads(
         storage.read_bytes(f"{current.model}/threshold.json"))["value"]
+
+    # The record carries every file of the champion's folder by its digest (landfall.core.artifacts.model_files);
+    # a file replaced after promotion is refused in one line, and nothing is scored with it.
+    folder = current.model.rstrip("/") + "/"
+    assert set(current.files) == {u[len(folder):] for u in storage.list(folder)}
+    assert {"saved_model.pb", "normalization.json", "threshold.json"} <= set(current.files)
+    norm["mean"] = [m + 1.0 for m in norm["mean"]]  # a shifted normalisation: every score would move
+    storage.write_bytes(f"{current.model}/normalization.json", json.dumps(norm).encode())
+    capsys.readouterr()
+    tampered = tmp_path / "tampered.scores.parquet"
+    assert cli.main(["score", f"gs://{bucket}/incoming/cpm/rest.csv", "--dataset", "cpm", "--bucket", bucket,
+                     "--out", str(tampered)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "normalization.json differs from the file promoted" in line and "not loaded" in line, line
+    assert not tampered.exists()

@@ -68,6 +68,9 @@ class Champion:
     rolled_back: int | None = None  # for a rollback: the seq it undid
     promoted_at: str = dataclasses.field(default_factory=utc_now)
     schema: str = CHAMPION_SCHEMA
+    # each file of the model folder by its path there: its SHA-256 when promoted (landfall.core.artifacts.model_files;
+    # the scorer loads nothing else); None: promoted before files were recorded
+    files: dict[str, str] | None = None
 
     @property
     def loss(self) -> float | None:
@@ -199,7 +202,8 @@ def beats(challenger_loss: float, champion_loss: float | None, tolerance: float)
 def promote_evaluated(storage: Storage, root: str, dataset: str, *, run: str, model: str, loss: float,
                       evaluate: Callable[[Champion], float | None], tolerance: float = 0.0,
                       evaluation: dict[str, Any] | None = None, metric: str = "loss",
-                      better: Callable[[float, float | None], bool] | None = None) -> tuple[Outcome, float | None]:
+                      better: Callable[[float, float | None], bool] | None = None,
+                      files: dict[str, str] | None = None) -> tuple[Outcome, float | None]:
     """Promotes the challenger ``run`` if it beats the champion, which ``evaluate`` scores on the same
     instances (``None``: the champion cannot be evaluated, so the challenger replaces it). Returns the
     outcome and the champion's loss it was compared with (of the last champion looked at). ``metric`` names the
@@ -216,7 +220,7 @@ def promote_evaluated(storage: Storage, root: str, dataset: str, *, run: str, mo
         if not (better(loss, champion_loss) if better is not None else beats(loss, champion_loss, tolerance)):
             return None
         return Champion(dataset=dataset, run=run, model=model, seq=0, reason="evaluated" if current else "first",
-                        promoted_by="trainer",
+                        promoted_by="trainer", files=files,
                         evaluation={**(evaluation or {}), metric: loss, f"champion_{metric}": champion_loss,
                                     "champion_run": current.run if current else None, "tolerance": tolerance})
 
@@ -227,11 +231,12 @@ def promote_evaluated(storage: Storage, root: str, dataset: str, *, run: str, mo
 
 
 def force(storage: Storage, root: str, dataset: str, *, run: str, model: str, evaluation: dict[str, Any],
-          by: str) -> Outcome:
-    """``landfall promote``: makes ``run`` the champion whatever the losses say, recording who asked."""
+          by: str, files: dict[str, str] | None = None) -> Outcome:
+    """``landfall promote``: makes ``run`` the champion whatever the losses say, recording who asked (and the
+    model's ``files``, as the person promoted them)."""
     def decide(current: Champion | None) -> Champion | None:
         return Champion(dataset=dataset, run=run, model=model, seq=0, reason="forced", promoted_by=by,
-                        evaluation=dict(evaluation))
+                        evaluation=dict(evaluation), files=files)
 
     return update(storage, root, dataset, decide)
 
