@@ -117,9 +117,10 @@ def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
         out["model"][option] = runs
         code = int(OPTIONS[option][OPTIONS[option].index("--units") + 1].split(",")[-1])
         panel = baselines.Panel.fit([x_train], len(x_train), flat.mean(0), flat.std(0), (w, x_train.shape[2]), code)
-        for base in baselines.NAMES:
+        for base in (baselines.MEAN_WINDOW, *panel.kinds):  # every candidate fitted here, located in its unit
             key = base if base != baselines.PCA else f"pca_{code}"
-            scores = located(lambda x, b=base, p=panel: p.errors(x)[b], test_rows, w)
+            unit = panel.unit(base) or "mean"
+            scores = located(lambda x, b=base, p=panel: p.row_errors(x, [b])[b], test_rows, w, unit)
             out["baselines"][key] = figures(labels, scores, w)
     return out
 

@@ -201,6 +201,8 @@ def located_panel(panel, rows: np.ndarray, window: int, combine: str = MEAN) -> 
 
     groups: dict[tuple[str, bool], list[str]] = {}
     for name in baselines.NAMES:
+        if name != baselines.MEAN_WINDOW and name not in panel.kinds:  # not fitted here (it does not apply)
+            continue
         unit = panel.unit(name) or combine
         alone = unit == ROW and bool(getattr(panel.kinds.get(name), "alone", False))
         groups.setdefault((unit, alone), []).append(name)
@@ -306,7 +308,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                                     (w, values.shape[1]), 32)
         out["fitted_on"].append(int(panel.fitted_on))  # the windows PCA (and the others) were fitted on
         located_scores = located_panel(panel, values, w, args.combine)  # every baseline's rows, as each is served
-        for base in baselines.NAMES:
+        for base in located_scores:  # every candidate fitted on this series
             out["baselines"].setdefault(base, []).append(judge(located_scores[base]))
         # Ensembling (issue #47's candidate): PCA and the nearest neighbour, each error over its median on the
         # windows this seed held out, averaged; measured here, not a candidate of the verdict (docs/benchmarks.md).
@@ -342,7 +344,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                         ensemble = controls.ensemble({**located_scores, "model": rows}, {
                             **held_errors, "model": scorer.errors(x_train[held_mask])}, judge)
             labelled_vus = {"model": scored.get("model", {}).get("vus_pr"),
-                            **{b: out["baselines"][b][seed]["vus_pr"] for b in baselines.NAMES}}
+                            **{b: out["baselines"][b][seed]["vus_pr"] for b in out["baselines"]}}
             basis_key = detection.get("key") or "average_precision"  # the figure the verdict ranked by
             surrogate_ap = {c: f.get(basis_key) for c, f in (detection.get("candidates") or {}).items()}
             both = [c for c in labelled_vus if surrogate_ap.get(c) is not None and labelled_vus[c] is not None]

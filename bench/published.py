@@ -17,6 +17,7 @@ The detectors are deterministic (fixed seeds), so one run is the figure. The row
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -29,12 +30,14 @@ CLOSE = 0.05  # "the same detector": within this of the published VUS-PR
 
 
 def published_kinds() -> dict[str, tuple[type, str, str]]:
-    """Registered detectors with a published row: name -> (class, TSB-AD's name, what TSB-AD fitted it on)."""
+    """The detectors with a published row, registered or opt-in (``trainer.baselines.OPT_IN``): name -> (class,
+    TSB-AD's name, what TSB-AD fitted it on)."""
     from trainer import baselines
 
     out = {}
-    for name, kind in baselines.KINDS.items():
-        module = sys.modules[kind.__module__]
+    every = [*baselines.KINDS.values(), *(importlib.import_module(m).Detector for m in baselines.OPT_IN)]
+    for kind in every:
+        name, module = kind.name, sys.modules[kind.__module__]
         if getattr(module, "TSB_AD", None):
             out[name] = (kind, module.TSB_AD, module.TSB_AD_FIT)
     return out

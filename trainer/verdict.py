@@ -451,8 +451,11 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
                 evaluate=score_champion, metric="detection_loss", files=model_files.of_model(storage, uri),
                 better=lambda mine, theirs: theirs is None or mine <= theirs - margin,
                 evaluation={"instances": recorded["evaluation"]["instances"], "metric": choice.basis,
-                            "detector": choice.chosen, "score": choice.score, "threshold": threshold["value"],
-                            "quantiles": threshold["quantiles"], "why": choice.why()})
+                            "detector": choice.chosen, "kind": baselines.DESCRIPTIONS.get(
+                                choice.chosen, "the model the job trained"),
+                            "unit": panel.unit(choice.chosen) or cfg.combine, "score": choice.score,
+                            "threshold": threshold["value"], "quantiles": threshold["quantiles"],
+                            "why": choice.why()})
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     verdict = "promoted" if outcome.promoted else "kept_champion"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -34,16 +36,30 @@ def _channels(n: int, t: int = 24, f: int = 5, seed: int = 0) -> np.ndarray:
     return (x + rng.normal(0, 0.05, x.shape)).astype(np.float32)
 
 
+OPT_IN = {importlib.import_module(m).Detector.name: importlib.import_module(m).Detector for m in baselines.OPT_IN}
+EVERY = [*baselines.NAMES, *OPT_IN]  # the default candidates and the detectors that ship opt-in
+
+
 @pytest.fixture(scope="module")
 def wide():
-    x = _channels(600)
-    flat = x.reshape(-1, 5)
-    return baselines.Panel.fit([x[:300], x[300:]], len(x), flat.mean(0), flat.std(0), (24, 5), 4)
+    """A panel of every detector, the opt-in ones registered for it (the registry restored after)."""
+    saved = dict(baselines.KINDS), list(baselines.NAMES), dict(baselines.DESCRIPTIONS)
+    try:
+        for kind in OPT_IN.values():
+            baselines.register(kind)
+        x = _channels(600)
+        flat = x.reshape(-1, 5)
+        yield baselines.Panel.fit([x[:300], x[300:]], len(x), flat.mean(0), flat.std(0), (24, 5), 4)
+    finally:
+        for registry, old in zip((baselines.KINDS, baselines.NAMES, baselines.DESCRIPTIONS), saved, strict=True):
+            registry.clear()
+            registry.update(old) if isinstance(registry, dict) else registry.extend(old)
 
 
-@pytest.mark.parametrize("name", baselines.NAMES)
+@pytest.mark.parametrize("name", EVERY)
 def test_a_saved_detector_scores_as_the_panel_does(wide, name, tmp_path):
-    """Every registered detector, reconstructing or scoring, serves from its SavedModel what the panel computes."""
+    """Every detector, default or opt-in, reconstructing or scoring, serves from its SavedModel what the panel
+    computes."""
     held = _channels(50, seed=1)
     held[10, 5:9, 2] += 8.0  # a few rows off their channels' shape, for the row scorers to see
     local = detectors.save(wide, name, tmp_path / name)
@@ -57,8 +73,8 @@ def test_a_saved_detector_scores_as_the_panel_does(wide, name, tmp_path):
 
 def test_row_detectors_that_score_across_channels_apply_to_three_or_more(panel, wide):
     """A row z-scored across two channels is one of two points: those detectors are no candidate there."""
-    across = {n for n, k in baselines.KINDS.items() if getattr(k, "across", False)}
-    assert {"ocsvm", "hbos", "knn", "cblof", "mcd_rows"} <= across
+    across = {n for n, k in {**baselines.KINDS, **OPT_IN}.items() if getattr(k, "across", False)}
+    assert {"ocsvm", "hbos", "knn", "cblof", "mcd_rows", "iforest"} <= across
     assert not across & set(panel.kinds) and across <= set(wide.kinds)
     assert set(wide.kinds) - across <= set(panel.kinds)
 
@@ -182,3 +198,4 @@ def test_an_injected_anomaly_moves_up_to_a_quarter_of_the_channels_together(kind
     a = surrogate.inject(one, kind, np.ones(1), np.random.default_rng(3), np.array([0]))
     b = surrogate.inject(one, kind, np.ones(1), np.random.default_rng(3))
     np.testing.assert_array_equal(a, b)
+

@@ -164,7 +164,8 @@ def _champion(storage: Any, bucket: str, ds: str) -> dict[str, Any] | None:
     if current is None:
         return None
     return {"run": current.run, "seq": current.seq, "reason": current.reason, "promoted_by": current.promoted_by,
-            "promoted_at": current.promoted_at, "loss": current.loss, "model": current.model}
+            "promoted_at": current.promoted_at, "loss": current.loss, "model": current.model,
+            "serves": current.serves}
 
 
 def _datasets(storage: Any, bucket: str, lay: Layout, dataset: str | None) -> dict[str, dict[str, Any]]:
@@ -461,7 +462,7 @@ def status(args: argparse.Namespace) -> int:
         if counts.get("champion"):
             c = counts["champion"]
             print(f"  champion  {c['run']} #{c['seq']} ({c['reason']} by {c['promoted_by']} at {c['promoted_at']}, "
-                  f"loss {c['loss']})")
+                  f"loss {c['loss']})" + (f": {c['serves']}" if c.get("serves") else ""))
         found = counts.get("detections") or {}
         if found.get("scored") or counts.get("champion"):
             print(f"  detections {found.get('scored', 0)} arrival(s) scored on arrival, {found.get('anomalous', 0)} "

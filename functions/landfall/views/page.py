@@ -615,6 +615,7 @@ CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
 h3{font-size:15px;margin:16px 0 4px}table{border-collapse:collapse;margin:6px 0}
+.candidates caption{text-align:left;color:#555}.candidates tr.chosen td{font-weight:600;background:#eef6ee}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f4f4f4}
 .muted{color:#888}.jobs{display:flex;flex-wrap:wrap;gap:12px}.job{border:1px solid #ddd;padding:8px;width:340px}
 svg .axis{stroke:#999}svg .tick{font-size:10px;fill:#555}svg polyline{fill:none;stroke-width:2}
@@ -728,13 +729,14 @@ def skill_html(j: dict[str, Any]) -> str:
         out += (f'<br><span class="{cls}">skill {_num(j["skill"])} over the baseline (loss {_num(j["baseline_loss"])}'
                 f', min_skill {_num(j["min_skill"])})' + (": not promoted, the model learned too little"
                                                           if j.get("verdict") == "no_skill" else "") + "</span>")
-    line = results.baselines_line(j)
-    if line:  # the detectors to beat (trainer.baselines); a model a baseline beats is named so
-        cls = "no-skill" if j.get("beaten_by") else "skill"
-        out += f'<br><span class="{cls}">{_e(line)}</span>'
-    line = results.detection_line(j)
-    if line:  # the candidate that detects best (trainer.selection): the champion may be a baseline
-        out += f'<br><span class="skill">{_e(line)}</span>'
+    table = candidates_html(j)
+    if table:  # every candidate in a table (trainer.selection): the champion may be a baseline
+        out += table
+    else:  # a job judged by loss alone (select loss), or from before detection was the basis
+        line = results.baselines_line(j)
+        if line:  # the detectors to beat (trainer.baselines); a model a baseline beats is named so
+            cls = "no-skill" if j.get("beaten_by") else "skill"
+            out += f'<br><span class="{cls}">{_e(line)}</span>'
     labelled = j.get("labelled") if isinstance(j.get("labelled"), dict) else {}
     mine = labelled.get("challenger") if isinstance(labelled.get("challenger"), dict) else None
     if mine:
@@ -761,6 +763,30 @@ def skill_html(j: dict[str, Any]) -> str:
             if j.get("ceiling_gpu_seconds") is not None and j.get("gpu_seconds") is not None:
                 out += f"; {_num(j['gpu_seconds'])} GPU-s of the ceiling's {_num(j['ceiling_gpu_seconds'])}"
     return out
+
+
+def candidates_html(j: dict[str, Any]) -> str:
+    """The job's candidates as a compact table (``results.candidates``; a job's box is narrow): the chosen one marked,
+    each candidate (what it is in words on hover), its unit (``row``: each row its own score; ``mean``: a row the mean
+    of the windows over it; ``dataset``: the dataset's), the score the choice rested on, and the labelled average
+    precision where the job had labels; the choice's reason under it. "" for a job without detection figures."""
+    rows = results.candidates(j)
+    if not rows:
+        return ""
+    found = j["detection"]
+    labelled = any(r["labelled"] is not None for r in rows)
+    head = ("<tr><th></th><th>candidate</th><th>unit</th><th>score</th>"
+            + ("<th>labelled AP</th>" if labelled else "") + "</tr>")
+    body = "".join(
+        f'<tr class="{"chosen" if r["chosen"] else ""}"><td>{"&#9733;" if r["chosen"] else ""}</td>'
+        f'<td title="{_e(r["kind"])}">{_e(r["name"])}</td><td title="{_e(r["unit_says"])}">{_e(r["unit"])}</td>'
+        f"<td>{_num(r['score'])}</td>" + (f"<td>{_num(r['labelled'])}</td>" if labelled else "") + "</tr>"
+        for r in rows)
+    beaten = [b for b in (j.get("beaten_by") or []) if isinstance(b, str)]
+    caveat = (f'<br><span class="no-skill">reconstructs the held-out windows better than the model: '
+              f"{_e(', '.join(beaten))}</span>" if beaten else "")
+    return (f'<table class="candidates"><caption>candidates by {_e(found.get("basis"))}</caption>{head}{body}'
+            f'</table><span class="skill">{_e(found.get("why"))}</span>{caveat}')
 
 
 def render(data: dict[str, Any]) -> str:

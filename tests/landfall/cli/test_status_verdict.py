@@ -114,7 +114,16 @@ def test_a_noise_only_dataset_gets_no_champion_and_status_says_why(emulator_stac
     assert second["verdict"] == "promoted" and found["chosen"] != "model"
     assert "below min_skill 0.1" in found["passed_over"].get("model", "below min_skill 0.1")  # if it ranked first
     line = results.detection_line(second)
-    assert line.startswith(f"detects best: {found['chosen']} (surrogate average precision over kinds: ")
+    kind = second["baselines"][found["chosen"]]["description"]
+    assert line.startswith(f"detects best: {found['chosen']} [{kind}; rows scored: ") and (
+        "] (surrogate average precision over kinds: " in line), line
+    # The champion it made says what it serves in words: the detector, what it is, how its rows are scored.
+    current, _ = champion.read(storage, f"gs://{bucket}/models", "noise")
+    assert current.run == f"{job_dir}-d".rsplit("/", 1)[-1], current
+    assert current.serves.startswith(f"{found['chosen']} ({kind}; rows scored: "), current.serves
+    capsys.readouterr()
+    assert cli.main(["status", "--no-dead-letter", "--dataset", "noise"]) == 0
+    assert f": {current.serves}" in capsys.readouterr().out
 
 
 def _jobs(doc):

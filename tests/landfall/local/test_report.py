@@ -105,6 +105,12 @@ def test_chromium_renders_every_dataset_and_job_with_curves(small_flow, page, tm
         (line,) = dom.find("polyline", data_series=series)  # the one job that trained has epochs
         pairs = line[0]["points"].split()
         assert len(pairs) == 2 and all(re.fullmatch(r"[\d.]+,[\d.]+", p) for p in pairs), pairs
+    # The trained job's candidates as a table (issue #66): one row each, the chosen one marked, its kind on hover.
+    (table,) = dom.find("table", **{"class": "candidates"})
+    (chosen,) = dom.find("tr", **{"class": "chosen"})
+    assert "★" in chosen[1] and "candidates by surrogate average precision over kinds" in table[1]
+    named = {a["title"] for a, _ in dom.find("td") if a.get("title")}
+    assert any("principal components" in t for t in named) and "model" in table[1]
     (champion,) = dom.find("p", **{"class": "champion"})
     assert small_flow.jobs["trained"] in champion[1]
     assert len(dom.find("rect", **{"class": "bar"})) >= 2 and dom.find("line", **{"class": "threshold"})

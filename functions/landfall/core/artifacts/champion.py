@@ -34,6 +34,7 @@ from typing import Any
 from landfall.core import logs
 from landfall.core.contracts.messages import decode, utc_now
 from landfall.core.errors import AlreadyExists, NotFound, TemporaryError
+from landfall.core.rules.series_windows import SAYS
 from landfall.core.services.storage import Storage, is_gs, join
 
 log = logs.get("landfall.core.champion")
@@ -84,6 +85,19 @@ class Champion:
         None when not recorded as a name."""
         value = self._evaluated("detector")
         return value if isinstance(value, str) else None
+
+    @property
+    def serves(self) -> str:
+        """What it serves, in words, from its record: the candidate, what it is and how its rows are scored
+        (``evaluation``'s ``detector``, ``kind`` and ``unit``, as the verdict recorded them); "" when not recorded."""
+        name = self.detector
+        if name is None:
+            return ""
+        kind, unit = self._evaluated("kind"), self._evaluated("unit")
+        said = [kind] if isinstance(kind, str) else []
+        if isinstance(unit, str):
+            said.append(f"rows scored: {SAYS.get(unit, unit)}")
+        return f"{name} ({'; '.join(said)})" if said else name
 
     def _evaluated(self, key: str) -> Any:
         """``evaluation[key]``, or None: a champion.json whose ``evaluation`` is valid JSON of another type is read,

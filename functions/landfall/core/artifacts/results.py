@@ -40,6 +40,7 @@ from typing import Any
 from landfall.core import logs
 from landfall.core.contracts.messages import JobInputs, decode, utc_now
 from landfall.core.errors import AlreadyExists, Invalid, NotFound
+from landfall.core.rules.series_windows import SAYS
 from landfall.core.services.storage import Storage, join
 
 log = logs.get("landfall.core.results")
@@ -195,6 +196,35 @@ def baselines_line(doc: Any) -> str:
     return line
 
 
+def candidates(doc: Any) -> list[dict[str, Any]]:
+    """A job's candidates (``metrics.json``'s ``detection`` and ``baselines``), the chosen one first, then by the score
+    the choice rested on: ``name``, ``kind`` (what it is, in words), ``unit`` (how its rows are scored when served:
+    its own, or ``dataset``: the dataset's) and ``unit_says`` (the same in words), ``score``, ``labelled`` (its
+    labelled average precision), ``loss`` and ``skill`` (a reconstruction's held-out loss and the model's skill over
+    it) and ``chosen``; [] without detection figures."""
+    found = doc.get("detection") if isinstance(doc, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("candidates"), dict):
+        return []
+    described = doc.get("baselines") if isinstance(doc.get("baselines"), dict) else {}
+    key = str(found.get("key") or "average_precision")
+
+    def number(value: Any) -> float | None:
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    out = []
+    for name, figures in found["candidates"].items():
+        figures = figures if isinstance(figures, dict) else {}
+        about = described.get(name) if isinstance(described.get(name), dict) else {}
+        kind = "the model the job trained" if name == "model" else str(about.get("description") or name)
+        unit = about.get("unit") if isinstance(about.get("unit"), str) else None
+        out.append({"name": str(name), "kind": kind, "unit": unit or "dataset",
+                    "unit_says": SAYS.get(unit, unit) if unit else "the dataset's (shape.window.combine)",
+                    "score": number(figures.get(key)), "labelled": number(figures.get("labelled_average_precision")),
+                    "loss": number(about.get("loss")) if name != "model" else number(doc.get("challenger_loss")),
+                    "skill": number(about.get("skill")), "chosen": name == found.get("chosen")})
+    return sorted(out, key=lambda r: (not r["chosen"], -(r["score"] if r["score"] is not None else -1.0)))
+
+
 def detection_line(doc: Any) -> str:
     """One line for ``landfall status``, ``trace`` and the report: which candidate detects best and by what
     (``trainer.selection``), each candidate's score and the champion's; "" without them (older jobs, select loss)."""
@@ -210,6 +240,9 @@ def detection_line(doc: Any) -> str:
              if isinstance(v, int | float)]
     chosen = found.get("chosen")
     name = chosen if isinstance(chosen, str) else "none that may be promoted"
+    said = next((r for r in candidates(doc) if r["chosen"]), None)
+    if said is not None:  # what it is and how its rows are scored, in words
+        name += f" [{said['kind']}; rows scored: {said['unit_says']}]"
     if basis.startswith("the fixed choice"):  # trainer.selection.FIXED_FOR_ROWS: a rule chose, the scores are recorded
         line = f"chosen: {name} ({basis}; {key}: "
     else:
