@@ -1,5 +1,5 @@
 """``landfall bench NAME [flags]``: convert, train, submit, memory, series, detect, detect-options, pca-gap,
-trainer-stress, published."""
+trainer-stress, published, serving."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ BENCHES = {"convert": "landfall_bench.convert", "train": "landfall_bench.train",
            "memory": "landfall_bench.stack_memory", "series": "landfall_bench.series",
            "detect": "landfall_bench.protocol", "detect-options": "landfall_bench.detect",
            "pca-gap": "landfall_bench.pca_gap", "trainer-stress": "landfall_bench.stress",
-           "published": "landfall_bench.published"}
+           "published": "landfall_bench.published", "serving": "landfall_bench.serving"}
 
 
 def main(argv: list[str] | None = None) -> int:
