@@ -12,6 +12,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
     shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if shares > 1:
         items[:] = dealt(items, shares)
+
+
+# -- the suite's time, beside its goal, at the end of every run (issue #67) -------------------------------------------
+# A fresh clone's ``make test`` on the 2-core development machine: pytest within 15 minutes. Printed by the run that
+# reports (xdist's controller), so growth is seen the day it happens.
+SUITE_GOAL_S = 15 * 60
+STARTED = pytest.StashKey[float]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[STARTED] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or STARTED not in config.stash:  # an xdist worker: the controller reports
+        return
+    took = time.monotonic() - config.stash[STARTED]
+    verdict = "within it" if took <= SUITE_GOAL_S else f"OVER it by {took - SUITE_GOAL_S:.0f} s"
+    terminalreporter.write_line(f"the suite's time: {took:.0f} s of pytest, the goal {SUITE_GOAL_S} s on the 2-core "
+                                f"machine (issue #67): {verdict}")
