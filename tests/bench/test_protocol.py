@@ -39,7 +39,8 @@ def test_the_baselines_and_their_ensemble_on_a_real_series(tmp_path):
     out = protocol.run_series(name, protocol.dev_series(name), argparse.Namespace(
         seeds=1, options=[], epochs=1, combine="mean", half=""), tmp_path)
     vus = {b: f[0]["vus_pr"] for b, f in out["baselines"].items()}
-    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", "pca_variance", protocol.ENSEMBLE}
+    assert set(vus) == {"mean_window", "pca", "nearest_neighbour", "kmeans", "pca_variance", "pca_rows",
+                        "kmeans_znorm", protocol.ENSEMBLE}
     assert out["window"] == 23 and all(0.0 < v <= 1.0 for v in vus.values())
     assert min(vus["pca"], vus["nearest_neighbour"]) <= vus[protocol.ENSEMBLE]
     assert vus[protocol.ENSEMBLE] == pytest.approx(vus["nearest_neighbour"], abs=0.01)
@@ -150,6 +151,9 @@ def test_row_location_scores_each_row_by_its_own_error(tmp_path):
                                    tmp_path / c) for c in ("mean", "row")}
     for base in baselines.NAMES:
         mean, row = (runs[c]["baselines"][base][0]["vus_pr"] for c in ("mean", "row"))
+        if baselines.unit_of(baselines.KINDS.get(base)) is not None:  # its own unit, whatever the dataset's
+            assert row == pytest.approx(mean, abs=1e-12), base
+            continue
         assert 0.0 < row <= 1.0 and row != pytest.approx(mean, abs=1e-6), base
     values = data["values"].astype(np.float64)
     window = np.full((4, 1), 0.5)

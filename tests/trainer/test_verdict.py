@@ -360,8 +360,9 @@ def test_scored_by_rows_the_choice_is_the_nearest_neighbour_whatever_the_surroga
     assert got["verdict"] == "promoted" and got["champion"] == job.path("detectors", baselines.NEAREST)
     assert "fixed choice for a dataset scored by rows" in det["why"]
     # status, trace and the report say a rule chose it, beside the surrogate's figures (not "detects best")
-    assert results.detection_line(got).startswith(
-        f"chosen: {baselines.NEAREST} (the fixed choice for rows; kind_average_precision: ")
+    line = results.detection_line(got)
+    assert line.startswith(f"chosen: {baselines.NEAREST} [{baselines.DESCRIPTIONS[baselines.NEAREST]}; rows scored: ")
+    assert "] (the fixed choice for rows; kind_average_precision: " in line, line
     # a rerun by rows on the same data is compared with the champion on the surrogate set: kept
     _, _, again = _conclude(s, "rows-again", s["untrained"], select="detection", models=root, combine="row")
     assert again["verdict"] == "kept_champion" and again["champion_run"] == "rows-u"

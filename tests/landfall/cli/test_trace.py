@@ -44,8 +44,8 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     assert whats == ["object", "manifest", "request", "job", "job", "metrics", "baselines", "detection",
                      "champion_view", "timeline", "result", "champion", "detections"]
     chosen = next(s for s in report["steps"] if s["what"] == "detection")  # which candidate detects best (#47)
-    assert chosen["text"].startswith(
-        f"detects best: {chosen['detail']['chosen']} (surrogate average precision over kinds: ")
+    assert chosen["text"].startswith(f"detects best: {chosen['detail']['chosen']} [")  # then what it is, in words
+    assert "; rows scored: " in chosen["text"] and "] (surrogate average precision over kinds: " in chosen["text"]
     timeline = next(s for s in report["steps"] if s["what"] == "timeline")  # where the job's time went (#42)
     assert timeline["text"].startswith("timeline: manifests ") and "epochs " in timeline["text"]
     assert "outside the epochs" in timeline["text"] and timeline["detail"]["outside_epochs_s"] > 0
