@@ -53,11 +53,6 @@ BASES: dict[str, dict] = {
 }
 
 NOT_REHEARSED = {"groupadd", "useradd"}  # they write the image's /etc: nothing to check outside it
-# One wheel cache for every rehearsal of a run, in the clone's own folder (issue #67): a fresh clone still downloads
-# and installs every wheel from nothing, once, not once per image. An image's `--no-cache-dir` and PIP_NO_CACHE_DIR
-# keep its layers small; a rehearsal has no layers, so they are dropped here and nothing else about the step changes.
-WHEELS = Path(__file__).resolve().parents[2] / ".cache" / "pip"
-NO_CACHE = "--no-cache-dir"
 
 
 class RehearsalFailed(AssertionError):
@@ -84,8 +79,6 @@ class Rehearsal:
     def run_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LANDFALL_"))}
         env.update(self.env)
-        env.pop("PIP_NO_CACHE_DIR", None)  # the run's wheel cache (WHEELS) instead
-        env["PIP_CACHE_DIR"] = str(WHEELS)
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(self.venv)
         return env
@@ -187,8 +180,7 @@ def _run(rh: Rehearsal, command: str) -> None:
     for cmd in commands:
         prog = cmd[0]
         if prog in ("pip", "python"):
-            args = [str(rh.venv / "bin" / prog), *(rh.map_paths(a) if a.startswith("/") else a for a in cmd[1:]
-                                                   if a != NO_CACHE)]
+            args = [str(rh.venv / "bin" / prog), *(rh.map_paths(a) if a.startswith("/") else a for a in cmd[1:])]
             _sh(args, rh, f"RUN {shlex.join(cmd)}")
             rh.steps.append(f"RUN {shlex.join(cmd)}")
         elif prog == "rm":
