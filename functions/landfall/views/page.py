@@ -769,7 +769,8 @@ def candidates_html(j: dict[str, Any]) -> str:
     """The job's candidates as a compact table (``results.candidates``; a job's box is narrow): the chosen one marked,
     each candidate (what it is in words on hover), its unit (``row``: each row its own score; ``mean``: a row the mean
     of the windows over it; ``dataset``: the dataset's), the score the choice rested on, and the labelled average
-    precision where the job had labels; the choice's reason under it. "" for a job without detection figures."""
+    precision where the job had labels; under it, the candidates passed over and why (or, when none may be promoted,
+    the reason). "" for a job without detection figures."""
     rows = results.candidates(j)
     if not rows:
         return ""
@@ -785,8 +786,11 @@ def candidates_html(j: dict[str, Any]) -> str:
     beaten = [b for b in (j.get("beaten_by") or []) if isinstance(b, str)]
     caveat = (f'<br><span class="no-skill">reconstructs the held-out windows better than the model: '
               f"{_e(', '.join(beaten))}</span>" if beaten else "")
+    passed = found.get("passed_over") if isinstance(found.get("passed_over"), dict) else {}
+    why = ("passed over: " + "; ".join(f"{n} ({w})" for n, w in passed.items()) if passed  # the table has the rest
+           else "" if found.get("chosen") else str(found.get("why") or ""))
     return (f'<table class="candidates"><caption>candidates by {_e(found.get("basis"))}</caption>{head}{body}'
-            f'</table><span class="skill">{_e(found.get("why"))}</span>{caveat}')
+            f"</table>" + (f'<span class="skill">{_e(why)}</span>' if why else "") + caveat)
 
 
 def render(data: dict[str, Any]) -> str:

@@ -152,3 +152,28 @@ def test_the_report_json_shape_is_what_the_page_shows(small_flow):
         small_flow.arrivals[k].request_id for k in ("pending", "retracted"))
     assert data["rejections_by_reason"] == [{"stage": "arrival", "reason": "corrupt_npy", "count": 1}]
     json.dumps(data)  # all of it is plain data
+
+
+def test_the_candidates_table_marks_the_choice_and_says_what_was_passed_over():
+    """``page.candidates_html`` (issue #66): one row per candidate, the chosen one first and marked, its kind on hover
+    and its unit; the candidates passed over and why under the table; figures of another JSON type shown as '-'."""
+    import html
+
+    from landfall.views import page
+
+    job = {"challenger_loss": 0.5, "beaten_by": ["pca"],
+           "baselines": {"pca": {"description": "principal components", "loss": 0.4, "skill": -0.2},
+                         "pca_rows": {"description": "single rows", "unit": "row"}},
+           "detection": {"basis": "surrogate average precision over kinds", "key": "kind_average_precision",
+                         "chosen": "pca_rows", "passed_over": {"model": "skill 0.01 below min_skill 0.1"},
+                         "candidates": {"model": {"kind_average_precision": 0.9},
+                                        "pca": {"kind_average_precision": "high"},
+                                        "pca_rows": {"kind_average_precision": 0.7}}}}
+    got = page.candidates_html(job)
+    rows = got.split("<tr")[2:]  # the header, then one per candidate
+    assert len(rows) == 3 and 'class="chosen"' in rows[0] and ">pca_rows<" in rows[0] and "&#9733;" in rows[0]
+    assert 'title="single rows"' in rows[0] and ">row<" in rows[0] and 'title="principal components"' in got
+    assert ">model<" in rows[1] and ">-<" in rows[2]  # a score of another type is no score
+    text = html.unescape(got)
+    assert "passed over: model (skill 0.01 below min_skill 0.1)" in text and "better than the model: pca" in text
+    assert page.candidates_html({"detection": {"candidates": "x"}}) == "" == page.candidates_html({})
