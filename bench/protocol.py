@@ -67,7 +67,7 @@ from landfall.arrival import period
 from landfall.arrival.config import ConverterConfig
 from landfall.arrival.converter import convert
 from landfall.core.artifacts import specs
-from landfall.core.rules.series_windows import COMBINE, MEAN, ROW
+from landfall.core.rules.series_windows import COMBINE, MEAN, served_stride
 from landfall.core.services.storage import Storage
 from landfall_bench import controls
 from landfall_bench.detect import located, option_list
@@ -199,20 +199,16 @@ def located_panel(panel, rows: np.ndarray, window: int, combine: str = MEAN) -> 
     ``window`` (each row once, the same scores)."""
     from trainer import baselines
 
-    groups: dict[tuple[str, bool], list[str]] = {}
+    groups: dict[tuple[str, int], list[str]] = {}
     for name in baselines.NAMES:
         if name != baselines.MEAN_WINDOW and name not in panel.kinds:  # not fitted here (it does not apply)
             continue
         unit = panel.unit(name) or combine
-        alone = unit == ROW and bool(getattr(panel.kinds.get(name), "alone", False))
-        groups.setdefault((unit, alone), []).append(name)
+        stride = served_stride(unit, bool(getattr(panel.kinds.get(name), "alone", False)), window, 1)
+        groups.setdefault((unit, stride), []).append(name)
     out: dict[str, np.ndarray] = {}
-    for (unit, alone), names in groups.items():
-        def errors(x: np.ndarray, names=names, unit=unit) -> dict[str, np.ndarray]:
-            got = panel.row_errors(x, names)
-            return got if unit == ROW else {n: e.mean(axis=1) for n, e in got.items()}
-
-        out.update(located_many(errors, rows, window, unit, window if alone else 1))
+    for (unit, stride), names in groups.items():  # each window row's error: the Locator makes the unit's scores
+        out.update(located_many(lambda x, names=names: panel.row_errors(x, names), rows, window, unit, stride))
     return {n: out[n] for n in baselines.NAMES if n in out}
 
 
@@ -336,8 +332,7 @@ def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> d
                 if uri:
                     scorer = Scorer.load(Storage(), uri)
                     unit = scorer.combine(args.combine)  # the champion's own unit, else the run's
-                    rows = located(scorer.row_errors if unit == ROW else scorer.errors, values, w, unit,
-                                   w if scorer.alone and unit == ROW else 1)
+                    rows = located(scorer.row_errors, values, w, unit, served_stride(unit, scorer.alone, w, 1))
                     scored[who] = judge(rows)
                     if who == "model":  # control (b) with the model among its candidates
                         located_scores, held_errors, held_mask = kept[seed]

@@ -58,13 +58,13 @@ def panel_of(recording: str):
 
 def scored(scorer, values: np.ndarray, window: int, stride: int) -> float:
     """Seconds to score every row of ``values`` as detection on arrival does."""
-    from landfall.core.rules.series_windows import MEAN, ROW
+    from landfall.core.rules.series_windows import MEAN, ROW, served_stride
     from landfall.detect.located import Locator
 
     unit = scorer.combine(MEAN)
-    step = window if scorer.alone and unit == ROW else stride
     t0 = time.perf_counter()
-    loc = Locator(window, step, float("inf"), scorer.row_errors if unit == ROW else scorer.errors, combine=unit)
+    loc = Locator(window, served_stride(unit, scorer.alone, window, stride), float("inf"),
+                  scorer.row_errors if unit == ROW else scorer.errors, combine=unit)
     for _ in [*loc.feed(np.arange(len(values), dtype=np.float64), values), *loc.finish()]:
         pass
     return time.perf_counter() - t0

@@ -35,7 +35,7 @@ import numpy as np
 from landfall.core.artifacts import model_files
 from landfall.core.artifacts.champion import ALONE, NORMALIZATION, RECONSTRUCTION, ROW_SCORES, THRESHOLD, UNIT
 from landfall.core.errors import Invalid, NotFound
-from landfall.core.rules import moments
+from landfall.core.rules import moments, series_windows
 from landfall.core.rules.series_windows import COMBINE, MEAN, ROW  # threshold.json's row threshold: the unit it serves
 from landfall.core.services.storage import Storage, is_gs
 
@@ -148,9 +148,9 @@ class Scorer:
         return self.row_errors(x).mean(axis=1)
 
     def window_scores(self, x: np.ndarray) -> np.ndarray:
-        """Each instance's score as the surrogate set judges it (``trainer.baselines.Panel.window_scores``): its
-        error, or for a champion located by its rows' own scores (``unit`` ``row``) its largest row score."""
-        return self.row_errors(x).max(axis=1) if self.unit == ROW else self.errors(x)
+        """Each instance's score as the surrogate set judges it, in this model's unit
+        (``landfall.core.rules.series_windows.window_scores``)."""
+        return series_windows.window_scores(self.row_errors(x), self.unit)
 
     def row_errors(self, x: np.ndarray) -> np.ndarray:
         """Each instance row's own MSE over its features (``metric``), float64 ``[n, T]``

@@ -107,8 +107,12 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
         return
     # A row scorer is served as one: its rows located by their own scores (its unit), each row scored once (alone),
     # against the row threshold its verdict set; the same scores as every stride-1 window gives them.
-    from landfall.core.rules.series_windows import ROW
+    from landfall.core.rules.series_windows import MEAN, ROW, served_stride
     from landfall.detect.located import Locator
+
+    # each row scored once: a window's stride, for this champion only (one that reconstructs keeps the dataset's)
+    assert served_stride(served.combine(MEAN), served.alone, T, 1) == T
+    assert served_stride(MEAN, served.alone, T, 1) == 1 == served_stride(ROW, False, T, 1)
 
     assert served.unit == ROW and served.alone and served.combine("mean") == ROW and served.threshold[ROW]["value"] > 0
     rows = values[TRAIN_ROWS:TRAIN_ROWS + 800]

@@ -82,8 +82,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from landfall.core.rules import moments
-from landfall.core.rules.series_windows import COMBINE, ROW
+from landfall.core.rules import moments, series_windows
+from landfall.core.rules.series_windows import COMBINE
 from trainer import floor
 from trainer.baselines import kmeans, kmeans_znorm, nearest_neighbour, pca, pca_rows, pca_variance
 from trainer.baselines.space import Space
@@ -235,11 +235,9 @@ class Panel:
         return out
 
     def window_scores(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        """Each candidate's score of each window as the surrogate set judges it (``trainer.surrogate``): the mean of
-        its rows' (``errors``), but for a candidate located by its rows' own scores (unit ``row``), their largest: a
-        window holds an anomaly when its most anomalous row does, which a mean over the window dilutes ``T`` times."""
-        return {name: rows.max(axis=1) if self.unit(name) == ROW else rows.mean(axis=1)
-                for name, rows in self.row_errors(x).items()}
+        """Each candidate's score of each window as the surrogate set judges it, in its unit
+        (``landfall.core.rules.series_windows.window_scores``)."""
+        return {name: series_windows.window_scores(rows, self.unit(name)) for name, rows in self.row_errors(x).items()}
 
     def unit(self, name: str) -> str | None:
         """Candidate ``name``'s declared unit (``unit_of``), None for the mean window and a detector without one."""
@@ -250,8 +248,8 @@ class Panel:
         for name in KINDS:
             fitted = self.kinds.get(name)
             out[name] = {"description": DESCRIPTIONS[name], **(fitted.describe() if fitted is not None else {})}
-            if unit_of(KINDS[name]) is not None:
-                out[name]["unit"] = unit_of(KINDS[name])
+            if (unit := unit_of(KINDS[name])) is not None:
+                out[name]["unit"] = unit
         return out
 
 

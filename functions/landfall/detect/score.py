@@ -53,7 +53,7 @@ import numpy as np
 from landfall.core.artifacts.specs import DatasetSpec
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.rules import duplicates
-from landfall.core.rules.series_windows import MEAN, ROW
+from landfall.core.rules.series_windows import MEAN, ROW, served_stride
 from landfall.core.services.storage import Storage
 from landfall.detect import located
 from landfall.detect.located import Block, Locator, Range, Unsorted
@@ -116,10 +116,8 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
     if scorer.shape is not None and tuple(scorer.shape) != cfg.shape:
         raise Invalid(f"model {model} takes windows of shape {list(scorer.shape)}, dataset {spec.name}'s series "
                       f"spec cuts {list(cfg.shape)}")
-    # A champion whose rows are scored alone (trainer.baselines.rowwise), located by them: each row once, the same
-    # scores as at any stride
-    alone = opts.combine == ROW and bool(getattr(scorer, "alone", False))
-    stride = opts.stride or (cfg.timesteps if alone else cfg.window_stride)
+    stride = opts.stride or served_stride(opts.combine, bool(getattr(scorer, "alone", False)), cfg.timesteps,
+                                          cfg.window_stride)
     if stride < 1:
         raise Invalid(f"--stride {stride}: a stride is at least 1 row")
     fmt = formats.format_of(src)
