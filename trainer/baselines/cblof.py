@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, zscore_across, zscore_across_tf
+from trainer.baselines.rowwise import (
+    RowDetector,
+    squared_distances,
+    squared_distances_tf,
+    squared_norms,
+    zscore_across,
+    zscore_across_tf,
+)
 
 NAME = "cblof"
 DESCRIPTION = ("k-means clusters of single rows z-scored across channels, a row's distance to its large cluster "
@@ -59,8 +66,7 @@ class Detector(RowDetector):
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
         assert self.centres is not None and self.large is not None
         z = zscore_across(rows)
-        d = np.sqrt(np.maximum((z ** 2).sum(axis=1)[:, None] - 2.0 * z @ self.centres.T
-                               + (self.centres ** 2).sum(axis=1)[None, :], 0.0))
+        d = np.sqrt(squared_distances(z, self.centres))
         near = d.argmin(axis=1)
         return np.where(self.large[near], d[np.arange(len(z)), near], d[:, self.large].min(axis=1))
 
@@ -70,11 +76,10 @@ class Detector(RowDetector):
         assert self.centres is not None and self.large is not None
         module.centres = tf.Variable(self.centres.astype(np.float32), trainable=False, name="centres")
         module.large = tf.Variable(self.large.astype(np.float32)[None], trainable=False, name="large")
+        module.norms = tf.Variable(squared_norms(self.centres), trainable=False, name="norms")
 
         def score(rows: Any) -> Any:
-            z = zscore_across_tf(rows)
-            d = tf.sqrt(tf.maximum(tf.reduce_sum(z ** 2, axis=1, keepdims=True) - 2.0 * tf.matmul(
-                z, module.centres, transpose_b=True) + tf.reduce_sum(module.centres ** 2, axis=1)[None], 0.0))
+            d = tf.sqrt(squared_distances_tf(zscore_across_tf(rows), module.centres, module.norms))
             near = tf.argmin(d, axis=1)
             own = tf.gather(d, near, batch_dims=1)
             to_large = tf.reduce_min(d + (1.0 - module.large) * 3.0e38, axis=1)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from landfall.core.rules.series_windows import MEAN
+from trainer.baselines.rowwise import squared_distances
 from trainer.baselines.space import Space
 
 NAME = "kmeans_znorm"
@@ -63,11 +64,9 @@ class Detector:
     def row_scores(self, z: np.ndarray) -> np.ndarray:
         assert self.centroids is not None and self.space is not None
         out = np.empty(len(z), np.float64)
-        norms = (self.centroids ** 2).sum(axis=1)
         for lo in range(0, len(z), BLOCK):
             w = znorm(self.original(z[lo:lo + BLOCK]))
-            d = (w ** 2).sum(axis=1)[:, None] + norms[None, :] - 2.0 * w @ self.centroids.T
-            out[lo:lo + len(w)] = np.sqrt(np.maximum(d.min(axis=1), 0.0))
+            out[lo:lo + len(w)] = np.sqrt(squared_distances(w, self.centroids).min(axis=1))
         return np.repeat(out[:, None], self.space.shape[0], axis=1)
 
     def serving(self, module: Any) -> Any:

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore_across_tf
+from trainer.baselines.rowwise import (
+    RowDetector,
+    sample,
+    squared_distances,
+    squared_distances_tf,
+    squared_norms,
+    zscore_across,
+    zscore_across_tf,
+)
 
 NAME = "knn"
 DESCRIPTION = "a single row's mean distance to its 50 nearest training rows, z-scored across channels (TSB-AD-M's KNN)"
@@ -38,11 +46,10 @@ class Detector(RowDetector):
         assert self.sample is not None
         k = min(NEIGHBOURS, len(self.sample))
         z = zscore_across(rows)
-        norms = (self.sample ** 2).sum(axis=1)
         out = np.empty(len(z), np.float64)
         for lo in range(0, len(z), BLOCK):
             q = z[lo:lo + BLOCK]
-            d = np.maximum((q ** 2).sum(axis=1)[:, None] + norms[None, :] - 2.0 * q @ self.sample.T, 0.0)
+            d = squared_distances(q, self.sample)
             out[lo:lo + len(q)] = np.sqrt(np.partition(d, k - 1, axis=1)[:, :k]).mean(axis=1)
         return out
 
@@ -51,14 +58,11 @@ class Detector(RowDetector):
 
         assert self.sample is not None
         module.sample = tf.Variable(self.sample.astype(np.float32), trainable=False, name="sample")
-        module.norms = tf.Variable((self.sample ** 2).sum(axis=1).astype(np.float32)[None], trainable=False,
-                                   name="norms")
+        module.norms = tf.Variable(squared_norms(self.sample), trainable=False, name="norms")
         k = min(NEIGHBOURS, len(self.sample))
 
         def score(rows: Any) -> Any:
-            z = zscore_across_tf(rows)
-            d = tf.maximum(tf.reduce_sum(z ** 2, axis=1, keepdims=True) + module.norms
-                           - 2.0 * tf.matmul(z, module.sample, transpose_b=True), 0.0)
+            d = squared_distances_tf(zscore_across_tf(rows), module.sample, module.norms)
             nearest, _ = tf.math.top_k(-d, k=k)
             return tf.reduce_mean(tf.sqrt(-nearest), axis=1)
 

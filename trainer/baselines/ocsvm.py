@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore_across_tf
+from trainer.baselines.rowwise import (
+    RowDetector,
+    sample,
+    squared_distances,
+    squared_distances_tf,
+    squared_norms,
+    zscore_across,
+    zscore_across_tf,
+)
 
 NAME = "ocsvm"
 DESCRIPTION = "a one-class SVM (RBF) on single rows, each z-scored across its channels (TSB-AD-M's OCSVM)"
@@ -57,11 +65,9 @@ class Detector(RowDetector):
         assert self.vectors is not None and self.alpha is not None
         p = zscore_across(rows)
         out = np.empty(len(p), np.float64)
-        norms = (self.vectors ** 2).sum(axis=1)
         for lo in range(0, len(p), BLOCK):
-            q = p[lo:lo + BLOCK]
-            d = np.maximum((q ** 2).sum(axis=1)[:, None] + norms[None, :] - 2.0 * q @ self.vectors.T, 0.0)
-            out[lo:lo + len(q)] = self.alpha.sum() - np.exp(-self.gamma * d) @ self.alpha
+            kernel = np.exp(-self.gamma * squared_distances(p[lo:lo + BLOCK], self.vectors))
+            out[lo:lo + len(kernel)] = self.alpha.sum() - kernel @ self.alpha
         return out
 
     def rows_serving(self, module: Any) -> Any:
@@ -70,14 +76,11 @@ class Detector(RowDetector):
         assert self.vectors is not None and self.alpha is not None
         module.vectors = tf.Variable(self.vectors.astype(np.float32), trainable=False, name="vectors")
         module.alpha = tf.Variable(self.alpha.astype(np.float32)[:, None], trainable=False, name="alpha")
-        module.norms = tf.Variable((self.vectors ** 2).sum(axis=1).astype(np.float32)[None], trainable=False,
-                                   name="norms")
+        module.norms = tf.Variable(squared_norms(self.vectors), trainable=False, name="norms")
         gamma = float(self.gamma)
 
         def score(rows: Any) -> Any:
-            p = zscore_across_tf(rows)
-            d = tf.maximum(tf.reduce_sum(p ** 2, axis=1, keepdims=True) + module.norms
-                           - 2.0 * tf.matmul(p, module.vectors, transpose_b=True), 0.0)
+            d = squared_distances_tf(zscore_across_tf(rows), module.vectors, module.norms)
             return tf.reduce_sum(module.alpha) - tf.squeeze(tf.matmul(tf.exp(-gamma * d), module.alpha), 1)
 
         return score

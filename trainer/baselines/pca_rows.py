@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector
+from trainer.baselines.rowwise import RowDetector, squared_distances, squared_distances_tf, squared_norms
 
 NAME = "pca_rows"
 DESCRIPTION = ("principal components of single standardised rows (25% of the variance), a row's summed distances "
@@ -58,9 +58,7 @@ class Detector(RowDetector):
     def score_rows(self, rows: np.ndarray) -> np.ndarray:
         assert self.components is not None and self.ratios is not None
         z = self.standardised(rows)
-        d = ((z ** 2).sum(axis=1)[:, None] - 2.0 * z @ self.components.T
-             + (self.components ** 2).sum(axis=1)[None, :])
-        return (np.sqrt(np.maximum(d, 0.0)) / self.ratios).sum(axis=1)
+        return (np.sqrt(squared_distances(z, self.components)) / self.ratios).sum(axis=1)
 
     def rows_serving(self, module: Any) -> Any:
         import tensorflow as tf
@@ -74,14 +72,12 @@ class Detector(RowDetector):
                                     name="spread")
         module.components = tf.Variable(self.components.astype(np.float32), trainable=False, name="components")
         module.ratios = tf.Variable(self.ratios.astype(np.float32)[None], trainable=False, name="ratios")
-        module.component_norms = tf.Variable((self.components ** 2).sum(axis=1).astype(np.float32)[None],
-                                             trainable=False, name="component_norms")
+        module.component_norms = tf.Variable(squared_norms(self.components), trainable=False, name="component_norms")
 
         def score(rows: Any) -> Any:
             z = (tf.gather(rows, module.kept, axis=1) - module.centre) / module.spread
-            d = (tf.reduce_sum(z ** 2, axis=1, keepdims=True) + module.component_norms
-                 - 2.0 * tf.matmul(z, module.components, transpose_b=True))
-            return tf.reduce_sum(tf.sqrt(tf.maximum(d, 0.0)) / module.ratios, axis=1)
+            d = squared_distances_tf(z, module.components, module.component_norms)
+            return tf.reduce_sum(tf.sqrt(d) / module.ratios, axis=1)
 
         return score
 

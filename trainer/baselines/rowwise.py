@@ -61,6 +61,26 @@ def zscore_across_tf(rows: Any) -> Any:
     return tf.math.divide_no_nan(centred, sd)
 
 
+def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Every squared Euclidean distance between the rows of ``a`` ``[n, F]`` and of ``b`` ``[m, F]``, ``[n, m]``, at
+    least 0 (``|a|^2 + |b|^2 - 2 a b^T``: one matrix product)."""
+    return np.maximum((a ** 2).sum(axis=1)[:, None] + (b ** 2).sum(axis=1)[None, :] - 2.0 * a @ b.T, 0.0)
+
+
+def squared_distances_tf(a: Any, b: Any, b_norms: Any) -> Any:
+    """``squared_distances`` as a TensorFlow function: ``a`` float32 ``[n, F]``, ``b`` ``[m, F]`` and its squared norms
+    ``b_norms`` ``[1, m]`` (a variable of the served module, computed once)."""
+    import tensorflow as tf
+
+    return tf.maximum(tf.reduce_sum(a ** 2, axis=1, keepdims=True) + b_norms
+                      - 2.0 * tf.matmul(a, b, transpose_b=True), 0.0)
+
+
+def squared_norms(b: np.ndarray) -> np.ndarray:
+    """``b``'s squared row norms as ``squared_distances_tf`` takes them: float32 ``[1, m]``."""
+    return (np.asarray(b, np.float64) ** 2).sum(axis=1).astype(np.float32)[None]
+
+
 def sample(rows: np.ndarray, most: int) -> np.ndarray:
     """At most ``most`` of ``rows``, every ``m``-th (deterministic)."""
     return rows[:: max(1, -(-len(rows) // most))]
