@@ -439,16 +439,17 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
                 score_champion(current)
             log.warning(f"verdict: {verdict}: {why}", extra={"job": run, "dataset": dataset})
             return fields(verdict, current, why)
-        uri, threshold = model_uri, recorded["threshold"]
         if choice.chosen != selection.MODEL:  # a baseline detects best: saved as a servable detector
             with stopwatch.span(EXPORT):
-                uri, threshold = _export(cfg, job, panel, tally, choice.chosen)
+                uri, threshold, files = _export(cfg, job, panel, tally, choice.chosen)
+        else:
+            uri, threshold, files = model_uri, recorded["threshold"], model_files.of_model(storage, model_uri)
         detection.update(detector=choice.chosen, model=uri, threshold=threshold["value"])
         margin = cfg.promote_margin
         with stopwatch.span(PROMOTE):
             outcome, _ = champion_mod.promote_evaluated(
                 storage, models_root(cfg), dataset, run=run, model=uri, loss=1.0 - float(choice.score or 0.0),
-                evaluate=score_champion, metric="detection_loss", files=model_files.of_model(storage, uri),
+                evaluate=score_champion, metric="detection_loss", files=files,
                 better=lambda mine, theirs: theirs is None or mine <= theirs - margin,
                 evaluation={"instances": recorded["evaluation"]["instances"], "metric": choice.basis,
                             "detector": choice.chosen, "kind": baselines.DESCRIPTIONS.get(
@@ -467,9 +468,10 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
 
 
 def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: baselines.Tally,
-            name: str) -> tuple[str, dict[str, Any]]:
+            name: str) -> tuple[str, dict[str, Any], dict[str, str]]:
     """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
-    its errors on the held-out windows; returns its URI and threshold."""
+    its errors on the held-out windows; returns its URI, threshold and files' digests (``model_files``, taken from
+    the local folder it uploads, so nothing is read back)."""
     errors = np.concatenate(tally.parts[name])
     metric = scoring.SCORE if baselines.scores(panel.kinds.get(name)) else scoring.metric_of(panel.scale)
     threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, metric, tally.rows.get(name))
@@ -477,10 +479,11 @@ def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: base
     try:
         folder = detectors.save(panel, name, os.path.join(local, name))
         (folder / champion_mod.THRESHOLD).write_text(json.dumps(threshold, indent=2))
+        files = model_files.of_folder(folder)
         job.mirror_up(folder, detectors.folder(name), last=("saved_model.pb",))
     finally:
         shutil.rmtree(local, ignore_errors=True)
-    return job.path(detectors.folder(name)), threshold
+    return job.path(detectors.folder(name)), threshold, files
 
 
 def publish_result(cfg: TrainerConfig, job: JobDir, doc: dict[str, Any], storage: Storage,

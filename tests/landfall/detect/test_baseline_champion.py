@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from landfall import cli
 from landfall.arrival import period
-from landfall.core.artifacts import champion, detections
+from landfall.core.artifacts import champion, detections, model_files
 from landfall.core.contracts.layout import Layout
 from landfall.detect import handler
 from landfall_bench import protocol
@@ -82,6 +82,7 @@ def test_a_baseline_that_detects_better_is_champion_and_is_served_on_arrival(
     # a file replaced after promotion is refused in one line, and nothing is scored with it.
     folder = current.model.rstrip("/") + "/"
     assert set(current.files) == {u[len(folder):] for u in storage.list(folder)}
+    assert current.files == model_files.of_model(storage, current.model)  # taken locally: the bytes uploaded
     assert {"saved_model.pb", "normalization.json", "threshold.json"} <= set(current.files)
     norm["mean"] = [m + 1.0 for m in norm["mean"]]  # a shifted normalisation: every score would move
     storage.write_bytes(f"{current.model}/normalization.json", json.dumps(norm).encode())
