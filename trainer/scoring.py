@@ -100,6 +100,8 @@ class Scorer:
             norm = json.loads((local / NORMALIZATION).read_text())
         except (OSError, ValueError) as exc:
             raise Invalid(f"model {model_uri}: unreadable {NORMALIZATION}: {exc}") from None
+        if not isinstance(norm, dict):  # valid JSON of another type is no model's statistics
+            raise Invalid(f"model {model_uri}: {NORMALIZATION} is a JSON {type(norm).__name__}, not an object")
         threshold = None
         if (local / THRESHOLD).exists():
             try:
@@ -121,12 +123,15 @@ class Scorer:
             return serve(x=tf.constant(x, tf.float32))[output].numpy()
 
         normalized = bool(norm.get("normalized"))
-        shape = tuple(norm["shape"]) if norm.get("shape") else None
-        unit = norm.get(UNIT) if isinstance(norm, dict) and norm.get(UNIT) in COMBINE else None
-        return cls(predict, _vector(norm.get("mean")) if normalized else None,  # type: ignore[arg-type]
-                   _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri,
-                   _vector(norm.get(ERROR_SCALE)), output == ROW_SCORES, unit,
-                   output == ROW_SCORES and norm.get(ALONE) is True)
+        unit = norm.get(UNIT) if norm.get(UNIT) in COMBINE else None
+        try:
+            shape = tuple(int(n) for n in norm["shape"]) if norm.get("shape") else None
+            return cls(predict, _vector(norm.get("mean")) if normalized else None,  # type: ignore[arg-type]
+                       _vector(norm.get("std")) if normalized else None, shape, threshold, model_uri,
+                       _vector(norm.get(ERROR_SCALE)), output == ROW_SCORES, unit,
+                       output == ROW_SCORES and norm.get(ALONE) is True)
+        except (TypeError, ValueError) as exc:  # a field of another JSON type: a shape, mean or std that is none
+            raise Invalid(f"model {model_uri}: {NORMALIZATION} is not a model's: {exc}") from None
 
     @property
     def metric(self) -> str:

@@ -199,3 +199,24 @@ def test_an_injected_anomaly_moves_up_to_a_quarter_of_the_channels_together(kind
     b = surrogate.inject(one, kind, np.ones(1), np.random.default_rng(3))
     np.testing.assert_array_equal(a, b)
 
+
+
+@pytest.mark.parametrize("doc", ["[1, 2]", "null", '"x"', '{"normalized": true, "shape": 3}',
+                                 '{"normalized": true, "shape": [24, 5], "mean": "high", "std": [1, 1, 1, 1, 1]}'])
+def test_a_served_folder_whose_normalization_is_json_of_another_type_is_refused_in_one_line(wide, doc, tmp_path):
+    """``normalization.json`` as valid JSON of the wrong type (the record, or one of its fields): ``Invalid`` naming
+    the model and the file, never a crash."""
+    import json
+
+    from landfall.core.errors import Invalid
+
+    local = detectors.save(wide, "pca_rows", tmp_path / "pca_rows")
+    (local / "normalization.json").write_text(doc)
+    with pytest.raises(Invalid, match=r"normalization\.json (is a JSON|is not a model's)") as found:
+        Scorer.load(Storage(), str(local))
+    assert str(local) in str(found.value) and "\n" not in str(found.value)
+    # A unit or alone of another type is no unit: the detector is served in the dataset's, row by window
+    good = json.loads((detectors.save(wide, "pca_rows", tmp_path / "again") / "normalization.json").read_text())
+    (tmp_path / "again" / "normalization.json").write_text(json.dumps({**good, "unit": ["row"], "alone": "yes"}))
+    odd = Scorer.load(Storage(), str(tmp_path / "again"))
+    assert odd.unit is None and odd.alone is False and odd.scores
