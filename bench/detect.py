@@ -88,8 +88,8 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
 
 
 def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
+    from landfall.core.scoring import Scorer
     from trainer import baselines
-    from trainer.scoring import Scorer
 
     train_rows, test_rows, labels = labelled_series(name)
     w = args.window

@@ -5,7 +5,7 @@
 windows of ``--timesteps`` rows (one arrival each, converted by the real converter) and trained with ``landfall
 train`` once per hold-out mode, the same seed, model and epochs; the odd ones, interleaved with them so they come from
 the same stretches of the recording but never trained on by either, are the reference ("unseen"). For each mode it
-prints the mean reconstruction error (MSE in original units, ``trainer.scoring``) on the training records, on that
+prints the mean reconstruction error (MSE in original units, ``landfall.core.scoring``) on the training records, on that
 mode's own held-out records (what ``val_loss``, the threshold and the verdict see) and on the unseen windows. A
 hold-out is honest when its error is close to the unseen one; ``random`` puts near-identical windows on both sides.
 """
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         subprocess.run(cmd, check=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "LANDFALL_RESULTS_TOPIC": ""})
         took = time.monotonic() - started
-        from trainer.scoring import Scorer
+        from landfall.core.scoring import Scorer
 
         scorer = Scorer.load(storage, str(job / "model"))
         split = holdout.Split(args.seed, 0.1, mode, args.timesteps)

@@ -14,7 +14,7 @@ with that window), the VUS-PR of:
   stride-1 window of the prefix, keeping the components that explain 95 % of the variance, or 32; a window's error the
   mean squared residual in the z-scored space;
 - ``today``: Landfall's PCA as ``trainer.baselines.Panel`` fits it in the verdict and the served detector scores it
-  (``trainer.detectors`` + ``trainer.scoring.Scorer``): the job's statistics (the manifest's, over the windows'
+  (``trainer.detectors`` + ``landfall.core.scoring.Scorer``): the job's statistics (the manifest's, over the windows'
   values; a standard deviation <= 1e-12 replaced by 1), fitted on the training windows the ``segment`` hold-out of
   ``--seed`` leaves, every ``m``-th of them up to ``FIT_SAMPLE``, ``k`` = the model's code size (32), a window's error
   the MSE over its ``T x F`` values **in original units**. Reimplemented here in numpy (so each suspect can be changed

@@ -32,7 +32,7 @@ The protocol (TSB-AD's ``benchmark_exp/Run_Detector_U.py`` for its semi-supervis
    the mean error of the windows covering a row), VUS-PR as TSB-AD's ``get_metrics`` computes it
    (``landfall.core.rules.vus.tsb_ad_vus_pr``, checked against the TSB_AD 1.5 wheel) and AP against the row labels. The
    detectors: **the champion** (the folder ``champion.json`` names: the model or a baseline, served by
-   ``trainer.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict fitted them (mean
+   ``landfall.core.scoring.Scorer`` as on arrival), the model, and the baselines as that run's verdict fitted them (mean
    window, PCA at the model's code size, nearest neighbour, on the seed's training windows: the same ``segment``
    hold-out; medians over the seeds in the table).
 
@@ -275,8 +275,8 @@ def labelled_recording(root: Path, name: str, values: np.ndarray, labels: np.nda
 
 
 def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> dict:
+    from landfall.core.scoring import Scorer
     from trainer import baselines
-    from trainer.scoring import Scorer
 
     values, labels, n_train = data["values"], data["labels"], data["train_rows"]
     w = period.length(values[:, 0])

@@ -5,7 +5,7 @@ prefix as a job's verdict fits it (``landfall_bench.protocol``: the first channe
 training windows) and saved as the verdict saves a champion (``trainer.detectors``: a SavedModel, never a pickle).
 Then, per detector, medians over ``--repeats``:
 
-- **cold start**: a new Python process that imports the scorer (``trainer.scoring``, TensorFlow with it) and loads
+- **cold start**: a new Python process that imports the scorer (``landfall.core.scoring``, TensorFlow with it) and loads
   the champion's folder, to its first score of one window: what a scorer instance pays before its first request;
 - **load**: ``Scorer.load`` in a process that has TensorFlow already (a champion changed under a running scorer);
 - **score**: every row of the whole recording scored as detection on arrival scores it (``landfall.detect.located``:
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-COLD = ("import sys, time; t0 = time.perf_counter(); from trainer.scoring import Scorer; "
+COLD = ("import sys, time; t0 = time.perf_counter(); from landfall.core.scoring import Scorer; "
         "from landfall.core.services.storage import Storage; import numpy as np; "
         "s = Scorer.load(Storage(), sys.argv[1]); s.errors(np.zeros((1, *s.shape), np.float32)); "
         "print(time.perf_counter() - t0)")
@@ -71,9 +71,9 @@ def scored(scorer, values: np.ndarray, window: int, stride: int) -> float:
 
 
 def run(recording: str, repeats: int) -> tuple[str, list[dict]]:
+    from landfall.core.scoring import Scorer
     from landfall.core.services.storage import Storage
     from trainer import baselines, detectors
-    from trainer.scoring import Scorer
 
     name, values, w, panel = panel_of(recording)
     stride = max(1, w // 4)  # landfall_bench.detections' dataset: a quarter of the window

@@ -5,7 +5,7 @@ and compares again (``landfall.core.artifacts.champion.promote_evaluated``). Eac
 the
 job's cache folder, and scored on what the verdict judges by:
 - its reconstruction loss on the held-out windows (the same instances as the challenger's, measured in the job's
-  ``error_scale``: ``trainer.scoring.Scorer.measured_in``, so the two losses are on one scale);
+  ``error_scale``: ``landfall.core.scoring.Scorer.measured_in``, so the two losses are on one scale);
 - its figures on the labelled set at its own threshold, when the job has one (``labelled_figures``: as it serves,
   in its own scale, which its threshold is in);
 - its figures on the surrogate set, under ``--select detection`` (``trainer.surrogate``), in the job's scale.
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from landfall.core import logs
+from landfall.core import logs, scoring
 from landfall.core.artifacts import champion as champion_mod
 from landfall.core.errors import TemporaryError
 from landfall.core.services.storage import Storage
-from trainer import labelled_check, scoring, stopwatch
+from trainer import labelled_check, stopwatch
 
 log = logs.get("trainer.verdict")
 

@@ -10,7 +10,7 @@ anomalies?" for every job, before the data is trained on:
   nothing. A champion job started by hand without an ``inputs.json`` is read from its ``metrics.json``
   ``manifests``. Everything the champion was trained on is old; everything else (arrivals since, and any
   retracted and re-admitted) is new.
-- **Flagged**: an instance whose reconstruction error under the champion (``trainer.scoring.Scorer``, the
+- **Flagged**: an instance whose reconstruction error under the champion (``landfall.core.scoring.Scorer``, the
   champion's own normalisation, MSE in original units) exceeds the champion's threshold (its ``threshold.json``
   ``value``, the quantile its verdict chose).
 - **Scores that already exist are reused** (``reuse``): the scorer (``landfall.detect``) scores every committed
@@ -241,7 +241,7 @@ def score(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_mod.
     rest = _rest(plan, new, reused)
     if reused.threshold is not None and not rest:
         return _finish(job, current, plan, new, reused, {}, {}, reused.threshold, reused.quantile, started, run)
-    from trainer import scoring
+    from landfall.core import scoring
 
     cache = tempfile.mkdtemp(prefix="landfall-champion-view-")
     try:

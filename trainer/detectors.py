@@ -1,6 +1,6 @@
 """The baselines as detectors that can be served: the model's serving contract, so any of them can be champion.
 
-A champion is a folder that ``trainer.scoring.Scorer.load`` reads: a SavedModel whose ``serving_default`` signature
+A champion is a folder that ``core.scoring.Scorer.load`` reads: a SavedModel whose ``serving_default`` signature
 takes ``x`` (float32 ``[n, T, F]``, normalised with ``normalization.json``'s per-feature ``mean`` and ``std``) and
 returns ``reconstruction`` (the same shape, normalised) or, for a detector that scores (``trainer.baselines``),
 ``row_scores`` (``[n, T]``), with ``normalization.json`` (its ``unit``: how a scoring detector's rows are located when
@@ -28,8 +28,9 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
+from landfall.core import scoring
 from landfall.core.artifacts.champion import ALONE, NORMALIZATION, RECONSTRUCTION, ROW_SCORES, UNIT
-from trainer import baselines, scoring
+from trainer import baselines
 
 FOLDER = "detectors"  # runs/<job>/detectors/<name>
 

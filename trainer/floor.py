@@ -3,7 +3,7 @@
 A reconstruction model is only worth promoting if it reconstructs held-out instances better than a model that
 learned nothing about them. The baseline here is the simplest such model: it "reconstructs" every instance as
 the training set's mean window, per timestep and per feature, in original units (``MeanWindow``). Its loss on
-the held-out instances is the same metric as the verdict's (``trainer.scoring``: per-instance MSE over the
+the held-out instances is the same metric as the verdict's (``landfall.core.scoring``: per-instance MSE over the
 ``T x F`` values in original units, averaged over the instances), so
 
     skill = 1 - challenger_loss / baseline_loss
@@ -64,7 +64,7 @@ class MeanWindow:
 
     def errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         """Per-instance MSE of reconstructing ``x`` as the mean window, float64 ``[n]`` (the verdict's metric: each
-        feature's residual divided by ``scale``, ``trainer.scoring``; None: original units)."""
+        feature's residual divided by ``scale``, ``landfall.core.scoring``; None: original units)."""
         return self.row_errors(x, scale).mean(axis=1)
 
     def row_errors(self, x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:

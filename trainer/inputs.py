@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from landfall.core.contracts.messages import JobInputs, Manifest
 from landfall.core.contracts.records import DTYPE
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import holdout, moments, series_windows
-from landfall.core.services.storage import Storage, crc32c_b64, is_gs, join
+from landfall.core.services.storage import Storage, crc32c_b64, resolve
 
 log = logs.get("trainer.inputs")
 
@@ -105,14 +104,6 @@ class Inputs:
         """The count-weighted mean and (raw) standard deviation per feature over the manifests and the snapshot."""
         return moments.pooled([(m.count, m.stats.mean, m.stats.std) for m in self.manifests]
                               + list(self.snapshot_stats))
-
-
-def shard_uri(manifest_uri: str, uri: str) -> str:
-    """A manifest's shard URI, absolute: as written, or relative to the manifest's folder."""
-    if is_gs(uri) or os.path.isabs(uri):
-        return uri
-    base = manifest_uri.rsplit("/", 1)[0]
-    return join(base, uri) if is_gs(base) else posixpath.normpath(os.path.join(base, uri))
 
 
 def inputs_uri(args: list[str] | tuple[str, ...]) -> str | None:
@@ -220,7 +211,7 @@ def load_manifests(storage: Storage, args: list[str] | tuple[str, ...], shape: t
         first = 0
         layout = series_windows.Layout.of(manifest.series, manifest.shape[0]) if manifest.series else None
         for s in manifest.shards:
-            ref = ShardRef(shard_uri(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
+            ref = ShardRef(resolve(uri, s.uri), int(s.count), int(s.bytes), s.crc32c, uri, 0, manifest.arrival_id,
                            first, whole=True, series=layout)
             if ref.count <= 0:
                 raise Invalid(f"manifest {uri}: shard {ref.uri} has count {ref.count}")

@@ -2,7 +2,7 @@
 
 The set (``landfall.core.artifacts.labelled``: instances in original units, labels 1 anomalous / 0 normal) is read once
 per job through ``landfall.core.services.storage``. A model's score for an instance is its reconstruction error
-(``trainer.scoring.Scorer.errors_of``, MSE in original units); an instance is flagged when its error is
+(``landfall.core.scoring.Scorer.errors_of``, MSE in original units); an instance is flagged when its error is
 **strictly above** the threshold (as ``landfall score`` flags it). With ``y`` the labels and ``s`` the scores:
 
 - **precision** at the threshold ``t``: TP / (TP + FP), the share of flagged instances that are anomalous;
@@ -78,6 +78,6 @@ def load(storage: Storage, uri: str, length: int) -> labelled_mod.LabelledSet:
 
 
 def evaluate(scorer: Any, labelled: labelled_mod.LabelledSet, threshold: float) -> Figures:
-    """``scorer`` (a ``trainer.scoring.Scorer``) on the set, at ``threshold`` (that model's own)."""
+    """``scorer`` (a ``landfall.core.scoring.Scorer``) on the set, at ``threshold`` (that model's own)."""
     errors = scorer.errors_of([labelled.instances])
     return at_threshold(labelled.labels, errors, threshold)

@@ -22,7 +22,7 @@ anomalies injected into the data. Here:
   kind ``KINDS[i mod 7]``, so every kind is equally represented.
 - **Deterministic** per (``--seed``, the job's arrivals): the generator is seeded with ``crc32`` of the seed and the
   sorted arrival ids, so a rerun, a restarted chief and the champion's evaluation see the very same set.
-- **Figures.** A detector's score for a window is its reconstruction error (``trainer.scoring``), as on arrival.
+- **Figures.** A detector's score for a window is its reconstruction error (``landfall.core.scoring``), as on arrival.
   Per kind, ``by_kind`` gives each kind's average precision (``landfall.core.rules.vus.average_precision``,
   scikit-learn's definition) against all the clean windows: which anomalies a detector misses. **The selection
   metric is their mean, ``kind_average_precision``** (issue #47): each kind's twins are one in eight of the windows

@@ -21,12 +21,12 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
-from landfall.core import logs
+from landfall.core import logs, scoring
 from landfall.core.artifacts.champion import NORMALIZATION
 from landfall.core.contracts.messages import utc_now
 from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from trainer import faults, iterators, pipeline, preemption, scoring, stopping, stopwatch, verdict, warmstart
+from trainer import faults, iterators, pipeline, preemption, stopping, stopwatch, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
 from trainer.config import TrainerConfig

@@ -5,7 +5,7 @@
    ``models/<dataset>/champion.json`` names) are scored on the same instances: the held-out records of this
    job's plan that the chief holds. Each model normalises with its own statistics and its reconstructions
    are de-normalised, so the loss is the reconstruction MSE with each feature in this job's ``error_scale``
-   (``trainer.scoring``: the champion too, whatever scale it serves in). On several workers the chief evaluates
+   (``landfall.core.scoring``: the champion too, whatever scale it serves in). On several workers the chief evaluates
    its own share of the held-out split (``Plan.val_slices`` of worker 0, about ``1/num_workers`` of it): the split
    is a deterministic function of
    (seed, shard URI, record index) and the shares are contiguous runs of it, so both models see exactly the
@@ -59,13 +59,13 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from landfall.core import logs
+from landfall.core import logs, scoring
 from landfall.core.artifacts import champion as champion_mod
 from landfall.core.artifacts import model_files, results
 from landfall.core.errors import TemporaryError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage, is_gs
-from trainer import baselines, detectors, floor, iterators, labelled_check, scoring, selection, stopwatch, surrogate
+from trainer import baselines, detectors, floor, iterators, labelled_check, selection, stopwatch, surrogate
 from trainer.champion_scores import ChampionScores, labelled_figures
 from trainer.config import TrainerConfig
 from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
@@ -131,7 +131,7 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
             challenger.uri = model_uri
         else:
             challenger = scoring.Scorer.from_model(model, mean, std, shape, model_uri)  # type: ignore[arg-type]
-        # Every candidate is measured in this job's error_scale (trainer.scoring), as train.save_model serves it.
+        # Every candidate is measured in this job's error_scale (landfall.core.scoring), as train.save_model serves it.
         challenger = challenger.measured_in(inputs.error_scale() if mean is not None else None)
     datasets = inputs.datasets
     # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted

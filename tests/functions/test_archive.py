@@ -34,7 +34,9 @@ FUNCTIONS = REPO / "functions"
 MODULE_TF = INFRA / "modules" / "functions" / "main.tf"
 ENV_ROOTS = sorted(p.parent for p in (INFRA / "envs").glob("*/functions/variables.tf"))
 DEPLOYED = ("landfall/core/", "landfall/arrival/", "landfall/submit/")
-NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/views/", "landfall/reconcile/", "landfall/detect/")
+# The scorer's own (landfall/detect, and landfall/core/scoring.py that serves a champion with TensorFlow) stays out too.
+NOT_DEPLOYED = ("landfall/local/", "landfall/cli/", "landfall/views/", "landfall/reconcile/", "landfall/detect/",
+                "landfall/core/scoring.py")
 
 
 # --- doublestar globs ---------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ class Rehearsal:
 
     def run_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "LANDFALL_"))}
-        env.update(self.env)
+        env.update({k: self.map_paths(v) for k, v in self.env.items()})  # PYTHONPATH=/opt/... into the stand-in root
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         env["VIRTUAL_ENV"] = str(self.venv)
         return env

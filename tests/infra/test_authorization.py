@@ -160,8 +160,8 @@ SCORES_ARRIVAL: list[Op] = [
     ("storage.objects.get", ARRIVAL_SHARD, "detect.score.score_instances: an instance dataset's records, the shards "
      "its manifest lists"),
     ("storage.objects.get", CHAMPION, "core.artifacts.champion.read: the dataset's champion record"),
-    ("storage.objects.list", DATA_BUCKET, "trainer.scoring.Scorer.load: storage.sync_down lists runs/<job>/model/"),
-    *[("storage.objects.get", m, "trainer.scoring.Scorer.load: the champion's SavedModel, threshold, normalization")
+    ("storage.objects.list", DATA_BUCKET, "core.scoring.Scorer.load: storage.sync_down lists runs/<job>/model/"),
+    *[("storage.objects.get", m, "core.scoring.Scorer.load: the champion's SavedModel, threshold, normalization")
       for m in CHAMPION_MODEL],
     *[("storage.objects.get", r,
        "core.artifacts.detections.read/published: is this (arrival, champion) scored, published")

@@ -42,22 +42,18 @@ def test_image_conventions() -> None:
 
 
 def test_scorer_image_conventions() -> None:
-    """The Cloud Run service landfall-scorer: python slim as the converter's, TensorFlow for CPU with tf-keras of
-    the same minor installed as the Makefile does (--no-deps), the legacy Keras switch, scorer/main.py at a fixed
-    path, non-root, and functions-framework serving on_score_request as a CloudEvent function on $PORT."""
-    import tomllib
-
+    """The Cloud Run service landfall-scorer: python slim as the converter's; the generated requirements (the base
+    set and the ``scorer`` extra: TensorFlow for CPU) installed, then the landfall package alone on PYTHONPATH, never
+    the trainer or bench/ (issue #66); scorer/main.py at a fixed path, non-root, and functions-framework serving
+    on_score_request as a CloudEvent function on $PORT."""
     text = SCORER.read_text()
     (base,) = re.findall(r"^FROM (\S+)$", text, re.M)
     assert base == re.findall(r"^FROM (\S+)$", (REPO / "converter" / "Dockerfile").read_text(), re.M)[0]
     assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", base), base
-    assert "TF_USE_LEGACY_KERAS=1" in text
-    assert 'pip install --no-cache-dir ".[cpu]"' in text
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    (keras,) = [d for d in extras["trainer"] if d.startswith("tf-keras")]
-    assert f'pip install --no-cache-dir --no-deps "{keras}"' in text
-    makefile = (REPO / "Makefile").read_text()
-    assert f"--no-deps '{keras}'" in makefile  # the same pin as the Makefile's CPU install
+    assert "COPY scorer/requirements.txt ./" in text and "pip install --no-cache-dir -r requirements.txt" in text
+    assert "COPY functions/landfall /opt/landfall/lib/landfall" in text and "PYTHONPATH=/opt/landfall/lib" in text
+    copied = re.findall(r"^COPY (\S+)", text, re.M)
+    assert not [c for c in copied if c.startswith(("trainer", "bench", "."))], copied
     assert "COPY scorer/main.py /opt/landfall/scorer/main.py" in text
     assert re.search(r"^USER 10001(:10001)?$", text, re.M)
     (entry,) = re.findall(r"^ENTRYPOINT (.+)$", text, re.M)
@@ -72,4 +68,5 @@ def test_scorer_image_conventions() -> None:
 def test_dockerignore_keeps_the_context_small() -> None:
     lines = (REPO / ".dockerignore").read_text().splitlines()
     assert next(ln for ln in lines if ln and not ln.startswith("#")) == "*"
-    assert {"!pyproject.toml", "!functions/landfall/", "!trainer/", "!scorer/main.py"} <= set(lines)
+    wanted = {"!pyproject.toml", "!functions/landfall/", "!trainer/", "!scorer/main.py", "!scorer/requirements.txt"}
+    assert wanted <= set(lines)

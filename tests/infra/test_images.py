@@ -2,6 +2,9 @@
 and the scorer images, each from its own Dockerfile's steps, in a fresh environment, with its entry point started.
 Then the set each image resolved is the set this suite runs on: the tests of behaviour ran on what deploys.
 
+The scorer's image ships the landfall package alone (issue #66): its rehearsal also serves a trained model and a
+row-scoring detector in it, with the trainer, bench/, scikit-learn and tf-keras absent.
+
 Cost: three fresh installs from the package index (pip keeps no cache here), about 25 s for the converter and 45 s
 each for the two TensorFlow images on the 2-core machine, spread over the suite's workers."""
 
@@ -45,6 +48,7 @@ def test_the_image_builds_from_its_steps_and_deploys_what_the_suite_tested(image
     out = probe(rh)
     if image == "scorer":
         assert out.startswith("HTTP "), out
+        serves_champions_without_the_trainer(rh, tmp_path / "champions")
     else:
         assert out.startswith("usage: "), out
     assert {s.split(":")[0] for s in rh.skipped} <= {"RUN groupadd --gid 10001 landfall", "RUN useradd --uid 10001 "
@@ -54,6 +58,62 @@ def test_the_image_builds_from_its_steps_and_deploys_what_the_suite_tested(image
     assert differences(rh.distributions(), suite_distributions(), stand_ins) == [], (
         f"{image}: the image would deploy other versions than the suite tested; rebuild the suite's venv "
         "(make clean test) or bound the range in pyproject.toml")
+
+
+SERVE = """
+import json, sys
+import numpy as np
+from landfall.core.scoring import Scorer
+x = np.load(sys.argv[2])
+out = {}
+for name in sys.argv[3:]:
+    scorer = Scorer.load(None, f"{sys.argv[1]}/{name}")
+    out[name] = scorer.row_errors(x).tolist()
+import importlib.util as u
+out["shipped"] = sorted(m for m in ("trainer", "landfall_bench", "sklearn", "tf_keras") if u.find_spec(m))
+print(json.dumps(out))
+"""
+
+
+def serves_champions_without_the_trainer(rh, folder: Path) -> None:
+    """The scorer image serves both kinds of champion the trainer saves, with neither the trainer, bench/,
+    scikit-learn nor tf-keras in it (issue #66): the seed's GRU autoencoder saved as a job saves it (tf-keras,
+    ``trainer.train.save_model``'s call), and a row-scoring detector (``pca_rows``, ``trainer.detectors.save``). Each
+    scores the same rows in the image as in the suite."""
+    import json
+    import os
+    import subprocess
+
+    import numpy as np
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf
+
+    from landfall.core.scoring import Scorer
+    from trainer import baselines, detectors, model_kinds
+
+    rng = np.random.default_rng(0)
+    x = (np.sin(np.arange(12)[None, :, None] * 0.5 + rng.uniform(0, 6, (200, 1, 3))) + rng.normal(0, 0.05, (200, 12, 3))
+         ).astype(np.float32)
+    folder.mkdir(parents=True)
+    model = model_kinds.build("gru", 12, 3, [4, 2], 0.0)
+    serve = tf.function(lambda v: {"reconstruction": model(v, training=False)},
+                        input_signature=[tf.TensorSpec([None, 12, 3], tf.float32, name="x")])
+    model.save(str(folder / "gru"), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    (folder / "gru" / "normalization.json").write_text(json.dumps({"shape": [12, 3], "dtype": "float32",
+                                                                   "normalized": False}))
+    flat = x.reshape(-1, 3)
+    panel = baselines.Panel.fit([x[:100], x[100:]], len(x), flat.mean(0), flat.std(0), (12, 3), 4)
+    detectors.save(panel, "pca_rows", folder / "pca_rows")
+    np.save(folder / "x.npy", x[:20])
+    proc = subprocess.run([str(rh.venv / "bin" / "python"), "-c", SERVE, str(folder), str(folder / "x.npy"), "gru",
+                           "pca_rows"], capture_output=True, text=True, env=rh.run_env(), cwd=rh.root, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert served.pop("shipped") == []
+    for name in ("gru", "pca_rows"):
+        here = Scorer.load(None, str(folder / name)).row_errors(x[:20])
+        np.testing.assert_allclose(served[name], here, rtol=1e-4, atol=1e-6)
 
 
 def test_a_stale_module_in_a_build_check_fails_the_rehearsal(tmp_path: Path) -> None:

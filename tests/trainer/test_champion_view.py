@@ -165,7 +165,8 @@ def test_series_windows_are_scored_by_arrival_and_index_and_excluded(tmp_path):
 
     from landfall.arrival import converter
     from landfall.arrival.config import ConverterConfig
-    from trainer import inputs, scoring, windows
+    from landfall.core import scoring
+    from trainer import inputs, windows
 
     cfg = ConverterConfig(timesteps=8, features=2, window_stride=3, series_time_column="t",
                           shard_target_bytes=4 * 2 * 400)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from landfall.core.artifacts import champion
+from landfall.core.scoring import Scorer
 from landfall.core.services.storage import Storage
 from tests.trainer import plugin_detector, plugin_row_detector
 from tests.trainer.helpers import REPO, write_dataset
@@ -23,7 +24,6 @@ from trainer import baselines, detectors, selection
 from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
 from trainer.jobdir import MODEL, JobDir
-from trainer.scoring import Scorer
 from trainer.task import Metrics
 
 T = 16

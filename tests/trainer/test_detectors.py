@@ -7,9 +7,9 @@ import importlib
 import numpy as np
 import pytest
 
+from landfall.core.scoring import Scorer
 from landfall.core.services.storage import Storage
 from trainer import baselines, detectors, surrogate
-from trainer.scoring import Scorer
 
 
 def _sines(n: int, t: int = 24, f: int = 2, seed: int = 0) -> np.ndarray:

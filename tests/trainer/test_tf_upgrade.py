@@ -30,7 +30,7 @@ def test_the_fixture_was_saved_by_the_previous_tensorflow():
 
 
 def test_a_champion_saved_under_2_20_scores_as_it_did():
-    from trainer.scoring import Scorer, threshold_of
+    from landfall.core.scoring import Scorer, threshold_of
 
     expected = json.loads((FIXTURE / "expected.json").read_text())
     scorer = Scorer.load(Storage(), str(FIXTURE / "model"))

@@ -128,7 +128,7 @@ def test_a_model_without_skill_is_never_promoted_a_better_one_is_a_worse_one_kee
     assert threshold["quantiles"]["p50"] <= threshold["value"] <= threshold["quantiles"]["p99.9"]
     # Beside it, the row threshold (``landfall score --combine row``): the same quantile of every held-out window
     # row's own error (a histogram's, to its bin), wider than the windows' since a window's error averages its rows'.
-    from trainer import scoring
+    from landfall.core import scoring
 
     own = scoring.Scorer.from_model(s["trained"], s["mean"], s["std"], SHAPE, scale=scale).row_errors(x_val)
     assert threshold["row"]["rows"] == own.size == threshold["instances"] * SHAPE[0]
@@ -177,8 +177,8 @@ def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_
     the scorer service, ``landfall score`` and rescore use) serves it with its own threshold. A rerun on the same data
     detects no better than the champion plus the margin, so the champion is kept; the trained model competes on the
     same surrogate set, whose figures are recorded for every candidate."""
+    from landfall.core.scoring import Scorer
     from trainer import baselines, selection
-    from trainer.scoring import Scorer
 
     s = setting
     root = str(s["root"] / "models-d")

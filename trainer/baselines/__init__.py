@@ -57,7 +57,7 @@ extra modules to import and register, ``module[,module]``, as a plug-in that shi
 verdict, the selection, the export or the scorer changes: each candidate is fitted, scored on the surrogate and
 labelled sets, chosen, saved and served through this interface.
 
-Every detector's loss is the verdict's metric (``trainer.scoring``: per-window MSE over the ``T x F`` values, each
+Every detector's loss is the verdict's metric (``landfall.core.scoring``: per-window MSE over the ``T x F`` values, each
 feature's residual in its ``error_scale``, averaged over the chief's held-out windows), and the model's skill over
 each is ``1 - loss / baseline_loss``. The gate (``--min-skill-over``, spec ``verdict.min_skill_over``) says which
 of ``pca`` and
@@ -84,10 +84,10 @@ import numpy as np
 
 from landfall.core.rules import moments, series_windows
 from landfall.core.rules.series_windows import COMBINE
+from landfall.core.scoring import Histogram
 from trainer import floor
 from trainer.baselines import kmeans, kmeans_znorm, nearest_neighbour, pca, pca_rows, pca_variance
 from trainer.baselines.space import Space
-from trainer.scoring import Histogram
 
 
 class Detector(Protocol):
@@ -163,7 +163,7 @@ class Panel:
     shape: tuple[int, int]
     code_size: int
     mean_window: floor.MeanWindow
-    scale: np.ndarray | None = None  # each feature's error unit (trainer.scoring; None: original units)
+    scale: np.ndarray | None = None  # each feature's error unit (landfall.core.scoring; None: original units)
     kinds: dict[str, Detector] = dataclasses.field(default_factory=dict)  # the fitted detectors, by name
     fitted_on: int = 0
 

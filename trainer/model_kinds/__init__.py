@@ -4,7 +4,7 @@ predicted from the rest).
 
 Every kind keeps one contract, so nothing downstream knows which it is: the model takes ``x`` (float32 ``[n, T, F]``,
 normalised) and returns a tensor of the same shape, trained with MSE against ``x``, saved with the same serving
-signature (``reconstruction``), scored by ``trainer.scoring`` as the MSE between the two. A forecaster fits it by
+signature (``reconstruction``), scored by ``landfall.core.scoring`` as the MSE between the two. A forecaster fits it by
 returning the window's context unchanged and its prediction in place of the forecast part: its error is the forecast
 error (scaled by the horizon's share of the window).
 

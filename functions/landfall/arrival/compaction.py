@@ -49,7 +49,7 @@ from landfall.core.contracts.layout import Layout, dataset_prefix, gs, shard_nam
 from landfall.core.contracts.messages import Manifest
 from landfall.core.errors import Invalid
 from landfall.core.rules import series_windows
-from landfall.core.services.storage import Storage, crc32c_b64, join
+from landfall.core.services.storage import Storage, crc32c_b64, join, resolve
 
 COMPACT_ARRIVALS = 256  # uncompacted arrivals that trigger a compaction ...
 COMPACT_BYTES = 256 * 1024 * 1024  # ... or uncompacted bytes
@@ -77,11 +77,6 @@ def _stats_of(manifest: Manifest) -> RunningStats:
 def _stats_doc(stats: RunningStats) -> dict[str, list[float]]:
     result = stats.result()
     return {"count": stats.n, "mean": result.mean, "std": result.std, "min": result.min, "max": result.max}
-
-
-def _abs(base: str, uri: str) -> str:
-    """A manifest's shard URI, absolute (as the trainer's ``shard_uri`` resolves it)."""
-    return uri if uri.startswith("gs://") or uri.startswith("/") else join(base, uri)
 
 
 def _read_manifest(storage: Storage, uri: str) -> Manifest:
@@ -221,8 +216,8 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
     # kind stays in the delta, as one of another shape does.
     kind: bool | None = any(x.series is not None for x in held) if held else None
 
-    def copied(manifest: Manifest, base: str) -> list[bytes]:
-        uris = [_abs(base, s.uri) for s in manifest.shards]
+    def copied(manifest: Manifest, manifest_uri: str) -> list[bytes]:
+        uris = [resolve(manifest_uri, s.uri) for s in manifest.shards]
         return list(pool.map(_checked, [storage] * len(uris), uris, [s.bytes for s in manifest.shards],
                              [s.crc32c for s in manifest.shards]))
 
@@ -232,9 +227,10 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
             live = [r for r in shard.ranges if r[0] not in retracted]
             if shard.series is not None:  # series: each live arrival's own shard files again, whole
                 aids = list(dict.fromkeys(r[0] for r in live))
-                manifests = pool.map(lambda a: _read_manifest(storage, f"{arrivals_prefix}{a}/manifest.json"), aids)
-                for aid, manifest in zip(aids, manifests, strict=True):
-                    writer.add(aid, copied(manifest, f"{arrivals_prefix}{aid}"), _stats_of(manifest),
+                uris = [f"{arrivals_prefix}{a}/manifest.json" for a in aids]
+                manifests = pool.map(lambda u: _read_manifest(storage, u), uris)
+                for aid, uri, manifest in zip(aids, uris, manifests, strict=True):
+                    writer.add(aid, copied(manifest, uri), _stats_of(manifest),
                                _series_pieces(manifest))
                 continue
             data = _checked(storage, shard.uri, shard.bytes, shard.crc32c)
@@ -253,19 +249,18 @@ def compact(storage: Storage, bucket: str, dataset: str, target_bytes: int, layo
                 shape = list(manifest.shape)
             elif list(manifest.shape) != list(shape):
                 continue  # a shape the dataset's snapshot does not hold: it stays in the delta
-            base = listed.uri.rsplit("/", 1)[0]
             size = sum(s.bytes for s in manifest.shards)
             aid = manifest.arrival_id
             sections = {aid: _series_section(manifest)} if is_series else None
             if size >= target_bytes // 2:
                 first, stats = 0, _stats_doc(_stats_of(manifest))
                 for s in manifest.shards:
-                    in_place.append(CompactedShard(_abs(base, s.uri), s.count, s.bytes, s.crc32c,
+                    in_place.append(CompactedShard(resolve(listed.uri, s.uri), s.count, s.bytes, s.crc32c,
                                                    stats if first == 0 else {"count": 0}, [[aid, 0, s.count, first]],
                                                    sections))
                     first += s.count
                 continue
-            writer.add(aid, copied(manifest, base), _stats_of(manifest),
+            writer.add(aid, copied(manifest, listed.uri), _stats_of(manifest),
                        _series_pieces(manifest) if is_series else None)
         writer.flush()
     shards = keep + in_place + writer.out

@@ -4,7 +4,7 @@ SRC is any input the converter reads (``.npy``, ``.npz``, ``.csv``, ``.csv.gz``,
 read with the converter's own streaming readers (``landfall.arrival.formats``), or a ``manifest.json`` whose
 TFRecord shards are read record by record. Every instance is scored with the dataset's champion
 (``models/<dataset>/champion.json``), or the model ``--model`` names (``runs/<job>/model``): its
-reconstruction MSE, each feature in its ``error_scale`` (``trainer.scoring``), and ``anomaly`` = error > the model's
+reconstruction MSE, each feature in its ``error_scale`` (``core.scoring``), and ``anomaly`` = error > the model's
 threshold (``threshold.json``, or ``--threshold``). The output is a Parquet file (``index``, ``error``,
 ``anomaly``), written one row group per input chunk, so peak memory stays flat whatever the input size.
 A summary goes to stdout: count, anomalies, error quantiles (``--json`` for the machine-readable form).
@@ -120,7 +120,7 @@ def spec_of(args: argparse.Namespace, storage: Storage) -> Any:
 
 
 def score(args: argparse.Namespace, storage: Storage | None = None) -> dict:
-    from trainer import scoring
+    from landfall.core import scoring
 
     storage = storage or Storage()
     model, files = model_of(args, storage)

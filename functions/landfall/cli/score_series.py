@@ -3,7 +3,7 @@
 The file (CSV, CSV.gz or Parquet; local or gs://) is read as the converter reads a series arrival
 (``landfall.arrival.series``: the spec's time column and channels, ISO-8601 or numeric times, sorted in memory when
 it is not), windowed with the spec's window (at ``--stride``, default the spec's stride) without crossing a gap longer
-than ``max_gap``, every window scored with the model (``trainer.scoring.Scorer``: its reconstruction MSE in original
+than ``max_gap``, every window scored with the model (``core.scoring.Scorer``: its reconstruction MSE in original
 units), and the windows' errors combined into a score per row (``landfall.detect.located``: the mean of the windows
 covering it, ``--combine max`` the largest, or ``--combine row`` the mean of the row's own error in each, against the
 champion's row threshold). Writes:

@@ -1,5 +1,6 @@
 """Detections on arrival: each committed arrival of a dataset with a champion, scored by that champion.
-May import ``landfall.core``, ``landfall.arrival`` (the converter's readers) and ``trainer.scoring``.
+May import ``landfall.core`` (``landfall.core.scoring`` serves the champion) and ``landfall.arrival`` (the converter's
+readers); never the trainer, which the scorer's image does not ship.
 Imported by ``scorer/main.py`` (the Cloud Run service), ``landfall.local`` (``landfall up``) and ``landfall.cli``.
 
 Scored exactly as ``landfall score`` scores a file (``score``), its results written under ``scores/`` and announced on

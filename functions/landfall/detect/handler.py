@@ -90,7 +90,7 @@ class Models:
     def get(self, storage: Storage, uri: str, files: dict[str, str] | None = None) -> tuple[Any, float]:
         """The scorer of ``uri`` (its ``files`` checked when it is loaded: the champion record's digests) and the
         seconds this call spent loading it (0 when held)."""
-        from trainer import scoring
+        from landfall.core import scoring
 
         with self.lock:
             if uri in self.held:
@@ -225,7 +225,7 @@ def _timestamp(text: Any) -> float:
 def _score(request: ScoreRequest, manifest: Manifest, current: champion_mod.Champion, aid: str,
            rt: DetectRuntime) -> Summary:
     """Scores the arrival and uploads its scores; the summary to create (not yet written)."""
-    from trainer import scoring
+    from landfall.core import scoring
 
     cfg, lay, storage = rt.config, rt.layout, rt.storage
     t0 = time.perf_counter()

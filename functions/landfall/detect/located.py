@@ -3,7 +3,7 @@ precision and recall against a label column (``landfall score`` on a series file
 has the window arithmetic it mirrors).
 
 ``Locator`` is fed a series' rows in time order (bounded chunks) and an ``errors`` function (a window block, float32
-``[n, length, channels]``, to one error each: ``trainer.scoring.Scorer.errors``). It cuts the rows into segments
+``[n, length, channels]``, to one error each: ``landfall.core.scoring.Scorer.errors``). It cuts the rows into segments
 where a step is longer than ``max_gap`` (the converter's rule: no window spans a gap; unset, taken from the first
 chunk of rows that has a step, as ``landfall.arrival.series.SeriesWriter`` takes it), scores every window of a
 segment, ``stride`` rows apart, plus one window ending at the segment's last row when the stride leaves rows after

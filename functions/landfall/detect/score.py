@@ -6,7 +6,7 @@ Two kinds, by the dataset's spec:
   given) is read as the converter reads a series arrival (``landfall.arrival.series``: the spec's time column and
   channels, ISO-8601 or numeric times, sorted in memory when it is not), windowed with the spec's window (at
   ``stride``, default the spec's stride) without crossing a gap longer than ``max_gap``, every window scored with the
-  model (``trainer.scoring.Scorer``: its reconstruction MSE, each feature in its ``error_scale``), and the windows'
+  model (``core.scoring.Scorer``: its reconstruction MSE, each feature in its ``error_scale``), and the windows'
   errors combined into a score per row of the time-sorted series (``landfall.detect.located``: the mean of the
   windows covering it, ``combine="max"``, or ``combine="row"``, the mean of the row's own error in each, from the
   scorer's ``row_errors``; the rows of one time merged first, by the spec's ``duplicate_times``, and non-finite rows
@@ -36,7 +36,7 @@ Two kinds, by the dataset's spec:
   the scores file itself), and one chunk. For a file not sorted by time (summary ``sorted: false``), a range's rows
   are the rows whose time lies in ``start..end``, not every row of the file between ``first_row`` and ``last_row``.
 - **instances** (``score_instances``): every instance of ``chunks_of(src)`` (any converter input, or a manifest whose
-  shards are read record by record) scored, ``out`` holding ``index``, ``error`` and ``anomaly`` (``trainer.scoring``).
+  shards are read record by record) scored, ``out`` holding ``index``, ``error`` and ``anomaly`` (``core.scoring``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from landfall.core.artifacts.specs import DatasetSpec
 from landfall.core.errors import BadInput, Invalid
 from landfall.core.rules import duplicates
 from landfall.core.rules.series_windows import MEAN, ROW, served_stride
-from landfall.core.services.storage import Storage
+from landfall.core.services.storage import Storage, resolve
 from landfall.detect import located
 from landfall.detect.located import Block, Locator, Range, Unsorted
 
@@ -110,7 +110,7 @@ def score_series(storage: Storage, src: str, spec: DatasetSpec, model: str, scor
 
     from landfall.arrival import formats, series
     from landfall.arrival.config import ConverterConfig
-    from trainer import scoring
+    from landfall.core import scoring
 
     cfg = dataclasses.replace(ConverterConfig.load(), **spec.converter_fields())
     if scorer.shape is not None and tuple(scorer.shape) != cfg.shape:
@@ -327,13 +327,12 @@ def chunks_of(src: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np
 def _manifest_chunks(uri: str, storage: Storage, shape: tuple[int, int]) -> Iterator[np.ndarray]:
     from landfall.core.contracts.messages import Manifest
     from landfall.core.contracts.records import decode_example, iter_records
-    from trainer import inputs
 
     manifest = Manifest.from_json(storage.read_bytes(uri), f"manifest {uri}")
     if tuple(manifest.shape) != tuple(shape):
         raise Invalid(f"manifest {uri}: instances of shape {manifest.shape}, the model expects {list(shape)}")
     for shard in manifest.shards:
-        shard_uri = inputs.shard_uri(uri, shard.uri)
+        shard_uri = resolve(uri, shard.uri)
         batch: list[np.ndarray] = []
         with storage.open_read(shard_uri) as fh:
             try:
@@ -352,7 +351,7 @@ def score_instances(storage: Storage, src: str, model: str, scorer: Any, thresho
                     out: str | Path) -> dict[str, Any]:
     """Scores every instance of ``src`` into ``out``; returns the summary (count, anomalies, quantiles ...) and the
     runs of consecutive anomalous instances as ``ranges`` (``start``/``end`` are instance indices)."""
-    from trainer import scoring
+    from landfall.core import scoring
 
     shape = scorer.shape or (36, 10)
     runs = InstanceRuns()

@@ -2,7 +2,7 @@
 
 ``score_injected`` spikes a few instances of normal data (``magnitude`` standard deviations of each feature
 at a few timesteps), writes the file (``.npy``), reads it back with the converter's streaming reader, scores
-every instance with the model (``trainer.scoring``: reconstruction MSE, each feature in its ``error_scale``,
+every instance with the model (``landfall.core.scoring``: reconstruction MSE, each feature in its ``error_scale``,
 anomaly = error > the model's ``threshold.json``) into a Parquet file, and returns which instances were flagged,
 which were
 injected, and a plot-sized histogram of the errors with the threshold.
@@ -67,7 +67,7 @@ def score_injected(model_uri: str, work_dir: str | Path, *, normal: np.ndarray |
     anomalies; pass data drawn as the model's training data was) with ``injected`` of them spiked."""
     from landfall.arrival import formats
     from landfall.arrival.config import ConverterConfig
-    from trainer import scoring
+    from landfall.core import scoring
 
     storage = storage or Storage()
     scorer = scoring.Scorer.load(storage, model_uri)

@@ -57,7 +57,7 @@ HISTORY = 20
 QUARANTINED = 5  # quarantined arrivals shown per dataset, the newest
 DETECTIONS = 20  # the newest detections shown (landfall.core.artifacts.detections), all datasets together
 DETECTION_PLOTS = 5  # of which the newest series detections drawn (their scores read from the bucket)
-# trainer.scoring.QUANTILES, the names threshold.json keeps its quantiles under
+# landfall.core.scoring.QUANTILES, the names threshold.json keeps its quantiles under
 QUANTILE_LEVELS = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 
 

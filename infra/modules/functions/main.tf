@@ -4,7 +4,7 @@
 
 # Only main.py, requirements.txt and landfall/{core,arrival,submit} deploy. The laptop stack
 # (landfall/local), the command line (landfall/cli) and its read model (landfall/views), the reconciler (it runs in the trainer
-# image) and the scorer (landfall/detect: TensorFlow, its own Cloud Run service) stay out, with build metadata and caches. The excludes are doublestar globs on paths
+# image) and the scorer (landfall/detect and landfall/core/scoring.py: TensorFlow, its own Cloud Run service) stay out, with build metadata and caches. The excludes are doublestar globs on paths
 # relative to source_dir; tests/functions/test_archive.py builds this archive and imports it.
 data "archive_file" "functions" {
   type        = "zip"
@@ -16,6 +16,7 @@ data "archive_file" "functions" {
     "landfall/views/**",
     "landfall/reconcile/**",
     "landfall/detect/**",
+    "landfall/core/scoring.py",
     "**/*.egg-info/**",
     "**/__pycache__/**",
     "**/*.pyc",

@@ -32,7 +32,7 @@ def trained(tmp_path_factory):
     import tensorflow as tf
     import tf_keras as keras
 
-    from trainer import scoring
+    from landfall.core import scoring
     from trainer.model import build_model
 
     root = tmp_path_factory.mktemp("score")

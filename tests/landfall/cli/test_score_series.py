@@ -273,7 +273,7 @@ def daphnet_model(tmp_path_factory):
     p99 of the errors of the windows of the rest."""
     import tf_keras as keras
 
-    from trainer import scoring
+    from landfall.core import scoring
     from trainer.model import build_model
 
     root = tmp_path_factory.mktemp("gait")

@@ -4,7 +4,7 @@ A champion is served from its folder in the bucket (``runs/<job>/model`` or ``ru
 SavedModel, ``normalization.json`` and ``threshold.json``; nothing is pickled). Whoever can write the bucket could
 replace a file there after promotion, and every scorer loading it would then run a graph nobody chose. So the record
 that makes it champion (``champion.json``'s ``files``) carries each file's SHA-256 by its path in the folder, taken
-when it was promoted, and the scorer (``trainer.scoring.Scorer.load``) checks the files it downloaded against them
+when it was promoted, and the scorer (``landfall.core.scoring.Scorer.load``) checks the files it downloaded against them
 before TensorFlow reads one: a file changed, missing or added is one line naming the file, and the model is not
 loaded (``Invalid``: permanent). A record without ``files`` (promoted before this) is loaded as it was.
 """

@@ -47,7 +47,7 @@ def scaled(std: Sequence[float]) -> np.ndarray:
 
 
 def error_scale(std: Sequence[float]) -> np.ndarray:
-    """Each feature's unit for the detection error (``trainer.scoring``: residuals divided by it, then squared): its
+    """Each feature's unit for the detection error (``core.scoring``: residuals divided by it, then squared): its
     standard deviation, so every feature counts in its own spread whatever its units (issue #55: in original units
     the server machines' channels, min-max scaled, weigh 1e-10 to 0.08 each and one channel decides); a feature
     constant in training counts in units of the ``FLOOR_QUANTILE`` quantile of the varying features' deviations,
@@ -70,6 +70,6 @@ def scaled_row_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray
 
 def scaled_mse(residual: np.ndarray, scale: np.ndarray | None) -> np.ndarray:
     """Each window's MSE over its ``T x F`` residuals (float64 ``[n, T, F]``), each feature's divided by its
-    ``error_scale`` first (None: original units): the one definition of a detection error (``trainer.scoring``), the
+    ``error_scale`` first (None: original units): the one definition of a detection error (``core.scoring``), the
     mean of its rows' errors (``scaled_row_mse``)."""
     return scaled_row_mse(residual, scale).mean(axis=1)

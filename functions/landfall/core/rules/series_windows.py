@@ -28,7 +28,7 @@ import numpy as np
 
 # How a row's score is made from the windows over it: ``landfall.detect.located.Locator``'s rules, a series dataset's
 # ``shape.window.combine`` and ``landfall score --combine``; ``SAYS`` what each is, for people. ``ROW`` also keys
-# ``threshold.json``'s row threshold (``trainer.scoring``), the one a row's own error is flagged against.
+# ``threshold.json``'s row threshold (``landfall.core.scoring``), the one a row's own error is flagged against.
 MEAN, MAX, ROW = "mean", "max", "row"
 COMBINE = (MEAN, MAX, ROW)
 SAYS = {MEAN: "the mean of the windows over each row", MAX: "the largest of the windows over each row",

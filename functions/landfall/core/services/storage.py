@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import posixpath
 import shutil
 import tempfile
 import threading
@@ -69,6 +70,14 @@ def join(base: str, *parts: str) -> str:
     for p in parts:
         out = f"{out}/{p.strip('/')}"
     return out
+
+
+def resolve(manifest_uri: str, uri: str) -> str:
+    """A URI a manifest names (a shard's), absolute: as written, or relative to the manifest's folder."""
+    if is_gs(uri) or os.path.isabs(uri):
+        return uri
+    base = manifest_uri.rsplit("/", 1)[0]
+    return join(base, uri) if is_gs(base) else posixpath.normpath(os.path.join(base, uri))
 
 
 def _local_generation(data: bytes) -> int:
