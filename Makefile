@@ -8,7 +8,7 @@ TOOLS_STAMP := $(TOOLS)/.installed-stamp
 REF    := .venv-ref
 REF_STAMP := $(REF)/.installed-stamp
 
-.PHONY: system venv tools ref test lint demo bench clean requirements
+.PHONY: system venv tools ref test check lint demo bench clean requirements
 
 # Re-installs only when pyproject.toml changed (or the venv is missing): quick when nothing changed.
 venv: $(STAMP)
@@ -72,6 +72,11 @@ lint: venv
 TEST_WORKERS ?= 2
 test: system venv tools ref lint
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=30
+
+# The edit loop's quicker subset: lint, then the suite without its heaviest modules (tests/conftest.py, --quick). An
+# addition only: CI and the README's quickstart run `make test`, the whole suite.
+check: system venv tools ref lint
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --quick
 
 demo: venv
 	$(BIN)/landfall demo

@@ -259,7 +259,33 @@ def dealt(items: list, shares: int) -> list:
     return [item for part in parts for unit in sorted(part, key=seconds, reverse=True) for item in unit]
 
 
+# -- ``make check``: the edit loop's quicker subset (issue #67) --------------------------------------------------------
+# ``pytest --quick`` leaves out the modules of QUICK_LEAVES_OUT seconds or more in MODULE_SECONDS (the two-worker
+# clusters, the demo, the scale and burst tests, the image rehearsals), and says how many tests it left out. It is an
+# addition for the edit loop: ``make test`` (what CI and the README's quickstart run) is always the whole suite.
+QUICK_LEAVES_OUT = 30
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true", help="leave out the heaviest modules (make check); make test "
+                     "runs everything")
+
+
+def heavy_modules() -> set[str]:
+    return {m for m, s in MODULE_SECONDS.items() if s >= QUICK_LEAVES_OUT}
+
+
+LEFT_OUT = pytest.StashKey[int]()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if config.getoption("--quick"):
+        heavy = heavy_modules()
+        left = [i for i in items if _module_of(i) in heavy]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [i for i in items if _module_of(i) not in heavy]
+        config.stash[LEFT_OUT] = len(left)
     shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if shares > 1:
         items[:] = dealt(items, shares)
@@ -281,5 +307,29 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         return
     took = time.monotonic() - config.stash[STARTED]
     verdict = "within it" if took <= SUITE_GOAL_S else f"OVER it by {took - SUITE_GOAL_S:.0f} s"
+    spent = by_folder(r for reports in terminalreporter.stats.values() for r in reports)
+    total = sum(spent.values())
+    if total and len(spent) > 1:
+        terminalreporter.write_line("where it went (the tests' own seconds, setup and teardown included, summed over "
+                                    "the workers): " + ", ".join(f"{folder} {s:.0f} s ({100 * s / total:.0f} %)"
+                                                                 for folder, s in spent.most_common()))
+    if config.getoption("--quick", False):
+        terminalreporter.write_line(f"make check: the quick subset, {len(heavy_modules())} heavy modules left out; "
+                                    "`make test` runs the whole suite")
+        return
     terminalreporter.write_line(f"the suite's time: {took:.0f} s of pytest, the goal {SUITE_GOAL_S} s on the 2-core "
                                 f"machine (issue #67): {verdict}")
+
+
+def by_folder(reports) -> collections.Counter:
+    """Each test folder's seconds (``tests/landfall/local``, ``tests/trainer`` ...: a module's folder, at most three
+    deep) over the reports of a run: every phase of every test (setup, call, teardown), so a fixture's time counts
+    where the test that first needed it ran."""
+    spent: collections.Counter = collections.Counter()
+    for report in reports:
+        nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
+        if not nodeid or duration is None or getattr(report, "when", None) not in ("setup", "call", "teardown"):
+            continue
+        parts = nodeid.split("::", 1)[0].split("/")[:-1][:3]
+        spent["/".join(parts) or "."] += float(duration)
+    return spent

@@ -28,27 +28,28 @@ def add_arguments(name: str, p: argparse.ArgumentParser) -> None:
                        help="larger arrivals are converted by Cloud Run job tasks, here processes the local operator "
                             "starts (LANDFALL_INLINE_MAX_BYTES; default: the deployed per-format thresholds)")
     elif name == "demo":
-        # Defaults finish in about 1.5 minutes on 2 CPU cores with the seed's model; the batch is
-        # smaller than the seed's 1024 so the small dataset still gives the optimizer enough steps.
-        p.add_argument("--instances", type=int, default=8192)
-        p.add_argument("--workers", type=int, default=2)
+        # Unset options take DemoOptions' defaults (landfall.local.demo): a shape that shows every stage within
+        # 150 s on 2 CPU cores with the seed's model (issue #67); the batch is smaller than the seed's 1024 so the
+        # small dataset still gives the optimizer enough steps.
+        p.add_argument("--instances", type=int, help="instances of the first upload (default 4096)")
+        p.add_argument("--workers", type=int, help="workers of each job (default 2)")
         p.add_argument("--engine", choices=list(ENGINES), default="tfjob",
                        help="TFJobs, JobSets or Vertex AI CustomJobs (on the local stand-in)")
-        p.add_argument("--epochs", type=int, default=5)
-        p.add_argument("--batch-size-per-worker", type=int, default=128)
+        p.add_argument("--epochs", type=int, help="each job's epochs (default 3)")
+        p.add_argument("--batch-size-per-worker", type=int, help="default 128")
         p.add_argument("--units", default=SEED_UNITS, help=f"GRU units of the encoder (the seed's {SEED_UNITS})")
         p.add_argument("--min-skill", type=float,
                        help="the verdict's floor: promoted only at 1 - loss / baseline loss >= this (default 0.1)")
         p.add_argument("--out", default="./landfall-demo")
-        p.add_argument("--stage-timeout", type=float, default=150.0,
-                       help="fail a stage that makes no progress for this many seconds")
+        p.add_argument("--stage-timeout", type=float,
+                       help="fail a stage that makes no progress for this many seconds (default 150)")
         p.add_argument("--no-follow-up", action="store_true", help="skip the second, coalesced arrival")
         p.add_argument("--keep-running", action="store_true", help="leave the stack up afterwards")
-        p.add_argument("--inline-max-bytes", type=int, default=8_000_000,
+        p.add_argument("--inline-max-bytes", type=int,
                        help="uploads larger than this are converted by Cloud Run job tasks, here local processes "
-                            "(default 8000000: the first upload of the default demo takes that path)")
-        p.add_argument("--task-bytes", type=int, default=4_000_000,
-                       help="bytes per conversion task of such an upload (default 4000000: three tasks)")
+                            "(default 4000000: the first upload of the default demo takes that path)")
+        p.add_argument("--task-bytes", type=int,
+                       help="bytes per conversion task of such an upload (default 2000000: three tasks)")
     elif name == "upload":
         p.add_argument("file")
         p.add_argument("--dataset", required=True)
@@ -111,12 +112,12 @@ def demo(args: argparse.Namespace) -> int:
     from landfall.local.demo import run as run_demo
 
     logs.setup(level="WARNING")
-    return run_demo(DemoOptions(instances=args.instances, workers=args.workers, epochs=args.epochs, engine=args.engine,
-                                batch_size_per_worker=args.batch_size_per_worker, units=args.units, out=args.out,
-                                min_skill=args.min_skill,
-                                stage_timeout=args.stage_timeout, keep_running=args.keep_running,
-                                follow_up=not args.no_follow_up, inline_max_bytes=args.inline_max_bytes,
-                                task_bytes=args.task_bytes))
+    given = {"instances": args.instances, "workers": args.workers, "epochs": args.epochs,
+             "batch_size_per_worker": args.batch_size_per_worker, "stage_timeout": args.stage_timeout,
+             "inline_max_bytes": args.inline_max_bytes, "task_bytes": args.task_bytes}
+    return run_demo(DemoOptions(engine=args.engine, units=args.units, out=args.out, min_skill=args.min_skill,
+                                keep_running=args.keep_running, follow_up=not args.no_follow_up,
+                                **{k: v for k, v in given.items() if v is not None}))
 
 
 def upload(args: argparse.Namespace) -> int:
