@@ -1,7 +1,8 @@
 """Training to convergence: ``training.epochs`` is a ceiling, the held-out loss decides when to stop.
 
-The rule (``Rule``, from ``training.early_stopping`` in a dataset spec or ``LANDFALL_EARLY_STOPPING_*``; what
-they leave unset ``Rule.auto`` fills for the run's ceiling: patience 10 % and smoothing 5 % of it):
+The rule (``trainer.config.Rule``, a setting: from ``training.early_stopping`` in a dataset spec or
+``LANDFALL_EARLY_STOPPING_*``; what they leave unset ``Rule.auto`` fills for the run's ceiling: patience 10 % and
+smoothing 5 % of it):
 - the monitored value is ``val_loss``, the held-out loss every worker computes identically under
   MultiWorkerMirroredStrategy (Keras all-reduces it), so every worker takes the same decision at the same
   epoch and none is left waiting in a collective;
@@ -64,73 +65,16 @@ from typing import Any
 
 import numpy as np
 
+from trainer.config import Rule
+
 STATE_PREFIX = "landfall-stopping-"
 BEST_PREFIX = "landfall-best-"
 _STATE_RE = re.compile(rf"^{STATE_PREFIX}(\d+)\.json$")
 _BEST_RE = re.compile(rf"^{BEST_PREFIX}(\d+)\.npz$")
 
 
-def auto_patience(ceiling: int) -> int:
-    """Patience for a ceiling of ``ceiling`` epochs: 10 % of it, at least 3 (``Rule.auto``)."""
-    return max(3, math.ceil(ceiling / 10))
-
-
-def auto_smoothing(ceiling: int) -> int:
-    """Smoothing for a ceiling of ``ceiling`` epochs: 5 % of it, at least 1 (``Rule.auto``)."""
-    return max(1, math.ceil(ceiling / 20))
-
-
-MIN_GAIN = 0.01  # Rule.min_gain's default (module doc)
-AUTO_CEILING = 200  # a Rule() given no patience or smoothing is Rule.auto(AUTO_CEILING)'s
-
-
 class Converged(Exception):
     """Raised by ``ConvergenceStop`` before the first step of a restarted run that had already stopped."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    # The rule's defaults, written here only: TrainerConfig leaves each field unset (None) to get them; the pages and
-    # the spec's JSON Schema that repeat them are checked against these (tests/trainer/test_stopping.py).
-    patience: int = auto_patience(AUTO_CEILING)  # epochs in a row without improvement before a reduction or the
-    # stop; 0: off
-    min_delta: float = 0.005  # an improvement: the monitored value < the last improvement's x (1 - min_delta)
-    min_gain: float = MIN_GAIN  # ... and lower by more than this fraction of the run's gain so far
-    start_from_epoch: int = 0  # epochs (1-based count) before monitoring starts
-    reductions: int = 0  # plateaus met by lowering the learning rate before one stops the run
-    factor: float = 0.3  # the learning rate is multiplied by this at each reduction
-    smoothing: int = auto_smoothing(AUTO_CEILING)  # the monitored value: the mean val_loss of this many last epochs
-
-    def __post_init__(self) -> None:
-        if (self.patience < 0 or not 0.0 <= self.min_delta < 1.0 or self.start_from_epoch < 0 or self.reductions < 0
-                or not 0.0 < self.factor < 1.0 or self.smoothing < 1 or not 0.0 <= self.min_gain < 1.0):
-            raise ValueError(f"early stopping: patience must be >= 0, min_delta in [0, 1), start_from_epoch >= 0, "
-                             f"reductions >= 0, factor in (0, 1), smoothing >= 1 and min_gain in [0, 1), got "
-                             f"{self.patience}, {self.min_delta}, {self.start_from_epoch}, {self.reductions}, "
-                             f"{self.factor}, {self.smoothing}, {self.min_gain}")
-
-    @classmethod
-    def auto(cls, ceiling: int, **given: Any) -> Rule:
-        """The rule for a ceiling of ``ceiling`` epochs: ``patience`` and ``smoothing`` not given (None) scale
-        with it, 10 % and 5 % of it (at least 3 and 1): 20 and 10 for a 200-epoch ceiling, 3 and 1 for the
-        seed's 10. The ceiling is the user's budget: a long one says the model learns slowly, and a slow
-        learner's noise needs a long look before one calls it a plateau; a short one cannot afford it."""
-        fields = {k: v for k, v in given.items() if v is not None}
-        fields.setdefault("patience", auto_patience(ceiling))
-        fields.setdefault("smoothing", auto_smoothing(ceiling))
-        return cls(**fields)
-
-    @property
-    def active(self) -> bool:
-        return self.patience > 0
-
-    def describe(self) -> dict[str, Any]:
-        return {"patience": self.patience, "min_delta": self.min_delta, "min_gain": self.min_gain,
-                "start_from_epoch": self.start_from_epoch,
-                "reductions": self.reductions, "factor": self.factor, "smoothing": self.smoothing,
-                "monitor": "val_loss" if self.smoothing == 1 else f"mean val_loss of the last {self.smoothing} epochs",
-                "min_delta_is": "a fraction of the last improvement's val_loss",
-                "min_gain_is": "a fraction of the run's gain so far (first monitored value - last improvement's)"}
 
 
 @dataclasses.dataclass

@@ -29,7 +29,7 @@ from landfall.core.errors import Invalid
 from trainer import faults, iterators, pipeline, preemption, stopping, stopwatch, verdict, warmstart
 from trainer import model as model_mod
 from trainer.cluster import Cluster
-from trainer.config import TrainerConfig
+from trainer.config import Rule, TrainerConfig
 from trainer.errors import phase
 from trainer.inputs import Inputs, Plan, arrival_counts
 from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
@@ -254,7 +254,7 @@ class ConvergenceStop(keras.callbacks.Callback):
     or setting the weights is symmetric too: every worker does it at the same point (a BatchNormalization
     statistic is a sync-on-read variable, read with an all-reduce)."""
 
-    def __init__(self, rule: stopping.Rule, folder: Path, monitored: bool, worker: int, learning_rate: float):
+    def __init__(self, rule: Rule, folder: Path, monitored: bool, worker: int, learning_rate: float):
         super().__init__()
         self.rule, self.folder, self.monitored, self.worker = rule, folder, monitored, worker
         self.initial_lr = learning_rate

@@ -25,7 +25,7 @@ from tests.trainer.helpers import write_dataset
 from trainer import baselines
 from trainer import inputs as inputs_mod
 from trainer.baselines import nearest_neighbour
-from trainer.config import TrainerConfig
+from trainer.config import SKILL_OVER, TrainerConfig
 from trainer.jobdir import MODEL, JobDir
 from trainer.task import Metrics
 
@@ -157,6 +157,7 @@ def test_the_gate_names_are_checked():
         TrainerConfig(min_skill_over="pca=2")
     assert TrainerConfig(min_skill_over="pca=0,nearest_neighbour=-0.1").skill_margins() == {
         "pca": 0.0, "nearest_neighbour": -0.1}
+    assert SKILL_OVER == (baselines.PCA, baselines.NEAREST)  # the config parses the flag without the detectors
 
 
 def test_every_channel_counts_in_its_own_spread_so_a_quiet_channels_anomaly_shows():

@@ -22,10 +22,11 @@ SCHEMA = REPO / "functions" / "landfall" / "core" / "artifacts" / "dataset-v1.sc
 
 
 def test_the_spec_schema_names_every_kind_and_the_trainer_refuses_others():
-    from trainer.config import TrainerConfig
+    from trainer.config import MODEL_KINDS, TrainerConfig
 
     enum = json.loads(SCHEMA.read_text())["properties"]["model"]["properties"]["kind"]["enum"]
-    assert enum == list(model_kinds.KINDS) == ["gru", "dense", "conv", "forecast"]
+    assert enum == list(model_kinds.KINDS) == list(MODEL_KINDS) == ["gru", "dense", "conv", "forecast"]
+    assert all(name == kind.NAME for name, kind in model_kinds.KINDS.items())  # each module named as its kind
     with pytest.raises(ValueError, match="model kind must be one of gru, dense, conv, forecast, got 'lstm'"):
         TrainerConfig(model_kind="lstm")
     with pytest.raises(ValueError, match="one of gru, dense, conv, forecast"):

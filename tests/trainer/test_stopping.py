@@ -1,5 +1,5 @@
-"""Training to convergence (``trainer.stopping`` and ``trainer.train.ConvergenceStop``): the rule, its state
-surviving a restart exactly, the best epoch's weights kept, and what the trainer records."""
+"""Training to convergence (``trainer.config.Rule``, ``trainer.stopping`` and ``trainer.train.ConvergenceStop``): the
+rule, its state surviving a restart exactly, the best epoch's weights kept, and what the trainer records."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
-from trainer import stopping
-from trainer.stopping import Rule, State
+from trainer import config, stopping
+from trainer.config import Rule
+from trainer.stopping import State
 from trainer.task import ceiling_cost
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -104,7 +105,7 @@ def test_patience_and_smoothing_scale_with_the_ceiling_unless_given():
 
 
 def test_the_rules_defaults_are_written_once_and_what_repeats_them_agrees():
-    """``trainer.stopping.Rule`` alone writes the rule's defaults: ``TrainerConfig`` leaves each of its fields unset
+    """``trainer.config.Rule`` alone writes the rule's defaults: ``TrainerConfig`` leaves each of its fields unset
     (None). The pages and the spec's JSON Schema repeat them in words, checked against the rule here."""
     from trainer.config import TrainerConfig
 
@@ -124,8 +125,8 @@ def test_the_rules_defaults_are_written_once_and_what_repeats_them_agrees():
     auto = re.compile(r"(\d+) % and (?:smoothing )?(\d+) % of (?:it|the ceiling), at least (\d+) and (\d+)")
     for text in (said, datasets_md):
         assert [int(v) for v in auto.search(text).groups()] == [
-            stopping.auto_patience(1000) // 10, stopping.auto_smoothing(1000) // 10, stopping.auto_patience(1),
-            stopping.auto_smoothing(1)]
+            config.auto_patience(1000) // 10, config.auto_smoothing(1000) // 10, config.auto_patience(1),
+            config.auto_smoothing(1)]
 
 
 def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():

@@ -290,22 +290,3 @@ def beaten_by(baselines: dict[str, dict] | None) -> list[str]:
     """The baselines that reconstruct the held-out windows better than the model (its skill over them below 0)."""
     return [name for name, doc in (baselines or {}).items()
             if isinstance(doc, dict) and doc.get("skill") is not None and doc["skill"] < 0.0]
-
-
-def parse_margins(text: str) -> dict[str, float]:
-    """``--min-skill-over``: ``NAME=MARGIN[,NAME=MARGIN]`` (``none`` or empty: no gate), names among ``pca`` and
-    ``nearest_neighbour``; raises ``ValueError`` naming the bad part."""
-    out: dict[str, float] = {}
-    text = (text or "").strip()
-    if text.lower() in ("", "none"):
-        return out
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or name not in (PCA, NEAREST):
-            raise ValueError(f"min skill over: {part.strip()!r} is not NAME=MARGIN with NAME {PCA} or {NEAREST}")
-        margin = float(value)
-        if margin > 1.0:
-            raise ValueError(f"min skill over {name} must be <= 1, got {margin}")
-        out[name] = margin
-    return out

@@ -11,23 +11,25 @@ error (scaled by the horizon's share of the window).
 **To add a kind**, write one module beside these with ``NAME``, ``MODEL_NAME`` (the Keras model's name, which tells a
 saved model's kind), ``DESCRIPTION``, ``build(timesteps, features, units, dropout) -> keras.Model`` (uncompiled, every
 layer a built-in one so that a saved model reloads from its config) and ``units_of(model) -> list[int]`` (the widths
-it was built with, what a warm start compares); register it in ``KINDS`` below; add its name to the spec schema's
-``model.kind`` enum (``landfall/core/artifacts/dataset-v1.schema.json``: a contract, checked against ``KINDS`` by
-``tests/trainer/test_model_kinds.py``). The trainer's flag, the config's check and the warm start read ``KINDS``.
+it was built with, what a warm start compares); register it: its name in ``trainer.config.MODEL_KINDS`` (the one
+list, which ``KINDS`` below imports a module of each name from) and in the spec schema's ``model.kind`` enum
+(``landfall/core/artifacts/dataset-v1.schema.json``: a contract, checked against ``KINDS`` by
+``tests/trainer/test_model_kinds.py``). The trainer's flag, the config's check and the warm start read them.
 Importing this package is light: each kind imports ``tf_keras`` when it builds (the config's check needs only the
 names).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from trainer.model_kinds import conv, dense, forecast, gru
+from trainer.config import MODEL_KINDS
 
-KINDS: dict[str, ModuleType] = {m.NAME: m for m in (gru, dense, conv, forecast)}
-GRU, DENSE = gru.NAME, dense.NAME
+KINDS: dict[str, ModuleType] = {name: importlib.import_module(f"{__name__}.{name}") for name in MODEL_KINDS}
+GRU, DENSE = KINDS["gru"].NAME, KINDS["dense"].NAME
 
 
 def build(kind: str, timesteps: int, features: int, units: Sequence[int], dropout: float) -> Any:
