@@ -1,5 +1,6 @@
-"""Training to convergence (``trainer.config.Rule``, ``trainer.stopping`` and ``trainer.train.ConvergenceStop``): the
-rule, its state surviving a restart exactly, the best epoch's weights kept, and what the trainer records."""
+"""Training to convergence (``trainer.config.Rule``, ``trainer.training.stopping`` and
+``trainer.train.ConvergenceStop``): the rule, its state surviving a restart exactly, the best epoch's weights kept, and
+what the trainer records."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from hypothesis import strategies as st
 from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
-from trainer import config, stopping
+from trainer import config
 from trainer.config import Rule
-from trainer.stopping import State
 from trainer.task import ceiling_cost
+from trainer.training import stopping
+from trainer.training.stopping import State
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPECS_SCHEMA = Path(specs.__file__).with_name("dataset-v1.schema.json")
@@ -216,7 +218,7 @@ def test_the_ceilings_cost_prices_the_epochs_not_run_at_the_median_epoch():
 def _model_and_data():
     import tf_keras as keras
 
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     keras.utils.set_random_seed(7)
     model = build_model(8, 3, (8, 4), 0.0, 3e-2)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer import train
-from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
+from trainer.training.cluster import Cluster
 
 
 def test_one_worker_trains_under_the_default_strategy_several_under_multi_worker_mirrored():
@@ -35,8 +35,8 @@ def test_fits_callbacks_cost_no_host_sync_per_step(tmp_path):
     per-step hook says it takes them as tensors: the list ``trainer.train.fit`` builds, in its order."""
     import tf_keras as keras
 
-    from trainer import preemption
     from trainer.config import Rule
+    from trainer.training import preemption
 
     marks = train.FitMarks()
     timer = train.EpochTimer()

@@ -1,6 +1,6 @@
-"""What a detector is fitted in (``trainer.baselines``' contract): the job's window shape, the model's code size and
-the statistics the windows were standardised with, so a detector that works on a row's original values (a row
-scorer, ``trainer.baselines.rowwise``) can undo the standardisation the others work in."""
+"""What a detector is fitted in (``trainer.judging.baselines``' contract): the job's window shape, the model's code size
+and the statistics the windows were standardised with, so a detector that works on a row's original values (a row
+scorer, ``trainer.judging.baselines.rowwise``) can undo the standardisation the others work in."""
 
 from __future__ import annotations
 

@@ -1,18 +1,18 @@
 """Which candidate becomes champion: the one that detects best (``--select detection``, the default since #47).
 
 The candidates of every job that can be judged are the model the job trained and the baselines the verdict fits in
-its existing pass (``trainer.baselines``: the mean window and every registered detector: PCA, the nearest
+its existing pass (``trainer.judging.baselines``: the mean window and every registered detector: PCA, the nearest
 neighbour, KMeansAD, ...), each a detector served the
-same way (``trainer.detectors``). Each is scored on the same windows:
+same way (``trainer.judging.detectors``). Each is scored on the same windows:
 
 - **basis** (``basis``): with a labelled set (spec ``verdict.labelled``) that the candidates could score, its **labelled
-  average precision** (``trainer.labelled_check``); else, for a dataset scored by each row's own error (``--combine
-  row``, spec ``shape.window.combine``), **the fixed choice for rows**, the nearest neighbour alone (compared with the
-  champion on the surrogate set): by rows the surrogate's choice scores below always the nearest neighbour on both dev
-  sets (VUS-PR 0.261 against 0.299, 3 seeds; docs/benchmarks.md, "Scored by rows"), and issue #55's rule makes the
-  control that beats the choice the default; else its **surrogate average precision over kinds**, on synthetic
-  anomalies injected into held-out windows (``trainer.surrogate``: the mean of each anomaly kind's average precision
-  against all the clean windows). Reconstruction loss is recorded, never the basis: a detector that
+  average precision** (``trainer.judging.labelled_check``); else, for a dataset scored by each row's own error
+  (``--combine row``, spec ``shape.window.combine``), **the fixed choice for rows**, the nearest neighbour alone
+  (compared with the champion on the surrogate set): by rows the surrogate's choice scores below always the nearest
+  neighbour on both dev sets (VUS-PR 0.261 against 0.299, 3 seeds; docs/benchmarks.md, "Scored by rows"), and issue
+  #55's rule makes the control that beats the choice the default; else its **surrogate average precision over kinds**,
+  on synthetic anomalies injected into held-out windows (``trainer.judging.surrogate``: the mean of each anomaly kind's
+  average precision against all the clean windows). Reconstruction loss is recorded, never the basis: a detector that
   reconstructs normal windows well may reconstruct anomalies as well (issues #38, #47).
 - **order**: by the basis, highest first, the model's score less ``--model-margin`` (default 0.01): the model ranks
   above a baseline only when it detects better by that much (TSB-AD's finding that simple detectors often win is
@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from landfall.core.rules.series_windows import MEAN, fixed_for_rows
-from trainer import baselines
+from trainer.judging import baselines
 
 MODEL = "model"
 

@@ -17,10 +17,11 @@ As a reconstruction (the serving contract): with ``P`` the components ``[k, D]``
 (c - m)^T precision (c - m)``, the two parts above (every feature standardised with the job's statistics: the
 verdict's error, in ``error_scale``, is that sum up to the constant features' own units).
 
-A detector module of ``trainer.baselines``: fitted in float64 with a fixed seed (a restarted chief fits the same),
-served as four variables of a SavedModel (``trainer.detectors``). Not a default candidate (``LANDFALL_DETECTORS=
-trainer.baselines.mcd`` registers it): with it the label-free choice falls from 0.479 to 0.461 over both dev sets,
-although it is the best fixed detector on two server machines (docs/benchmarks.md, "A robust covariance").
+A detector module of ``trainer.judging.baselines``: fitted in float64 with a fixed seed (a restarted chief fits the
+same), served as four variables of a SavedModel (``trainer.judging.detectors``). Not a default candidate
+(``LANDFALL_DETECTORS=trainer.judging.baselines.mcd`` registers it): with it the label-free choice falls from 0.479 to
+0.461 over both dev sets, although it is the best fixed detector on two server machines (docs/benchmarks.md, "A robust
+covariance").
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines import pca_variance
-from trainer.baselines.space import Space
+from trainer.judging.baselines import pca_variance
+from trainer.judging.baselines.space import Space
 
 NAME = "mcd"
 DESCRIPTION = ("the robust (MCD) Mahalanobis distance of the window's principal-component code, plus its PCA "

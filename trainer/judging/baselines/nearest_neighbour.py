@@ -3,8 +3,8 @@ standardised values, the first on ties) among a bounded, systematic sample of ``
 TSB-AD's other strong simple detector is a nearest-neighbour distance; scored here as a reconstruction, its loss is
 comparable with the model's.
 
-A detector module of ``trainer.baselines``: one matrix product of a block of ``QUERY_BLOCK`` windows against the
-sample, in float64 numpy; served as the sample and its norms, variables of a SavedModel (``trainer.detectors``).
+A detector module of ``trainer.judging.baselines``: one matrix product of a block of ``QUERY_BLOCK`` windows against the
+sample, in float64 numpy; served as the sample and its norms, variables of a SavedModel (``trainer.judging.detectors``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.space import Space
+from trainer.judging.baselines.space import Space
 
 NAME = "nearest_neighbour"
 DESCRIPTION = "each window reconstructed as its nearest training window (Euclidean, standardised), from a sample"

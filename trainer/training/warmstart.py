@@ -33,10 +33,10 @@ from landfall.core.contracts.messages import JobInputs
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.services.storage import Storage, join
 from trainer.config import TrainerConfig
-from trainer.inputs import INPUTS_NAME, inputs_uri
 from trainer.jobdir import METRICS, MODEL, JobDir
+from trainer.training.inputs import INPUTS_NAME, inputs_uri
 
-log = logs.get("trainer.warmstart")
+log = logs.get("trainer.training.warmstart")
 
 WEIGHTS = "weights.npz"  # beside the SavedModel: the arrays of ``model.get_weights()``, in order
 MAX_HOPS = 10  # predecessors looked at, newest first, before giving up

@@ -5,7 +5,7 @@ over channels of ``-log2(density + ALPHA)`` of the bin its value falls in (a val
 more than ``TOL`` of a bin width: the rarest bin's). Here the score is offset by each channel's most common bin
 (``sum(max_c - log2(density_c + ALPHA))``), the same order and at least 0.
 
-A row detector (``trainer.baselines.rowwise``): served as the bin edges and their log densities.
+A row detector (``trainer.judging.baselines.rowwise``): served as the bin edges and their log densities.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, zscore_across, zscore_across_tf
+from trainer.judging.baselines.rowwise import RowDetector, zscore_across, zscore_across_tf
 
 NAME = "hbos"
 DESCRIPTION = "per-channel histograms of single rows z-scored across their channels (TSB-AD-M's HBOS)"

@@ -4,8 +4,8 @@ z-scored across its channels (``ddof = 1``), scikit-learn's ``MinCovDet`` (FastM
 systematic sample of at most ``ROWS``), a row's score its squared Mahalanobis distance from the robust location in
 the robust precision (a pseudo-inverse: rows z-scored across channels have a singular covariance).
 
-A row detector (``trainer.baselines.rowwise``): served as the location and the precision. Beside ``mcd`` (the windows'
-principal-component codes), this is the row-wise form TSB-AD-M's MCD row was made with.
+A row detector (``trainer.judging.baselines.rowwise``): served as the location and the precision. Beside ``mcd`` (the
+windows' principal-component codes), this is the row-wise form TSB-AD-M's MCD row was made with.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, sample, zscore_across, zscore_across_tf
+from trainer.judging.baselines.rowwise import RowDetector, sample, zscore_across, zscore_across_tf
 
 NAME = "mcd_rows"
 DESCRIPTION = "the robust (MCD) Mahalanobis distance of single rows z-scored across channels (TSB-AD-M's MCD)"

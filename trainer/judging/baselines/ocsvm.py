@@ -5,9 +5,9 @@ scaled across them; a row is scored z-scored only (TSB-AD's ``decision_function`
 published table was made with). So a row is judged by the shape of its channels against each other, not by any
 channel's level. TSB-AD-M's best on the server machine 066 (published VUS-PR 0.649).
 
-A row detector (``trainer.baselines.rowwise``): a row's score is ``sum(alpha) - sum_i alpha_i K(sv_i, row)``, the SVM's
-decision function turned into a score at least 0 (the same order: higher more anomalous); served as the support
-vectors and their weights, variables of a SavedModel.
+A row detector (``trainer.judging.baselines.rowwise``): a row's score is ``sum(alpha) - sum_i alpha_i K(sv_i, row)``,
+the SVM's decision function turned into a score at least 0 (the same order: higher more anomalous); served as the
+support vectors and their weights, variables of a SavedModel.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import (
+from trainer.judging.baselines.rowwise import (
     RowDetector,
     sample,
     squared_distances,

@@ -4,7 +4,7 @@ recordings (``n_clusters=4, alpha=0.6``, ``beta=5``, unweighted): each row z-sco
 followed by one ``BETA`` times smaller) are *large*; a row nearest a large cluster's centre scores its distance to it,
 a row nearest a small one its distance to the nearest large centre.
 
-A row detector (``trainer.baselines.rowwise``): served as the centres and which are large.
+A row detector (``trainer.judging.baselines.rowwise``): served as the centres and which are large.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import (
+from trainer.judging.baselines.rowwise import (
     RowDetector,
     squared_distances,
     squared_distances_tf,

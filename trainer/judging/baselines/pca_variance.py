@@ -1,21 +1,21 @@
-"""``pca_variance``: PCA as ``trainer.baselines.pca`` fits it, keeping as many components as explain ``VARIANCE`` of
-the fitted windows' variance (scikit-learn's ``n_components=0.95`` rule), at most ``CAP``, instead of the model's code
-size. On the multivariate dev set the code size (32) keeps a quarter to three quarters of the variance of 38-channel
-server windows; with every feature's error in its own spread (``landfall.core.scoring``'s ``error_scale``) 32 components
-lose Genesis (VUS-PR 0.037) and this rule finds it (0.928). A default candidate since that change (issue #55): the
-one detector best on average over both dev sets (mean VUS-PR 0.478 over the twelve series, the nearest neighbour's
-0.451, ``pca`` at the code size 0.380: ``landfall bench detect --set dev,multivariate --baselines-only``,
+"""``pca_variance``: PCA as ``trainer.judging.baselines.pca`` fits it, keeping as many components as explain
+``VARIANCE`` of the fitted windows' variance (scikit-learn's ``n_components=0.95`` rule), at most ``CAP``, instead of
+the model's code size. On the multivariate dev set the code size (32) keeps a quarter to three quarters of the variance
+of 38-channel server windows; with every feature's error in its own spread (``landfall.core.scoring``'s ``error_scale``)
+32 components lose Genesis (VUS-PR 0.037) and this rule finds it (0.928). A default candidate since that change (issue
+#55): the one detector best on average over both dev sets (mean VUS-PR 0.478 over the twelve series, the nearest
+neighbour's 0.451, ``pca`` at the code size 0.380: ``landfall bench detect --set dev,multivariate --baselines-only``,
 docs/benchmarks.md). Before it, in original units, its evidence was mixed and it was opt-in.
 
-A detector module of ``trainer.baselines``: it reconstructs and serves as ``pca`` does.
+A detector module of ``trainer.judging.baselines``: it reconstructs and serves as ``pca`` does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from trainer.baselines import pca
-from trainer.baselines.space import Space
+from trainer.judging.baselines import pca
+from trainer.judging.baselines.space import Space
 
 NAME = "pca_variance"
 DESCRIPTION = ("principal components of the standardised windows, as many as explain 95% of their variance "

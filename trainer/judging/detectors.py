@@ -2,19 +2,19 @@
 
 A champion is a folder that ``core.scoring.Scorer.load`` reads: a SavedModel whose ``serving_default`` signature
 takes ``x`` (float32 ``[n, T, F]``, normalised with ``normalization.json``'s per-feature ``mean`` and ``std``) and
-returns ``reconstruction`` (the same shape, normalised) or, for a detector that scores (``trainer.baselines``),
+returns ``reconstruction`` (the same shape, normalised) or, for a detector that scores (``trainer.judging.baselines``),
 ``row_scores`` (``[n, T]``), with ``normalization.json`` (its ``unit``: how a scoring detector's rows are located when
 it declares one) and ``threshold.json`` beside it.
-The model's folder is ``runs/<job>/model``; a baseline the verdict picks (``trainer.verdict``) is saved the same way
-in ``runs/<job>/detectors/<name>``, so the scorer service, ``landfall score``, the champion view and ``landfall
+The model's folder is ``runs/<job>/model``; a baseline the verdict picks (``trainer.judging.verdict``) is saved the same
+way in ``runs/<job>/detectors/<name>``, so the scorer service, ``landfall score``, the champion view and ``landfall
 rescore`` serve it unchanged: nothing downstream knows or asks which kind of detector it is (``normalization.json``'s
 ``kind`` says it, for people).
 
-What each computes, in the standardised space ``trainer.baselines.Panel`` fitted it in (the job's statistics, the
-flattened ``D = T x F`` window ``z``), in float32: ``mean_window`` the training set's mean window, whatever the input;
-every registered detector (``trainer.baselines.KINDS``: ``pca``, ``nearest_neighbour``, ``kmeans``, ...) its own
-``serving`` function, the graph of its ``reconstruct`` or ``row_scores``. The constants are variables of the SavedModel
-(``variables/``), not graph constants. Reconstruction errors match the
+What each computes, in the standardised space ``trainer.judging.baselines.Panel`` fitted it in (the job's statistics,
+the flattened ``D = T x F`` window ``z``), in float32: ``mean_window`` the training set's mean window, whatever the
+input; every registered detector (``trainer.judging.baselines.KINDS``: ``pca``, ``nearest_neighbour``, ``kmeans``, ...)
+its own ``serving`` function, the graph of its ``reconstruct`` or ``row_scores``. The constants are variables of the
+SavedModel (``variables/``), not graph constants. Reconstruction errors match the
 panel's float64 ones to float32 rounding, and so do a scoring detector's scores (``tests/trainer/test_detectors.py``).
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 
 from landfall.core import scoring
 from landfall.core.artifacts.champion import ALONE, NORMALIZATION, RECONSTRUCTION, ROW_SCORES, UNIT
-from trainer import baselines
+from trainer.judging import baselines
 
 FOLDER = "detectors"  # runs/<job>/detectors/<name>
 

@@ -5,8 +5,8 @@ anomalies?" for every job, before the data is trained on:
 
 - **New** arrivals: those in this job's inputs that were not in the inputs of the champion's job. The champion's
   job is ``champion.run``; its ``runs/<job>/inputs.json`` (manifests, and a snapshot less its ``skip``, as
-  ``trainer.inputs.load_manifests`` resolves them) lists what it trained on; an arrival is known by its manifest
-  URI, which a compacted snapshot keeps (``ShardRef.manifest``), so compaction between the two jobs changes
+  ``trainer.training.inputs.load_manifests`` resolves them) lists what it trained on; an arrival is known by its
+  manifest URI, which a compacted snapshot keeps (``ShardRef.manifest``), so compaction between the two jobs changes
   nothing. A champion job started by hand without an ``inputs.json`` is read from its ``metrics.json``
   ``manifests``. Everything the champion was trained on is old; everything else (arrivals since, and any
   retracted and re-admitted) is new.
@@ -45,9 +45,9 @@ anomalies?" for every job, before the data is trained on:
 
 ``training.exclude_flagged`` (``exclude``): the chief publishes the flagged indices (``publish``: the job dir's
 ``champion_view.json``), the other workers poll for them (``wait_flagged``: no collective exists yet), and every
-worker plans again with them in neither split (``trainer.inputs.plan_inputs(excluded=...)``), so the shares stay
-exact; the tf.data pipeline filters on each record's (arrival, index in the arrival) (``trainer.pipeline.read_blocks``,
-``trainer.windows.window_starts``).
+worker plans again with them in neither split (``trainer.training.inputs.plan_inputs(excluded=...)``), so the shares
+stay exact; the tf.data pipeline filters on each record's (arrival, index in the arrival)
+(``trainer.training.pipeline.read_blocks``, ``trainer.training.windows.window_starts``).
 
 Recorded as ``metrics.json`` ``champion_view``: ``{champion_run, champion_model, threshold, threshold_quantile,
 new (the definition above), instances, flagged, fraction, arrival_count, arrivals: [{arrival, manifest, instances,
@@ -78,12 +78,12 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.contracts.messages import utc_now
 from landfall.core.errors import Invalid, NotFound, TemporaryError
 from landfall.core.services.storage import Storage, join
-from trainer import detectors
-from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
 from trainer.jobdir import METRICS, JobDir
+from trainer.judging import detectors
+from trainer.training import inputs as inputs_mod
 
-log = logs.get("trainer.champion_view")
+log = logs.get("trainer.judging.champion_view")
 
 FIELD = "champion_view"
 ARRIVALS_LISTED = 1000  # metrics.json is rewritten every epoch: it must not grow with the dataset's history
@@ -206,7 +206,7 @@ def precheck(cfg: TrainerConfig, storage: Storage, job: JobDir, inputs: inputs_m
     if len(datasets) != 1:
         return View(none(f"trained on {len(datasets)} datasets"))
     dataset = datasets[0]
-    from trainer.verdict import models_root
+    from trainer.judging.verdict import models_root
 
     try:
         current, _ = champion_mod.read(storage, models_root(cfg), dataset)
@@ -384,7 +384,7 @@ def score_shards(cfg: TrainerConfig, storage: Storage, plan: inputs_mod.Plan, pa
     """The scoring pass of ``score``: the plan's shards ``new`` (staged here when another worker's) scored by
     ``scorer`` against ``threshold``. Per new arrival ``{arrival, manifest, instances, flagged, fraction}``, and the
     flagged indices (in their arrival)."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     staged = {plan.shards[i].uri: p for i, p in zip(plan.mine, paths, strict=True)}
     missing = sorted({plan.shards[i].uri: i for i in new if plan.shards[i].uri not in staged}.values())

@@ -4,9 +4,9 @@ normal behaviour. KMeansAD leads TSB-AD-M on MSL, SMAP and Genesis. Here the win
 other detectors see (TSB-AD also z-normalises each window on its own; that scale-free distance is not a
 reconstruction the serving contract can carry, so it is left out).
 
-A detector module of ``trainer.baselines``: scikit-learn's ``KMeans`` (k-means++, a fixed seed, so a restarted chief
-fits the same centroids). It is the nearest neighbour (``trainer.baselines.nearest_neighbour``) among the centroids
-instead of a sample of windows, so it reconstructs and serves as that one does.
+A detector module of ``trainer.judging.baselines``: scikit-learn's ``KMeans`` (k-means++, a fixed seed, so a restarted
+chief fits the same centroids). It is the nearest neighbour (``trainer.judging.baselines.nearest_neighbour``) among the
+centroids instead of a sample of windows, so it reconstructs and serves as that one does.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines import nearest_neighbour
-from trainer.baselines.space import Space
+from trainer.judging.baselines import nearest_neighbour
+from trainer.judging.baselines.space import Space
 
 NAME = "kmeans"
 DESCRIPTION = "each window reconstructed as its nearest of 20 k-means centroids of the training windows (KMeansAD)"

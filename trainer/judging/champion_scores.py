@@ -1,4 +1,4 @@
-"""The champions a verdict compares its challenger with, each loaded and scored once (``trainer.verdict``).
+"""The champions a verdict compares its challenger with, each loaded and scored once (``trainer.judging.verdict``).
 
 A verdict may compare with more than one champion: a job that loses the promotion race evaluates the new champion
 and compares again (``landfall.core.artifacts.champion.promote_evaluated``). Each champion's model is loaded once, from
@@ -8,7 +8,7 @@ job's cache folder, and scored on what the verdict judges by:
   ``error_scale``: ``landfall.core.scoring.Scorer.measured_in``, so the two losses are on one scale);
 - its figures on the labelled set at its own threshold, when the job has one (``labelled_figures``: as it serves,
   in its own scale, which its threshold is in);
-- its figures on the surrogate set, under ``--select detection`` (``trainer.surrogate``), in the job's scale.
+- its figures on the surrogate set, under ``--select detection`` (``trainer.judging.surrogate``), in the job's scale.
 A champion that cannot score (its model gone or unloadable) is ``None`` throughout: the challenger replaces it. A
 temporary error (the bucket answering 503) is raised: the platform retries the job's verdict.
 """
@@ -25,9 +25,10 @@ from landfall.core import logs, scoring
 from landfall.core.artifacts import champion as champion_mod
 from landfall.core.errors import TemporaryError
 from landfall.core.services.storage import Storage
-from trainer import labelled_check, stopwatch
+from trainer import stopwatch
+from trainer.judging import labelled_check
 
-log = logs.get("trainer.verdict")
+log = logs.get("trainer.judging.verdict")
 
 SPAN = "scoring the champion"  # its span in the job's timeline (trainer.stopwatch)
 

@@ -5,7 +5,8 @@ its distance to the nearest centroid; a row's the mean of the windows over it (`
 TSB-AD-M's best on Genesis and MSL (published 0.891 and 0.996, with its window of 40 rows; here the job's window).
 ``kmeans`` clusters the standardised windows instead and reconstructs.
 
-A scoring detector of ``trainer.baselines`` (every row of a window gets the window's score); served as the centroids.
+A scoring detector of ``trainer.judging.baselines`` (every row of a window gets the window's score); served as the
+centroids.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from landfall.core.rules.series_windows import MEAN
-from trainer.baselines.rowwise import squared_distances
-from trainer.baselines.space import Space
+from trainer.judging.baselines.rowwise import squared_distances
+from trainer.judging.baselines.space import Space
 
 NAME = "kmeans_znorm"
 DESCRIPTION = ("each window z-normalised over its values, its distance to the nearest of 10 k-means centroids "

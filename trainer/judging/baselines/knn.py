@@ -3,7 +3,7 @@ multivariate recordings (``n_neighbors=50, method='mean'``; ``slidingWindow = 1`
 channels (``ddof = 1``) first; the training rows a systematic sample of at most ``SAMPLE`` (TSB-AD fitted on the whole
 series, test region included, and excluded each row itself: here the rows scored are never the ones looked in).
 
-A row detector (``trainer.baselines.rowwise``): served as the sample and its norms.
+A row detector (``trainer.judging.baselines.rowwise``): served as the sample and its norms.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import (
+from trainer.judging.baselines.rowwise import (
     RowDetector,
     sample,
     squared_distances,

@@ -1,8 +1,8 @@
 """Windows cut from stored series (``landfall.core.rules.series_windows``) in the tf.data pipeline.
 
 A series arrival's shard holds rows (records of up to ``BLOCK_ROWS`` rows each) and its records, for the plan, are
-the windows that start in it. ``trainer.pipeline.read_instances`` hands a series plan here; everything else (the plan,
-balanced to within one window per worker, the hold-out, the batches, the verdict) is what instances get.
+the windows that start in it. ``trainer.training.pipeline.read_instances`` hands a series plan here; everything else
+(the plan, balanced to within one window per worker, the hold-out, the batches, the verdict) is what instances get.
 
 Per worker: for every planned slice (windows ``[start, stop)`` of a shard) the windows of the split are chosen in numpy,
 with ``landfall.core.rules.holdout`` on their index in the arrival (the ``segment`` mode, or the older ``blocks``, with
@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from landfall.core.contracts.records import FEATURE_KEY
 from landfall.core.errors import Invalid
-from trainer.inputs import Plan, arrival_key, excluded_mask
+from trainer.training.inputs import Plan, arrival_key, excluded_mask
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
 GATHER = 1024  # windows gathered at once

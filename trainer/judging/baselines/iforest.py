@@ -4,7 +4,7 @@ November 2024): each row z-scored across its channels (``ddof = 1``), scikit-lea
 training rows; a row's score ``2^(-E[h(row)] / c(max_samples))``, the forest's anomaly score (TSB-AD's
 ``-decision_function`` up to its constant offset: the same order), in (0, 1].
 
-A row detector (``trainer.baselines.rowwise``): served as the trees' arrays (each node's feature, threshold and
+A row detector (``trainer.judging.baselines.rowwise``): served as the trees' arrays (each node's feature, threshold and
 children, each leaf's path length), walked level by level in TensorFlow, so nothing is pickled.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, zscore_across, zscore_across_tf
+from trainer.judging.baselines.rowwise import RowDetector, zscore_across, zscore_across_tf
 
 NAME = "iforest"
 DESCRIPTION = "an isolation forest of 25 trees on single rows z-scored across channels (TSB-AD-M's IForest)"

@@ -38,7 +38,7 @@ from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import holdout, moments, series_windows
 from landfall.core.services.storage import Storage, crc32c_b64, resolve
 
-log = logs.get("trainer.inputs")
+log = logs.get("trainer.training.inputs")
 
 MANIFEST_NAME = "manifest.json"
 INPUTS_NAME = "inputs.json"
@@ -235,7 +235,8 @@ def holdout_threshold(fraction: float) -> int:
 
 
 def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
-    """``random`` hold-out: same integer arithmetic as ``trainer.pipeline`` does in TensorFlow (int64, exact)."""
+    """``random`` hold-out: same integer arithmetic as ``trainer.training.pipeline`` does in TensorFlow (int64,
+    exact)."""
     return holdout.is_validation(index, salt, threshold)
 
 
@@ -304,7 +305,7 @@ class Plan:
     val_ranges: tuple[tuple[int, int], ...]
     split: holdout.Split = dataclasses.field(default_factory=holdout.Split)  # seed, fraction, mode, window
     # Records left out of both splits (``training.exclude_flagged``: the champion flagged them), by manifest: sorted
-    # indices in the arrival (``trainer.champion_view``).
+    # indices in the arrival (``trainer.judging.champion_view``).
     excluded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     totals: tuple[int, ...] = ()  # per shard, its arrival's record count (``arrival_totals``)
 
@@ -405,7 +406,7 @@ def plan_inputs(inputs: Inputs, num_workers: int, worker_index: int, batch_size:
     """
     shards = inputs.shards
     if holdout_mode not in holdout.OVERLAPPING and any(s.series is not None for s in shards):
-        # Windows of a series overlap: only a gap of a window keeps the sides apart (trainer.windows).
+        # Windows of a series overlap: only a gap of a window keeps the sides apart (trainer.training.windows).
         log.warning("series inputs: the hold-out is %s, not %s", holdout.SEGMENT, holdout_mode)
         holdout_mode = holdout.SEGMENT
     layouts = [s.series for s in shards if s.series is not None]

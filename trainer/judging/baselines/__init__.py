@@ -2,27 +2,28 @@
 fixed detectors, one module each.
 
 A recurrent autoencoder is worth its GPU-seconds only if it detects and reconstructs held-out windows better than
-what costs nothing to fit. Beside the training set's mean window (``trainer.floor``, the floor every job has), every
-job that can be judged fits each registered detector (``KINDS``, in the tie order simplest first):
+what costs nothing to fit. Beside the training set's mean window (``trainer.judging.floor``, the floor every job has),
+every job that can be judged fits each registered detector (``KINDS``, in the tie order simplest first):
 
-- ``pca`` (``trainer.baselines.pca``): principal components at the model's code size, a linear autoencoder;
-- ``nearest_neighbour`` (``trainer.baselines.nearest_neighbour``): the nearest of a bounded sample of training windows;
-- ``kmeans`` (``trainer.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids;
-- ``pca_variance`` (``trainer.baselines.pca_variance``): principal components to 95 % of the variance, at most 256:
-  the one detector best on average over both dev sets (univariate and multivariate) now that every feature counts in
-  its own spread (issue #55, ``landfall bench detect --set dev,multivariate --baselines-only``, docs/benchmarks.md);
+- ``pca`` (``trainer.judging.baselines.pca``): principal components at the model's code size, a linear autoencoder;
+- ``nearest_neighbour`` (``trainer.judging.baselines.nearest_neighbour``): the nearest of a bounded sample of training
+  windows;
+- ``kmeans`` (``trainer.judging.baselines.kmeans``): KMeansAD, the nearest of 20 k-means centroids;
+- ``pca_variance`` (``trainer.judging.baselines.pca_variance``): principal components to 95 % of the variance, at most
+  256: the one detector best on average over both dev sets (univariate and multivariate) now that every feature counts
+  in its own spread (issue #55, ``landfall bench detect --set dev,multivariate --baselines-only``, docs/benchmarks.md);
 
-- ``pca_rows`` (``trainer.baselines.pca_rows``): TSB-AD-M's PCA, single standardised rows scored by pyod's
+- ``pca_rows`` (``trainer.judging.baselines.pca_rows``): TSB-AD-M's PCA, single standardised rows scored by pyod's
   distances to the components; a row detector, located by rows;
-- ``kmeans_znorm`` (``trainer.baselines.kmeans_znorm``): TSB-AD-M's KMeansAD, each window z-normalised over its values,
-  its distance to the nearest of 10 centroids; a row the mean of the windows over it.
+- ``kmeans_znorm`` (``trainer.judging.baselines.kmeans_znorm``): TSB-AD-M's KMeansAD, each window z-normalised over its
+  values, its distance to the nearest of 10 centroids; a row the mean of the windows over it.
 
 Those two are TSB-AD-M's best classical detectors over its 180 evaluation series (published mean VUS-PR: PCA 0.310,
 KMeansAD 0.295; then CBLOF 0.273, MCD 0.271, OCSVM 0.265, IForest 0.203, HBOS 0.190, KNN 0.184), and with them the
 label-free choice's mean over the multivariate dev set rises from 0.583 to 0.665 (issue #66, docs/benchmarks.md).
 
-Opt-in, not default candidates (``OPT_IN``; ``LANDFALL_DETECTORS=trainer.baselines.ocsvm,...``), each one module that
-fits, serves and is tested as the default ones: ``mcd`` (the robust covariance of the principal components' codes:
+Opt-in, not default candidates (``OPT_IN``; ``LANDFALL_DETECTORS=trainer.judging.baselines.ocsvm,...``), each one module
+that fits, serves and is tested as the default ones: ``mcd`` (the robust covariance of the principal components' codes:
 registering it lowers the choice over both dev sets from 0.479 to 0.461, docs/benchmarks.md, "A robust covariance"),
 and TSB-AD-M's other single-row detectors, ``ocsvm``, ``hbos``, ``knn``, ``cblof``, ``mcd_rows``, ``iforest``: each
 reproduces its published row (``landfall bench published``), and ``ocsvm`` is the labelled best on the server machine
@@ -33,21 +34,21 @@ reproduces its published row (``landfall bench published``), and ``ocsvm`` is th
 use) that has ``name`` and ``description``, and
 
 - ``fit(z, space) -> self``: on the standardised, flattened training windows ``z`` (float64 ``[n, T x F]``: each
-  feature standardised with the job's statistics, as the model sees them); ``space`` (``trainer.baselines.space``)
-  has the window shape, the model's code size and the statistics, so ``space.original_rows(z)`` gives the rows in
-  original units;
+  feature standardised with the job's statistics, as the model sees them); ``space``
+  (``trainer.judging.baselines.space``) has the window shape, the model's code size and the statistics, so
+  ``space.original_rows(z)`` gives the rows in original units;
 - either **it reconstructs**: ``reconstruct(z) -> [n, T x F]``, each window's reconstruction in the same space
   (float64 numpy), its error the verdict's metric; ``serving(module) -> fn`` the same reconstruction as a TensorFlow
   function of a float32 ``[n, T x F]`` tensor;
 - or **it scores**: ``row_scores(z) -> [n, T]``, each window row's score (float64, at least 0, higher more anomalous:
   a row scorer gives a row the same score in every window, a window scorer gives every row of a window the window's);
   ``serving(module) -> fn`` the same scores as a TensorFlow function (float32 ``[n, T x F]`` to ``[n, T]``);
-  ``trainer.baselines.rowwise.RowDetector`` is the base of the detectors that score single rows;
+  ``trainer.judging.baselines.rowwise.RowDetector`` is the base of the detectors that score single rows;
 - ``unit`` (optional): how its rows are scored from the windows over them when it is served
   (``landfall.core.rules.series_windows``: ``row`` a row's own score, ``mean`` the mean of the windows' scores);
   without one, the dataset's (``shape.window.combine``). Each candidate is a detector and its unit;
-- ``serving(module)`` puts its constants on ``module`` as variables (``trainer.detectors`` saves it as a SavedModel
-  the scorer serves, never a pickle);
+- ``serving(module)`` puts its constants on ``module`` as variables (``trainer.judging.detectors`` saves it as a
+  SavedModel the scorer serves, never a pickle);
 - ``describe() -> dict``: what it was fitted on, for ``metrics.json``;
 - ``applies(space) -> bool`` (optional, a class method): whether it is fitted at all in a job of that shape (the row
   detectors that z-score each row across its channels need three channels or more).
@@ -69,7 +70,7 @@ window already makes; each bounds its own work beyond that (the nearest neighbou
 scikit-learn with fixed seeds: no TensorFlow, so a restarted chief computes the same.
 
 The same detectors score a labelled set (``scores``), so its average precision and VUS-PR sit beside the model's
-(``trainer.labelled_check``).
+(``trainer.judging.labelled_check``).
 """
 
 from __future__ import annotations
@@ -85,9 +86,9 @@ import numpy as np
 from landfall.core.rules import moments, series_windows
 from landfall.core.rules.series_windows import COMBINE
 from landfall.core.scoring import Histogram
-from trainer import floor
-from trainer.baselines import kmeans, kmeans_znorm, nearest_neighbour, pca, pca_rows, pca_variance
-from trainer.baselines.space import Space
+from trainer.judging import floor
+from trainer.judging.baselines import kmeans, kmeans_znorm, nearest_neighbour, pca, pca_rows, pca_variance
+from trainer.judging.baselines.space import Space
 
 
 class Detector(Protocol):
@@ -126,8 +127,9 @@ for _kind in (pca.Detector, nearest_neighbour.Detector, kmeans.Detector, pca_var
     register(_kind)
 # Detectors that ship but are no default candidate (``LANDFALL_DETECTORS`` registers them; the module docstring says
 # why): each one module, fitted, served and tested as the default ones are.
-OPT_IN = ("trainer.baselines.mcd", "trainer.baselines.ocsvm", "trainer.baselines.hbos", "trainer.baselines.knn",
-          "trainer.baselines.cblof", "trainer.baselines.mcd_rows", "trainer.baselines.iforest")
+OPT_IN = ("trainer.judging.baselines.mcd", "trainer.judging.baselines.ocsvm", "trainer.judging.baselines.hbos",
+          "trainer.judging.baselines.knn", "trainer.judging.baselines.cblof", "trainer.judging.baselines.mcd_rows",
+          "trainer.judging.baselines.iforest")
 for _module in filter(None, (m.strip() for m in os.environ.get("LANDFALL_DETECTORS", "").split(","))):
     register(importlib.import_module(_module).Detector)
 
@@ -206,7 +208,7 @@ class Panel:
 
     @property
     def space(self) -> Space:
-        """What the detectors are fitted in (``trainer.baselines.space``)."""
+        """What the detectors are fitted in (``trainer.judging.baselines.space``)."""
         return Space(self.shape, self.code_size, self.mean, self.std, self.scale)
 
     def _fit_sample(self, z: np.ndarray) -> None:

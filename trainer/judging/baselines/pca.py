@@ -3,8 +3,8 @@ projection on the ``k`` leading components, ``(z - centre) C^T C + centre``. ``k
 autoencoder with the model's bottleneck, so the model has to earn its non-linearity), at most the sample's rank.
 TSB-AD (Liu and Paparrizos, NeurIPS 2024) finds sub-sequence PCA among the strongest detectors on its 1,070 series.
 
-A detector module of ``trainer.baselines`` (its docstring says what one provides): fitted in float64 numpy, served
-as two variables of a SavedModel (``trainer.detectors``).
+A detector module of ``trainer.judging.baselines`` (its docstring says what one provides): fitted in float64 numpy,
+served as two variables of a SavedModel (``trainer.judging.detectors``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.space import Space
+from trainer.judging.baselines.space import Space
 
 NAME = "pca"
 DESCRIPTION = ("principal components of the standardised windows, as many as the model's code size "

@@ -28,7 +28,7 @@ import tensorflow as tf
 from landfall.core.contracts.records import FEATURE_KEY
 from landfall.core.rules import holdout
 from landfall.core.rules.holdout import HASH_MODULUS, HASH_MULTIPLIER
-from trainer.inputs import Plan
+from trainer.training.inputs import Plan
 
 TRAIN, VALIDATION, ALL = "train", "validation", "all"
 READ_BUFFER = 4 * 1024 * 1024
@@ -178,7 +178,7 @@ def file_slices(plan: Plan, paths: Sequence[str], split: str) -> list[tuple[str,
     segment's arrival among ``plan.excluded``, -1 when it has none; ``ranges`` its arrival's ``segment`` hold-out
     ranges), consecutive ranges of one file merged
     into one (a compacted file is opened once, not once per arrival in it); ``paths`` are the staged files, in
-    the order of ``plan.mine`` (as ``trainer.inputs.stage`` returns them)."""
+    the order of ``plan.mine`` (as ``trainer.training.inputs.stage`` returns them)."""
     if len(paths) != len(plan.mine):
         raise ValueError(f"{len(paths)} staged paths for the plan's {len(plan.mine)} shards")
     local = dict(zip(plan.mine, paths, strict=True))
@@ -229,7 +229,7 @@ def read_instances(plan: Plan, paths: Sequence[str], shape: tuple[int, int], spl
     """Blocks of parsed (and normalised) instances, float32 [n, T, F], of ``split`` for this worker: exactly
     ``plan.train_counts[w]`` (or ``val_counts[w]``) of them; ``ALL`` is its training then its validation ones."""
     if any(plan.shards[i].series is not None for i in plan.mine):  # a series: windows cut from its rows
-        from trainer import windows
+        from trainer.training import windows
 
         return windows.read_windows(plan, paths, shape, split, mean=mean, std=std, deterministic=deterministic,
                                     shuffle_files=shuffle_files)

@@ -35,7 +35,7 @@ from landfall.core import logs
 from landfall.core.contracts.messages import utc_now
 from trainer.errors import EXIT_PREEMPTED, Preempted
 
-log = logs.get("trainer.preemption")
+log = logs.get("trainer.training.preemption")
 
 # Under the 15 s the kubelet gives a non-system Pod of a preempted Spot node: exit on our own before SIGKILL.
 GRACE_S = float(os.environ.get("LANDFALL_PREEMPTION_GRACE_S", "12"))

@@ -7,12 +7,12 @@ A ``RowDetector`` subclass gives three things, on rows ``[m, F]`` in original un
   most ``FIT_ROWS``; the detector may bound its own work further);
 - ``score_rows(rows) -> [m]``: each row's score, at least 0, higher more anomalous;
 - ``rows_serving(module) -> fn``: the same as a TensorFlow function of float32 rows ``[m, F]``, its constants put on
-  ``module`` as variables (``trainer.detectors`` saves it as a SavedModel: nothing is pickled).
+  ``module`` as variables (``trainer.judging.detectors`` saves it as a SavedModel: nothing is pickled).
 
-The base makes it a scoring detector of ``trainer.baselines``: ``row_scores(z)`` gives every row of the standardised
-windows ``z`` its own score (each distinct row scored once: overlapping windows repeat every row ``T`` times), its
-``unit`` is ``row`` (a row is located by its own score: TSB-AD's convention for these detectors) and it is ``alone``
-(a row's score does not depend on the window around it, so the scorer may score each row once:
+The base makes it a scoring detector of ``trainer.judging.baselines``: ``row_scores(z)`` gives every row of the
+standardised windows ``z`` its own score (each distinct row scored once: overlapping windows repeat every row ``T``
+times), its ``unit`` is ``row`` (a row is located by its own score: TSB-AD's convention for these detectors) and it is
+``alone`` (a row's score does not depend on the window around it, so the scorer may score each row once:
 ``landfall.detect.score``).
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from landfall.core.rules.series_windows import ROW
-from trainer.baselines.space import Space
+from trainer.judging.baselines.space import Space
 
 FIT_ROWS = 8_192  # distinct training rows a row detector is fitted on, at most (a systematic sample)
 MIN_CHANNELS = 3  # a detector that z-scores each row across its channels needs at least this many (``applies``)
@@ -87,7 +87,7 @@ def sample(rows: np.ndarray, most: int) -> np.ndarray:
 
 
 class RowDetector:
-    """A detector of ``trainer.baselines`` that scores each row alone (the module docstring)."""
+    """A detector of ``trainer.judging.baselines`` that scores each row alone (the module docstring)."""
 
     name = ""
     description = ""

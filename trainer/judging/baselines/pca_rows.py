@@ -8,7 +8,7 @@ formula, the distance from the row to each unit component taken as a point. TSB-
 075 (published VUS-PR 0.778). The formula depends on each component's sign, which scikit-learn fixes
 (``svd_flip``); the table's version is not pinned by TSB-AD, so reproductions may differ where a sign flipped.
 
-A row detector (``trainer.baselines.rowwise``); served as the kept channels, the components and their ratios.
+A row detector (``trainer.judging.baselines.rowwise``); served as the kept channels, the components and their ratios.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector, squared_distances, squared_distances_tf, squared_norms
+from trainer.judging.baselines.rowwise import RowDetector, squared_distances, squared_distances_tf, squared_norms
 
 NAME = "pca_rows"
 DESCRIPTION = ("principal components of single standardised rows (25% of the variance), a row's summed distances "

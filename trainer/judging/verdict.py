@@ -18,16 +18,16 @@
    (1 + ``promote_tolerance``), or when the dataset has no champion (or one whose model cannot be loaded any
    more); the write is conditional on ``champion.json``'s generation, and a job that loses the race
    evaluates the new champion and compares again.
-4. An absolute floor before any comparison (``trainer.floor``): a naive baseline, the training set's mean
+4. An absolute floor before any comparison (``trainer.judging.floor``): a naive baseline, the training set's mean
    window, is scored on the same held-out instances; the challenger's ``skill`` is
    ``1 - challenger_loss / baseline_loss``. Below ``min_skill`` (spec ``verdict.min_skill``, default 0.1:
    ``TrainerConfig.min_skill``) the verdict is ``no_skill``: nothing is promoted, not even a dataset's
    first model, and the champion (still evaluated on the same instances, for the record) is kept. So a model
    that learned nothing (noise data, a broken scaling, a model stopped far too early) never becomes a champion,
    and two bad models in a row cannot compare as "fine".
-5. The labelled check (``trainer.labelled_check``), when the job has a labelled set (``--labelled``, from the spec's
-   ``verdict.labelled``): the challenger (at its threshold) and the champion it is compared with (at the champion's
-   own threshold) are scored on it: precision, recall, average precision. A champion that cannot score it is
+5. The labelled check (``trainer.judging.labelled_check``), when the job has a labelled set (``--labelled``, from the
+   spec's ``verdict.labelled``): the challenger (at its threshold) and the champion it is compared with (at the
+   champion's own threshold) are scored on it: precision, recall, average precision. A champion that cannot score it is
    unknown (null), never zero. With ``min_average_precision`` (spec ``verdict.min_average_precision``) a challenger
    below it, or one whose set cannot be read, is ``low_average_precision``: nothing is promoted, not even a
    dataset's first model (checked after ``no_skill``).
@@ -65,13 +65,15 @@ from landfall.core.artifacts import model_files, results
 from landfall.core.errors import TemporaryError
 from landfall.core.services.pubsub import PubSub
 from landfall.core.services.storage import Storage, is_gs
-from trainer import baselines, detectors, floor, iterators, labelled_check, selection, stopwatch, surrogate
-from trainer.champion_scores import ChampionScores, labelled_figures
+from trainer import stopwatch
 from trainer.config import TrainerConfig
-from trainer.inputs import Inputs, Plan, arrival_key, inputs_uri
 from trainer.jobdir import MODEL, JobDir
+from trainer.judging import baselines, detectors, floor, labelled_check, selection, surrogate
+from trainer.judging.champion_scores import ChampionScores, labelled_figures
+from trainer.training import iterators
+from trainer.training.inputs import Inputs, Plan, arrival_key, inputs_uri
 
-log = logs.get("trainer.verdict")
+log = logs.get("trainer.judging.verdict")
 
 # The passes of ``conclude``, each timed in the job's timeline (``trainer.stopwatch``, issue #42).
 LOAD = "loading the challenger"
@@ -88,7 +90,7 @@ EXPORT = "saving the chosen baseline"
 
 def _held_out(plan: Plan, paths: list[str], shape: tuple[int, int]):
     """The chief's held-out instances in original units, block by block (deterministic order)."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     ds = pipeline.read_instances(plan, paths, shape, pipeline.VALIDATION, deterministic=True)
     yield from iterators.numpy_blocks(ds)
@@ -109,7 +111,7 @@ def _held_out_once(plan: Plan, paths: list[str], shape: tuple[int, int]) -> list
 
 def _training(plan: Plan, paths: list[str], shape: tuple[int, int]):
     """The chief's training instances in original units, block by block (the baseline's sample)."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     ds = pipeline.read_instances(plan, paths, shape, pipeline.TRAIN, deterministic=True)
     yield from iterators.numpy_blocks(ds)
@@ -134,9 +136,9 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
         # Every candidate is measured in this job's error_scale (landfall.core.scoring), as train.save_model serves it.
         challenger = challenger.measured_in(inputs.error_scale() if mean is not None else None)
     datasets = inputs.datasets
-    # The baselines (trainer.baselines: the mean window, PCA at the model's code size, the nearest neighbour), fitted
-    # in one pass over the chief's training share, only for a job that can be judged; their errors are taken in the
-    # same pass over the held-out instances as the challenger's.
+    # The baselines (trainer.judging.baselines: the mean window, PCA at the model's code size, the nearest neighbour),
+    # fitted in one pass over the chief's training share, only for a job that can be judged; their errors are taken in
+    # the same pass over the held-out instances as the challenger's.
     with stopwatch.span(BASELINES):
         panel = (baselines.Panel.fit(_training(plan, paths, shape), plan.train_counts[0], mean, std, shape,
                                      cfg.units[-1], challenger.scale) if len(datasets) == 1 else None)
@@ -187,13 +189,14 @@ def conclude(cfg: TrainerConfig, job: JobDir, metrics, model, plan: Plan, paths:
     compared = baselines.report(panel, held_losses, loss)
     gates = {"baseline_loss": baseline_loss, "skill": skill, "min_skill": cfg.min_skill, "baselines": compared,
              "min_skill_over": cfg.skill_margins(), "beaten_by": baselines.beaten_by(compared)}
-    # The labelled check (trainer.labelled_check): the spec's labelled set, scored by the challenger and each champion.
+    # The labelled check (trainer.judging.labelled_check): the spec's labelled set, scored by the challenger and each
+    # champion.
     with stopwatch.span(LABELLED):
         labelled = _labelled(cfg, storage, run, dataset, challenger, threshold["value"], panel)
     cache_dir = tempfile.mkdtemp(prefix="landfall-champion-")
     refusal = (_refusal(cfg, skill) or _baseline_refusal(cfg, compared) or _labelled_refusal(cfg, labelled)
                or _baseline_ap_refusal(cfg, labelled))
-    if cfg.select == "detection":  # the candidate that detects best (trainer.selection), the model or a baseline
+    if cfg.select == "detection":  # the candidate that detects best (trainer.judging.selection): model or baseline
         return _by_detection(cfg, job, storage, run, dataset, plan, challenger, panel, tally, held_out, held,
                              labelled, refusal, started, cache_dir, {
                                  "challenger_loss": loss, **gates, "threshold": threshold,
@@ -296,7 +299,7 @@ def _labelled(cfg: TrainerConfig, storage: Storage, run: str, dataset: str, chal
                                                                "fields": {"labelled": cfg.labelled}})
         return out
     out["challenger"] = labelled_figures(challenger, out["set"], threshold, run, "challenger")
-    if panel is not None:  # the detectors to beat, on the same set (trainer.baselines): AP and VUS-PR
+    if panel is not None:  # the detectors to beat, on the same set (trainer.judging.baselines): AP and VUS-PR
         errs = panel.errors(out["set"].instances)
         buffer = int(out["set"].instances.shape[1])
         out["baselines"] = {name: labelled_check.ranking(out["set"].labels, e, buffer) for name, e in errs.items()}
@@ -374,8 +377,8 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
                   challenger: scoring.Scorer, panel: baselines.Panel, tally: baselines.Tally, held_out, held,
                   labelled: dict[str, Any] | None, model_refusal: tuple[str, str] | None, started: float,
                   cache_dir: str, recorded: dict[str, Any]) -> dict[str, Any]:
-    """``--select detection`` (``trainer.selection``): the candidates scored on the surrogate set (and the labelled
-    set, when there is one), the best that may be promoted compared with the champion on the same sets."""
+    """``--select detection`` (``trainer.judging.selection``): the candidates scored on the surrogate set (and the
+    labelled set, when there is one), the best that may be promoted compared with the champion on the same sets."""
     model_uri = job.path(MODEL)
     with stopwatch.span(SURROGATE):
         sset = surrogate.build(_surrogate_blocks(held, held_out), panel.std,
@@ -469,9 +472,9 @@ def _by_detection(cfg: TrainerConfig, job: JobDir, storage: Storage, run: str, d
 
 def _export(cfg: TrainerConfig, job: JobDir, panel: baselines.Panel, tally: baselines.Tally,
             name: str) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.detectors``) with its own threshold, from
-    its errors on the held-out windows; returns its URI, threshold and files' digests (``model_files``, taken from
-    the local folder it uploads, so nothing is read back)."""
+    """Baseline ``name`` saved as ``runs/<job>/detectors/<name>`` (``trainer.judging.detectors``) with its own
+    threshold, from its errors on the held-out windows; returns its URI, threshold and files' digests (``model_files``,
+    taken from the local folder it uploads, so nothing is read back)."""
     errors = np.concatenate(tally.parts[name])
     metric = scoring.SCORE if baselines.scores(panel.kinds.get(name)) else scoring.metric_of(panel.scale)
     threshold = scoring.threshold_doc(errors, cfg.threshold_quantile, metric, tally.rows.get(name))

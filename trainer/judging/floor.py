@@ -10,7 +10,7 @@ the held-out instances is the same metric as the verdict's (``landfall.core.scor
 
 is the fraction of the baseline's error the model removes: 0 for a model no better than the mean window
 (pure-noise data, a broken scaling, a model that did not train), 1 for a perfect reconstruction, negative for
-a model worse than the mean. The verdict promotes only at ``skill >= min_skill`` (``trainer.verdict``).
+a model worse than the mean. The verdict promotes only at ``skill >= min_skill`` (``trainer.judging.verdict``).
 
 Which training instances: the chief's share of the training split (``Plan.train_slices`` of worker 0, about
 ``1/num_workers`` of it), read once after training, in original units. The shares are contiguous runs of one

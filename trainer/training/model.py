@@ -1,5 +1,5 @@
-"""The model a job trains: one of ``trainer.model_kinds`` (the seed's recurrent autoencoder by default), compiled
-(tf_keras: Keras 3 has no MultiWorkerMirroredStrategy).
+"""The model a job trains: one of ``trainer.training.model_kinds`` (the seed's recurrent autoencoder by default),
+compiled (tf_keras: Keras 3 has no MultiWorkerMirroredStrategy).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import tf_keras as keras
 
-from trainer import model_kinds
-from trainer.model_kinds import gru
+from trainer.training import model_kinds
+from trainer.training.model_kinds import gru
 
 CUDNN_GRU = gru.CUDNN_GRU
 GRU, DENSE = model_kinds.GRU, model_kinds.DENSE
@@ -22,8 +22,8 @@ KINDS = tuple(model_kinds.KINDS)
 
 def build_model(timesteps: int, features: int, units: Sequence[int] = (128, 32), dropout: float = 0.2,
                 learning_rate: float = 1e-3, kind: str = GRU, steps_per_execution: int = 1) -> keras.Model:
-    """Builds and compiles a model of ``kind`` (call inside ``strategy.scope()``; ``trainer.model_kinds``: ``gru``,
-    the seed's, ``dense``, ``conv``, ``forecast``)."""
+    """Builds and compiles a model of ``kind`` (call inside ``strategy.scope()``; ``trainer.training.model_kinds``:
+    ``gru``, the seed's, ``dense``, ``conv``, ``forecast``)."""
     return compiled(model_kinds.build(kind, timesteps, features, units, dropout), learning_rate, steps_per_execution)
 
 
