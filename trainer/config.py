@@ -56,12 +56,15 @@ def auto_smoothing(ceiling: int) -> int:
     return max(1, math.ceil(ceiling / 20))
 
 
-MIN_GAIN = 0.01  # Rule.min_gain's default (module doc)
+MIN_GAIN = 0.01  # Rule.min_gain's default (trainer.training.stopping's doc)
 AUTO_CEILING = 200  # a Rule() given no patience or smoothing is Rule.auto(AUTO_CEILING)'s
 
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    """The early stopping rule, a setting (``training.early_stopping``, ``LANDFALL_EARLY_STOPPING_*``): how it judges
+    the held-out loss is ``trainer.training.stopping``'s doc, what it has seen its ``State``."""
+
     # The rule's defaults, written here only: TrainerConfig leaves each field unset (None) to get them; the pages and
     # the spec's JSON Schema that repeat them are checked against these (tests/trainer/test_stopping.py).
     patience: int = auto_patience(AUTO_CEILING)  # epochs in a row without improvement before a reduction or the

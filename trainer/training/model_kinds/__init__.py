@@ -8,13 +8,13 @@ signature (``reconstruction``), scored by ``landfall.core.scoring`` as the MSE b
 returning the window's context unchanged and its prediction in place of the forecast part: its error is the forecast
 error (scaled by the horizon's share of the window).
 
-**To add a kind**, write one module beside these with ``NAME``, ``MODEL_NAME`` (the Keras model's name, which tells a
-saved model's kind), ``DESCRIPTION``, ``build(timesteps, features, units, dropout) -> keras.Model`` (uncompiled, every
-layer a built-in one so that a saved model reloads from its config) and ``units_of(model) -> list[int]`` (the widths
-it was built with, what a warm start compares); register it: its name in ``trainer.config.MODEL_KINDS`` (the one
-list, which ``KINDS`` below imports a module of each name from) and in the spec schema's ``model.kind`` enum
-(``landfall/core/artifacts/dataset-v1.schema.json``: a contract, checked against ``KINDS`` by
-``tests/trainer/test_model_kinds.py``). The trainer's flag, the config's check and the warm start read them.
+**To add a kind**, write one module beside these with ``NAME`` (the module's own name), ``MODEL_NAME`` (the Keras
+model's name, which tells a saved model's kind), ``DESCRIPTION``, ``build(timesteps, features, units, dropout) ->
+keras.Model`` (uncompiled, every layer a built-in one so that a saved model reloads from its config) and
+``units_of(model) -> list[int]`` (the widths it was built with, what a warm start compares); register it: its name in
+``trainer.config.MODEL_KINDS`` (the one list, which ``KINDS`` below imports a module of each name from) and in the spec
+schema's ``model.kind`` enum (``landfall/core/artifacts/dataset-v1.schema.json``: a contract, checked against ``KINDS``
+by ``tests/trainer/test_model_kinds.py``). The trainer's flag, the config's check and the warm start read them.
 Importing this package is light: each kind imports ``tf_keras`` when it builds (the config's check needs only the
 names).
 """
