@@ -120,7 +120,7 @@ def release(storage: Storage, bucket: str, dataset: str, seq: int) -> str:
 
 def input_work(inputs_uri: str, work: Path, batch: int) -> dict:
     """The trainer's input work before its first step, on a fresh client: seconds, HTTP requests, files."""
-    from trainer.inputs import load_manifests, plan_inputs, stage
+    from trainer.training.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage(PROJECT)
     counter = Counter(storage)

@@ -1,5 +1,5 @@
 """``python -m landfall_bench.champion_view``: the trainer's added time for the champion's scoring pass
-(``trainer.champion_view``), as a fraction of one epoch.
+(``trainer.judging.champion_view``), as a fraction of one epoch.
 
 Daphnet S06R02E0 (``landfall_bench.realdata``) cut into windows of ``--timesteps`` rows every ``--stride`` and into
 two arrivals (the first ``--old`` share of the recording, then the rest). Job 1 trains on the first and becomes

@@ -1,8 +1,8 @@
 """The verdict's label-free choice against its two controls (issue #55, part 5), on TSB-AD's protocol.
 
 TSB-AutoAD (Liu, Lee and Paparrizos, PVLDB 2025) found that choosing a detector per series by synthetic anomalies (the
-method ``trainer.selection`` uses) scored below simply always using the one detector that is best on average, and that
-an ensemble beat both. So a label-free choice counts only where it beats:
+method ``trainer.judging.selection`` uses) scored below simply always using the one detector that is best on average,
+and that an ensemble beat both. So a label-free choice counts only where it beats:
 
 - **(a) the one best fixed detector**: the candidate with the highest mean VUS-PR over every series of the run (both
   dev sets when both run: ``landfall bench detect --set dev,multivariate --baselines-only``), used on every series;
@@ -10,13 +10,14 @@ an ensemble beat both. So a label-free choice counts only where it beats:
   of its errors on the seed's held-out windows (clean: the anomaly-free training prefix's hold-out), TSB-AutoAD's
   unsupervised ensemble on the verdict's own candidates.
 
-Per seed (``seed_figures``), as the verdict chooses (``trainer.verdict``'s ``_by_detection``): the surrogate set built
-from the seed's held-out windows (``trainer.surrogate.build`` with the panel's statistics, seeded by the seed and the
-series' name), every candidate's surrogate average precision over kinds, ``trainer.selection.choose`` with no gate.
-The candidates are the fixed detectors the verdict fits (``trainer.baselines.NAMES``); a run that trains (an option
-such as ``default``) gets a second table per option where the model is a candidate too and the choice is the run's
-own champion (its verdict's pick among the model and the fixed detectors). ``table`` prints, per series, each rule's
-VUS-PR (medians over the seeds) and its regret against the labelled best candidate, then the means.
+Per seed (``seed_figures``), as the verdict chooses (``trainer.judging.verdict``'s ``_by_detection``): the surrogate set
+built from the seed's held-out windows (``trainer.judging.surrogate.build`` with the panel's statistics, seeded by the
+seed and the series' name), every candidate's surrogate average precision over kinds,
+``trainer.judging.selection.choose`` with no gate. The candidates are the fixed detectors the verdict fits
+(``trainer.judging.baselines.NAMES``); a run that trains (an option such as ``default``) gets a second table per option
+where the model is a candidate too and the choice is the run's own champion (its verdict's pick among the model and the
+fixed detectors). ``table`` prints, per series, each rule's VUS-PR (medians over the seeds) and its regret against the
+labelled best candidate, then the means.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def seed_figures(panel, located: dict[str, np.ndarray], held_windows: np.ndarray
                  combine: str = MEAN) -> dict:
     """The verdict's choice among the fixed detectors on this seed and their ensemble's figures (``rank``: row scores
     -> AP and VUS-PR; ``held``: the panel's errors on ``held_windows``, when already computed; ``combine``: how the
-    rows are scored, which the verdict chooses for, ``trainer.selection.basis``)."""
-    from trainer import selection, surrogate
+    rows are scored, which the verdict chooses for, ``trainer.judging.selection.basis``)."""
+    from trainer.judging import selection, surrogate
 
     out: dict = {"chosen": None, "surrogate": {}, "ensemble": None}
     if not len(held_windows):

@@ -6,8 +6,8 @@ public recording shipped with aeon, see bench/data/README.md), cut into stride-`
 process (one worker, the same seed, so the same hold-out split and initial weights):
 
 - ``ceiling``: ``--early-stopping-patience 0``, every one of ``--convergence-epochs`` epochs;
-- ``early``: the default stopping rule (``trainer.stopping``: the mean val_loss of the last 10 epochs, patience 20,
-  min_delta 0.005, min_gain 0.01), the same ceiling.
+- ``early``: the default stopping rule (``trainer.training.stopping``: the mean val_loss of the last 10 epochs, patience
+  20, min_delta 0.005, min_gain 0.01), the same ceiling.
 
 Both run ``--deterministic`` (every epoch's batches a function of seed, worker and epoch): without it two runs of
 the same settings differ by tens of percent on this series (measured), which would swamp the comparison; with it

@@ -11,13 +11,14 @@ GutenTAG ecg-diff-count-3 and BasicMotions' Walking with Running put in, all fro
    with ``--epochs`` as the ceiling), once per seed and per model option (``--options``: ``default`` is the seed's
    GRU 128 -> 32 with dropout 0.2; ``small`` GRU 32 -> 8; ``nodrop`` the seed's GRU without dropout; ``dense`` the
    ``dense`` model kind, 128 -> 32 without dropout);
-2. the baselines (``trainer.baselines``: the mean window, PCA with the model's code size, the nearest neighbour
+2. the baselines (``trainer.judging.baselines``: the mean window, PCA with the model's code size, the nearest neighbour
    from a sample of 4,096 training windows) are fitted on the same training windows;
 3. every detector scores the test part's stride-1 windows (reconstruction MSE in original units) and each row gets
    the mean of the errors of the windows covering it (``landfall score``'s ``mean`` location, TimeEval's reverse
    windowing);
-4. against the test part's labels per row: **AP** (average precision, ``trainer.labelled_check.average_precision``, as
-   scikit-learn defines it) and **VUS-PR** (``landfall.core.rules.vus``, buffers 0 to the window length).
+4. against the test part's labels per row: **AP** (average precision,
+   ``trainer.judging.labelled_check.average_precision``, as scikit-learn defines it) and **VUS-PR**
+   (``landfall.core.rules.vus``, buffers 0 to the window length).
 
 It prints one table per series (the model's figures as medians over the seeds, with their range) and writes
 ``detect.json``. A run takes minutes per series and option on a laptop's CPU.
@@ -63,7 +64,7 @@ def located(errors: Callable[[np.ndarray], np.ndarray], rows: np.ndarray, window
 
 
 def figures(labels: np.ndarray, scores: np.ndarray, window: int) -> dict[str, float]:
-    from trainer.labelled_check import ranking
+    from trainer.judging.labelled_check import ranking
 
     return ranking(labels, scores, window)
 
@@ -89,7 +90,7 @@ def train(work: Path, windows: np.ndarray, window: int, option: str, seed: int, 
 
 def run_series(name: str, args: argparse.Namespace, root: Path) -> dict:
     from landfall.core.scoring import Scorer
-    from trainer import baselines
+    from trainer.judging import baselines
 
     train_rows, test_rows, labels = labelled_series(name)
     w = args.window

@@ -13,13 +13,13 @@ with that window), the VUS-PR of:
   training prefix's rows (``StandardScaler``: a constant channel's scale is 1), ``PCA(svd_solver="full")`` on every
   stride-1 window of the prefix, keeping the components that explain 95 % of the variance, or 32; a window's error the
   mean squared residual in the z-scored space;
-- ``today``: Landfall's PCA as ``trainer.baselines.Panel`` fits it in the verdict and the served detector scores it
-  (``trainer.detectors`` + ``landfall.core.scoring.Scorer``): the job's statistics (the manifest's, over the windows'
-  values; a standard deviation <= 1e-12 replaced by 1), fitted on the training windows the ``segment`` hold-out of
-  ``--seed`` leaves, every ``m``-th of them up to ``FIT_SAMPLE``, ``k`` = the model's code size (32), a window's error
-  the MSE over its ``T x F`` values **in original units**. Reimplemented here in numpy (so each suspect can be changed
-  alone) and checked against ``Panel`` itself on windows spread over the series (``panel check``: the largest relative
-  difference of the errors);
+- ``today``: Landfall's PCA as ``trainer.judging.baselines.Panel`` fits it in the verdict and the served detector scores
+  it (``trainer.judging.detectors`` + ``landfall.core.scoring.Scorer``): the job's statistics (the manifest's, over the
+  windows' values; a standard deviation <= 1e-12 replaced by 1), fitted on the training windows the ``segment`` hold-out
+  of ``--seed`` leaves, every ``m``-th of them up to ``FIT_SAMPLE``, ``k`` = the model's code size (32), a window's
+  error the MSE over its ``T x F`` values **in original units**. Reimplemented here in numpy (so each suspect can be
+  changed alone) and checked against ``Panel`` itself on windows spread over the series (``panel check``: the largest
+  relative difference of the errors);
 - ``today`` with one suspect changed:
   (a) ``no hold-out``: fitted on every training window (the segment hold-out and its gap removed);
   (b) ``k 95%``: as many components as explain 95 % of the fit sample's variance (scikit-learn's rule);
@@ -54,7 +54,7 @@ from landfall_bench.realdata import sliding_windows
 
 CODE_SIZE = 32  # the model's code size: SERIES_MODEL's units' last entry, the k today's PCA keeps
 VARIANCE = 0.95  # the plain PCA's share of the variance
-CONSTANT = 1e-12  # trainer.baselines.Panel: a standard deviation at most this is replaced by 1
+CONSTANT = 1e-12  # trainer.judging.baselines.Panel: a standard deviation at most this is replaced by 1
 SHARES = ("today", "(d) standardised")  # the variants whose error is split by channel (the channel that dominates)
 CHECK_WINDOWS = 256  # windows the reimplementation is compared with Panel on
 FLOOR = "floor@0.1"  # (c'): a constant channel's std, the 10th percentile of the stds of the channels that vary
@@ -116,8 +116,8 @@ class Fit:
 
     @classmethod
     def of(cls, z: np.ndarray) -> Fit:
-        """As ``trainer.baselines.pca`` fits (the covariance's eigenvectors); by SVD of the centred sample when it has
-        fewer windows than dimensions (the same subspace, at a fraction of the cost)."""
+        """As ``trainer.judging.baselines.pca`` fits (the covariance's eigenvectors); by SVD of the centred sample when
+        it has fewer windows than dimensions (the same subspace, at a fraction of the cost)."""
         centre = z.mean(axis=0)
         centred = z - centre
         n = max(1, len(z) - 1)
@@ -168,7 +168,7 @@ def standardiser(x_train: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def fit_sample(x_train: np.ndarray, trained: np.ndarray, recipe: Recipe, mean: np.ndarray, std: np.ndarray
                ) -> np.ndarray:
     """The standardised, flattened windows the recipe fits on, picked as ``Panel.fit`` picks them."""
-    from trainer.baselines import FIT_SAMPLE
+    from trainer.judging.baselines import FIT_SAMPLE
 
     windows = x_train[trained] if recipe.holdout else x_train
     if recipe.subsample:
@@ -265,10 +265,10 @@ def measure(name: str, data: dict, seed: int = 0, check: bool = True) -> dict:
 
 def panel_check(values: np.ndarray, x_train: np.ndarray, trained: np.ndarray, mean: np.ndarray, std: np.ndarray,
                 w: int, errors) -> float:
-    """The largest relative difference between ``today`` here and ``trainer.baselines.Panel``'s PCA errors (fitted
-    as ``landfall bench detect`` fits it, measured in original units as the served detector did before issue #55
+    """The largest relative difference between ``today`` here and ``trainer.judging.baselines.Panel``'s PCA errors
+    (fitted as ``landfall bench detect`` fits it, measured in original units as the served detector did before issue #55
     changed the error's space: ``today`` is that recipe) on ``CHECK_WINDOWS`` windows spread over the whole series."""
-    from trainer import baselines
+    from trainer.judging import baselines
 
     panel = baselines.Panel.fit([x_train[trained]], int(trained.sum()), mean, std, (w, values.shape[1]), CODE_SIZE,
                                 scale=np.ones(values.shape[1]))
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="landfall bench pca-gap", description=__doc__.split("\n", 1)[0])
     p.add_argument("--series", default="", help="names or their number (063,066,...; default: every recording)")
     p.add_argument("--seed", type=int, default=0, help="the segment hold-out's seed (landfall bench detect's first)")
-    p.add_argument("--no-check", action="store_true", help="skip the check against trainer.baselines.Panel")
+    p.add_argument("--no-check", action="store_true", help="skip the check against trainer.judging.baselines.Panel")
     p.add_argument("--json", default="", help="write every figure here")
     args = p.parse_args(argv)
     names = sorted(protocol.mv_docs())

@@ -44,9 +44,9 @@ goals on the multivariate set, each met or NOT met with its shortfall (``goals``
 beside them (the mean of PCA's and the nearest neighbour's errors, each over its median on the seed's held-out
 windows). ``protocol.json`` holds all.
 
-``--baselines-only``: no trainer run, only the baselines as the verdict fits them (``trainer.baselines.Panel`` on each
-seed's ``segment`` hold-out training windows, the PCA at the model's code size 32): the table in minutes on a CPU, with
-the champion's and the model's columns empty.
+``--baselines-only``: no trainer run, only the baselines as the verdict fits them (``trainer.judging.baselines.Panel``
+on each seed's ``segment`` hold-out training windows, the PCA at the model's code size 32): the table in minutes on a
+CPU, with the champion's and the model's columns empty.
 """
 
 from __future__ import annotations
@@ -77,7 +77,8 @@ DEV = Path(__file__).resolve().parent / "data" / "nab-dev"  # bench/data/README.
 OPTIONS = {"default": ["--model-kind", str(specs.SERIES_MODEL["kind"]),
                        "--dropout", str(specs.SERIES_MODEL["dropout"])],
            "gru": [],
-           # issue #55's candidates for the kind a GPU trains (trainer.model_kinds), at the series defaults' dropout
+           # issue #55's candidates for the kind a GPU trains (trainer.training.model_kinds), at the series
+           # defaults' dropout
            "conv": ["--model-kind", "conv", "--dropout", str(specs.SERIES_MODEL["dropout"])],
            "forecast": ["--model-kind", "forecast", "--dropout", str(specs.SERIES_MODEL["dropout"])],
            # the series model at the trainer's own default dropout (trainer.config.TrainerConfig.dropout, 0.2)
@@ -197,7 +198,7 @@ def located_panel(panel, rows: np.ndarray, window: int, combine: str = MEAN) -> 
     """Every candidate of ``panel`` located as it is served (``located_many`` per unit): in its own unit when it
     declares one (``Panel.unit``), else in ``combine``; the detectors whose rows are scored alone, by rows, at stride
     ``window`` (each row once, the same scores)."""
-    from trainer import baselines
+    from trainer.judging import baselines
 
     groups: dict[tuple[str, int], list[str]] = {}
     for name in baselines.NAMES:
@@ -276,7 +277,7 @@ def labelled_recording(root: Path, name: str, values: np.ndarray, labels: np.nda
 
 def run_series(name: str, data: dict, args: argparse.Namespace, root: Path) -> dict:
     from landfall.core.scoring import Scorer
-    from trainer import baselines
+    from trainer.judging import baselines
 
     values, labels, n_train = data["values"], data["labels"], data["train_rows"]
     w = period.length(values[:, 0])

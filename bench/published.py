@@ -30,9 +30,9 @@ CLOSE = 0.05  # "the same detector": within this of the published VUS-PR
 
 
 def published_kinds() -> dict[str, tuple[type, str, str]]:
-    """The detectors with a published row, registered or opt-in (``trainer.baselines.OPT_IN``): name -> (class,
+    """The detectors with a published row, registered or opt-in (``trainer.judging.baselines.OPT_IN``): name -> (class,
     TSB-AD's name, what TSB-AD fitted it on)."""
-    from trainer import baselines
+    from trainer.judging import baselines
 
     out = {}
     every = [*baselines.KINDS.values(), *(importlib.import_module(m).Detector for m in baselines.OPT_IN)]
@@ -48,8 +48,8 @@ def fitted(kind: type, rows: np.ndarray, window: int):
     value standardised with those rows' statistics (as a job standardises its windows)."""
     from landfall.core.rules import moments
     from landfall_bench.realdata import sliding_windows
-    from trainer import baselines
-    from trainer.baselines.space import Space
+    from trainer.judging import baselines
+    from trainer.judging.baselines.space import Space
 
     rows = np.asarray(rows, np.float64)
     mean, std = rows.mean(axis=0), moments.scaled(rows.std(axis=0))

@@ -2,10 +2,10 @@
 
 One run prints (and optionally writes as JSON):
 
-1. **Input pipeline**, windows/s: the trainer's own training pipeline (``trainer.pipeline.train_dataset``: shuffle,
-   batch, normalise) over a synthetic ``--rows`` x ``--channels`` series converted by the real converter as a
-   series arrival (``landfall.arrival.series``; windows cut in tf.data by ``trainer.windows``), against the same
-   windows (length ``--length``, stride ``--stride``) pre-cut into an ``.npy`` of instances and converted as
+1. **Input pipeline**, windows/s: the trainer's own training pipeline (``trainer.training.pipeline.train_dataset``:
+   shuffle, batch, normalise) over a synthetic ``--rows`` x ``--channels`` series converted by the real converter as a
+   series arrival (``landfall.arrival.series``; windows cut in tf.data by ``trainer.training.windows``), against the
+   same windows (length ``--length``, stride ``--stride``) pre-cut into an ``.npy`` of instances and converted as
    instances. Both plans hold out the same way (blocks, ``--validation-fraction``), so they read the same windows.
    Rounds alternate between the two (``landfall_bench.timing.pipeline_rates``: fresh iterators, warmed up); medians of
    ``--rounds``. Goal: the series >= 0.9x the pre-cut windows.
@@ -73,8 +73,8 @@ def series_cfg(length: int, stride: int, channels: int, shard_bytes: int) -> Con
 def bench_pipeline(args: argparse.Namespace, work: Path) -> dict:
     from landfall_bench import realdata
     from landfall_bench.timing import pipeline_rates
-    from trainer import pipeline
-    from trainer.inputs import load_manifests, plan_inputs, stage
+    from trainer.training import pipeline
+    from trainer.training.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
     values = synthetic_series(args.rows, args.channels)

@@ -1,9 +1,9 @@
 """``landfall bench serving [--recording 075] [--repeats 3]``: what serving each candidate costs the scorer.
 
-Every detector, default and opt-in (``trainer.baselines.OPT_IN``), is fitted on one multivariate recording's training
-prefix as a job's verdict fits it (``landfall_bench.protocol``: the first channel's period as the window, seed 0's
-training windows) and saved as the verdict saves a champion (``trainer.detectors``: a SavedModel, never a pickle).
-Then, per detector, medians over ``--repeats``:
+Every detector, default and opt-in (``trainer.judging.baselines.OPT_IN``), is fitted on one multivariate recording's
+training prefix as a job's verdict fits it (``landfall_bench.protocol``: the first channel's period as the window, seed
+0's training windows) and saved as the verdict saves a champion (``trainer.judging.detectors``: a SavedModel, never a
+pickle). Then, per detector, medians over ``--repeats``:
 
 - **cold start**: a new Python process that imports the scorer (``landfall.core.scoring``, TensorFlow with it) and loads
   the champion's folder, to its first score of one window: what a scorer instance pays before its first request;
@@ -40,7 +40,7 @@ def panel_of(recording: str):
     from landfall.arrival import period
     from landfall_bench import protocol
     from landfall_bench.realdata import sliding_windows
-    from trainer import baselines
+    from trainer.judging import baselines
 
     name = next(n for n in protocol.mv_docs() if n.startswith(recording))
     data = protocol.mv_series(name)
@@ -73,7 +73,7 @@ def scored(scorer, values: np.ndarray, window: int, stride: int) -> float:
 def run(recording: str, repeats: int) -> tuple[str, list[dict]]:
     from landfall.core.scoring import Scorer
     from landfall.core.services.storage import Storage
-    from trainer import baselines, detectors
+    from trainer.judging import baselines, detectors
 
     name, values, w, panel = panel_of(recording)
     stride = max(1, w // 4)  # landfall_bench.detections' dataset: a quarter of the window

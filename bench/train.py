@@ -4,7 +4,7 @@ One run prints (and optionally writes as JSON):
 
 1. Input pipeline, examples/s over the same instances, each pipeline shuffling, batching and
    normalising the same way:
-   - ``landfall``: the trainer's own pipeline (``trainer.pipeline.train_dataset``) over TFRecord shards
+   - ``landfall``: the trainer's own pipeline (``trainer.training.pipeline.train_dataset``) over TFRecord shards
      written by the real converter: interleaved reads, batch first, one ``parse_example`` +
      ``decode_raw`` per batch;
    - ``in_memory``: the same array fed with ``from_tensor_slices`` (goal: landfall >= 0.8x this);
@@ -16,7 +16,7 @@ One run prints (and optionally writes as JSON):
 
 3. Epoch coverage on uneven arrivals (the plan only, no TensorFlow): for 20,000 + 100, 1 + 5,000 and 37
    arrivals of random sizes on 2 and 3 workers, the training examples one epoch takes, as a share of the
-   training instances, for the balanced plan (``trainer.inputs.plan_inputs``) and for the usual way
+   training instances, for the balanced plan (``trainer.training.inputs.plan_inputs``) and for the usual way
    (whole shards dealt round-robin, ``min(per-worker instances) // batch`` steps), and the balanced plan
    against the floor: the most any epoch of whole global batches can take, ``train - train % global``
    (goal: >= 0.99).
@@ -55,8 +55,8 @@ SHAPE = (36, 10)  # the seed's instances: 36 timesteps x 10 features
 def bench_pipeline(args, manifest_uri: str, array: np.ndarray) -> dict:
     import tensorflow as tf
 
-    from trainer import pipeline
-    from trainer.inputs import load_manifests, plan_inputs, stage
+    from trainer.training import pipeline
+    from trainer.training.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
     inputs = load_manifests(storage, [manifest_uri], SHAPE)
@@ -104,7 +104,7 @@ def _uneven_sets() -> dict[str, list[int]]:
 
 def epoch_coverage(batch: int, validation_fraction: float = 0.1, seed: int = 0) -> list[dict]:
     """Per set and worker count: examples per epoch / training instances, ours and the usual way."""
-    from trainer.inputs import Inputs, ShardRef, is_validation, plan_inputs
+    from trainer.training.inputs import Inputs, ShardRef, is_validation, plan_inputs
 
     rows = []
     for name, arrivals in _uneven_sets().items():

@@ -53,7 +53,7 @@ def plain_fit(data: Path, strategy: str, epochs: int, batch: int, units: list[in
     import tensorflow as tf
     import tf_keras as keras
 
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     scope = tf.distribute.MultiWorkerMirroredStrategy() if strategy == "mwms" else tf.distribute.get_strategy()
     array = np.load(data)

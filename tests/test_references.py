@@ -3,7 +3,7 @@
 ``k8s/`` and ``infra/`` name exists. A rename that misses one of them fails here.
 
 What counts as a reference:
-- a path: a token that starts with one of the repository's top folders (``trainer/pipeline.py``,
+- a path: a token that starts with one of the repository's top folders (``trainer/training/pipeline.py``,
   ``tests/infra/...``), not inside a URL; one with ``*`` must match a file, one with a placeholder (``<dataset>``,
   ``{...}``, ``N``-style upper-case parts, ``...``) is not checked;
 - a module: a dotted name that starts with ``landfall.``, ``trainer.`` or ``landfall_bench.``; its longest prefix
@@ -178,13 +178,16 @@ def test_every_name_exists(path: Path) -> None:
 
 
 def test_the_checker_finds_a_stale_name() -> None:
-    """Each kind, caught: the README's layout table named trainer/data.py, renamed trainer/pipeline.py; the converter
-    image checked landfall.core.services.cloudrun, moved to landfall.arrival.cloudrun."""
-    row = "| `trainer/` | the `trainer` package (`task.py`, `model.py`, `data.py`, ...) |"
-    assert table_files(row, "README") == ["README: path trainer/data.py"]
+    """Each kind, caught: the README's layout table named trainer/data.py, renamed trainer/pipeline.py (now
+    trainer/training/pipeline.py); the converter image checked landfall.core.services.cloudrun, moved to
+    landfall.arrival.cloudrun."""
+    row = "| `trainer/training/` | the training half (`inputs.py`, `model.py`, `data.py`, ...) |"
+    assert table_files(row, "README") == ["README: path trainer/training/data.py"]
     assert table_files(row.replace("data.py", "pipeline.py"), "README") == []
     assert stale("see `trainer/data.py`", "README") == ["README: path trainer/data.py"]
-    assert stale("`trainer/pipeline.py`", "x") == []
+    assert stale("see `trainer/pipeline.py`, `trainer.verdict`", "README") == [
+        "README: path trainer/pipeline.py", "README: module trainer.verdict"]  # moved into the trainer's halves
+    assert stale("`trainer/training/pipeline.py`", "x") == []
     assert stale("import landfall.core.services.cloudrun", "x") == ["x: module landfall.core.services.cloudrun"]
     assert stale("`landfall.arrival.cloudrun`, `trainer.train.strategy_kind`", "x") == []
     assert stale("`trainer.train.no_such_name`", "x") == ["x: module trainer.train.no_such_name"]

@@ -17,7 +17,7 @@ endpoint unreachable: Workload Identity not ready in a new pod); a
 ``RetryError`` (``landfall.core.services.google_api.TEMPORARY``)
 ``ClusterFailure``                                                      129  cluster: restart all
 ``Preempted`` (SIGTERM during ``fit``: the epoch in progress finished,   143  preempted: restart all
-saved, every worker stops; ``trainer.preemption``)
+saved, every worker stops; ``trainer.training.preemption``)
 TensorFlow ``UnavailableError``, ``AbortedError``,                      129  cluster: restart all
 ``DeadlineExceededError``, ``CancelledError`` (a peer died, a
 collective was aborted or timed out)

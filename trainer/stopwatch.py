@@ -2,8 +2,8 @@
 ``landfall.core.contracts.timeline``).
 
 ``trainer.errors.phase`` times every phase it runs through ``span``; the epochs (``trainer.train.EpochReporter``)
-and the verdict's passes (``trainer.verdict``) add theirs. One ``Recorder`` per process, reset by ``begin`` at the
-start of ``trainer.task.main``. The chief puts the merged timeline into ``metrics.json`` at every save
+and the verdict's passes (``trainer.judging.verdict``) add theirs. One ``Recorder`` per process, reset by ``begin`` at
+the start of ``trainer.task.main``. The chief puts the merged timeline into ``metrics.json`` at every save
 (``into``); every other worker writes its own into the job dir when it exits (``publish``:
 ``timeline/worker-<i>.json``), and the chief reads those at its end (``gather``), as it reads nothing else of
 theirs: no collective is involved, so a worker that is gone never holds the chief up for more than ``wait_s``.

@@ -15,11 +15,11 @@ Flags
     --early-stopping-patience P, --early-stopping-min-delta D, --early-stopping-min-gain G,
     --early-stopping-start-from-epoch S,
     --early-stopping-reductions R, --early-stopping-factor F, --early-stopping-smoothing K
-                              the stopping rule (``trainer.stopping``; patience 0: train to the ceiling)
-    --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.floor``)
+                              the stopping rule (``trainer.training.stopping``; patience 0: train to the ceiling)
+    --min-skill S             promoted only when 1 - loss / baseline loss >= S (``trainer.judging.floor``)
     --labelled URI            a labelled set (``landfall.core.artifacts.labelled``) the verdict scores: precision,
     recall,
-                              average precision of challenger and champion (``trainer.labelled_check``)
+                              average precision of challenger and champion (``trainer.judging.labelled_check``)
     --min-average-precision A promoted only at average precision >= A on --labelled (else low_average_precision)
     --[no-]deterministic      every epoch's input order a function of (seed, worker, epoch)
     --batch-size-per-worker B default 1024 as in the seed; global batch = B x workers
@@ -27,10 +27,10 @@ Flags
     --units 128,32 --dropout 0.2 --timesteps 36 --features 10   the model (seed defaults)
     --[no-]normalize          per-feature (x - mean) / std from the manifests' stats (default on)
     --[no-]exclude-flagged    the new arrivals' instances the dataset's champion flags are left out of training
-                              and the held-out set (``trainer.champion_view``; spec training.exclude_flagged)
+                              and the held-out set (``trainer.judging.champion_view``; spec training.exclude_flagged)
     --warm-start auto|none|URI  initial weights: auto (default) the dataset's newest succeeded model, found
                               from the predecessor named in --inputs; none; or a model folder or job dir
-                              (see ``trainer.warmstart``); recorded in metrics.json as warm_start_from
+                              (see ``trainer.training.warmstart``); recorded in metrics.json as warm_start_from
     --shuffle-buffer, --download-workers, --work-dir, --[no-]verify-crc32c   input pipeline
     --collective auto|ring|nccl, --collective-timeout-s   distribution (several workers; one worker trains under
                               TensorFlow's default strategy, trainer.train.strategy_kind)
@@ -58,12 +58,12 @@ Exit codes (a TFJob restart policy ``ExitCode`` retries 128 and up, never 1-127)
     129  the cluster failed: a peer worker died (while the cluster formed or after) or a collective
          timed out, in any phase (restart all workers)
     143  preempted: SIGTERM while training (a Spot node's notice); the epoch in progress was finished and saved,
-         every worker stops (restart all workers; ``trainer.preemption``)
+         every worker stops (restart all workers; ``trainer.training.preemption``)
     A worker killed by a signal is retried by the operator as well. Every phase (manifests, warm start,
     staging, strategy, model build and variable broadcast, fit, saving, the verdict) is classed by the one table in
     ``trainer.errors``; the failed phase is logged and recorded in metrics.json (``failed_phase``).
 
-Verdict and result (see ``trainer.verdict``)
+Verdict and result (see ``trainer.judging.verdict``)
     After saving, the chief evaluates the model against its dataset's champion on its held-out share
     (MSE in original units), writes model/threshold.json, promotes it or keeps the champion
     (models/<dataset>/champion.json, generation-guarded) and records ``verdict`` in metrics.json; at the
@@ -109,12 +109,14 @@ from landfall.core.errors import Invalid, NotFound
 from landfall.core.rules import cost, holdout
 from landfall.core.rules.series_windows import COMBINE
 from landfall.core.services.storage import Storage
-from trainer import champion_view, faults, model_kinds, stopwatch, verdict, warmstart
-from trainer import inputs as inputs_mod
-from trainer.cluster import Cluster
+from trainer import faults, stopwatch
 from trainer.config import TrainerConfig
 from trainer.errors import EXIT_BUG, EXIT_OK, EXIT_USAGE, exit_code, phase, phase_of
 from trainer.jobdir import BACKUP, METRICS, JobDir
+from trainer.judging import champion_view, verdict
+from trainer.training import inputs as inputs_mod
+from trainer.training import model_kinds, warmstart
+from trainer.training.cluster import Cluster
 
 log = logs.get("trainer.task")
 
@@ -157,14 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--verbose", type=int, choices=[0, 1, 2])
     a("--promote-tolerance", type=float)
     a("--select", choices=["detection", "loss"],
-      help="detection (default): promote the candidate, model or baseline, that detects best (trainer.selection); "
-           "loss: the model, by held-out reconstruction loss")
+      help="detection (default): promote the candidate, model or baseline, that detects best "
+           "(trainer.judging.selection); loss: the model, by held-out reconstruction loss")
     a("--promote-margin", type=float, help="select detection: promoted at the champion's score + this (default 0.01)")
     a("--model-margin", type=float,
       help="select detection: the model ranks above a baseline only when it scores this much more (default 0.01)")
     a("--combine", choices=list(COMBINE),
       help="how the dataset's rows are scored (its spec's shape.window.combine; default mean): with row, the "
-           "label-free choice is the nearest neighbour (trainer.selection.basis)")
+           "label-free choice is the nearest neighbour (trainer.judging.selection.basis)")
     a("--min-skill", type=float, help="promoted only at 1 - loss / baseline loss >= this (default 0.1)")
     a("--min-skill-over", metavar="NAME=MARGIN[,...]|none",
       help="promoted only at 1 - loss / that baseline's loss >= MARGIN, for pca and nearest_neighbour "
@@ -181,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--deterministic", action=argparse.BooleanOptionalAction, default=None,
       help="each epoch's input order a function of (seed, worker, epoch): a restart replays exactly")
     a("--exclude-flagged", action=argparse.BooleanOptionalAction, default=None,
-      help="leave out of training and the held-out set the new instances the champion flags (trainer.champion_view)")
+      help="leave out of training and the held-out set the new instances the champion flags "
+           "(trainer.judging.champion_view)")
     a("--threshold-quantile", type=float)
     a("--labelled", metavar="URI",
       help="a labelled evaluation set (landfall.core.artifacts.labelled), scored by the verdict")
@@ -367,7 +370,7 @@ def run(cfg: TrainerConfig, cluster: Cluster, storage: Storage, job: JobDir, met
         weights = warmstart.fetch(storage, start, work / "warm-start")
         mean, std = inputs.feature_stats() if cfg.normalize else (None, None)
     view = None
-    if cluster.is_chief:  # before the strategy exists: no collective waits on it (trainer.champion_view)
+    if cluster.is_chief:  # before the strategy exists: no collective waits on it (trainer.judging.champion_view)
         with phase("scoring new data with the champion"):
             view = champion_view.in_child(cfg, storage, job, inputs, plan, paths, work, job_name_of(cfg))
             champion_view.publish(job, view)

@@ -26,13 +26,15 @@ from landfall.core.artifacts.champion import NORMALIZATION
 from landfall.core.contracts.messages import utc_now
 from landfall.core.contracts.timeline import EPOCH
 from landfall.core.errors import Invalid
-from trainer import faults, iterators, pipeline, preemption, stopping, stopwatch, verdict, warmstart
-from trainer import model as model_mod
-from trainer.cluster import Cluster
-from trainer.config import TrainerConfig
+from trainer import faults, stopwatch
+from trainer.config import Rule, TrainerConfig
 from trainer.errors import phase
-from trainer.inputs import Inputs, Plan, arrival_counts
 from trainer.jobdir import BACKUP, METRICS, MODEL, TENSORBOARD, JobDir
+from trainer.judging import verdict
+from trainer.training import iterators, pipeline, preemption, stopping, warmstart
+from trainer.training import model as model_mod
+from trainer.training.cluster import Cluster
+from trainer.training.inputs import Inputs, Plan, arrival_counts
 
 log = logs.get("trainer.train")
 
@@ -246,15 +248,15 @@ class EpochReporter(keras.callbacks.Callback):
 
 
 class ConvergenceStop(keras.callbacks.Callback):
-    """The stopping rule of ``trainer.stopping``, after ``BackupAndRestore`` in the callback list: its state and
-    best weights go into the backup folder after every epoch (mirrored by ``EpochReporter`` with the checkpoint
+    """The stopping rule of ``trainer.training.stopping``, after ``BackupAndRestore`` in the callback list: its state
+    and best weights go into the backup folder after every epoch (mirrored by ``EpochReporter`` with the checkpoint
     pointer last), and a restarted run reads them back for the epoch its checkpoint restored.
 
     Every worker runs it on the same ``val_loss`` (all-reduced by Keras), so all stop at the same epoch. Reading
     or setting the weights is symmetric too: every worker does it at the same point (a BatchNormalization
     statistic is a sync-on-read variable, read with an all-reduce)."""
 
-    def __init__(self, rule: stopping.Rule, folder: Path, monitored: bool, worker: int, learning_rate: float):
+    def __init__(self, rule: Rule, folder: Path, monitored: bool, worker: int, learning_rate: float):
         super().__init__()
         self.rule, self.folder, self.monitored, self.worker = rule, folder, monitored, worker
         self.initial_lr = learning_rate
@@ -380,7 +382,8 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         first_epoch = restored_epochs(backup) if cfg.deterministic else None
         with stopwatch.span("building the input pipelines"):
             train_ds, val_ds = _datasets(cfg, strategy, plan, paths, sizes, mean, std, inputs, first_epoch)
-        # the training iterator is never destroyed (trainer.iterators: up to 60 s otherwise, and never off-thread)
+        # the training iterator is never destroyed (trainer.training.iterators: up to 60 s otherwise, and never
+        # off-thread)
         made = iterators.Kept()
         train_ds = iterators.keeping(train_ds, made)
         timer, marks = EpochTimer(), FitMarks()
@@ -413,7 +416,7 @@ def fit(cfg: TrainerConfig, cluster: Cluster, job: JobDir, metrics, plan: Plan, 
         save_model(model, cluster, job, work, mean, std, inputs, start)
     faults.at(faults.SAVED)
     if cluster.is_chief:
-        with phase(EVALUATE):  # the chief alone, on its saved copy (trainer.verdict says why)
+        with phase(EVALUATE):  # the chief alone, on its saved copy (trainer.judging.verdict says why)
             metrics.doc.update(verdict.conclude(cfg, job, metrics, work / "model", plan, paths, inputs, mean, std,
                                                 job.storage))
         faults.at(faults.EVALUATED)

@@ -143,7 +143,7 @@ def test_row_location_scores_each_row_by_its_own_error(tmp_path):
     import argparse
 
     from landfall_bench.detect import located
-    from trainer import baselines, floor
+    from trainer.judging import baselines, floor
 
     name = next(n for n in json.loads((protocol.dev_root() / "series.json").read_text()) if n.startswith("014_"))
     data = protocol.dev_series(name)
@@ -211,7 +211,7 @@ def test_half_judges_the_second_half_and_gives_the_first_as_a_labelled_recording
 
     from landfall.core.artifacts import labelled
     from landfall.core.services.storage import Storage
-    from trainer import labelled_check
+    from trainer.judging import labelled_check
 
     names = json.loads((protocol.dev_root() / "series.json").read_text())
     name = next(n for n in names if n.startswith("018_"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from landfall_bench import protocol, published
-from trainer import baselines
+from trainer.judging import baselines
 
 
 def test_each_detector_is_the_one_tsb_ad_published_on_the_shipped_msl(tmp_path, monkeypatch, capsys):

@@ -78,8 +78,8 @@ print(json.dumps(out))
 def serves_champions_without_the_trainer(rh, folder: Path) -> None:
     """The scorer image serves both kinds of champion the trainer saves, with neither the trainer, bench/,
     scikit-learn nor tf-keras in it (issue #66): the seed's GRU autoencoder saved as a job saves it (tf-keras,
-    ``trainer.train.save_model``'s call), and a row-scoring detector (``pca_rows``, ``trainer.detectors.save``). Each
-    scores the same rows in the image as in the suite."""
+    ``trainer.train.save_model``'s call), and a row-scoring detector (``pca_rows``, ``trainer.judging.detectors.save``).
+    Each scores the same rows in the image as in the suite."""
     import json
     import os
     import subprocess
@@ -90,7 +90,8 @@ def serves_champions_without_the_trainer(rh, folder: Path) -> None:
     import tensorflow as tf
 
     from landfall.core.scoring import Scorer
-    from trainer import baselines, detectors, model_kinds
+    from trainer.judging import baselines, detectors
+    from trainer.training import model_kinds
 
     rng = np.random.default_rng(0)
     x = (np.sin(np.arange(12)[None, :, None] * 0.5 + rng.uniform(0, 6, (200, 1, 3))) + rng.normal(0, 0.05, (200, 12, 3))

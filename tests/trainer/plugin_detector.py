@@ -1,5 +1,5 @@
 """A detector that ships outside Landfall, as a plug-in module (``LANDFALL_DETECTORS=tests.trainer.plugin_detector``
-or ``trainer.baselines.register``): the smallest real example of the extension point, used by
+or ``trainer.judging.baselines.register``): the smallest real example of the extension point, used by
 tests/trainer/test_detector_registry.py. Each window is reconstructed as the mean of its ``K`` nearest training
 windows (a k-NN detector; TSB-AD's KNN scores the distance to the k-th neighbour). Nothing else in Landfall names it.
 """
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.space import Space
+from trainer.judging.baselines.space import Space
 
 K = 3
 

@@ -1,7 +1,7 @@
 """A detector that scores single rows and ships outside Landfall, as a plug-in module
-(``LANDFALL_DETECTORS=tests.trainer.plugin_row_detector`` or ``trainer.baselines.register``): the smallest real
-example of a row scorer (``trainer.baselines.rowwise``), used by tests/trainer/test_detector_registry.py. A row's score
-is its largest channel deviation from the training rows' median, in units of that channel's median absolute
+(``LANDFALL_DETECTORS=tests.trainer.plugin_row_detector`` or ``trainer.judging.baselines.register``): the smallest real
+example of a row scorer (``trainer.judging.baselines.rowwise``), used by tests/trainer/test_detector_registry.py. A
+row's score is its largest channel deviation from the training rows' median, in units of that channel's median absolute
 deviation. Nothing else in Landfall names it.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trainer.baselines.rowwise import RowDetector
+from trainer.judging.baselines.rowwise import RowDetector
 
 
 class Detector(RowDetector):

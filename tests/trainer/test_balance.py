@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from landfall.core.errors import Invalid
-from trainer.inputs import Inputs, Plan, ShardRef, is_validation, plan_inputs, steps_summary
+from trainer.training.inputs import Inputs, Plan, ShardRef, is_validation, plan_inputs, steps_summary
 
 SHAPE = (36, 10)
 SHARD_RECORDS = 4096

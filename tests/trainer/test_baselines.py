@@ -1,4 +1,4 @@
-"""The detectors to beat (``trainer.baselines``) on real data: Daphnet S06R02E0 (the Daphnet Freezing of Gait
+"""The detectors to beat (``trainer.judging.baselines``) on real data: Daphnet S06R02E0 (the Daphnet Freezing of Gait
 recording as aeon 1.6.0 ships it, ``bench/data/README.md``), cut into stride-1 windows.
 
 PCA and the nearest neighbour are checked against scikit-learn and a brute-force search; the verdict on a real
@@ -22,12 +22,12 @@ from landfall.core.rules import holdout
 from landfall.core.services.storage import Storage
 from landfall_bench.realdata import daphnet, sliding_windows
 from tests.trainer.helpers import write_dataset
-from trainer import baselines
-from trainer import inputs as inputs_mod
-from trainer.baselines import nearest_neighbour
-from trainer.config import TrainerConfig
+from trainer.config import SKILL_OVER, TrainerConfig
 from trainer.jobdir import MODEL, JobDir
+from trainer.judging import baselines
+from trainer.judging.baselines import nearest_neighbour
 from trainer.task import Metrics
+from trainer.training import inputs as inputs_mod
 
 LENGTH = 16
 SHAPE = (LENGTH, 9)
@@ -80,7 +80,7 @@ def daphnet_job(tmp_path_factory):
     same code size (4) reconstructs the held-out windows better."""
     import tf_keras as keras
 
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     root = tmp_path_factory.mktemp("baselines")
     storage = Storage()
@@ -110,7 +110,7 @@ def daphnet_job(tmp_path_factory):
 
 
 def _conclude(s, name: str, **overrides):
-    from trainer import verdict
+    from trainer.judging import verdict
 
     cfg = dataclasses.replace(s["cfg"], job_dir=str(s["root"] / "runs" / name), models=str(s["root"] / name / "m"),
                               **overrides)
@@ -157,6 +157,7 @@ def test_the_gate_names_are_checked():
         TrainerConfig(min_skill_over="pca=2")
     assert TrainerConfig(min_skill_over="pca=0,nearest_neighbour=-0.1").skill_margins() == {
         "pca": 0.0, "nearest_neighbour": -0.1}
+    assert SKILL_OVER == (baselines.PCA, baselines.NEAREST)  # the config parses the flag without the detectors
 
 
 def test_every_channel_counts_in_its_own_spread_so_a_quiet_channels_anomaly_shows():

@@ -1,5 +1,5 @@
-"""The champion's view of new data (``trainer.champion_view``), on a real series: Daphnet S06R02E0 (9 channels, mg)
-cut into windows and into three arrivals. A first job trains on the first and becomes the champion; a second job
+"""The champion's view of new data (``trainer.judging.champion_view``), on a real series: Daphnet S06R02E0 (9 channels,
+mg) cut into windows and into three arrivals. A first job trains on the first and becomes the champion; a second job
 covers all three, the second with 5 % of its windows made anomalous, the third clean. The second job's metrics
 report, per new arrival, how many windows exceed the champion's threshold."""
 
@@ -18,9 +18,9 @@ from landfall.core.services.storage import Storage
 from landfall.views import page
 from landfall_bench import realdata
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
-from trainer import champion_view
 from trainer.config import TrainerConfig
 from trainer.jobdir import JobDir
+from trainer.judging import champion_view
 
 T, F = 24, 9
 ARGS = ["--timesteps", str(T), "--features", str(F), "--units", "8,4", "--batch-size-per-worker", "64",
@@ -129,10 +129,10 @@ def test_a_restarted_job_reuses_its_first_record(tmp_path):
 
 
 def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_path):
-    """The pipeline's filter (``trainer.pipeline.read_blocks``, keyed on (arrival, index in the arrival)) reads exactly
-    the plan's counts, on every worker, and none of the excluded records."""
-    from trainer import pipeline
-    from trainer.inputs import load_manifests, plan_inputs, stage
+    """The pipeline's filter (``trainer.training.pipeline.read_blocks``, keyed on (arrival, index in the arrival)) reads
+    exactly the plan's counts, on every worker, and none of the excluded records."""
+    from trainer.training import pipeline
+    from trainer.training.inputs import load_manifests, plan_inputs, stage
 
     storage = Storage()
     arrays = [make_array(700, seed=1, shape=(8, 3)), make_array(500, seed=2, shape=(8, 3))]
@@ -159,14 +159,15 @@ def test_excluded_records_are_in_neither_split_and_the_shares_stay_exact(tmp_pat
 
 
 def test_series_windows_are_scored_by_arrival_and_index_and_excluded(tmp_path):
-    """A series dataset (windows cut when read, ``trainer.windows``): every new window is scored once and attributed
-    to its (arrival, index), and with those indices excluded the windows read are exactly the plan's, without them."""
+    """A series dataset (windows cut when read, ``trainer.training.windows``): every new window is scored once and
+    attributed to its (arrival, index), and with those indices excluded the windows read are exactly the plan's, without
+    them."""
     import pandas as pd
 
     from landfall.arrival import converter
     from landfall.arrival.config import ConverterConfig
     from landfall.core import scoring
-    from trainer import inputs, windows
+    from trainer.training import inputs, windows
 
     cfg = ConverterConfig(timesteps=8, features=2, window_stride=3, series_time_column="t",
                           shard_target_bytes=4 * 2 * 400)

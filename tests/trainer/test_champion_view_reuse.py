@@ -1,4 +1,4 @@
-"""The champion's view reuses the scorer's results (``trainer.champion_view.reuse``, issue #40 part 4), on the
+"""The champion's view reuses the scorer's results (``trainer.judging.champion_view.reuse``, issue #40 part 4), on the
 emulators: an instance dataset whose champion reconstructs every instance as zeros (``helpers.zero_model``: an
 instance's error is the mean of its squared values, threshold 0.5), three arrivals committed by the real arrival
 stage, several shards each. The champion's job trained on the first; the other two are new, and the scorer
@@ -23,10 +23,10 @@ from landfall.core.contracts.layout import Layout
 from landfall.core.services.storage import Storage
 from landfall.detect import handler
 from tests.landfall.detect.helpers import commit, crown, scorer_runtime, zero_model
-from trainer import champion_view
-from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
 from trainer.jobdir import JobDir
+from trainer.judging import champion_view
+from trainer.training import inputs as inputs_mod
 
 SHAPE = (8, 3)
 DATASET = "inst"

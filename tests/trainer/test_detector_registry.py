@@ -1,4 +1,4 @@
-"""A detector is one module plus its registration (``trainer.baselines``' docstring): the plug-in
+"""A detector is one module plus its registration (``trainer.judging.baselines``' docstring): the plug-in
 ``tests.trainer.plugin_detector``, registered by this test and named nowhere else, is fitted by the verdict on a real
 multivariate sensor recording (Daphnet S06R02E0: 9 accelerometer channels at 64 Hz, ``landfall_bench.realdata``),
 scored on the surrogate set, chosen, saved as a servable detector, promoted, and served by ``Scorer.load`` (what the
@@ -20,11 +20,11 @@ from landfall.core.scoring import Scorer
 from landfall.core.services.storage import Storage
 from tests.trainer import plugin_detector, plugin_row_detector
 from tests.trainer.helpers import REPO, write_dataset
-from trainer import baselines, detectors, selection
-from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
 from trainer.jobdir import MODEL, JobDir
+from trainer.judging import baselines, detectors, selection
 from trainer.task import Metrics
+from trainer.training import inputs as inputs_mod
 
 T = 16
 UNITS = (8, 4)
@@ -38,7 +38,7 @@ def windows(values: np.ndarray) -> np.ndarray:
 @pytest.fixture(params=[plugin_detector, plugin_row_detector], ids=["reconstructs", "scores_rows"])
 def only_the_plugin(monkeypatch, request):
     """The registry with one plug-in as its one detector (beside the mean window every job has), restored after: one
-    that reconstructs windows, one that scores single rows (``trainer.baselines.rowwise``)."""
+    that reconstructs windows, one that scores single rows (``trainer.judging.baselines.rowwise``)."""
     monkeypatch.setattr(baselines, "KINDS", {})
     monkeypatch.setattr(baselines, "NAMES", [baselines.MEAN_WINDOW])
     monkeypatch.setattr(baselines, "DESCRIPTIONS", {baselines.MEAN_WINDOW: baselines.DESCRIPTIONS[
@@ -51,8 +51,8 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
     import tf_keras as keras
 
     from landfall_bench.realdata import daphnet
-    from trainer import verdict
-    from trainer.model import build_model
+    from trainer.judging import verdict
+    from trainer.training.model import build_model
 
     name = only_the_plugin
     _, values, _ = daphnet()
@@ -127,10 +127,10 @@ def test_a_detector_added_as_one_module_is_fitted_chosen_served_and_rescores(onl
 
 
 def test_pca_variance_keeps_95_percent_at_most_its_cap_and_serves_as_fitted(monkeypatch, tmp_path):
-    """``trainer.baselines.pca_variance`` (registered by default): as many components as explain 95 % of the
+    """``trainer.judging.baselines.pca_variance`` (registered by default): as many components as explain 95 % of the
     variance, at most ``CAP``, served as its numpy reconstruction."""
     from landfall_bench.realdata import daphnet
-    from trainer.baselines import pca_variance
+    from trainer.judging.baselines import pca_variance
 
     assert pca_variance.NAME in baselines.NAMES and pca_variance.NAME in selection.candidates()
     _, values, _ = daphnet()
@@ -155,21 +155,22 @@ def test_pca_variance_keeps_95_percent_at_most_its_cap_and_serves_as_fitted(monk
 def test_a_plugin_is_loaded_by_name_from_the_environment():
     """``LANDFALL_DETECTORS`` (what a deployment sets to ship its own detector): the module is imported and registered
     when the trainer's registry loads, so `python -m trainer.task` fits it like the built-in ones."""
-    code = ("from trainer import baselines, selection; print(baselines.NAMES, selection.candidates()[-2:])")
+    code = ("from trainer.judging import baselines, selection; print(baselines.NAMES, selection.candidates()[-2:])")
     env = {**os.environ, "LANDFALL_DETECTORS": "tests.trainer.plugin_detector", "TF_CPP_MIN_LOG_LEVEL": "2"}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
     assert "'knn_mean'" in out.stdout and "('knn_mean', 'model')" in out.stdout, out.stdout + out.stderr
 
 
 def test_mcd_is_the_pca_residual_plus_the_robust_distance_and_serves_as_fitted(monkeypatch, tmp_path):
-    """``trainer.baselines.mcd`` (opt-in: ``LANDFALL_DETECTORS=trainer.baselines.mcd``), registered here: on Daphnet a
-    window's error is its PCA residual plus the squared Mahalanobis distance of its code that scikit-learn's own
-    ``MinCovDet`` gives (refitted on the same sample with the same seed), and the served SavedModel scores as fitted.
-    Windows with an outlying code score above the clean ones although the subspace reconstructs them."""
+    """``trainer.judging.baselines.mcd`` (opt-in: ``LANDFALL_DETECTORS=trainer.judging.baselines.mcd``), registered
+    here: on Daphnet a window's error is its PCA residual plus the squared Mahalanobis distance of its code that
+    scikit-learn's own ``MinCovDet`` gives (refitted on the same sample with the same seed), and the served SavedModel
+    scores as fitted. Windows with an outlying code score above the clean ones although the subspace reconstructs
+    them."""
     from sklearn.covariance import MinCovDet
 
     from landfall_bench.realdata import daphnet
-    from trainer.baselines import mcd
+    from trainer.judging.baselines import mcd
 
     assert mcd.NAME not in baselines.NAMES  # not a default candidate (docs/benchmarks.md: it lowers the choice)
     monkeypatch.setattr(baselines, "KINDS", dict(baselines.KINDS))

@@ -1,4 +1,4 @@
-"""The baselines as servable detectors (trainer.detectors) and the surrogate set (trainer.surrogate)."""
+"""The baselines as servable detectors (trainer.judging.detectors) and the surrogate set (trainer.judging.surrogate)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from landfall.core.scoring import Scorer
 from landfall.core.services.storage import Storage
-from trainer import baselines, detectors, surrogate
+from trainer.judging import baselines, detectors, surrogate
 
 
 def _sines(n: int, t: int = 24, f: int = 2, seed: int = 0) -> np.ndarray:
@@ -112,7 +112,7 @@ def test_the_surrogate_set_is_deterministic_balanced_and_separates_what_it_shoul
 
 
 def test_the_choice_is_the_best_candidate_that_may_be_promoted_the_model_by_a_margin():
-    from trainer import selection
+    from trainer.judging import selection
 
     scores = {"model": 0.90, "nearest_neighbour": 0.87, "pca": 0.70, "mean_window": 0.50}
     # Without the margin the model leads; by 0.05 it must lead the nearest neighbour by more than 0.03.

@@ -1,7 +1,7 @@
 """The hold-out split (``landfall.core.rules.holdout``): ``segment`` and ``blocks`` leave no training window
 overlapping a
 held-out one, ``segment`` gives every arrival long enough a hold-out at the cost of one window, and the numpy plan and
-the TensorFlow pipeline (``trainer.pipeline``) select exactly the same records."""
+the TensorFlow pipeline (``trainer.training.pipeline``) select exactly the same records."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from landfall.core.rules import holdout, series_windows
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
 from trainer.config import TrainerConfig
-from trainer.inputs import load_manifests, plan_inputs, stage
+from trainer.training.inputs import load_manifests, plan_inputs, stage
 
 
 def test_the_trainer_defaults_are_the_holdout_defaults_the_submit_stage_counts_with():
@@ -103,7 +103,7 @@ def test_segment_is_stable_per_arrival_and_holds_out_the_fraction_over_many_shor
 
 @pytest.mark.parametrize("mode", [holdout.RANDOM, holdout.BLOCKS, holdout.SEGMENT])
 def test_the_tf_pipeline_reads_exactly_the_records_the_plan_counts(tmp_path, mode):
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     storage = Storage()
     shape = (6, 2)
@@ -145,7 +145,7 @@ def test_no_single_arrival_is_held_when_the_trainer_could_both_train_and_hold_ou
     Whenever a leak-free split exists at all (a held-out window and a training window sharing no row: ``n >= gap +
     2`` windows, ``gap = ceil(length / stride) - 1``), the default gate (a record per replica) releases the job and
     the trainer's plan has both sides; when none exists, the gate says so and the trainer agrees."""
-    from trainer.inputs import Inputs, ShardRef, plan_inputs
+    from trainer.training.inputs import Inputs, ShardRef, plan_inputs
 
     for stride in sorted({1, max(1, length // 4), max(1, length // 2), length, length + 3}):
         gap = holdout.series_gap(length, stride)

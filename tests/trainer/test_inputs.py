@@ -16,8 +16,8 @@ from landfall.arrival.converter import convert
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import SHAPE, make_array, write_dataset
-from trainer.cluster import Cluster
-from trainer.inputs import load_manifests, plan_inputs, stage
+from trainer.training.cluster import Cluster
+from trainer.training.inputs import load_manifests, plan_inputs, stage
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
@@ -28,7 +28,7 @@ def _row_bytes(x: np.ndarray) -> list[bytes]:
 
 
 def _read(plan, paths, split: str) -> np.ndarray:
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     parts = [b.numpy() for b in pipeline.read_instances(plan, [str(p) for p in paths], SHAPE, split)]
     return np.concatenate(parts) if parts else np.zeros((0, *SHAPE), np.float32)
@@ -95,7 +95,7 @@ def test_plan_partitions_the_data_over_workers_and_splits(tmp_path, shards, work
 def test_uneven_arrivals_read_exactly_the_planned_records(tmp_path):
     """Arrivals of 1,500 (three shards) and 40 instances on three workers: record ranges cross shard
     boundaries, and each worker's pipeline yields exactly its planned share, an epoch one pass of it."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     storage = Storage()
     big, small = make_array(1500, seed=21), make_array(40, seed=22)
@@ -132,7 +132,7 @@ def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tm
     worker's training and validation records are exactly those it reads file by file, and the pipeline has a
     few streams, not one per file. ``limit`` 50 cuts streams between files and leaves ranges that start or end
     inside a file (two workers) at the edges of a stream."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     storage = Storage()
     rng = np.random.default_rng(5)
@@ -166,7 +166,7 @@ def test_many_small_arrivals_are_read_as_joined_streams_with_the_same_records(tm
 
 
 def test_training_batches_are_parsed_whole_and_normalised(tmp_path):
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     storage = Storage()
     array = make_array(600, seed=11)

@@ -1,6 +1,6 @@
-"""``trainer.iterators`` (#42, #46): the iterators Keras makes of the training dataset are recorded and parked (kept
-alive until the process exits, so the one old enough to stall its destructor for up to 60 s is never destroyed); no
-TensorFlow object is ever destroyed on another thread (that raced with the main thread's saving and crashed the
+"""``trainer.training.iterators`` (#42, #46): the iterators Keras makes of the training dataset are recorded and parked
+(kept alive until the process exits, so the one old enough to stall its destructor for up to 60 s is never destroyed);
+no TensorFlow object is ever destroyed on another thread (that raced with the main thread's saving and crashed the
 trainer); ``numpy_blocks`` yields what ``as_numpy_iterator`` yields and ends its iterator on the caller's thread."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import numpy as np
 
-from trainer import iterators
+from trainer.training import iterators
 
 
 def test_a_kept_dataset_is_still_its_class_and_records_every_iterator_made_of_it():

@@ -1,5 +1,6 @@
-"""The labelled check (trainer.labelled_check): precision and recall at the threshold, average precision (cross-checked
-with scikit-learn), and BasicMotions through the trainer: standing is the normal activity, the others anomalous."""
+"""The labelled check (trainer.judging.labelled_check): precision and recall at the threshold, average precision
+(cross-checked with scikit-learn), and BasicMotions through the trainer: standing is the normal activity, the others
+anomalous."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, precision_score, recall_score
 
-from trainer import labelled_check as labelled
+from trainer.judging import labelled_check as labelled
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -81,7 +82,7 @@ def test_basic_motions_standing_is_normal_the_other_activities_are_found(emulato
     assert got["champion"] is None  # no champion before it: unknown, not zero
     assert m1["verdict"] == "promoted"
     # The detectors to beat on the same set (issue #38): AP and VUS-PR each, and those that rank it better named.
-    from trainer import baselines
+    from trainer.judging import baselines
 
     assert set(got["baselines"]) == set(baselines.NAMES)  # every registered detector, kmeans included
     assert all(0 < f["average_precision"] <= 1 and 0 <= f["vus_pr"] <= 1 for f in got["baselines"].values())
@@ -101,7 +102,7 @@ def test_basic_motions_standing_is_normal_the_other_activities_are_found(emulato
     assert m2["labelled"]["challenger"]["average_precision"] < 0.9
     champion = m2["labelled"]["champion"]
     # The champion's own threshold: job-1's champion is the candidate that detected the labelled anomalies best
-    # (the labelled average precision is the basis when the dataset has a labelled set: trainer.selection).
+    # (the labelled average precision is the basis when the dataset has a labelled set: trainer.judging.selection).
     assert m1["detection"]["basis"] == "labelled average precision"
     assert champion["threshold"] == m1["detection"]["threshold"] == json.loads(
         Path(m1["champion"], "threshold.json").read_text())["value"]

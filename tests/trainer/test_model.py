@@ -10,7 +10,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import tf_keras as keras
 
-from trainer.model import build_model, gru_layers
+from trainer.training.model import build_model, gru_layers
 
 
 @pytest.fixture(scope="module")

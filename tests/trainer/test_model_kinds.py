@@ -1,5 +1,5 @@
-"""The model kinds (``trainer.model_kinds``): one module each, one contract (a window in, a window of the same shape
-out), saved and served as the trainer saves and the scorer serves every model, rebuilt from its weights as a warm
+"""The model kinds (``trainer.training.model_kinds``): one module each, one contract (a window in, a window of the same
+shape out), saved and served as the trainer saves and the scorer serves every model, rebuilt from its weights as a warm
 start rebuilds it, and named in the spec schema's ``model.kind``."""
 
 from __future__ import annotations
@@ -13,19 +13,20 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 import pytest
 
-from trainer import model_kinds
-from trainer.model import build_model, encoder_units, kind_of
-from trainer.model_kinds import forecast
+from trainer.training import model_kinds
+from trainer.training.model import build_model, encoder_units, kind_of
+from trainer.training.model_kinds import forecast
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "functions" / "landfall" / "core" / "artifacts" / "dataset-v1.schema.json"
 
 
 def test_the_spec_schema_names_every_kind_and_the_trainer_refuses_others():
-    from trainer.config import TrainerConfig
+    from trainer.config import MODEL_KINDS, TrainerConfig
 
     enum = json.loads(SCHEMA.read_text())["properties"]["model"]["properties"]["kind"]["enum"]
-    assert enum == list(model_kinds.KINDS) == ["gru", "dense", "conv", "forecast"]
+    assert enum == list(model_kinds.KINDS) == list(MODEL_KINDS) == ["gru", "dense", "conv", "forecast"]
+    assert all(name == kind.NAME for name, kind in model_kinds.KINDS.items())  # each module named as its kind
     with pytest.raises(ValueError, match="model kind must be one of gru, dense, conv, forecast, got 'lstm'"):
         TrainerConfig(model_kind="lstm")
     with pytest.raises(ValueError, match="one of gru, dense, conv, forecast"):

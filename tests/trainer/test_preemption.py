@@ -1,6 +1,7 @@
-"""SIGTERM while training (``trainer.preemption``, issue #41): the epoch in progress is finished, then every worker
-stops with ``Preempted`` (exit 143); an epoch that cannot end within the deadline exits 143 at once. The two-worker
-runs through both engines, with a node that disappears mid-epoch, are tests/landfall/local/test_operator.py's."""
+"""SIGTERM while training (``trainer.training.preemption``, issue #41): the epoch in progress is finished, then every
+worker stops with ``Preempted`` (exit 143); an epoch that cannot end within the deadline exits 143 at once. The
+two-worker runs through both engines, with a node that disappears mid-epoch, are
+tests/landfall/local/test_operator.py's."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import os, signal, time
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 import numpy as np
 import tf_keras as keras
-from trainer import preemption
+from trainer.training import preemption
 
 class Sigterm(keras.callbacks.Callback):
     def __init__(self, at, pause=0.0):
@@ -90,8 +91,8 @@ def test_without_a_notice_it_is_silent():
 
 @pytest.mark.parametrize("rows", [[[0.0, 0.0, 0.0], [1.0, 3.0, 0.5]]])
 def test_the_chief_records_a_peers_notice(rows):
-    from trainer import preemption
     from trainer.errors import Preempted
+    from trainer.training import preemption
 
     class Metrics:
         enabled, doc, saved = True, {}, 0

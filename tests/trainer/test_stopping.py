@@ -1,5 +1,6 @@
-"""Training to convergence (``trainer.stopping`` and ``trainer.train.ConvergenceStop``): the rule, its state
-surviving a restart exactly, the best epoch's weights kept, and what the trainer records."""
+"""Training to convergence (``trainer.config.Rule``, ``trainer.training.stopping`` and
+``trainer.train.ConvergenceStop``): the rule, its state surviving a restart exactly, the best epoch's weights kept, and
+what the trainer records."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from hypothesis import strategies as st
 from landfall.core.artifacts import specs
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, run_trainer, write_dataset
-from trainer import stopping
-from trainer.stopping import Rule, State
+from trainer import config
+from trainer.config import Rule
 from trainer.task import ceiling_cost
+from trainer.training import stopping
+from trainer.training.stopping import State
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SPECS_SCHEMA = Path(specs.__file__).with_name("dataset-v1.schema.json")
@@ -104,7 +107,7 @@ def test_patience_and_smoothing_scale_with_the_ceiling_unless_given():
 
 
 def test_the_rules_defaults_are_written_once_and_what_repeats_them_agrees():
-    """``trainer.stopping.Rule`` alone writes the rule's defaults: ``TrainerConfig`` leaves each of its fields unset
+    """``trainer.config.Rule`` alone writes the rule's defaults: ``TrainerConfig`` leaves each of its fields unset
     (None). The pages and the spec's JSON Schema repeat them in words, checked against the rule here."""
     from trainer.config import TrainerConfig
 
@@ -124,8 +127,8 @@ def test_the_rules_defaults_are_written_once_and_what_repeats_them_agrees():
     auto = re.compile(r"(\d+) % and (?:smoothing )?(\d+) % of (?:it|the ceiling), at least (\d+) and (\d+)")
     for text in (said, datasets_md):
         assert [int(v) for v in auto.search(text).groups()] == [
-            stopping.auto_patience(1000) // 10, stopping.auto_smoothing(1000) // 10, stopping.auto_patience(1),
-            stopping.auto_smoothing(1)]
+            config.auto_patience(1000) // 10, config.auto_smoothing(1000) // 10, config.auto_patience(1),
+            config.auto_smoothing(1)]
 
 
 def test_a_plateau_lowers_the_learning_rate_before_it_stops_the_run():
@@ -215,7 +218,7 @@ def test_the_ceilings_cost_prices_the_epochs_not_run_at_the_median_epoch():
 def _model_and_data():
     import tf_keras as keras
 
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     keras.utils.set_random_seed(7)
     model = build_model(8, 3, (8, 4), 0.0, 3e-2)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from trainer import train
-from trainer.cluster import Cluster
 from trainer.config import TrainerConfig
+from trainer.training.cluster import Cluster
 
 
 def test_one_worker_trains_under_the_default_strategy_several_under_multi_worker_mirrored():
@@ -35,14 +35,15 @@ def test_fits_callbacks_cost_no_host_sync_per_step(tmp_path):
     per-step hook says it takes them as tensors: the list ``trainer.train.fit`` builds, in its order."""
     import tf_keras as keras
 
-    from trainer import preemption, stopping
+    from trainer.config import Rule
+    from trainer.training import preemption
 
     marks = train.FitMarks()
     timer = train.EpochTimer()
     callbacks = [
         marks, timer,
         keras.callbacks.BackupAndRestore(str(tmp_path / "backup"), save_freq="epoch", delete_checkpoint=True),
-        train.ConvergenceStop(stopping.Rule.auto(10), tmp_path, monitored=True, worker=0, learning_rate=1e-3),
+        train.ConvergenceStop(Rule.auto(10), tmp_path, monitored=True, worker=0, learning_rate=1e-3),
         keras.callbacks.TensorBoard(str(tmp_path / "tb"), write_graph=False, profile_batch=0),
         train.EpochReporter(Cluster(), None, None, None, tmp_path, 1, timer, tf.distribute.get_strategy()),
         preemption.PreemptionNotice(lambda row: [row], 0, None, 1),

@@ -1,4 +1,4 @@
-"""The verdict (``trainer.verdict``): evaluation against the champion on the same held-out instances,
+"""The verdict (``trainer.judging.verdict``): evaluation against the champion on the same held-out instances,
 promotion with the generation guard, the threshold beside the model, and the result message.
 
 Tiny models (GRU 8 -> 4, 8 timesteps x 3 features) saved as ``trainer.train.save_model`` saves them."""
@@ -20,10 +20,10 @@ from landfall.core.artifacts import champion, results
 from landfall.core.errors import NotFound
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import make_array, write_dataset
-from trainer import inputs as inputs_mod
 from trainer.config import TrainerConfig
 from trainer.jobdir import MODEL, JobDir
 from trainer.task import Metrics
+from trainer.training import inputs as inputs_mod
 
 SHAPE = (8, 3)
 UNITS = (8, 4)
@@ -45,7 +45,7 @@ def setting(tmp_path_factory):
     """One dataset on local disk, its plan and staged shards, and two models: a trained one and an untrained one."""
     import tf_keras as keras
 
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     root = tmp_path_factory.mktemp("verdict")
     storage = Storage()
@@ -73,7 +73,7 @@ def setting(tmp_path_factory):
 
 def _split(s):
     """The setting's training and held-out instances, in original units (the verdict's view of the plan)."""
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     def read(split):
         ds = pipeline.read_instances(s["plan"], s["paths"], SHAPE, split, deterministic=True)
@@ -85,7 +85,7 @@ def _split(s):
 def _conclude(s, name: str, model, **cfg_overrides):
     import dataclasses
 
-    from trainer import verdict
+    from trainer.judging import verdict
 
     cfg = dataclasses.replace(s["cfg"], job_dir=str(s["root"] / "runs" / name), **cfg_overrides)
     job = JobDir(s["storage"], cfg.job_dir)
@@ -178,7 +178,7 @@ def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_
     detects no better than the champion plus the margin, so the champion is kept; the trained model competes on the
     same surrogate set, whose figures are recorded for every candidate."""
     from landfall.core.scoring import Scorer
-    from trainer import baselines, selection
+    from trainer.judging import baselines, selection
 
     s = setting
     root = str(s["root"] / "models-d")
@@ -187,7 +187,7 @@ def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_
     assert det["basis"] == selection.SURROGATE and set(det["candidates"]) == {"model", *baselines.NAMES}
     assert det["surrogate"]["windows"] == sum(s["plan"].val_counts) and det["surrogate"]["anomalous"] == det[
         "surrogate"]["windows"]
-    assert det["key"] == "kind_average_precision"  # the surrogate's mean over anomaly kinds (trainer.surrogate)
+    assert det["key"] == "kind_average_precision"  # the surrogate's mean over anomaly kinds (trainer.judging.surrogate)
     scores = {n: f[det["key"]] for n, f in det["candidates"].items()}
     assert det["order"][0] == det["chosen"] == max(scores, key=lambda n: (scores[n], n != "model"))
     assert det["chosen"] != "model" and scores["model"] < scores[det["chosen"]]  # an untrained model loses
@@ -218,7 +218,8 @@ def test_by_detection_the_best_candidate_is_champion_and_is_served_as_the_model_
 def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, monkeypatch):
     """The challenger, the baselines and the champion are scored on one read of the held-out windows (issue #42);
     a share too large to keep (``HELD_OUT_CACHE_BYTES`` 0 here) is read again per pass, with the same figures."""
-    from trainer import pipeline, verdict
+    from trainer.judging import verdict
+    from trainer.training import pipeline
 
     s = setting
     real, kept = pipeline.read_instances, verdict.HELD_OUT_CACHE_BYTES
@@ -246,7 +247,7 @@ def test_the_held_out_windows_are_read_once_for_every_pass_over_them(setting, mo
 def test_no_held_out_data_is_not_evaluated(setting, tmp_path):
     s = setting
     plan = inputs_mod.plan_inputs(s["inputs"], 1, 0, 32, 0.0, 42)
-    from trainer import verdict
+    from trainer.judging import verdict
 
     job = JobDir(s["storage"], str(tmp_path / "runs" / "job-n"))
     fields = verdict.conclude(s["cfg"], job, Metrics(job, {"job": "job-n"}, True), s["trained"], plan,
@@ -306,7 +307,7 @@ def test_two_jobs_finishing_together_make_one_champion_and_overwrite_nothing(whe
 
 def test_the_result_message_is_bounded_and_sent_once(emulator_stack, bucket, setting):
     from landfall.core.contracts.messages import InputManifest, JobInputs
-    from trainer import verdict
+    from trainer.judging import verdict
 
     storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
     topic = f"results-{bucket}"
@@ -347,7 +348,7 @@ def test_scored_by_rows_the_choice_is_the_nearest_neighbour_whatever_the_surroga
     labels the verdict serves the nearest neighbour, the fixed detector that beats the surrogate's choice by rows on
     both dev sets (docs/benchmarks.md, "Scored by rows"), even where the surrogate ranks another candidate first. Every
     candidate's surrogate figures are still recorded, and the fixed choice is compared with the champion on them."""
-    from trainer import baselines, selection
+    from trainer.judging import baselines, selection
 
     s = setting
     root = str(s["root"] / "models-rows")
@@ -384,7 +385,7 @@ def test_the_choices_basis_by_labels_by_rows_and_by_the_surrogate():
     """``selection.basis``/``choose``: labels decide whenever there are any, whatever the unit; by rows without them,
     the nearest neighbour alone is eligible (refused, nothing is chosen; absent, the surrogate's choice); otherwise
     the surrogate's order."""
-    from trainer import baselines, selection
+    from trainer.judging import baselines, selection
 
     scores = {"pca_variance": 0.9, baselines.NEAREST: 0.5, "model": 0.95}
     assert selection.basis(True, "row") == selection.LABELLED and selection.basis(False, "mean") == selection.SURROGATE
@@ -407,7 +408,7 @@ def test_a_labelled_recording_is_cut_into_the_jobs_windows_and_decides_even_by_r
     import hashlib
 
     from landfall.core.artifacts import labelled
-    from trainer import selection
+    from trainer.judging import selection
 
     s = setting
     rows = s["x"].reshape(-1, SHAPE[1]).astype(np.float32)  # 3,200 rows of the setting's data, as one recording

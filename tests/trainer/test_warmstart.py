@@ -16,8 +16,8 @@ from landfall.core.contracts.messages import InputManifest, JobInputs
 from landfall.core.errors import Invalid, NotFound
 from landfall.core.services.storage import Storage
 from tests.trainer.helpers import run_trainer, write_dataset
-from trainer import warmstart
 from trainer.config import TrainerConfig
+from trainer.training import warmstart
 
 
 def _inputs(runs: Path, job: str, seq: int, after: str | None, manifests: list[str], dataset: str = "demo") -> str:

@@ -1,4 +1,4 @@
-"""Series datasets in the trainer (trainer.windows): windows cut in tf.data from the stored rows, balanced per
+"""Series datasets in the trainer (trainer.training.windows): windows cut in tf.data from the stored rows, balanced per
 worker, an honest hold-out (no training window shares a row with a held-out one), and Daphnet's own CSV trained."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from landfall.core.rules import holdout
 from landfall.core.services.storage import Storage
 from landfall_bench import realdata
 from tests.trainer.helpers import run_trainer
-from trainer import inputs, windows
+from trainer.training import inputs, windows
 
 LENGTH, STRIDE = 8, 3
 CFG = ConverterConfig(timesteps=LENGTH, features=2, window_stride=STRIDE, series_time_column="t",

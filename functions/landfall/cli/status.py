@@ -134,7 +134,7 @@ def _verdict_text(m: dict[str, Any]) -> str:
     if line:
         out += f" [{line}]"
     line = results.detection_line(m)
-    if line:  # the candidate that detects best (trainer.selection): the model or a baseline
+    if line:  # the candidate that detects best (trainer.judging.selection): the model or a baseline
         out += f" [{line}]"
     counts = m.get("instances") if isinstance(m.get("instances"), dict) else None
     if counts and counts.get("train") is not None:
@@ -146,7 +146,7 @@ def _verdict_text(m: dict[str, Any]) -> str:
         out += (f" average_precision={mine['average_precision']:.3f} (champion "
                 + (f"{theirs['average_precision']:.3f}" if theirs and isinstance(theirs.get("average_precision"),
                                                                                 int | float) else "unknown") + ")")
-        if labelled.get("beaten_by"):  # baselines that detect the labelled anomalies better (trainer.baselines)
+        if labelled.get("beaten_by"):  # baselines that detect the labelled anomalies better (trainer.judging.baselines)
             out += f" (labelled set: BEATEN BY {', '.join(labelled['beaten_by'])})"
     if m.get("epochs_run") is not None:
         out += f" epochs_run={m['epochs_run']}/{m.get('epochs_ceiling')}"

@@ -393,7 +393,7 @@ def _metrics_steps(m: dict[str, Any], metrics_uri: str) -> list[Step]:
                                          for n, v in m["baselines"].items() if isinstance(v, dict)},
                            "beaten_by": m.get("beaten_by"), "min_skill_over": m.get("min_skill_over"),
                            "instances": m.get("instances")}))
-    if results.detection_line(m):  # which candidate detects best, and by what (trainer.selection)
+    if results.detection_line(m):  # which candidate detects best, and by what (trainer.judging.selection)
         found = m["detection"]
         steps.append(Step("detection", results.detection_line(m), m.get("ended_at"), metrics_uri,
                           {k: found.get(k) for k in ("basis", "chosen", "score", "order", "why", "model")}))
@@ -424,7 +424,7 @@ def _job_stop_of(r: Reader, job: str, inputs: JobInputs, covered: bool, m: dict[
         current = r.champion(inputs.dataset)
         verdict = m.get("verdict")
         beaten = [b for b in (m.get("beaten_by") or []) if isinstance(b, str)]
-        # A promoted model that a baseline outside the dataset's gate beats is named so (trainer.baselines).
+        # A promoted model that a baseline outside the dataset's gate beats is named so (trainer.judging.baselines).
         caveat = (f"; BEATEN BY {', '.join(beaten)} (not in the dataset's gate, verdict.min_skill_over)"
                   if beaten else "")
         if verdict == "promoted":

@@ -45,7 +45,7 @@ QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99, "p99.9": 0.999}
 HIST_LO, HIST_HI, HIST_PER_DECADE = -12.0, 12.0, 200
 ERROR_SCALE = "error_scale"  # normalization.json: each feature's error unit
 STANDARDISED, ORIGINAL_UNITS = "mse_standardised", "mse_original_units"  # the error's metric, with and without it
-SCORE = "score"  # a scoring detector's (trainer.baselines): its own row scores, no reconstruction error
+SCORE = "score"  # a scoring detector's (trainer.judging.baselines): its own row scores, no reconstruction error
 
 
 @dataclasses.dataclass

@@ -67,7 +67,7 @@ class DemoOptions:
     epochs: int = 3
     batch_size_per_worker: int = 128
     units: str = "128,32"
-    min_skill: float | None = None  # the verdict's floor (trainer.floor); None: the trainer's default (0.1)
+    min_skill: float | None = None  # the verdict's floor (trainer.judging.floor); None: the trainer's default (0.1)
     engine: str = "tfjob"  # or jobset: the same flow with JobSets
     dataset: str = "demo"
     out: str = "./landfall-demo"

@@ -8,7 +8,7 @@ SIGTERM) with the JobSet's semantics instead of the TFJob's:
   process per index. A pod gets the container's ``env``, ``valueFrom.fieldRef`` of its labels resolved as the
   downward API does (``jobset.sigs.k8s.io/jobset-name``, ``replicatedjob-name``, ``job-index``,
   ``restart-attempt``), and ``JOB_COMPLETION_INDEX``; no ``TF_CONFIG`` (an operator's own is removed): the
-  trainer builds it (``trainer.cluster``). The headless Service's DNS is played by ``LANDFALL_TF_ADDRESSES``:
+  trainer builds it (``trainer.training.cluster``). The headless Service's DNS is played by ``LANDFALL_TF_ADDRESSES``:
   each pod host name ``<jobset>-<rjob>-<jobIndex>-<podIndex>.<subdomain>`` -> a free loopback port.
 - **A failed pod** (exit code != 0; death by signal N reads as exit code 128+N, as a container's does) is
   matched against the Job's ``podFailurePolicy`` (``onExitCodes``, ``In``/``NotIn``, ``containerName``): a

@@ -1,6 +1,6 @@
 """The reconciler's half of "every finished job is announced once" (``landfall.core.artifacts.results``).
 
-The chief announces the run it finished (``trainer.verdict.publish_result``). A job can also end without a
+The chief announces the run it finished (``trainer.judging.verdict.publish_result``). A job can also end without a
 chief to do so: its pods were killed, its retries ran out, its deadline passed, or the chief died between
 its last write and the publish. Each pass therefore looks at the finished TFJobs (``Succeeded`` or ``Failed``;
 the list is bounded by their ``ttlSecondsAfterFinished``) and, for each whose ``runs/<job>/result.json`` is

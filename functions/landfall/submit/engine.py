@@ -5,7 +5,7 @@ gets").
 - ``tfjob`` (``landfall.submit.tfjob``): a Kubeflow ``TFJob``, run by the training operator (v1, legacy:
   patch releases only; Kueue v0.19 no longer queues it by default).
 - ``jobset`` (``landfall.submit.jobset``): a ``JobSet``, run by the JobSet controller; the trainer builds
-  its own ``TF_CONFIG`` (``trainer.cluster``).
+  its own ``TF_CONFIG`` (``trainer.training.cluster``).
 
 Everything else (coalescing, the ledger, the bucket records, the job names, labels and annotations) is the
 same for both: this module is the one place that picks the module by the configuration (``render``,

@@ -116,7 +116,7 @@ def container(cfg: JobConfig, name: str, inputs_uri: str, runs_prefix: str = "ru
         "image": cfg.trainer_image,
         "command": ["python", "-m", "trainer.task"],
         "args": container_args(cfg, name, inputs_uri, runs_prefix),
-        # The project names the results topic the chief publishes to (trainer.verdict.publish_result).
+        # The project names the results topic the chief publishes to (trainer.judging.verdict.publish_result).
         # What the job is given, for the cost the chief records (gpu_seconds, estimated_cost: trainer.task).
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}, {"name": "GOOGLE_CLOUD_PROJECT", "value": cfg.project},
                 {"name": "LANDFALL_GPUS_PER_WORKER", "value": str(cfg.gpus_per_worker)},

@@ -14,7 +14,7 @@ The same training as the TFJob, with nothing deprecated in the path (Kueue v0.19
   are the trainer's permanent errors (``FailJob``, so the Job fails with reason ``PodFailurePolicy``).
 - the pod: the TFJob's container, image, service account, GPU limits, node selector and tolerations,
   ``restartPolicy: Never`` (required by ``podFailurePolicy``), and the inputs of the trainer's own
-  ``TF_CONFIG`` (``trainer.cluster``): the JobSet and replicated-job names and the job index from the
+  ``TF_CONFIG`` (``trainer.training.cluster``): the JobSet and replicated-job names and the job index from the
   ``jobset.sigs.k8s.io/*`` labels through the downward API, ``LANDFALL_WORKERS`` and ``LANDFALL_TF_PORT``.
 - ``network``: ``enableDNSHostnames: true``, ``subdomain: <name>``, so worker ``i`` is reachable as
   ``<name>-worker-0-<i>.<name>`` (JobSet's headless Service).
@@ -93,7 +93,7 @@ def check_names(name: str, workers: int) -> None:
 
 
 def pod_env(cfg: JobConfig) -> list[dict[str, Any]]:
-    """What ``trainer.cluster.Cluster.from_env`` builds ``TF_CONFIG`` from (``JOB_COMPLETION_INDEX`` is set by
+    """What ``trainer.training.cluster.Cluster.from_env`` builds ``TF_CONFIG`` from (``JOB_COMPLETION_INDEX`` is set by
     the Job controller on every pod of an Indexed Job)."""
     def label(key: str) -> dict[str, Any]:
         return {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{key}']"}}}

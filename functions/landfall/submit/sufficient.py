@@ -1,7 +1,7 @@
 """No job that cannot train: a release is held while its dataset holds too little data for the job it would render.
 
-The trainer (``trainer.inputs.plan_inputs``) fails a job whose smallest worker gets no training record, or fewer
-than its local replicas (exit 3: a Failed job, a red row, an alert); a worker with fewer records than one batch
+The trainer (``trainer.training.inputs.plan_inputs``) fails a job whose smallest worker gets no training record, or
+fewer than its local replicas (exit 3: a Failed job, a red row, an alert); a worker with fewer records than one batch
 trains on all of them, one step an epoch (issue #47: a dataset smaller than one batch gets a model, and the verdict
 says whether a baseline beats it). ``shortfall`` computes, before a release, exactly what it will compute: the
 training records of the dataset's live arrivals under the job's hold-out (``landfall.core.rules.holdout``: a record's

@@ -2,7 +2,7 @@
 
 A dataset scored by each row's own error (spec ``shape.window.combine: row``, the trainer's ``--combine row``) and
 without a labelled set (``--labelled``) is served the fixed choice for rows, the nearest neighbour, whatever its job
-trains (``landfall.core.rules.series_windows.fixed_for_rows``, ``trainer.selection.basis``; docs/benchmarks.md,
+trains (``landfall.core.rules.series_windows.fixed_for_rows``, ``trainer.judging.selection.basis``; docs/benchmarks.md,
 "Scored by rows"). Its model is still trained: it is recorded, warm-starts the next job and competes as soon as the
 spec names a labelled set. But GPUs held for a model that cannot be served are money spent for nothing, so such a job
 is rendered with ``gpus_per_worker`` 0 and one worker (the dense model trains on a CPU in seconds to minutes), unless

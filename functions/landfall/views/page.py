@@ -722,7 +722,8 @@ def times_html(t: dict[str, Any]) -> str:
 
 
 def skill_html(j: dict[str, Any]) -> str:
-    """The job's skill over the naive baseline and how its epochs ended (trainer.floor, trainer.stopping)."""
+    """The job's skill over the naive baseline and how its epochs ended (trainer.judging.floor,
+    trainer.training.stopping)."""
     out = ""
     if j.get("skill") is not None:
         cls = "no-skill" if j.get("verdict") == "no_skill" else "skill"
@@ -730,11 +731,11 @@ def skill_html(j: dict[str, Any]) -> str:
                 f', min_skill {_num(j["min_skill"])})' + (": not promoted, the model learned too little"
                                                           if j.get("verdict") == "no_skill" else "") + "</span>")
     table = candidates_html(j)
-    if table:  # every candidate in a table (trainer.selection): the champion may be a baseline
+    if table:  # every candidate in a table (trainer.judging.selection): the champion may be a baseline
         out += table
     else:  # a job judged by loss alone (select loss), or from before detection was the basis
         line = results.baselines_line(j)
-        if line:  # the detectors to beat (trainer.baselines); a model a baseline beats is named so
+        if line:  # the detectors to beat (trainer.judging.baselines); a model a baseline beats is named so
             cls = "no-skill" if j.get("beaten_by") else "skill"
             out += f'<br><span class="{cls}">{_e(line)}</span>'
     labelled = j.get("labelled") if isinstance(j.get("labelled"), dict) else {}

@@ -321,7 +321,7 @@ resource "google_pubsub_topic_iam_member" "reconciler_publish_results" {
 
 # --- trainer ----------------------------------------------------------------
 
-# trainer.inputs: the job's snapshot (snapshots/), its parts and compacted shards (compacted/), the delta's
+# trainer.training.inputs: the job's snapshot (snapshots/), its parts and compacted shards (compacted/), the delta's
 # manifests and the shards they and the snapshot name in place (tfrecords/). Read only.
 resource "google_storage_bucket_iam_member" "trainer_read_tfrecords" {
   bucket = var.bucket_name
@@ -344,7 +344,7 @@ resource "google_storage_bucket_iam_member" "trainer_write_runs" {
   }
 }
 
-# The verdict (trainer.verdict): the chief reads and rewrites models/<dataset>/champion.json
+# The verdict (trainer.judging.verdict): the chief reads and rewrites models/<dataset>/champion.json
 # (generation-guarded) and creates models/<dataset>/history/<n>.json; nothing else there.
 resource "google_storage_bucket_iam_member" "trainer_write_models" {
   bucket = var.bucket_name
@@ -356,7 +356,7 @@ resource "google_storage_bucket_iam_member" "trainer_write_models" {
   }
 }
 
-# The champion's view of new data (trainer.champion_view.reuse): the chief reuses what the scorer already
+# The champion's view of new data (trainer.judging.champion_view.reuse): the chief reuses what the scorer already
 # wrote for an arrival under this champion, scores/<dataset>/<arrival>/<champion job>/ (summary.json, the
 # scores' Parquet). Read only: the scorer alone creates there.
 resource "google_storage_bucket_iam_member" "trainer_read_scores" {

@@ -293,7 +293,7 @@ resource "google_monitoring_alert_policy" "failed_results" {
   }
 }
 
-# trainer.verdict: a job that trained but whose model is refused whatever the champion (results.REFUSALS): below
+# trainer.judging.verdict: a job that trained but whose model is refused whatever the champion (results.REFUSALS): below
 # the naive baseline's floor (no_skill) or the labelled check's (low_average_precision). The champion is kept; a
 # dataset's first model is not promoted, so the dataset may have no champion at all.
 resource "google_monitoring_alert_policy" "refused_results" {

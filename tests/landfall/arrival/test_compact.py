@@ -24,7 +24,7 @@ from landfall.core.rules import timestamps
 from landfall.core.services.storage import Storage
 from tests.conftest import unique
 from tests.landfall.arrival.compact_helpers import LAYOUT, SHAPE, add_arrival, arrival_of, release
-from trainer.inputs import is_validation, load_manifests, plan_inputs, stage
+from trainer.training.inputs import is_validation, load_manifests, plan_inputs, stage
 
 RECORD = RecordFramer(SHAPE).record_bytes
 SEED, FRACTION = 3, 0.25
@@ -89,7 +89,7 @@ def test_compaction_keeps_records_statistics_and_the_holdout(emulator_stack, buc
     # The hold-out is a function of (arrival, index): the same records are held out before and after.
     assert held_out(before) == held_out(after) and held_out(before)
     # And the TensorFlow pipeline reads exactly those from the staged compacted files.
-    from trainer import pipeline
+    from trainer.training import pipeline
 
     plan = plan_inputs(after, 1, 0, 1, FRACTION, SEED)
     paths = [str(p) for p in stage(storage, plan, tmp_path / "staged")]

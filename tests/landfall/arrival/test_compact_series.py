@@ -1,7 +1,7 @@
-"""Series arrivals in snapshots (landfall.arrival.compaction, trainer.inputs, trainer.windows), against fake-gcs-server:
-small series arrivals' shard files concatenated into compacted files, a large one named in place, and a job reading
-the snapshot gets exactly the windows, the same training and held-out windows and the same statistics as a job
-reading the arrivals' manifests; a retracted arrival is skipped, then rewritten out."""
+"""Series arrivals in snapshots (landfall.arrival.compaction, trainer.training.inputs, trainer.training.windows),
+against fake-gcs-server: small series arrivals' shard files concatenated into compacted files, a large one named in
+place, and a job reading the snapshot gets exactly the windows, the same training and held-out windows and the same
+statistics as a job reading the arrivals' manifests; a retracted arrival is skipped, then rewritten out."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from landfall.core.artifacts import retractions, snapshots
 from landfall.core.contracts.messages import JobInputs
 from landfall.core.rules import holdout
 from tests.landfall.arrival.compact_helpers import LAYOUT, arrival_of, release
-from trainer import windows
-from trainer.inputs import load_manifests, plan_inputs, stage
+from trainer.training import windows
+from trainer.training.inputs import load_manifests, plan_inputs, stage
 
 LENGTH, STRIDE, CHANNELS = 4, 3, 2
 SHAPE = (LENGTH, CHANNELS)
@@ -38,7 +38,7 @@ def add_series(storage, bucket, tmp_path, k: int, rows: int, gap_at: int | None 
 
 
 def read(storage, inputs_uri: str, work) -> tuple[dict, dict, object]:
-    """The job's training and held-out windows, by (arrival, first row), as trainer.windows reads them."""
+    """The job's training and held-out windows, by (arrival, first row), as trainer.training.windows reads them."""
     inputs = load_manifests(storage, [inputs_uri], SHAPE)
     plan = plan_inputs(inputs, 1, 0, 1, 0.25, 3, holdout.BLOCKS)
     paths = [str(p) for p in stage(storage, plan, work)]

@@ -18,7 +18,7 @@ from landfall.arrival import converter, ranges, route
 from landfall.arrival.config import ConverterConfig
 from landfall.core.services.storage import Storage
 from tests.landfall.arrival.ranged_helpers import committed, run_all, series_windows
-from trainer import inputs, windows
+from trainer.training import inputs, windows
 
 LENGTH = 6
 CFG = ConverterConfig(timesteps=LENGTH, features=2, series_time_column="t", shard_target_bytes=4 * 2 * 150)

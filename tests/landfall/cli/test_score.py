@@ -33,7 +33,7 @@ def trained(tmp_path_factory):
     import tf_keras as keras
 
     from landfall.core import scoring
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     root = tmp_path_factory.mktemp("score")
     x = time_series(1000, *SHAPE, seed=1, anomaly_fraction=0.0)

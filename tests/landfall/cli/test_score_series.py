@@ -274,7 +274,7 @@ def daphnet_model(tmp_path_factory):
     import tf_keras as keras
 
     from landfall.core import scoring
-    from trainer.model import build_model
+    from trainer.training.model import build_model
 
     root = tmp_path_factory.mktemp("gait")
     rows = pd.read_csv(realdata.DATA / "S06R02E0.csv")[list(realdata.DAPHNET_CHANNELS)].to_numpy(np.float32)

@@ -10,7 +10,7 @@ from landfall.submit import jobmeta
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, runtime, set_state
-from trainer import baselines
+from trainer.judging import baselines
 
 
 def test_status_shows_the_champion_and_the_verdicts(emulator_stack, bucket, tmp_path, capsys, monkeypatch):

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from landfall import cli
-from trainer import baselines
+from trainer.judging import baselines
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_an_arrival_that_trained_ends_at_its_champion(small_flow, trace):
     a, job = small_flow.arrivals["trained"], small_flow.jobs["trained"]
     report = _json(trace, f"gs://{small_flow.bucket}/{a.name}")
     assert report["stop"].startswith(f"trained by job {job} (Succeeded): promoted, the champion of sensors (#1)")
-    # The detectors to beat (trainer.baselines): a promoted model that one of them beats is named so.
+    # The detectors to beat (trainer.judging.baselines): a promoted model that one of them beats is named so.
     step = next(s for s in report["steps"] if s["what"] == "baselines")
     beaten = step["detail"]["beaten_by"]
     assert ("BEATEN BY " + ", ".join(beaten) in report["stop"]) if beaten else ("BEATEN" not in report["stop"])

@@ -41,7 +41,7 @@ def test_a_series_spec_sets_the_converter_and_the_trainer():
     dropped = specs.DatasetSpec.from_document(specs.validate(_doc(model={"dropout": 0.3}), "pump.yaml"), 3)
     cfg = parse_config(["--inputs", "i.json", "--job-dir", "j", *dropped.trainer_args()], env={})
     assert (cfg.model_kind, cfg.dropout) == ("dense", 0.3)
-    # How the rows are scored reaches the verdict, which chooses for it (trainer.selection.basis); unset, mean.
+    # How the rows are scored reaches the verdict, which chooses for it (trainer.judging.selection.basis); unset, mean.
     assert "--combine" not in args and cfg.combine == series_windows.MEAN
     by_rows = specs.DatasetSpec.from_document(specs.validate(
         _doc(shape={"window": {"length": 64, "stride": 4, "combine": "row"}}), "pump.yaml"), 3)

@@ -75,7 +75,7 @@ def test_pods_get_their_index_labels_and_a_retryable_exit_restarts_the_group(op,
     marker = tmp_path / "attempted"
     code = f"""
 import json, os, pathlib, sys
-from trainer.cluster import Cluster
+from trainer.training.cluster import Cluster
 cluster = Cluster.from_env()
 print("POD", json.dumps({{k: os.environ.get(k) for k in ("LANDFALL_JOBSET_NAME", "LANDFALL_REPLICATED_JOB",
       "LANDFALL_JOB_INDEX", "JOB_COMPLETION_INDEX", "TF_CONFIG")}}), flush=True)

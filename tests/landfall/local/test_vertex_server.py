@@ -13,7 +13,7 @@ import pytest
 
 from landfall.local.vertex_server import VertexServer
 from landfall.submit.backends.aiplatform import VertexJobs
-from trainer.cluster import Cluster
+from trainer.training.cluster import Cluster
 
 PARENT = "projects/p/locations/l"
 # Each replica writes what it was given, then sleeps (a worker) or exits with its pool's code.

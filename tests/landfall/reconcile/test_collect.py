@@ -20,7 +20,7 @@ from landfall.submit import coalesce
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.config import JobConfig
 from tests.landfall.arrival.compact_helpers import LAYOUT, SHAPE, add_arrival, release
-from trainer.inputs import load_manifests
+from trainer.training.inputs import load_manifests
 
 RECORD = RecordFramer(SHAPE).record_bytes
 

@@ -23,7 +23,7 @@ from landfall.submit import coalesce, jobmeta, sufficient
 from landfall.submit.backends.local import LocalBackend
 from landfall.submit.handler import handle_message
 from tests.support import FakeClock, convert_arrival, inputs_of, pending_of, runtime, set_state
-from trainer.inputs import Inputs, ShardRef, load_manifests, plan_inputs
+from trainer.training.inputs import Inputs, ShardRef, load_manifests, plan_inputs
 
 BATCH = 256
 

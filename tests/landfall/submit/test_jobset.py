@@ -20,7 +20,7 @@ from landfall.submit import engine, jobmeta, jobset, tfjob
 from landfall.submit.backends.kubernetes import KubeBackend
 from landfall.submit.config import JobConfig
 from tests.fakes.kube_api import JOBSETS, FakeKubeAPI
-from trainer.cluster import Cluster, jobset_tf_config
+from trainer.training.cluster import Cluster, jobset_tf_config
 
 CRD = Path(__file__).resolve().parents[2] / "infra" / "crds" / "jobset" / "jobset.x-k8s.io_jobsets.yaml"
 

@@ -1,8 +1,8 @@
 """A job whose model its verdict can never serve holds no GPU (landfall.submit.unserved, issue #55).
 
 The submit side decides from the flags the job renders; the trainer decides what to serve from the same flags
-(trainer.selection.basis). The property test ties the two: whatever the flags, the job loses its GPUs exactly when
-the trainer, parsing them, would serve the fixed choice for rows by detection.
+(trainer.judging.selection.basis). The property test ties the two: whatever the flags, the job loses its GPUs exactly
+when the trainer, parsing them, would serve the fixed choice for rows by detection.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from landfall.submit import coalesce, engine, unserved
 from landfall.submit.config import JobConfig
 from landfall.submit.handler import handle_message
 from tests.support import convert_arrival, engine_of, runtime
-from trainer import selection
+from trainer.judging import selection
 from trainer.task import parse_config
 
 GPU = "nvidia.com/gpu"

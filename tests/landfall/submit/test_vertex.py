@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from landfall.submit import jobmeta, tfjob, vertex
 from landfall.submit.config import JobConfig
-from trainer.cluster import Cluster
+from trainer.training.cluster import Cluster
 
 BASE = {"bucket": "data-bkt", "project": "proj-1", "trainer_image": "us-docker.pkg.dev/proj-1/landfall/trainer:v1"}
 NAME, DATASET, REQUEST, INPUTS = "pumps-0123456789", "pumps", "a" * 64, "gs://data-bkt/runs/pumps-0123456789/in.json"

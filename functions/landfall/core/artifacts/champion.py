@@ -19,7 +19,7 @@ between the two leaves the entry missing, and every later update first recreates
 entry (create-only, so idempotent): the history is complete up to the champion before the next change.
 History objects are never rewritten, and no object grows with the history.
 
-Used by the trainer (``trainer.verdict``) and the CLI (``landfall promote``, ``landfall rollback``, ``status``).
+Used by the trainer (``trainer.judging.verdict``) and the CLI (``landfall promote``, ``landfall rollback``, ``status``).
 """
 
 from __future__ import annotations

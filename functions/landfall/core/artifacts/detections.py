@@ -7,7 +7,7 @@ Every committed arrival of a dataset with a champion is scored by that champion 
 
 - ``scores-<digest>.parquet``: the scores (a series: one row per row of the file, in its order, ``row``, ``time``,
   ``score``, ``anomaly``; instances: ``index``, ``error``, ``anomaly``, ``index`` the record's position in the
-  arrival, which is what the training job's champion view reuses: ``trainer.champion_view``), named by their
+  arrival, which is what the training job's champion view reuses: ``trainer.judging.champion_view``), named by their
   content's digest so a retry writes the same name with the same bytes;
 - ``summary.json`` (``landfall.detections/v1``), written **last**, create-only: the detection message it announces
   (``message``), the full summary of the scoring (what ``landfall score --json`` prints), and how long it took;

@@ -7,10 +7,10 @@ The message (topic ``landfall-training-results``, ordering key = dataset, attrib
 with the ``min_skill`` it was held to, how its epochs ended (``epochs_run``, ``epochs_ceiling``, ``stopped_early``,
 ``best_epoch``, ``ceiling_gpu_seconds``: what training to the ceiling would have cost), ``labelled`` (the labelled
 check's precision, recall and average precision of the challenger and the champion, when the spec names a labelled
-set: ``trainer.labelled_check``; null otherwise), ``model``
+set: ``trainer.judging.labelled_check``; null otherwise), ``model``
 (this run's model URI, or null), ``champion`` (the dataset's champion model URI after the verdict),
 ``threshold``, ``champion_view`` (what the champion flagged in the job's new arrivals before training:
-``trainer.champion_view``; a bounded copy, ``champion_view_summary``), ``error`` (a failure's message),
+``trainer.judging.champion_view``; a bounded copy, ``champion_view_summary``), ``error`` (a failure's message),
 ``arrivals`` (``{count, ids, inputs}``: how many requests
 the job covered, at most ``MAX_IDS`` of their ids, and the ``inputs.json`` URI that lists them all, so the
 message never grows with history), ``published_by`` (``chief`` | ``reconciler``), ``finished_at``, and the
@@ -50,11 +50,11 @@ RESULT = "result.json"
 RESULTS_TOPIC = "landfall-training-results"
 MAX_IDS = 20  # arrivals listed by id in a message; the rest are counted, and listed in inputs.json
 STATUSES = ("succeeded", "failed")
-# no_skill: below the naive baseline's floor (trainer.floor); low_average_precision: below the labelled check's.
+# no_skill: below the naive baseline's floor (trainer.judging.floor); low_average_precision: below the labelled check's.
 VERDICTS = ("promoted", "kept_champion", "no_skill", "low_average_precision", "not_evaluated")
 REFUSALS = ("no_skill", "low_average_precision")  # a model not promoted whatever the champion: worth an alert
-# What metrics.json records of the skill (trainer.floor) and of how the epochs ended (trainer.stopping): carried by
-# the result message, and shown by `landfall status` and the report.
+# What metrics.json records of the skill (trainer.judging.floor) and of how the epochs ended
+# (trainer.training.stopping): carried by the result message, and shown by `landfall status` and the report.
 TRAINING_FIELDS = ("baseline_loss", "skill", "min_skill", "epochs_run", "epochs_ceiling", "stopped_early", "best_epoch",
                    "ceiling_gpu_seconds", "baselines", "min_skill_over", "beaten_by", "detection")
 ATTEMPTS = 8
@@ -81,7 +81,8 @@ class Result:
     estimated_cost: float | None = None  # USD (landfall.core.rules.accelerators.prices()); None: unknown
     cost_basis: str | None = None  # chief | job_object (landfall.core.rules.cost)
     spec_generation: int | None = None  # the dataset spec the job ran under (landfall.core.artifacts.specs); None: none
-    # The naive baseline and the skill over it (trainer.floor); how the epochs ended (trainer.stopping).
+    # The naive baseline and the skill over it (trainer.judging.floor); how the epochs ended
+    # (trainer.training.stopping).
     baseline_loss: float | None = None
     skill: float | None = None
     min_skill: float | None = None
@@ -90,21 +91,21 @@ class Result:
     stopped_early: bool | None = None
     best_epoch: int | None = None
     ceiling_gpu_seconds: float | None = None
-    # The detectors to beat (trainer.baselines): {mean_window|pca|nearest_neighbour: {loss, skill, description, ...}},
-    # the margins promotion was held to over them, and the baselines that reconstruct better than the model (a
+    # The detectors to beat (trainer.judging.baselines): {mean_window|pca|nearest_neighbour: {loss, skill, description,
+    # ...}}, the margins promotion was held to over them, and the baselines that reconstruct better than the model (a
     # promoted model among them is named so wherever the verdict is shown); null in older messages.
     baselines: dict[str, Any] | None = None
     min_skill_over: dict[str, float] | None = None
     beaten_by: list[str] | None = None
-    # The labelled check (trainer.labelled_check), when the dataset's spec names a labelled set: {challenger:
+    # The labelled check (trainer.judging.labelled_check), when the dataset's spec names a labelled set: {challenger:
     # {precision, recall, average_precision, threshold, flagged}, champion: the same or null (unknown: never evaluated
     # against labels), instances, positives, min_average_precision}; null without one.
     labelled: dict[str, Any] | None = None
-    # The champion's view of the job's new arrivals (trainer.champion_view), bounded (champion_view_summary):
+    # The champion's view of the job's new arrivals (trainer.judging.champion_view), bounded (champion_view_summary):
     # {champion_run, threshold, instances, flagged, fraction, arrival_count, arrivals (the first MAX_IDS), reason};
     # flagged null (with the reason) when the dataset had no champion that could score; null in older messages.
     champion_view: dict[str, Any] | None = None
-    # How the champion was chosen (trainer.selection, issue #47): {select, basis, chosen, detector, score, why,
+    # How the champion was chosen (trainer.judging.selection, issue #47): {select, basis, chosen, detector, score, why,
     # key: the candidates' figure the basis compares (kind_average_precision | labelled_average_precision),
     # candidates: {model|mean_window|pca|nearest_neighbour: {kind_average_precision, average_precision, vus_pr,
     # by_kind, labelled_average_precision}},
@@ -182,7 +183,7 @@ def champion_view_summary(view: Any, max_ids: int = MAX_IDS) -> dict[str, Any] |
 
 def baselines_line(doc: Any) -> str:
     """One line for ``landfall status``, ``trace`` and the report: the model's skill over each baseline, and the
-    baselines that beat it (``trainer.baselines``); "" without them (older jobs, unjudged ones)."""
+    baselines that beat it (``trainer.judging.baselines``); "" without them (older jobs, unjudged ones)."""
     found = doc.get("baselines") if isinstance(doc, dict) else None
     if not isinstance(found, dict):
         return ""
@@ -227,7 +228,8 @@ def candidates(doc: Any) -> list[dict[str, Any]]:
 
 def detection_line(doc: Any) -> str:
     """One line for ``landfall status``, ``trace`` and the report: which candidate detects best and by what
-    (``trainer.selection``), each candidate's score and the champion's; "" without them (older jobs, select loss)."""
+    (``trainer.judging.selection``), each candidate's score and the champion's; "" without them (older jobs, select
+    loss)."""
     found = doc.get("detection") if isinstance(doc, dict) else None
     if not isinstance(found, dict) or not isinstance(found.get("candidates"), dict):
         return ""
@@ -243,7 +245,8 @@ def detection_line(doc: Any) -> str:
     said = next((r for r in candidates(doc) if r["chosen"]), None)
     if said is not None:  # what it is and how its rows are scored, in words
         name += f" [{said['kind']}; rows scored: {said['unit_says']}]"
-    if basis.startswith("the fixed choice"):  # trainer.selection.FIXED_FOR_ROWS: a rule chose, the scores are recorded
+    # trainer.judging.selection.FIXED_FOR_ROWS: a rule chose, the scores are recorded
+    if basis.startswith("the fixed choice"):
         line = f"chosen: {name} ({basis}; {key}: "
     else:
         line = f"detects best: {name} ({basis}: "

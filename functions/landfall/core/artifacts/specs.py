@@ -89,9 +89,10 @@ TRAINER_FLAGS = {
     ("verdict", "threshold_quantile"): "--threshold-quantile",
     ("verdict", "min_average_precision"): "--min-average-precision",
     ("verdict", "min_skill"): "--min-skill",
-    ("verdict", "min_skill_over"): "--min-skill-over",  # trainer.baselines: {"pca": 0, "nearest_neighbour": null}
+    # trainer.judging.baselines: {"pca": 0, "nearest_neighbour": null}
+    ("verdict", "min_skill_over"): "--min-skill-over",
     ("verdict", "min_average_precision_over_baselines"): "--min-average-precision-over-baselines",
-    # A dotted key is a field of a nested object: training.early_stopping.patience (trainer.stopping).
+    # A dotted key is a field of a nested object: training.early_stopping.patience (trainer.training.stopping).
     ("training", "early_stopping.patience"): "--early-stopping-patience",
     ("training", "early_stopping.min_delta"): "--early-stopping-min-delta",
     ("training", "early_stopping.min_gain"): "--early-stopping-min-gain",
@@ -100,7 +101,7 @@ TRAINER_FLAGS = {
     ("training", "early_stopping.factor"): "--early-stopping-factor",
     ("training", "early_stopping.smoothing"): "--early-stopping-smoothing",
     ("training", "deterministic"): "--deterministic",
-    ("training", "exclude_flagged"): "--exclude-flagged",  # trainer.champion_view
+    ("training", "exclude_flagged"): "--exclude-flagged",  # trainer.judging.champion_view
     ("shape", "window.length"): "--timesteps",  # a series dataset's windows are its instances
     ("shape", "window.combine"): "--combine",  # how its rows are scored: the verdict chooses for that (issue #55)
 }

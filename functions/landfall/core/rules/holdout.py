@@ -1,8 +1,8 @@
 """The hold-out split: which records of an arrival train, which are held out (validation), which neither.
 
-One module, numpy only, imported by the trainer (``trainer.inputs`` plans with it, ``trainer.pipeline`` does the same
-integer arithmetic in TensorFlow) and by the submit stage (``landfall.submit.sufficient`` counts what a job would
-train on before releasing it), so the two can never disagree.
+One module, numpy only, imported by the trainer (``trainer.training.inputs`` plans with it,
+``trainer.training.pipeline`` does the same integer arithmetic in TensorFlow) and by the submit stage
+(``landfall.submit.sufficient`` counts what a job would train on before releasing it), so the two can never disagree.
 
 Every record is named by its arrival and its index in that arrival (never by the file it is in: compaction moves
 records without moving them across the split). With the arrival's base salt ``base = crc32("<seed>/<arrival>")``
@@ -107,7 +107,7 @@ def block_length(timesteps: int) -> int:
 
 def is_validation(index: np.ndarray, salt: int, threshold: int) -> np.ndarray:
     """``random``: the held-out records among ``index`` (relative to the run ``salt`` starts at). Same integer
-    arithmetic as ``trainer.pipeline`` does in TensorFlow (int64, exact)."""
+    arithmetic as ``trainer.training.pipeline`` does in TensorFlow (int64, exact)."""
     return (index.astype(np.int64) * HASH_MULTIPLIER + salt) % HASH_MODULUS < threshold
 
 
@@ -235,8 +235,8 @@ class Split:
         return self.counts(arrival, count, limit)[0]
 
     def training_records(self, arrivals: Iterable[tuple[str, int]]) -> int:
-        """The training records of these (arrival id, count): what ``trainer.inputs.plan_inputs`` splits among the
-        workers (each gets ``training_records // workers`` or one more), with the rescue when it applies."""
+        """The training records of these (arrival id, count): what ``trainer.training.inputs.plan_inputs`` splits among
+        the workers (each gets ``training_records // workers`` or one more), with the rescue when it applies."""
         listed = list(arrivals)
         split = self.rescued(listed)
         return sum(split.training_count(a, n) for a, n in listed)

@@ -1,9 +1,9 @@
 """Per-feature count, mean and sum of squared deviations (``m2``), merged exactly (Chan, Golub and LeVeque 1979).
 
 The one merge of statistics: the converter's running statistics over an arrival's batches and parts
-(``landfall.arrival.stats.RunningStats``) and the trainer's over a job's arrivals (``trainer.inputs``). The pairwise
-form keeps its precision where ``E[x^2] - E[x]^2`` loses it: a feature whose mean is large against its spread (a
-timestamp, a sensor's offset) would lose most of its digits to the subtraction.
+(``landfall.arrival.stats.RunningStats``) and the trainer's over a job's arrivals (``trainer.training.inputs``). The
+pairwise form keeps its precision where ``E[x^2] - E[x]^2`` loses it: a feature whose mean is large against its spread
+(a timestamp, a sensor's offset) would lose most of its digits to the subtraction.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Series datasets: the window arithmetic the converter (``landfall.arrival.series``) and the trainer
-(``trainer.windows``) share, and the manifest's ``series`` section that carries it.
+(``trainer.training.windows``) share, and the manifest's ``series`` section that carries it.
 
 A series arrival is stored once, as its rows (one float32 per channel), not as windows. What it holds:
 
@@ -38,23 +38,25 @@ SAYS = {MEAN: "the mean of the windows over each row", MAX: "the largest of the 
 
 def served_stride(combine: str, alone: bool, length: int, stride: int) -> int:
     """Rows between the windows a series is scored at: ``stride``, but a window's ``length`` for a detector whose rows
-    are scored alone (``alone``: a row's score is its own in any window, ``trainer.baselines.rowwise``) and located by
-    them (``combine`` ``ROW``): each row scored once, the same scores as at any stride."""
+    are scored alone (``alone``: a row's score is its own in any window, ``trainer.judging.baselines.rowwise``) and
+    located by them (``combine`` ``ROW``): each row scored once, the same scores as at any stride."""
     return int(length) if combine == ROW and alone else int(stride)
 
 
 def window_scores(rows: np.ndarray, unit: str | None) -> np.ndarray:
-    """Each window's score from its rows' (``[n, T]``) as the surrogate set judges a candidate (``trainer.surrogate``):
-    their mean, but for a candidate located by its rows' own scores (``unit`` ``ROW``) their largest: a window holds an
-    anomaly when its most anomalous row does, which a mean over the window dilutes ``T`` times."""
+    """Each window's score from its rows' (``[n, T]``) as the surrogate set judges a candidate
+    (``trainer.judging.surrogate``): their mean, but for a candidate located by its rows' own scores (``unit`` ``ROW``)
+    their largest: a window holds an anomaly when its most anomalous row does, which a mean over the window dilutes
+    ``T`` times."""
     rows = np.asarray(rows, np.float64)
     return rows.max(axis=1) if unit == ROW else rows.mean(axis=1)
 
 
 def fixed_for_rows(combine: str, labelled: bool) -> bool:
-    """Whether a job's verdict serves the fixed choice for rows (``trainer.selection.basis``): its rows are scored by
-    their own errors (``combine`` ``ROW``) and it has no labelled set to choose by. The model such a job trains is then
-    never served by a verdict that selects by detection, so it needs no GPU (``landfall.submit.unserved``)."""
+    """Whether a job's verdict serves the fixed choice for rows (``trainer.judging.selection.basis``): its rows are
+    scored by their own errors (``combine`` ``ROW``) and it has no labelled set to choose by. The model such a job
+    trains is then never served by a verdict that selects by detection, so it needs no GPU
+    (``landfall.submit.unserved``)."""
     return combine == ROW and not labelled
 
 

@@ -35,8 +35,8 @@ THRESHOLDS = 250  # the reference implementation's number of sampled thresholds
 def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
     """Step-wise average precision, as ``sklearn.metrics.average_precision_score`` defines it: ``sum_n (R_n - R_{n-1})
     P_n`` over the distinct scores taken as thresholds from the highest down, tied scores entering together; labels 0/1
-    with at least one positive (``trainer.labelled_check`` documents it; ``tests/trainer/test_labelled_check.py``
-    checks it against scikit-learn)."""
+    with at least one positive (``trainer.judging.labelled_check`` documents it;
+    ``tests/trainer/test_labelled_check.py`` checks it against scikit-learn)."""
     y = np.asarray(labels, np.float64)
     s = np.asarray(scores, np.float64)
     positives = y.sum()
