@@ -21,7 +21,7 @@ def _demo(folder, *extra: str) -> subprocess.CompletedProcess:
         capture_output=True, text=True, timeout=480)
 
 
-def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(memory_dir):
+def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up_then_again_on_vertex_ai(memory_dir):
     proc = _demo(memory_dir)  # its stack's data in memory (tests/conftest.py)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = memory_dir / "out"
@@ -64,30 +64,23 @@ def test_demo_runs_the_whole_flow_with_a_coalesced_follow_up(memory_dir):
     assert f"scoring: {caught} of 8 injected anomalies flagged" in summary, (detected, summary)
     assert detected in proc.stdout
     assert not (out / "stack" / "stack.json").exists()  # the stack was stopped
-    # Again into the same folder (a second `make demo`): a story of its own, from an empty bucket.
-    again = _demo(memory_dir, "--no-follow-up")
+    # Again into the same folder (a second `make demo`), on the other kind of engine: a story of its own, from an
+    # empty bucket, and the same flow with no cluster, each job a Vertex AI CustomJob created through Google's client
+    # on the stand-in JobService, its replicas run with ``TF_CONFIG`` as Vertex AI sets it (issue #57). One run for
+    # both claims (issue #67: each demo run is a stack, two jobs and their TensorFlow processes).
+    again = _demo(memory_dir, "--engine", "vertex")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert len(list((out / "metrics").glob("*.json"))) == 1
     assert "starts from fresh weights (the first job of dataset demo" in again.stdout
+    assert "CustomJob" in again.stdout and "TFJob" not in again.stdout
+    metrics = [json.loads(p.read_text()) for p in sorted((out / "metrics").glob("*.json"))]
+    assert sorted(len(m["manifests"]) for m in metrics) == [1, 2]  # this run's two jobs only, the follow-up coalesced
+    assert all(m["status"] == "succeeded" and m["num_workers"] == 2 for m in metrics)
+    summary = (out / "summary.txt").read_text()
+    assert "2 job(s)" in summary and "follow-up of" in summary and "champion: " in summary
+    assert any(line.startswith("detection on demo/injected.npy-g") for line in summary.splitlines())
 
 
 def test_demo_names_the_stage_that_failed(memory_dir):
     proc = _demo(memory_dir, "--no-follow-up", "--units", "0,0")  # the trainer rejects zero units
     assert proc.returncode == 1
     assert "stage 'training' failed" in proc.stderr and "TFJob" in proc.stderr
-
-
-def test_demo_runs_the_whole_flow_on_the_vertex_engine(memory_dir):
-    """``landfall demo --engine vertex``: the same flow with no cluster, each job a Vertex AI CustomJob created
-    through Google's client on the stand-in JobService, its replicas run with ``TF_CONFIG`` as Vertex AI sets it
-    (issue #57)."""
-    proc = _demo(memory_dir, "--engine", "vertex")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = memory_dir / "out"
-    assert "CustomJob" in proc.stdout and "TFJob" not in proc.stdout
-    metrics = [json.loads(p.read_text()) for p in sorted((out / "metrics").glob("*.json"))]
-    assert sorted(len(m["manifests"]) for m in metrics) == [1, 2]  # the follow-up, coalesced, on both arrivals
-    assert all(m["status"] == "succeeded" and m["num_workers"] == 2 for m in metrics)
-    summary = (out / "summary.txt").read_text()
-    assert "2 job(s)" in summary and "follow-up of" in summary and "champion: " in summary
-    assert any(line.startswith("detection on demo/injected.npy-g") for line in summary.splitlines())
