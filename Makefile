@@ -78,8 +78,9 @@ demo: venv
 
 # The fault list of issue #67 (tests/mutants.toml): each deliberate fault applied alone to this working tree (in place,
 # restored after; it refuses a tree with changed tracked files), the test modules of its area run, and a table of the
-# test that caught each. Exits 1 when a fault is missed or stale. Not part of `make test` (docs/benchmarks.md).
-mutants: venv
+# test that caught each. Exits 1 when a fault is missed or stale. Not part of `make test` (docs/benchmarks.md). `ref`:
+# the VUS-PR fault's tests compare with aeon's in .venv-ref.
+mutants: venv ref
 	$(BIN)/python tests/mutants.py
 
 bench: venv
