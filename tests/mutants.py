@@ -131,7 +131,12 @@ def applied(fault: Fault, root: Path = REPO) -> Iterator[None]:
         path.write_bytes(text.replace(fault.find, fault.replace, 1).encode())
         yield
     finally:
-        path.write_bytes(original)
+        # Ctrl-C or SIGTERM again now would leave the file half written: held until it is whole.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            path.write_bytes(original)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def run_tests(fault: Fault, limit_s: float = LIMIT_S) -> tuple[int | None, str]:
