@@ -223,6 +223,7 @@ BAD_INPUTS = {
     "deflate64.npz": (badfiles.deflate64_npz(time_series(3)), "unsupported_npz"),
     "unclosed-header.npy": (badfiles.unclosed_header_npy(), "corrupt_npy"),
     "corrupt.csv.gz": (b"\x1f\x8b\x08\x00garbage-garbage-garbage", "corrupt_gzip"),
+    "not-gzip.csv.gz": (b"1,2,3\n4,5,6\n", "corrupt_gzip"),  # a plain CSV named .csv.gz: no gzip magic
     "bad.parquet": (b"PAR1 nope PAR1", "corrupt_parquet"),
     "ints.parquet": (parquet_bytes(pa.table({f"c{i}": [1, 2] for i in range(360)})), "bad_dtype"),
     "lzo.parquet": (badfiles.lzo_parquet(time_series(3).reshape(3, -1)), "unsupported_parquet"),

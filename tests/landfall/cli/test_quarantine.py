@@ -167,6 +167,10 @@ def test_a_quarantined_arrival_end_to_end_on_the_emulators(emulator_stack, bucke
     assert bad in html_text
     assert main(["admit", bad, "--dataset", "watch", "--bucket", bucket, "--by", "ops"]) == 0
     assert f"admitted: {bad} of watch by ops" in capsys.readouterr().out
+    assert main(["status", "--bucket", bucket, "--dataset", "watch", "--backend", "local", "--state",
+                 str(tmp_path / "state"), "--json"]) == 0
+    admitted = json.loads(capsys.readouterr().out)["datasets"]["watch"]
+    assert admitted["arrivals"] == 5 and "quarantined" not in admitted  # admitted: no view holds it back any more
     # A dataset whose spec sets no arrival.checks: the same file is flagged, trained on, and counted
     lax = arrival_runtime(timesteps=100, features=6)
     for i in range(5):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from landfall.core.artifacts import failing
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
-from landfall.core.errors import TemporaryError
+from landfall.core.errors import NotFound, TemporaryError
+from tests.fakes.gcs_rate import RULE
 
 
 class Clock:
@@ -37,6 +40,26 @@ class Racing:
         return self.inner.write_if_generation(*args, **kwargs)
 
 
+class Store:
+    """Objects in memory, each write stamped with the clock's time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock, self.objects, self.writes = clock, {}, []
+
+    def bounded(self, retry_deadline_s: float):
+        return self
+
+    def read_generation(self, uri: str):
+        if uri not in self.objects:
+            raise NotFound(uri)
+        return self.objects[uri]
+
+    def write_if_generation(self, uri: str, data: bytes, generation: int) -> None:
+        assert self.objects.get(uri, (b"", 0))[1] == generation
+        self.objects[uri] = (data, generation + 1)
+        self.writes.append(self.clock())
+
+
 class Down:
     def bounded(self, retry_deadline_s: float):
         raise TemporaryError("Cloud Storage: 503")
@@ -61,6 +84,19 @@ def test_the_record_is_written_at_most_once_a_second_by_one_writer_and_never_rai
     assert "could not record that incoming/d/x.csv is failing" in caplog.text
     failing.clear(storage, lay, arrival)
     assert not storage.exists(uri)
+
+
+def test_the_records_writes_keep_cloud_storages_rate_however_often_the_event_comes():
+    """An event redelivered every 0.1 s for 5 s: the record is rewritten, but never sooner after its last write than
+    Cloud Storage takes a write to one object name (``tests/fakes/gcs_rate.RULE``: one a second)."""
+    clock = Clock()
+    store = Store(clock)
+    arrival = layout.parse_arrival("b", "incoming/d/x.csv", 5, Layout())
+    for _ in range(50):
+        failing.note(store, Layout(), arrival, TemporaryError("again"), clock)
+        clock.now += 0.1
+    assert len(store.writes) >= 4
+    assert np.diff(store.writes).min() >= RULE["per_seconds"] / RULE["writes"]
 
 
 def test_an_unexpected_error_is_one_line_naming_where_it_was_raised():

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from landfall import cli
-from landfall.core.artifacts import detections
+from landfall.core.artifacts import champion, detections, model_files
 from landfall.core.contracts import layout
 from landfall.core.contracts.layout import Layout
 from landfall.core.errors import TemporaryError
@@ -181,6 +181,24 @@ def test_what_is_not_scored_and_why(emulator_stack, bucket, topic, arrival_runti
     retractions.retract(storage, Layout(), layout.parse_arrival(bucket, "incoming/pump/a.csv", gen, Layout()),
                         "deleted")
     assert handler.handle(request.to_json(), {}, rt) == "gone"
+    assert pull_all(pubsub, detections_topic, timeout_s=3) == []
+    assert storage.list(f"gs://{bucket}/scores/") == []
+
+
+def test_a_champion_file_replaced_after_promotion_is_not_loaded(emulator_stack, bucket, topic, arrival_runtime,
+                                                               detections_topic, models):
+    """The champion record names its files by digest (``landfall.core.artifacts.model_files``) and the scorer checks
+    them when it loads the model: a file replaced in the bucket since (tampered with, or half copied) scores nothing.
+    The arrival is unscorable: no results, no message."""
+    storage, pubsub = emulator_stack.storage, emulator_stack.pubsub
+    store_spec(storage, bucket, SERIES_SPEC)
+    uri = crown(storage, bucket, "pump", models["series"], run="job-replaced")
+    champion.force(storage, champion.bucket_root(bucket), "pump", run="job-replaced", model=uri, evaluation={},
+                   by="test", files=model_files.of_folder(models["series"]))
+    storage.write_bytes(f"{uri}/threshold.json", json.dumps({"value": 1e9, "quantile": 0.99}).encode())
+    request = commit(storage, arrival_runtime, bucket, "incoming/pump/a.csv", _csv(series_frame()), pubsub, topic)
+    rt = scorer_runtime(emulator_stack, bucket, detections_topic)
+    assert handler.handle(request.to_json(), {}, rt) == "unscorable"
     assert pull_all(pubsub, detections_topic, timeout_s=3) == []
     assert storage.list(f"gs://{bucket}/scores/") == []
 

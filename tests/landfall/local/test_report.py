@@ -177,3 +177,17 @@ def test_the_candidates_table_marks_the_choice_and_says_what_was_passed_over():
     text = html.unescape(got)
     assert "passed over: model (skill 0.01 below min_skill 0.1)" in text and "better than the model: pca" in text
     assert page.candidates_html({"detection": {"candidates": "x"}}) == "" == page.candidates_html({})
+
+
+def test_what_a_record_holds_is_text_on_the_page_never_markup():
+    """Anything the bucket's records hold (a candidate's description, why one was passed over, a reason) is escaped:
+    a hostile string, or an error message quoting ``<tag>``, is shown as text, never taken as the page's markup."""
+    from landfall.views import page
+
+    hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+    job = {"baselines": {"pca": {"description": hostile}},
+           "detection": {"basis": hostile, "chosen": "model", "passed_over": {"pca": hostile},
+                         "candidates": {"model": {"score": 0.5}, "pca": {"score": 0.4}}}}
+    got = page.candidates_html(job)
+    assert got and "<script" not in got and "<img" not in got
+    assert got.count("&lt;script&gt;") >= 3  # the basis, the description on hover, the reason passed over
