@@ -201,31 +201,30 @@ def small_flow(emulator_stack: Emulators, tmp_path_factory: pytest.TempPathFacto
 # light ones, each to the share with the fewest tests, so the shares are as long as xdist cuts them; within a share,
 # heaviest first, so what is left to steal at the end is light. Modules that share a session fixture travel
 # together (``small_flow``: built once per worker that runs one of them). Order only: every test still runs.
-# Seconds: each module's summed test time (setup included) from the junit report of a 2-worker run of the whole
-# suite (2026-12-07, beside other work, so halved; the demo's, VUS-PR's and the image rehearsals' scaled by what issue
-# #67 took out of them), the modules of 10 s or more; only to rank them: a module not listed counts 0.3 s a test.
+# Seconds: each module's summed test time (setup included) from the junit report of a fresh clone's `make test`
+# (2026-12-07 22:57, quiet; the demo's after its Vertex AI run became one job), the modules of 10 s or more; only to
+# rank them: a module not listed counts 0.3 s a test.
 MODULE_SECONDS = {
-    "tests/infra/test_images.py": 250, "tests/landfall/local/test_demo.py": 105,
-    "tests/trainer/test_distributed.py": 154, "tests/landfall/local/test_operator.py": 110,
-    "tests/trainer/test_warmstart.py": 73, "tests/trainer/test_crash_after_fit.py": 69,
-    "tests/trainer/test_stopping.py": 60, "tests/landfall/local/test_two_datasets.py": 47,
-    "tests/landfall/arrival/test_reference_burst.py": 46, "tests/landfall/local/test_vertex_training.py": 42,
-    "tests/landfall/local/test_stack.py": 41, "tests/landfall/submit/test_scale.py": 40,
-    "tests/trainer/test_verdict.py": 38, "tests/bench/test_training_bench.py": 35,
-    "tests/trainer/test_champion_view.py": 32, "tests/trainer/test_transport.py": 30,
-    "tests/landfall/cli/test_convert.py": 30, "tests/landfall/arrival/test_handler.py": 29,
-    "tests/trainer/test_strategy.py": 28, "tests/bench/test_stress_bench.py": 27,
-    "tests/trainer/test_labelled_check.py": 24, "tests/landfall/cli/test_status_verdict.py": 23,
-    "tests/functions/test_archive.py": 22, "tests/trainer/test_detector_registry.py": 21,
-    "tests/trainer/test_bad_inputs.py": 21, "tests/trainer/test_detectors.py": 21,
-    "tests/landfall/cli/test_score.py": 21, "tests/trainer/test_preemption.py": 21,
-    "tests/trainer/test_inputs.py": 20, "tests/landfall/submit/test_interleavings.py": 17,
-    "tests/landfall/arrival/test_hostile_files.py": 17, "tests/landfall/cli/test_hostile_views.py": 17,
-    "tests/trainer/test_tf_upgrade.py": 16, "tests/infra/test_checkov.py": 16,
-    "tests/landfall/cli/test_score_series.py": 14, "tests/infra/test_authorization.py": 14,
-    "tests/landfall/core/test_fault_table.py": 14, "tests/infra/test_monitoring.py": 13,
-    "tests/landfall/submit/test_handler.py": 13, "tests/trainer/test_baselines.py": 12,
-    "tests/bench/test_pca_gap.py": 11,
+    "tests/infra/test_images.py": 279, "tests/landfall/local/test_operator.py": 190,
+    "tests/trainer/test_distributed.py": 178, "tests/landfall/local/test_demo.py": 140,
+    "tests/landfall/local/test_vertex_training.py": 89, "tests/landfall/arrival/test_reference_burst.py": 86,
+    "tests/trainer/test_stopping.py": 79, "tests/landfall/local/test_stack.py": 77,
+    "tests/trainer/test_crash_after_fit.py": 72, "tests/landfall/submit/test_scale.py": 58,
+    "tests/trainer/test_warmstart.py": 43, "tests/landfall/arrival/test_handler.py": 43,
+    "tests/landfall/local/test_two_datasets.py": 41, "tests/trainer/test_champion_view.py": 36,
+    "tests/landfall/cli/test_convert.py": 35, "tests/trainer/test_transport.py": 32,
+    "tests/landfall/cli/test_hostile_views.py": 32, "tests/trainer/test_verdict.py": 31,
+    "tests/landfall/cli/test_status_verdict.py": 29, "tests/bench/test_training_bench.py": 28,
+    "tests/landfall/cli/test_score.py": 28, "tests/trainer/test_labelled_check.py": 28,
+    "tests/functions/test_archive.py": 27, "tests/landfall/cli/test_score_series.py": 26,
+    "tests/landfall/submit/test_handler.py": 21, "tests/infra/test_monitoring.py": 17,
+    "tests/trainer/test_windows.py": 15, "tests/bench/test_stress_bench.py": 15, "tests/infra/test_checkov.py": 15,
+    "tests/landfall/core/test_vus.py": 14, "tests/trainer/test_preemption.py": 14,
+    "tests/trainer/test_strategy.py": 13, "tests/trainer/test_tf_upgrade.py": 13,
+    "tests/landfall/submit/test_interleavings.py": 13, "tests/landfall/arrival/test_hostile_files.py": 13,
+    "tests/trainer/test_baselines.py": 13, "tests/trainer/test_inputs.py": 11,
+    "tests/landfall/arrival/test_compact.py": 10, "tests/trainer/test_bad_inputs.py": 10,
+    "tests/landfall/detect/test_interleavings.py": 10,
 }
 TRAVEL_TOGETHER = [("tests/infra/test_monitoring.py", "tests/landfall/cli/test_trace.py",
                     "tests/landfall/local/test_report.py")]  # small_flow
