@@ -278,17 +278,13 @@ def heavy_modules() -> set[str]:
     return {m for m, s in MODULE_SECONDS.items() if s >= QUICK_LEAVES_OUT}
 
 
-LEFT_OUT = pytest.StashKey[int]()
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    if config.getoption("--quick"):
+    if config.getoption("--quick"):  # the tests left out are counted in pytest's own "deselected"
         heavy = heavy_modules()
         left = [i for i in items if _module_of(i) in heavy]
         if left:
             config.hook.pytest_deselected(items=left)
             items[:] = [i for i in items if _module_of(i) not in heavy]
-        config.stash[LEFT_OUT] = len(left)
     shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if shares > 1:
         items[:] = dealt(items, shares)

@@ -537,16 +537,22 @@ def warm_start(model: keras.Model, start: warmstart.WarmStart | None, weights: P
     return start
 
 
+def save_served(model: keras.Model, local: Path, shape: tuple[int, int]) -> None:
+    """The model as a SavedModel with the serving contract (``serving_default``: ``x`` ``[n, T, F]`` in,
+    ``reconstruction`` out) that ``landfall.core.scoring`` loads; its statistics are the caller's to write."""
+    spec = tf.TensorSpec([None, *shape], tf.float32, name="x")
+    serve = tf.function(lambda x: {"reconstruction": model(x, training=False)}, input_signature=[spec])
+    # save_traces=False: the layers are all built-in, so Keras reloads them from their config, and
+    # saving skips re-tracing every layer (seconds per worker); serving gets one explicit signature.
+    model.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+
+
 def save_model(model: keras.Model, cluster: Cluster, job: JobDir, work: Path, mean, std, inputs: Inputs,
                start: warmstart.WarmStart | None = None) -> None:
     """Every worker saves (the strategy requires it); only the chief's copy goes to the job dir."""
     local = work / ("model" if cluster.is_chief else f"model-tmp-{cluster.worker_index}")
     shutil.rmtree(local, ignore_errors=True)
-    spec = tf.TensorSpec([None, *inputs.shape], tf.float32, name="x")
-    serve = tf.function(lambda x: {"reconstruction": model(x, training=False)}, input_signature=[spec])
-    # save_traces=False: the layers are all built-in, so Keras reloads them from their config, and
-    # saving skips re-tracing every layer (seconds per worker); serving gets one explicit signature.
-    model.save(str(local), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    save_served(model, local, inputs.shape)
     # Every worker reads the weights: a BatchNormalization statistic is a sync-on-read variable, and
     # reading it is an all-reduce that the chief alone would wait on forever.
     weights = model.get_weights()

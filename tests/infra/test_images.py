@@ -78,7 +78,7 @@ print(json.dumps(out))
 def serves_champions_without_the_trainer(rh, folder: Path) -> None:
     """The scorer image serves both kinds of champion the trainer saves, with neither the trainer, bench/,
     scikit-learn nor tf-keras in it (issue #66): the seed's GRU autoencoder saved as a job saves it (tf-keras,
-    ``trainer.train.save_model``'s call), and a row-scoring detector (``pca_rows``, ``trainer.judging.detectors.save``).
+    ``trainer.train.save_served``), and a row-scoring detector (``pca_rows``, ``trainer.judging.detectors.save``).
     Each scores the same rows in the image as in the suite."""
     import json
     import os
@@ -87,20 +87,16 @@ def serves_champions_without_the_trainer(rh, folder: Path) -> None:
     import numpy as np
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    import tensorflow as tf
-
     from landfall.core.scoring import Scorer
     from trainer.judging import baselines, detectors
+    from trainer.train import save_served
     from trainer.training import model_kinds
 
     rng = np.random.default_rng(0)
     x = (np.sin(np.arange(12)[None, :, None] * 0.5 + rng.uniform(0, 6, (200, 1, 3))) + rng.normal(0, 0.05, (200, 12, 3))
          ).astype(np.float32)
     folder.mkdir(parents=True)
-    model = model_kinds.build("gru", 12, 3, [4, 2], 0.0)
-    serve = tf.function(lambda v: {"reconstruction": model(v, training=False)},
-                        input_signature=[tf.TensorSpec([None, 12, 3], tf.float32, name="x")])
-    model.save(str(folder / "gru"), include_optimizer=False, save_traces=False, signatures={"serving_default": serve})
+    save_served(model_kinds.build("gru", 12, 3, [4, 2], 0.0), folder / "gru", (12, 3))
     (folder / "gru" / "normalization.json").write_text(json.dumps({"shape": [12, 3], "dtype": "float32",
                                                                    "normalized": False}))
     flat = x.reshape(-1, 3)

@@ -86,3 +86,20 @@ def test_demo_names_the_stage_that_failed(memory_dir):
     proc = _demo(memory_dir, "--no-follow-up", "--units", "0,0")  # the trainer rejects zero units
     assert proc.returncode == 1
     assert "stage 'training' failed" in proc.stderr and "TFJob" in proc.stderr
+
+
+def test_the_demo_commands_help_states_the_defaults_the_demo_uses():
+    """Unset options take ``DemoOptions``' defaults; the help that names them says the same numbers."""
+    import argparse
+
+    from landfall.cli.local import add_arguments
+    from landfall.local.demo import DemoOptions
+
+    parser = argparse.ArgumentParser()
+    add_arguments("demo", parser)
+    helps = {a.dest: a.help or "" for a in parser._actions}
+    opts = DemoOptions()
+    for field in ("instances", "workers", "epochs", "batch_size_per_worker", "inline_max_bytes", "task_bytes"):
+        assert parser.get_default(field) is None  # so DemoOptions decides
+        assert f"default {getattr(opts, field)}" in helps[field], (field, helps[field])
+    assert f"default {opts.stage_timeout:g}" in helps["stage_timeout"]
